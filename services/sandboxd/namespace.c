@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The sandbox's namespaces: the mount tree it sees, its hostname, its loopback-only network. */
+#include "namespace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "macro.h"
+
+const char *const namespace_hidden_paths[] = {
+        "/root",
+        "/run",
+        "/var/lib/sandboxd",
+        "/var/lib/sandbox-auditd",
+        "/var/lib/sandbox-gatewayd",
+        "/var/lib/private",
+        "/var/log",
+        "/var/cache/private",
+        "/etc/sandboxd",
+        "/sys/fs/cgroup",
+        NULL,
+};
+
+#define FAIL(step)                                                                                          \
+        do {                                                                                                \
+                *ret_step = (step);                                                                         \
+                return -errno;                                                                              \
+        } while (0)
+
+static int clone_tree(const char *path, bool read_only) {
+        int fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0),
+        };
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+static int attach_tree(int fd, const char *where) {
+        int r = move_mount(fd, "", AT_FDCWD, where, MOVE_MOUNT_F_EMPTY_PATH);
+        return r < 0 ? -errno : 0;
+}
+
+static int make_dev(void) {
+        static const struct {
+                const char *name;
+                unsigned major, minor;
+        } nodes[] = {
+                { "null", 1, 3 }, { "zero", 1, 5 }, { "full", 1, 7 },
+                { "random", 1, 8 }, { "urandom", 1, 9 }, { "tty", 5, 0 },
+        };
+        static const struct {
+                const char *link, *target;
+        } links[] = {
+                { "/dev/fd", "/proc/self/fd" }, { "/dev/stdin", "/proc/self/fd/0" },
+                { "/dev/stdout", "/proc/self/fd/1" }, { "/dev/stderr", "/proc/self/fd/2" },
+                { "/dev/ptmx", "pts/ptmx" }, { "/dev/core", "/proc/kcore" },
+        };
+        char path[64];
+
+        /* No MS_NODEV here: this tmpfs carries the few device nodes a sandbox may use. */
+        if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
+                return -errno;
+        mode_t u = umask(0);
+        for (size_t i = 0; i < ELEMENTSOF(nodes); i++) {
+                snprintf(path, sizeof(path), "/dev/%s", nodes[i].name);
+                if (mknod(path, S_IFCHR | 0666, makedev(nodes[i].major, nodes[i].minor)) < 0) {
+                        umask(u);
+                        return -errno;
+                }
+        }
+        umask(u);
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                if (!streq(links[i].link, "/dev/core") && symlink(links[i].target, links[i].link) < 0)
+                        return -errno;
+        if (mkdir("/dev/pts", 0755) < 0 || mkdir("/dev/shm", 01777) < 0 || mkdir("/dev/mqueue", 01777) < 0)
+                return -errno;
+        /* A new devpts instance: the sandbox's PTYs are its own, the host's are not visible. */
+        if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+                return -errno;
+        if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%") < 0)
+                return -errno;
+        if (mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+static int loopback_up(void) {
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = { .ifr_name = "lo" };
+
+        if (fd < 0)
+                return -errno;
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                return -errno;
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                return -errno;
+        return 0;
+}
+
+int namespace_setup(const SandboxLayout *l, const char **ret_step) {
+        char path[4096];
+        _cleanup_close_ int home_fd = -EBADF, tmp_fd = -EBADF, vartmp_fd = -EBADF, passwd_fd = -EBADF,
+                            group_fd = -EBADF;
+        int r;
+
+        /* Nothing we mount may leak back to the host, and nothing the host mounts later appears here. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                FAIL("make mounts private");
+
+        /* Take the writable pieces first: after the next step everything reachable is read-only,
+         * and the workspace itself is hidden. */
+#define TAKE(fd, sub, ro)                                                                                   \
+        do {                                                                                                \
+                snprintf(path, sizeof(path), "%s/%s", l->workspace, sub);                                   \
+                fd = clone_tree(path, ro);                                                                  \
+                if (fd < 0) {                                                                               \
+                        errno = -fd;                                                                        \
+                        FAIL("clone " sub);                                                                 \
+                }                                                                                           \
+        } while (0)
+        TAKE(home_fd, "home", false);
+        TAKE(tmp_fd, "tmp", false);
+        TAKE(vartmp_fd, "tmp", false);
+        TAKE(passwd_fd, "passwd", true);
+        TAKE(group_fd, "group", true);
+#undef TAKE
+
+        struct mount_attr ro = {
+                .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        };
+        if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
+                FAIL("make the host read-only");
+
+        for (size_t i = 0; namespace_hidden_paths[i]; i++) {
+                struct stat st;
+                if (stat(namespace_hidden_paths[i], &st) < 0 || !S_ISDIR(st.st_mode))
+                        continue;
+                if (mount("tmpfs", namespace_hidden_paths[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          streq(namespace_hidden_paths[i], "/root") ? "mode=0700,size=64k" : "mode=0755,size=1m") < 0)
+                        FAIL("hide a host directory");
+        }
+
+        /* /home holds only this sandbox's home. */
+        if (mount("tmpfs", "/home", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+                FAIL("mount /home");
+        if (mkdir(l->home, 0755) < 0 && errno != EEXIST)
+                FAIL("create the home mount point");
+        if (mount(NULL, "/home", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+                FAIL("make /home read-only");
+        r = attach_tree(home_fd, l->home);
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount the home");
+        }
+        r = attach_tree(tmp_fd, "/tmp");
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount /tmp");
+        }
+        r = attach_tree(vartmp_fd, "/var/tmp");
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount /var/tmp");
+        }
+        r = attach_tree(passwd_fd, "/etc/passwd");
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount /etc/passwd");
+        }
+        r = attach_tree(group_fd, "/etc/group");
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount /etc/group");
+        }
+
+        r = make_dev();
+        if (r < 0) {
+                errno = -r;
+                FAIL("populate /dev");
+        }
+
+        /* We are PID 1 of the sandbox's PID namespace: this proc shows only the sandbox. */
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                FAIL("mount /proc");
+
+        if (sethostname(l->hostname, strlen(l->hostname)) < 0)
+                FAIL("set the hostname");
+        if (l->private_network) {
+                r = loopback_up();
+                if (r < 0) {
+                        errno = -r;
+                        FAIL("bring up loopback");
+                }
+        }
+        if (chdir("/") < 0)
+                FAIL("chdir /");
+        return 0;
+}
+
+static int write_file_at(int dfd, const char *name, const char *text, mode_t mode) {
+        _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+        size_t n = strlen(text);
+
+        if (fd < 0)
+                return -errno;
+        if (write(fd, text, n) != (ssize_t) n)
+                return errno > 0 ? -errno : -EIO;
+        return 0;
+}
+
+int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid,
+                             const char *home) {
+        _cleanup_close_ int dfd = -EBADF;
+        char buf[1024];
+        int r;
+
+        if (mkdir(workspace, 0700) < 0)
+                return -errno;
+        dfd = open(workspace, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        if (mkdirat(dfd, "home", 0700) < 0 || fchownat(dfd, "home", uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (mkdirat(dfd, "tmp", 0777) < 0 || fchmodat(dfd, "tmp", 01777, 0) < 0)
+                return -errno;
+
+        snprintf(buf, sizeof(buf),
+                 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                 "%s:x:%u:%u:sandbox user:%s:/bin/bash\n"
+                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                 user, (unsigned) uid, (unsigned) gid, home);
+        r = write_file_at(dfd, "passwd", buf, 0644);
+        if (r < 0)
+                return r;
+        snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\n%s:x:%u:\nnogroup:x:65534:\n", user, (unsigned) gid);
+        return write_file_at(dfd, "group", buf, 0644);
+}
+
+static int remove_tree_at(int dfd, dev_t dev) {
+        _cleanup_close_ int fd = dfd;
+        DIR *d;
+        struct dirent *de;
+        int r = 0;
+
+        d = fdopendir(fd);
+        if (!d)
+                return -errno;
+        TAKE_FD(fd);
+        while ((errno = 0, de = readdir(d))) {
+                struct stat st;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT && r == 0)
+                                r = -errno;
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        if (st.st_dev != dev)
+                                continue; /* never cross into another file system */
+                        int sub = openat(dirfd(d), de->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+                        if (sub < 0)
+                                sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub < 0) {
+                                if (r == 0)
+                                        r = -errno;
+                                continue;
+                        }
+                        int q = remove_tree_at(sub, dev);
+                        if (q < 0 && r == 0)
+                                r = q;
+                        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                                r = -errno;
+                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT && r == 0)
+                        r = -errno;
+        }
+        closedir(d);
+        return r;
+}
+
+int namespace_remove_workspace(const char *workspace) {
+        struct stat st;
+        int fd, r;
+
+        fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        r = remove_tree_at(fd, st.st_dev);
+        if (rmdir(workspace) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
+}

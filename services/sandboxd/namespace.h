@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The sandbox's namespaces: the mount tree it sees, its hostname, its loopback-only network. */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Directories of the host that a sandbox must not see at all; each is covered by an empty tmpfs. */
+extern const char *const namespace_hidden_paths[];
+
+typedef struct SandboxLayout {
+        const char *workspace;   /* host path of the sandbox's workspace: home/, tmp/, passwd, group */
+        const char *home;        /* the home's path inside the sandbox, e.g. /home/sandbox */
+        const char *hostname;
+        bool private_network;
+} SandboxLayout;
+
+/* Runs in a freshly forked child that is PID 1 of a new PID namespace (see sandbox.c) and has just
+ * unshared mount, UTS, IPC and possibly network namespaces: builds the sandbox's view of the
+ * system. Returns negative errno; on failure *ret_step names what failed (a static string). */
+int namespace_setup(const SandboxLayout *l, const char **ret_step);
+
+/* Creates the workspace on the host: home (0700, owned by uid), tmp (1777) and the passwd/group
+ * files the sandbox sees. */
+int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home);
+
+/* Removes a workspace without following any symlink planted in it and without crossing into other
+ * file systems. */
+int namespace_remove_workspace(const char *workspace);

@@ -1,0 +1,662 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One command in a sandbox: its scope, its confinement, its output and its result.
+ *
+ * sandboxd forks the child with its PID namespace for children set to the sandbox's, so the child is
+ * a process of the sandbox whose parent is still sandboxd. The child joins the sandbox's other
+ * namespaces, confines itself and then waits on a pipe; sandboxd asks systemd for a scope holding it,
+ * and only when the scope's start job is done does it let the child exec: nothing of the command ever
+ * runs outside its scope. The reply is sent when the command's main process has exited. */
+#include "sandbox-exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "oom.h"
+#include "sandbox.h"
+#include "sandboxd-dbus.h"
+#include "sandboxd-manager.h"
+#include "time-util.h"
+#include "unit.h"
+
+#define RELAY_HIGH_WATER (1024 * 1024)
+#define RELAY_CHUNK 4096 /* what a pipe that polls writable takes without blocking */
+
+typedef enum ExecStage {
+        EXEC_STAGE_SETUP = 1,
+        EXEC_STAGE_CWD,
+        EXEC_STAGE_EXEC,
+} ExecStage;
+
+typedef struct ExecFailure {
+        int stage;
+        int error;
+        const char *step; /* static string, valid in the parent too (same binary after fork) */
+} ExecFailure;
+
+typedef struct Stream {
+        Exec *exec;
+        int fd;
+        sd_event_source *source;
+        char *buf;
+        size_t len;
+        bool truncated;
+        int relay_fd;
+        sd_event_source *relay_source;
+        char *pending;
+        size_t pending_len;
+        bool relay_sync;     /* a regular file: epoll refuses it, writes never block */
+        bool relay_broken;
+} Stream;
+
+struct Exec {
+        Manager *manager;
+        Sandbox *sandbox;
+        Exec *next;
+        sd_bus_message *request;
+        char unit[UNIT_NAME_MAX];
+        pid_t pid;
+        sd_event_source *child_source, *deadline_source, *oom_source;
+        int go_fd, err_fd;
+        Stream out, err;
+        uint64_t timeout_usec, memory_max, tasks_max;
+        uint64_t start_mono, start_real, deadline;
+        JobWait *job;
+        bool started, exited, timed_out, replied;
+        siginfo_t status;
+        OomWatch oom;
+};
+
+static void stream_done(Stream *st) {
+        st->source = sd_event_source_disable_unref(st->source);
+        st->relay_source = sd_event_source_disable_unref(st->relay_source);
+        st->fd = safe_close(st->fd);
+        st->relay_fd = safe_close(st->relay_fd);
+        free(st->buf);
+        free(st->pending);
+        st->buf = st->pending = NULL;
+}
+
+static Exec *exec_free(Exec *e) {
+        if (!e)
+                return NULL;
+        if (e->sandbox) {
+                for (Exec **p = &e->sandbox->execs; *p; p = &(*p)->next)
+                        if (*p == e) {
+                                *p = e->next;
+                                break;
+                        }
+        }
+        job_wait_cancel(e->job);
+        e->child_source = sd_event_source_disable_unref(e->child_source);
+        e->deadline_source = sd_event_source_disable_unref(e->deadline_source);
+        e->oom_source = sd_event_source_disable_unref(e->oom_source);
+        stream_done(&e->out);
+        stream_done(&e->err);
+        oom_watch_done(&e->oom);
+        e->go_fd = safe_close(e->go_fd);
+        e->err_fd = safe_close(e->err_fd);
+        sd_bus_message_unref(e->request);
+        free(e);
+        return NULL;
+}
+
+void exec_detach_all(Sandbox *s) {
+        while (s->execs) {
+                Exec *e = s->execs;
+                s->execs = e->next;
+                e->sandbox = NULL;
+                e->next = NULL;
+        }
+}
+
+/* --- the child --------------------------------------------------------------------------------- */
+
+typedef struct ChildArgs {
+        int init_pidfd;
+        int ns_flags;
+        int stdin_fd, stdout_fd, stderr_fd;
+        int go_fd, err_fd;
+        uid_t uid;
+        const char *cwd;
+        char **argv;
+        char **envp;
+} ChildArgs;
+
+static _noreturn_ void child_fail_step(int err_fd, int stage, const char *step, int error) {
+        ExecFailure f = { .stage = stage, .error = error, .step = step };
+        (void) !write(err_fd, &f, sizeof(f));
+        _exit(127);
+}
+
+#define child_fail(fd, stage, error) child_fail_step(fd, stage, __func__, error)
+#define CHILD_FAIL(step, error) child_fail_step(a->err_fd, EXEC_STAGE_SETUP, step, error)
+
+extern char **environ;
+
+static _noreturn_ void exec_child(const ChildArgs *a) {
+        char go;
+        int r;
+
+        if (confine_reset_signals() < 0)
+                CHILD_FAIL("reset signals", errno);
+        /* The sandbox's mount, IPC, UTS (and network) namespaces; the PID namespace we were born in. */
+        if (setns(a->init_pidfd, a->ns_flags) < 0)
+                CHILD_FAIL("join the sandbox's namespaces", errno);
+        if (setsid() < 0)
+                CHILD_FAIL("setsid", errno);
+        if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 || dup2(a->stderr_fd, 2) < 0)
+                CHILD_FAIL("set up stdio", errno);
+        int keep[] = { a->go_fd, a->err_fd };
+        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
+        if (r < 0)
+                CHILD_FAIL("close file descriptors", -r);
+        r = confine_set_rlimits(1024, 65536);
+        if (r < 0)
+                CHILD_FAIL("set resource limits", -r);
+        r = confine_drop_privileges(a->uid, (gid_t) a->uid);
+        if (r < 0)
+                CHILD_FAIL("drop privileges", -r);
+        /* As the sandbox's user, so the sandbox's own permissions decide. */
+        if (chdir(a->cwd) < 0)
+                child_fail(a->err_fd, EXEC_STAGE_CWD, errno);
+        umask(0022);
+        r = confine_seccomp_install();
+        if (r < 0)
+                CHILD_FAIL("install the seccomp filter", -r);
+
+        /* Wait until we are in our scope. EOF means: give up. */
+        if (read(a->go_fd, &go, 1) != 1)
+                _exit(127);
+        close(a->go_fd);
+
+        environ = a->envp;
+        execvp(a->argv[0], a->argv);
+        child_fail(a->err_fd, EXEC_STAGE_EXEC, errno);
+}
+
+/* --- output ------------------------------------------------------------------------------------- */
+
+static void exec_maybe_finish(Exec *e);
+
+static void stream_capture(Stream *st, const char *data, size_t n) {
+        uint64_t cap = st->exec->manager->config.output_max;
+
+        if (st->len < cap) {
+                size_t take = MIN(n, (size_t) (cap - st->len));
+                char *nb = realloc(st->buf, st->len + take);
+                if (nb) {
+                        st->buf = nb;
+                        memcpy(st->buf + st->len, data, take);
+                        st->len += take;
+                }
+                if (take < n)
+                        st->truncated = true;
+        } else if (n > 0)
+                st->truncated = true;
+}
+
+static void relay_update(Stream *st) {
+        if (st->relay_source)
+                (void) sd_event_source_set_enabled(st->relay_source, st->pending_len > 0 ? SD_EVENT_ON : SD_EVENT_OFF);
+        /* Backpressure: stop reading the command's output while the caller does not keep up. */
+        if (st->source && !st->exec->exited)
+                (void) sd_event_source_set_enabled(st->source,
+                                                   st->pending_len >= RELAY_HIGH_WATER ? SD_EVENT_OFF : SD_EVENT_ON);
+}
+
+static void relay_write_out(Stream *st, bool all) {
+        while (st->pending_len > 0 && !st->relay_broken) {
+                size_t chunk = all ? st->pending_len : MIN(st->pending_len, (size_t) RELAY_CHUNK);
+                ssize_t k = write(st->relay_fd, st->pending, chunk);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        st->relay_broken = true; /* the caller went away; keep capturing for the record */
+                        break;
+                }
+                memmove(st->pending, st->pending + k, st->pending_len - k);
+                st->pending_len -= k;
+                if (!all)
+                        break;
+        }
+        if (st->relay_broken)
+                st->pending_len = 0;
+        relay_update(st);
+}
+
+static void stream_relay(Stream *st, const char *data, size_t n) {
+        if (st->relay_fd < 0 || st->relay_broken)
+                return;
+        char *np = realloc(st->pending, st->pending_len + n);
+        if (!np) {
+                st->relay_broken = true;
+                return;
+        }
+        st->pending = np;
+        memcpy(st->pending + st->pending_len, data, n);
+        st->pending_len += n;
+        if (st->relay_sync)
+                relay_write_out(st, true);
+        else
+                relay_update(st);
+}
+
+static int stream_read_some(Stream *st) {
+        char tmp[65536];
+
+        for (;;) {
+                ssize_t n = read(st->fd, tmp, sizeof(tmp));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? 0 : -errno;
+                }
+                if (n == 0)
+                        return 1; /* EOF */
+                stream_capture(st, tmp, n);
+                stream_relay(st, tmp, n);
+                if (!st->exec->exited && st->pending_len >= RELAY_HIGH_WATER)
+                        return 0;
+        }
+}
+
+static int on_stream_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Stream *st = userdata;
+        int r = stream_read_some(st);
+
+        if (r != 0) {
+                st->source = sd_event_source_disable_unref(st->source);
+                st->fd = safe_close(st->fd);
+        }
+        return 0;
+}
+
+static int on_relay_writable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Stream *st = userdata;
+
+        if (revents & (EPOLLERR | EPOLLHUP))
+                st->relay_broken = true;
+        relay_write_out(st, false);
+        if (st->exec->exited)
+                exec_maybe_finish(st->exec);
+        return 0;
+}
+
+static int stream_init(Exec *e, Stream *st, int read_fd, int relay_fd) {
+        int r;
+
+        st->exec = e;
+        st->fd = read_fd;
+        st->relay_fd = relay_fd;
+        r = sd_event_add_io(e->manager->event, &st->source, read_fd, EPOLLIN, on_stream_readable, st);
+        if (r < 0)
+                return r;
+        if (relay_fd >= 0) {
+                r = sd_event_add_io(e->manager->event, &st->relay_source, relay_fd, EPOLLOUT, on_relay_writable, st);
+                if (r == -EPERM) {
+                        st->relay_sync = true; /* regular files cannot be polled, and never block */
+                        return 0;
+                }
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_enabled(st->relay_source, SD_EVENT_OFF);
+        }
+        return 0;
+}
+
+/* --- completion ---------------------------------------------------------------------------------- */
+
+static int append_info(sd_bus_message *reply, Exec *e, int sig, bool oom) {
+        uint64_t duration = now_usec(CLOCK_MONOTONIC) - e->start_mono;
+
+        return sd_bus_message_append(reply, "a{sv}", 7,
+                                     "duration_usec", "t", duration,
+                                     "stdout_truncated", "b", (int) e->out.truncated,
+                                     "stderr_truncated", "b", (int) e->err.truncated,
+                                     "timed_out", "b", (int) e->timed_out,
+                                     "oom_killed", "b", (int) oom,
+                                     "signal", "i", sig,
+                                     "unit", "s", e->unit);
+}
+
+static void exec_reply_error(Exec *e, const char *name, const char *what, int error) {
+        if (e->replied || !e->request)
+                return;
+        e->replied = true;
+        (void) sd_bus_reply_method_errorf(e->request, name, "%s: %s", what, strerror(error));
+}
+
+static void exec_finish(Exec *e) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        ExecFailure f = {};
+        int code = 0, sig = 0, r;
+        bool oom;
+
+        /* A failure report from the child, if it wrote one (before exiting, so it is there now). */
+        if (e->err_fd >= 0 && read(e->err_fd, &f, sizeof(f)) != sizeof(f))
+                f.stage = 0;
+
+        if (e->status.si_code == CLD_EXITED)
+                code = e->status.si_status;
+        else {
+                sig = e->status.si_status;
+                code = 128 + sig;
+        }
+        oom = e->started && oom_watch_check(&e->oom, sig == SIGKILL);
+        if (sig != 0 && e->started && !e->timed_out && e->timeout_usec > 0 &&
+            now_usec(CLOCK_MONOTONIC) + 50 * USEC_PER_MSEC >= e->deadline)
+                e->timed_out = true;
+
+        if (f.stage == EXEC_STAGE_CWD) {
+                exec_reply_error(e, SD_BUS_ERROR_INVALID_ARGS, "Cannot change to the working directory",
+                                 f.error);
+                goto done;
+        }
+        if (f.stage == EXEC_STAGE_SETUP) {
+                char what[256];
+                snprintf(what, sizeof(what), "Could not set up the command (%s)", f.step ?: "setup");
+                exec_reply_error(e, SD_BUS_ERROR_FAILED, what, f.error);
+                goto done;
+        }
+        if (f.stage == EXEC_STAGE_EXEC) {
+                char msg[512];
+                int n = snprintf(msg, sizeof(msg), "sandboxd: cannot execute the command: %s\n",
+                                 strerror(f.error));
+                stream_capture(&e->err, msg, n);
+                stream_relay(&e->err, msg, n);
+        }
+
+        if (e->replied || !e->request)
+                goto done;
+        r = sd_bus_message_new_method_return(e->request, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "i", code);
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'y', e->out.relay_fd >= 0 ? "" : e->out.buf,
+                                                e->out.relay_fd >= 0 ? 0 : e->out.len);
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'y', e->err.relay_fd >= 0 ? "" : e->err.buf,
+                                                e->err.relay_fd >= 0 ? 0 : e->err.len);
+        if (r >= 0)
+                r = append_info(reply, e, sig, oom);
+        if (r >= 0)
+                r = sd_bus_send(NULL, reply, NULL);
+        if (r < 0)
+                (void) sd_bus_reply_method_errno(e->request, r, NULL);
+        e->replied = true;
+done:
+        exec_free(e);
+}
+
+static void exec_maybe_finish(Exec *e) {
+        if (!e->exited)
+                return;
+        if ((e->out.relay_fd >= 0 && e->out.pending_len > 0 && !e->out.relay_broken) ||
+            (e->err.relay_fd >= 0 && e->err.pending_len > 0 && !e->err.relay_broken))
+                return; /* the caller still has output coming */
+        exec_finish(e);
+}
+
+static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        Exec *e = userdata;
+
+        e->status = *si;
+        e->exited = true;
+        e->child_source = sd_event_source_disable_unref(e->child_source);
+        /* What the command wrote is in the pipes now; processes it left behind may write more, but
+         * the answer does not wait for them. */
+        for (Stream *st = &e->out; st; st = st == &e->out ? &e->err : NULL)
+                if (st->fd >= 0) {
+                        (void) stream_read_some(st);
+                        st->source = sd_event_source_disable_unref(st->source);
+                        st->fd = safe_close(st->fd);
+                        if (st->relay_sync)
+                                relay_write_out(st, true);
+                        else
+                                relay_update(st);
+                }
+        if (e->job && !e->started) {
+                /* It died before its scope was up (a setup failure): the scope needs no more waiting. */
+                job_wait_cancel(e->job);
+                e->job = NULL;
+        }
+        exec_maybe_finish(e);
+        return 0;
+}
+
+static int on_oom_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Exec *e = userdata;
+        oom_watch_poll(&e->oom);
+        return 0;
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        Exec *e = userdata;
+
+        if (!e->timed_out) {
+                /* systemd's RuntimeMaxUSec is ending the scope right now; make sure, a little later. */
+                e->timed_out = true;
+                (void) sd_event_source_set_time(s, usec + 3 * USEC_PER_SEC);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        (void) kill(e->pid, SIGKILL);
+        (void) unit_stop_nowait(e->manager, e->unit);
+        return 0;
+}
+
+static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        Exec *e = userdata;
+        char slice_path[512], unit_path[768];
+        int r;
+
+        e->job = NULL;
+        if (!result || !streq(result, "done")) {
+                (void) kill(e->pid, SIGKILL);
+                exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not start the command's scope",
+                                 error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO);
+                return; /* the child's exit frees us */
+        }
+
+        if (e->sandbox) {
+                snprintf(slice_path, sizeof(slice_path), "sandbox.slice/%s", e->sandbox->slice);
+                snprintf(unit_path, sizeof(unit_path), "%s/%s", slice_path, e->unit);
+                r = oom_watch_start(&e->oom, m->memory_layout, m->memory_prefix, slice_path, unit_path);
+                if (r >= 0 && e->oom.event_fd >= 0) {
+                        r = sd_event_add_io(m->event, &e->oom_source, e->oom.event_fd, EPOLLIN, on_oom_event, e);
+                        if (r >= 0)
+                                (void) sd_event_source_set_priority(e->oom_source, SD_EVENT_PRIORITY_IMPORTANT);
+                }
+        }
+
+        e->started = true;
+        e->start_mono = now_usec(CLOCK_MONOTONIC);
+        e->deadline = e->start_mono + e->timeout_usec;
+        if (e->timeout_usec > 0)
+                (void) sd_event_add_time(m->event, &e->deadline_source, CLOCK_MONOTONIC, e->deadline, 0,
+                                         on_deadline, e);
+        if (write(e->go_fd, "g", 1) != 1)
+                (void) kill(e->pid, SIGKILL);
+        e->go_fd = safe_close(e->go_fd);
+}
+
+static int append_scope_props(sd_bus_message *m, void *userdata) {
+        Exec *e = userdata;
+        char desc[256];
+        int r;
+
+        snprintf(desc, sizeof(desc), "sandbox %s command", e->sandbox->id);
+        r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
+                                  "Description", "s", desc,
+                                  "Slice", "s", e->sandbox->slice,
+                                  "PIDs", "au", 1, (uint32_t) e->pid,
+                                  "TasksMax", "t", e->tasks_max,
+                                  "MemoryMax", "t", e->memory_max,
+                                  "RuntimeMaxUSec", "t", e->timeout_usec,
+                                  "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
+                                  "CollectMode", "s", "inactive-or-failed",
+                                  "SendSIGHUP", "b", 1);
+        return r;
+}
+
+static char **build_env(Sandbox *s, char **extra) {
+        static const char *const base[] = {
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=" SANDBOXD_SANDBOX_HOME,
+                "USER=" SANDBOXD_SANDBOX_USER,
+                "LOGNAME=" SANDBOXD_SANDBOX_USER,
+                "SHELL=/bin/bash",
+                "LANG=C.UTF-8",
+                "TERM=dumb",
+        };
+        size_t n_extra = 0, n = 0;
+        for (char **i = extra; i && *i; i++)
+                n_extra++;
+        char **env = calloc(ELEMENTSOF(base) + n_extra + 1, sizeof(char *));
+        if (!env)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(base); i++) {
+                /* the caller's value wins */
+                size_t kl = strchr(base[i], '=') - base[i] + 1;
+                bool overridden = false;
+                for (char **x = extra; x && *x; x++)
+                        if (strncmp(*x, base[i], kl) == 0)
+                                overridden = true;
+                if (!overridden && !(env[n++] = strdup(base[i])))
+                        goto fail;
+        }
+        for (char **x = extra; x && *x; x++)
+                if (!(env[n++] = strdup(*x)))
+                        goto fail;
+        return env;
+fail:
+        strv_free(env);
+        return NULL;
+}
+
+int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
+        Manager *m = s->manager;
+        _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF },
+                                 go[2] = { -EBADF, -EBADF }, fail[2] = { -EBADF, -EBADF };
+        _cleanup_close_ int in = -EBADF, relay_out = -EBADF, relay_err = -EBADF;
+        _cleanup_strv_free_ char **env = NULL;
+        Exec *e;
+        int r;
+
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
+            pipe2(fail, O_CLOEXEC) < 0)
+                return -errno;
+        if (spec->stdin_size > 0) {
+                in = memfd_create("sandbox-stdin", MFD_CLOEXEC);
+                if (in < 0)
+                        return -errno;
+                if (write(in, spec->stdin_data, spec->stdin_size) != (ssize_t) spec->stdin_size)
+                        return -EIO;
+                if (lseek(in, 0, SEEK_SET) < 0)
+                        return -errno;
+        } else {
+                in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (in < 0)
+                        return -errno;
+        }
+        if (spec->stdout_fd >= 0 && (relay_out = fcntl(spec->stdout_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+                return -errno;
+        if (spec->stderr_fd >= 0 && (relay_err = fcntl(spec->stderr_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+                return -errno;
+        env = build_env(s, spec->env);
+        if (!env)
+                return -ENOMEM;
+
+        e = calloc(1, sizeof(Exec));
+        if (!e)
+                return -ENOMEM;
+        e->manager = m;
+        e->go_fd = e->err_fd = -EBADF;
+        e->out.fd = e->out.relay_fd = e->err.fd = e->err.relay_fd = -EBADF;
+        e->oom = (OomWatch) OOM_WATCH_INIT;
+        e->timeout_usec = spec->timeout_usec;
+        e->memory_max = spec->memory_max;
+        e->tasks_max = spec->tasks_max;
+        e->start_mono = now_usec(CLOCK_MONOTONIC);
+        e->start_real = now_usec(CLOCK_REALTIME);
+        snprintf(e->unit, sizeof(e->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
+
+        ChildArgs a = {
+                .init_pidfd = s->init_pidfd,
+                .ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
+                .stdin_fd = in,
+                .stdout_fd = out[1],
+                .stderr_fd = err[1],
+                .go_fd = go[0],
+                .err_fd = fail[1],
+                .uid = s->uid,
+                .cwd = spec->cwd ?: SANDBOXD_SANDBOX_HOME,
+                .argv = spec->argv,
+                .envp = env,
+        };
+
+        /* Children we fork now are born in the sandbox's PID namespace; we ourselves stay where we are. */
+        if (setns(s->init_pidfd, CLONE_NEWPID) < 0) {
+                r = -errno;
+                free(e);
+                return r;
+        }
+        pid_t pid = fork();
+        int fork_errno = errno;
+        if (pid == 0)
+                exec_child(&a);
+        if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
+                abort(); /* we could never fork a helper of our own again */
+        if (pid < 0) {
+                free(e);
+                return -fork_errno;
+        }
+        e->pid = pid;
+
+        e->sandbox = s;
+        e->next = s->execs;
+        s->execs = e;
+        e->request = sd_bus_message_ref(request);
+        e->go_fd = TAKE_FD(go[1]);
+        e->err_fd = TAKE_FD(fail[0]);
+        (void) fcntl(e->err_fd, F_SETFL, O_NONBLOCK);
+        (void) fcntl(out[0], F_SETFL, O_NONBLOCK);
+        (void) fcntl(err[0], F_SETFL, O_NONBLOCK);
+
+        r = sd_event_add_child(m->event, &e->child_source, pid, WEXITED, on_child_exit, e);
+        if (r < 0)
+                goto fail_kill;
+        r = stream_init(e, &e->out, TAKE_FD(out[0]), TAKE_FD(relay_out));
+        if (r < 0)
+                goto fail_kill;
+        r = stream_init(e, &e->err, TAKE_FD(err[0]), TAKE_FD(relay_err));
+        if (r < 0)
+                goto fail_kill;
+        r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
+        if (r < 0)
+                goto fail_kill;
+        return 0;
+
+fail_kill:
+        /* The child has not run anything of the caller's yet; it dies and we answer now. */
+        (void) kill(pid, SIGKILL);
+        e->replied = true;
+        if (!e->child_source) {
+                (void) waitpid(pid, NULL, 0);
+                exec_free(e);
+        } else
+                e->request = sd_bus_message_unref(e->request);
+        return r;
+}

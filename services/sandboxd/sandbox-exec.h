@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One command in a sandbox: its scope, its confinement, its output and its result. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+
+typedef struct Sandbox Sandbox;
+typedef struct Exec Exec;
+
+typedef struct ExecSpec {
+        char **argv;
+        char **env;              /* extra KEY=VALUE, validated */
+        const char *cwd;         /* NULL: the home */
+        const void *stdin_data;
+        size_t stdin_size;
+        uint64_t timeout_usec;
+        uint64_t memory_max;
+        uint64_t tasks_max;
+        int stdout_fd, stderr_fd;   /* caller's fds for streaming, or -1 */
+} ExecSpec;
+
+/* Starts the command; the reply to request is sent when it has exited. */
+int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request);
+
+/* The sandbox is going away: forget it, but keep waiting for the process. */
+void exec_detach_all(Sandbox *s);

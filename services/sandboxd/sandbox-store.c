@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd's own state in SQLite: the sandboxes that must survive a restart.
+ *
+ * One module owns the handle and its prepared statements. WAL with synchronous=NORMAL: a commit
+ * survives a crash of any process (kill -9), and a power loss may lose the last transactions. */
+#include "sandbox-store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include "macro.h"
+
+struct SandboxStore {
+        sqlite3 *db;
+        sqlite3_stmt *insert, *delete, *set_expiry, *set_exec_next, *load;
+};
+
+/* Append-only: each entry moves the schema one version up. */
+static const char *const migrations[] = {
+        "CREATE TABLE sandboxes ("
+        " id TEXT PRIMARY KEY,"
+        " name TEXT NOT NULL UNIQUE,"
+        " type TEXT NOT NULL,"
+        " owner TEXT NOT NULL,"
+        " uid INTEGER NOT NULL UNIQUE,"
+        " network TEXT NOT NULL,"
+        " created_at INTEGER NOT NULL,"
+        " expires_at INTEGER NOT NULL,"
+        " init_pid INTEGER NOT NULL,"
+        " init_start INTEGER NOT NULL,"
+        " exec_next INTEGER NOT NULL)",
+};
+
+static int sqlite_errno(int rc) {
+        switch (rc & 0xff) {
+        case SQLITE_OK:
+        case SQLITE_DONE:
+        case SQLITE_ROW:
+                return 0;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_CONSTRAINT:
+                return -EEXIST;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_READONLY:
+                return -EROFS;
+        case SQLITE_CANTOPEN:
+                return -EACCES;
+        default:
+                return -EIO;
+        }
+}
+
+static int migrate(sqlite3 *db) {
+        sqlite3_stmt *st;
+        int version = 0, rc;
+        char pragma[64];
+
+        rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_errno(rc);
+        if (sqlite3_step(st) == SQLITE_ROW)
+                version = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        if (version > (int) ELEMENTSOF(migrations))
+                return -EPROTO; /* written by a newer sandboxd */
+        if (version == (int) ELEMENTSOF(migrations))
+                return 0;
+
+        rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_errno(rc);
+        for (size_t i = version; i < ELEMENTSOF(migrations); i++) {
+                rc = sqlite3_exec(db, migrations[i], NULL, NULL, NULL);
+                if (rc != SQLITE_OK)
+                        goto rollback;
+        }
+        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %zu", ELEMENTSOF(migrations));
+        rc = sqlite3_exec(db, pragma, NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                goto rollback;
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+                return 0;
+rollback:
+        (void) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return sqlite_errno(rc);
+}
+
+SandboxStore *sandbox_store_free(SandboxStore *s) {
+        if (!s)
+                return NULL;
+        sqlite3_finalize(s->insert);
+        sqlite3_finalize(s->delete);
+        sqlite3_finalize(s->set_expiry);
+        sqlite3_finalize(s->set_exec_next);
+        sqlite3_finalize(s->load);
+        sqlite3_close_v2(s->db);
+        free(s);
+        return NULL;
+}
+
+int sandbox_store_open(const char *path, SandboxStore **ret) {
+        SandboxStore *s;
+        int rc, r;
+
+        s = calloc(1, sizeof(SandboxStore));
+        if (!s)
+                return -ENOMEM;
+        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+        if (rc != SQLITE_OK) {
+                r = sqlite_errno(rc);
+                goto fail;
+        }
+        (void) sqlite3_busy_timeout(s->db, 5000);
+        rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
+                          NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+                r = sqlite_errno(rc);
+                goto fail;
+        }
+        r = migrate(s->db);
+        if (r < 0)
+                goto fail;
+
+#define PREP(field, sql)                                                                                    \
+        do {                                                                                                \
+                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->field, NULL);        \
+                if (rc != SQLITE_OK) {                                                                      \
+                        r = sqlite_errno(rc);                                                               \
+                        goto fail;                                                                          \
+                }                                                                                           \
+        } while (0)
+        PREP(insert, "INSERT INTO sandboxes (id, name, type, owner, uid, network, created_at, expires_at,"
+                     " init_pid, init_start, exec_next) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+        PREP(delete, "DELETE FROM sandboxes WHERE id = ?");
+        PREP(set_expiry, "UPDATE sandboxes SET expires_at = ? WHERE id = ?");
+        PREP(set_exec_next, "UPDATE sandboxes SET exec_next = ? WHERE id = ?");
+        PREP(load, "SELECT id, name, type, owner, uid, network, created_at, expires_at, init_pid, init_start,"
+                   " exec_next FROM sandboxes ORDER BY created_at");
+#undef PREP
+        *ret = s;
+        return 0;
+fail:
+        sandbox_store_free(s);
+        return r;
+}
+
+static int step_done(sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        int r = sqlite_errno(rc);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        return r;
+}
+
+int sandbox_store_insert(SandboxStore *s, const SandboxRecord *r) {
+        sqlite3_stmt *st = s->insert;
+
+        sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, r->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, r->type, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, r->owner, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, r->uid);
+        sqlite3_bind_text(st, 6, r->private_network ? "none" : "host", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64) r->created_at);
+        sqlite3_bind_int64(st, 8, (sqlite3_int64) r->expires_at);
+        sqlite3_bind_int64(st, 9, r->init_pid);
+        sqlite3_bind_int64(st, 10, (sqlite3_int64) r->init_start);
+        sqlite3_bind_int64(st, 11, (sqlite3_int64) r->exec_next);
+        return step_done(st);
+}
+
+int sandbox_store_delete(SandboxStore *s, const char *id) {
+        sqlite3_bind_text(s->delete, 1, id, -1, SQLITE_STATIC);
+        return step_done(s->delete);
+}
+
+int sandbox_store_set_expiry(SandboxStore *s, const char *id, uint64_t expires_at) {
+        sqlite3_bind_int64(s->set_expiry, 1, (sqlite3_int64) expires_at);
+        sqlite3_bind_text(s->set_expiry, 2, id, -1, SQLITE_STATIC);
+        return step_done(s->set_expiry);
+}
+
+int sandbox_store_set_exec_next(SandboxStore *s, const char *id, uint64_t exec_next) {
+        sqlite3_bind_int64(s->set_exec_next, 1, (sqlite3_int64) exec_next);
+        sqlite3_bind_text(s->set_exec_next, 2, id, -1, SQLITE_STATIC);
+        return step_done(s->set_exec_next);
+}
+
+int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {
+        sqlite3_stmt *st = s->load;
+        int rc, r = 0;
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                SandboxRecord rec = {
+                        .id = (const char *) sqlite3_column_text(st, 0),
+                        .name = (const char *) sqlite3_column_text(st, 1),
+                        .type = (const char *) sqlite3_column_text(st, 2),
+                        .owner = (const char *) sqlite3_column_text(st, 3),
+                        .uid = (uid_t) sqlite3_column_int64(st, 4),
+                        .private_network = streq((const char *) sqlite3_column_text(st, 5), "none"),
+                        .created_at = (uint64_t) sqlite3_column_int64(st, 6),
+                        .expires_at = (uint64_t) sqlite3_column_int64(st, 7),
+                        .init_pid = (pid_t) sqlite3_column_int64(st, 8),
+                        .init_start = (uint64_t) sqlite3_column_int64(st, 9),
+                        .exec_next = (uint64_t) sqlite3_column_int64(st, 10),
+                };
+                r = cb(&rec, userdata);
+                if (r < 0)
+                        break;
+        }
+        if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+                r = sqlite_errno(rc);
+        sqlite3_reset(st);
+        return r;
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd's own state in SQLite: the sandboxes that must survive a restart. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct SandboxStore SandboxStore;
+
+typedef struct SandboxRecord {
+        const char *id, *name, *type, *owner;
+        uid_t uid;
+        bool private_network;
+        uint64_t created_at, expires_at;
+        pid_t init_pid;
+        uint64_t init_start;
+        uint64_t exec_next;
+} SandboxRecord;
+
+int sandbox_store_open(const char *path, SandboxStore **ret);
+SandboxStore *sandbox_store_free(SandboxStore *s);
+
+int sandbox_store_insert(SandboxStore *s, const SandboxRecord *r);
+int sandbox_store_delete(SandboxStore *s, const char *id);
+int sandbox_store_set_expiry(SandboxStore *s, const char *id, uint64_t expires_at);
+int sandbox_store_set_exec_next(SandboxStore *s, const char *id, uint64_t exec_next);
+
+typedef int (*sandbox_store_cb)(const SandboxRecord *r, void *userdata);
+int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata);

@@ -1,0 +1,649 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A sandbox: its slice, its init (which holds its namespaces), its workspace, uid and TTL.
+ *
+ * Creation: sandboxd forks a child that is PID 1 of a new PID namespace and waits. One
+ * StartTransientUnit call creates the sandbox's slice (its aggregate limits) and a scope in it
+ * holding that child. Once the scope is up, the child unshares the other namespaces, builds the
+ * sandbox's mount tree, drops to the sandbox's user and becomes sandbox-init, which lives as long as
+ * the sandbox and so keeps its namespaces for every Exec to join. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "log.h"
+#include "namespace.h"
+#include "sandbox-exec.h"
+#include "sandbox-store.h"
+#include "sandboxd-dbus.h"
+#include "sandboxd-manager.h"
+#include "time-util.h"
+
+static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_STARTING] = "starting",
+        [SANDBOX_RUNNING] = "running",
+        [SANDBOX_STOPPING] = "stopping",
+        [SANDBOX_FAILED] = "failed",
+};
+
+DEFINE_STRING_TABLE(sandbox_state, SandboxState, _SANDBOX_STATE_MAX);
+
+#define EXEC_NUMBER_BLOCK 1024
+
+int proc_starttime(pid_t pid, uint64_t *ret) {
+        char path[64], buf[2048];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        if (!p)
+                return -EIO;
+        /* after "(comm) " come fields 3…; starttime is field 22 */
+        p += 2;
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p, ' ');
+                if (!p)
+                        return -EIO;
+                p++;
+        }
+        *ret = strtoull(p, NULL, 10);
+        return 0;
+}
+
+char *sandbox_bus_path(const Sandbox *s) {
+        char *p = NULL;
+        if (sd_bus_path_encode(SANDBOXD_SANDBOX_PATH_PREFIX, s->id, &p) < 0)
+                return NULL;
+        return p;
+}
+
+Sandbox *sandbox_free(Sandbox *s) {
+        if (!s)
+                return NULL;
+        if (s->manager) {
+                if (hashmap_get(s->manager->sandboxes, s->id) == s)
+                        (void) hashmap_remove(s->manager->sandboxes, s->id);
+                if (s->name && hashmap_get(s->manager->sandbox_names, s->name) == s)
+                        (void) hashmap_remove(s->manager->sandbox_names, s->name);
+        }
+        exec_detach_all(s);
+        job_wait_cancel(s->job);
+        s->init_source = sd_event_source_disable_unref(s->init_source);
+        s->child_source = sd_event_source_disable_unref(s->child_source);
+        s->err_source = sd_event_source_disable_unref(s->err_source);
+        s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
+        s->init_pidfd = safe_close(s->init_pidfd);
+        s->go_fd = safe_close(s->go_fd);
+        s->err_fd = safe_close(s->err_fd);
+        sd_bus_message_unref(s->create_request);
+        for (size_t i = 0; i < s->n_delete_requests; i++)
+                sd_bus_message_unref(s->delete_requests[i]);
+        free(s->delete_requests);
+        free(s->name);
+        free(s->type);
+        free(s->owner);
+        free(s->slice);
+        free(s->workspace);
+        free(s);
+        return NULL;
+}
+
+static int sandbox_alloc(Manager *m, const char *id, const char *name, const char *type, const char *owner,
+                         Sandbox **ret) {
+        Sandbox *s;
+        char buf[512];
+        int r;
+
+        s = calloc(1, sizeof(Sandbox));
+        if (!s)
+                return -ENOMEM;
+        s->manager = m;
+        s->init_pidfd = s->go_fd = s->err_fd = -EBADF;
+        s->child_pid = 0;
+        snprintf(s->id, sizeof(s->id), "%s", id);
+        s->name = strdup(name);
+        s->type = strdup(type);
+        s->owner = strdup(owner);
+        snprintf(buf, sizeof(buf), "sandbox-%s.slice", id);
+        s->slice = strdup(buf);
+        snprintf(buf, sizeof(buf), "%s/sandboxes/%s", m->state_dir, id);
+        s->workspace = strdup(buf);
+        if (!s->name || !s->type || !s->owner || !s->slice || !s->workspace) {
+                sandbox_free(s);
+                return -ENOMEM;
+        }
+        r = hashmap_put(m->sandboxes, s->id, s);
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
+        r = hashmap_put(m->sandbox_names, s->name, s);
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+uint64_t sandbox_next_unit_number(Sandbox *s) {
+        uint64_t n = s->exec_next++;
+
+        if (s->exec_next >= s->exec_reserved) {
+                /* Promise a new block before handing out its first number. */
+                s->exec_reserved = s->exec_next + EXEC_NUMBER_BLOCK;
+                (void) sandbox_store_set_exec_next(s->manager->store, s->id, s->exec_reserved);
+        }
+        return n;
+}
+
+/* --- TTL ------------------------------------------------------------------------------------------ */
+
+static int on_ttl(sd_event_source *es, uint64_t usec, void *userdata) {
+        Sandbox *s = userdata;
+
+        log_sandbox(LOG_INFO, s->id, "Sandbox %s expired.", s->id);
+        (void) sandbox_delete(s, NULL, "sandbox.expire");
+        return 0;
+}
+
+static int sandbox_arm_ttl(Sandbox *s) {
+        if (s->expires_at == 0) {
+                s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
+                return 0;
+        }
+        if (s->ttl_timer) {
+                int r = sd_event_source_set_time(s->ttl_timer, s->expires_at);
+                if (r < 0)
+                        return r;
+                return sd_event_source_set_enabled(s->ttl_timer, SD_EVENT_ONESHOT);
+        }
+        return sd_event_add_time(s->manager->event, &s->ttl_timer, CLOCK_REALTIME, s->expires_at, USEC_PER_MSEC,
+                                 on_ttl, s);
+}
+
+int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec) {
+        uint64_t expires = now_usec(CLOCK_REALTIME) + ttl_usec;
+        int r;
+
+        r = sandbox_store_set_expiry(s->manager->store, s->id, expires);
+        if (r < 0)
+                return r;
+        s->expires_at = expires;
+        return sandbox_arm_ttl(s);
+}
+
+/* --- init's life ---------------------------------------------------------------------------------- */
+
+static void sandbox_init_died(Sandbox *s) {
+        s->init_source = sd_event_source_disable_unref(s->init_source);
+        s->child_source = sd_event_source_disable_unref(s->child_source);
+        s->init_pidfd = safe_close(s->init_pidfd);
+        if (s->state == SANDBOX_RUNNING) {
+                log_sandbox(LOG_WARNING, s->id, "Init of sandbox %s died; the sandbox is marked failed.", s->id);
+                s->state = SANDBOX_FAILED;
+        }
+}
+
+static int on_init_pidfd(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+        siginfo_t si = {};
+
+        /* Reap it if it is ours (it is not after a restart of sandboxd). */
+        (void) waitid(P_PIDFD, fd, &si, WEXITED | WNOHANG);
+        sandbox_init_died(s);
+        return 0;
+}
+
+static int on_init_child(sd_event_source *es, const siginfo_t *si, void *userdata);
+
+/* --- creation --------------------------------------------------------------------------------------- */
+
+typedef struct InitFailure {
+        int error;
+        const char *step; /* a static string: valid in the parent, which shares our binary */
+} InitFailure;
+
+static _noreturn_ void init_fail(int fd, const char *step, int error) {
+        InitFailure f = { .error = error, .step = step };
+        (void) !write(fd, &f, sizeof(f));
+        _exit(EXIT_FAILURE);
+}
+
+static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
+        Manager *m = s->manager;
+        const char *step = NULL;
+        char go;
+        int r;
+
+        if (confine_reset_signals() < 0)
+                init_fail(err_fd, "reset signals", errno);
+        if (read(go_fd, &go, 1) != 1)
+                _exit(EXIT_FAILURE); /* sandboxd gave up on us */
+        if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | (s->private_network ? CLONE_NEWNET : 0)) < 0)
+                init_fail(err_fd, "create namespaces", errno);
+
+        SandboxLayout layout = {
+                .workspace = s->workspace,
+                .home = SANDBOXD_SANDBOX_HOME,
+                .hostname = s->id,
+                .private_network = s->private_network,
+        };
+        r = namespace_setup(&layout, &step);
+        if (r < 0)
+                init_fail(err_fd, step, -r);
+        if (setsid() < 0)
+                init_fail(err_fd, "setsid", errno);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+                init_fail(err_fd, "open /dev/null", errno);
+        int keep[] = { err_fd };
+        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
+        if (r < 0)
+                init_fail(err_fd, "close file descriptors", -r);
+        r = confine_drop_privileges(s->uid, (gid_t) s->uid);
+        if (r < 0)
+                init_fail(err_fd, "drop privileges", -r);
+        r = confine_seccomp_install();
+        if (r < 0)
+                init_fail(err_fd, "install the seccomp filter", -r);
+
+        char *argv[] = { (char *) "sandbox-init", s->id, NULL };
+        char *envp[] = { NULL };
+        execve(m->init_path, argv, envp);
+        init_fail(err_fd, "execute sandbox-init", errno);
+}
+
+static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
+        Manager *m = s->manager;
+
+        log_sandbox(LOG_ERR, s->id, "Creating sandbox %s failed: %s: %s", s->id, step, strerror(error));
+        if (s->create_request) {
+                (void) sd_bus_reply_method_errorf(s->create_request, SD_BUS_ERROR_FAILED,
+                                                  "Could not create the sandbox: %s: %s", step, strerror(error));
+                s->create_request = sd_bus_message_unref(s->create_request);
+        }
+        if (s->child_pid > 0)
+                (void) kill(s->child_pid, SIGKILL);
+        /* The slice came with the scope; stopping it takes whatever is left. */
+        (void) unit_stop_nowait(m, s->slice);
+        (void) namespace_remove_workspace(s->workspace);
+        manager_release_uid(m, s->uid);
+        sandbox_free(s);
+}
+
+static int sandbox_persist(Sandbox *s) {
+        SandboxRecord rec = {
+                .id = s->id,
+                .name = s->name,
+                .type = s->type,
+                .owner = s->owner,
+                .uid = s->uid,
+                .private_network = s->private_network,
+                .created_at = s->created_at,
+                .expires_at = s->expires_at,
+                .init_pid = s->init_pid,
+                .init_start = s->init_start,
+                .exec_next = s->exec_reserved,
+        };
+        return sandbox_store_insert(s->manager->store, &rec);
+}
+
+static void sandbox_started(Sandbox *s) {
+        int r;
+
+        s->err_source = sd_event_source_disable_unref(s->err_source);
+        s->err_fd = safe_close(s->err_fd);
+        s->init_pid = s->child_pid;
+        /* EOF on the report pipe means exec, or death: tell them apart without reaping. */
+        siginfo_t si = {};
+        if (waitid(P_PID, s->init_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == s->init_pid)
+                return sandbox_create_failed(s, "start sandbox-init", ECHILD);
+        r = proc_starttime(s->init_pid, &s->init_start);
+        if (r < 0)
+                return sandbox_create_failed(s, "read the init's start time", -r);
+        s->init_pidfd = pidfd_open(s->init_pid, 0);
+        if (s->init_pidfd < 0)
+                return sandbox_create_failed(s, "open a pidfd for the init", errno);
+        r = sandbox_persist(s);
+        if (r < 0)
+                return sandbox_create_failed(s, "store the sandbox", -r);
+        r = sandbox_arm_ttl(s);
+        if (r < 0) {
+                (void) sandbox_store_delete(s->manager->store, s->id);
+                return sandbox_create_failed(s, "arm the TTL timer", -r);
+        }
+        s->state = SANDBOX_RUNNING;
+        log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s.", s->id,
+                    s->name, s->type, (unsigned) s->uid, s->private_network ? "none" : "host", s->owner);
+        if (s->create_request) {
+                (void) sandbox_reply_created(s, s->create_request);
+                s->create_request = sd_bus_message_unref(s->create_request);
+        }
+        sandbox_emit_new(s);
+}
+
+static int on_init_report(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+        InitFailure f;
+        ssize_t n;
+
+        n = read(fd, &f, sizeof(f));
+        if (n < 0 && errno == EAGAIN)
+                return 0;
+        if (n == 0) {
+                /* close-on-exec closed it: sandbox-init runs */
+                sandbox_started(s);
+                return 0;
+        }
+        if (n != sizeof(f))
+                sandbox_create_failed(s, "set up the sandbox", n < 0 ? errno : EIO);
+        else
+                sandbox_create_failed(s, f.step ?: "set up the sandbox", f.error);
+        return 0;
+}
+
+static int on_init_child(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->child_source = sd_event_source_disable_unref(s->child_source);
+        if (s->state == SANDBOX_STARTING) {
+                /* Died before reporting: the report source will see EOF or the failure. If it was EOF
+                 * without exec (killed), say so. */
+                if (s->err_source)
+                        return 0;
+                sandbox_create_failed(s, "start sandbox-init", ECHILD);
+                return 0;
+        }
+        sandbox_init_died(s);
+        return 0;
+}
+
+static int append_init_scope_props(sd_bus_message *msg, void *userdata) {
+        Sandbox *s = userdata;
+        char desc[128];
+
+        snprintf(desc, sizeof(desc), "sandbox %s init", s->id);
+        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)",
+                                     "Description", "s", desc,
+                                     "Slice", "s", s->slice,
+                                     "PIDs", "au", 1, (uint32_t) s->child_pid,
+                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
+                                     "CollectMode", "s", "inactive-or-failed");
+}
+
+static int append_slice(sd_bus_message *msg, void *userdata) {
+        Sandbox *s = userdata;
+        const SandboxType *t = sandboxd_config_find_type(&s->manager->config, s->type);
+        char desc[128];
+        int r;
+
+        snprintf(desc, sizeof(desc), "sandbox %s (%s)", s->id, s->name);
+        r = sd_bus_message_open_container(msg, 'r', "sa(sv)");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(msg, "s", s->slice);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(msg, "a(sv)", 5,
+                                  "Description", "s", desc,
+                                  "CPUQuotaPerSecUSec", "t", (uint64_t) t->cpu_quota_percent * USEC_PER_SEC / 100,
+                                  "MemoryMax", "t", t->memory_max,
+                                  "TasksMax", "t", t->tasks_max,
+                                  "CollectMode", "s", "inactive-or-failed");
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(msg);
+}
+
+static void on_init_scope(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->job = NULL;
+        if (!result || !streq(result, "done")) {
+                if (error && sd_bus_error_is_set(error)) {
+                        log_sandbox(LOG_ERR, s->id, "StartTransientUnit for %s failed: %s", s->id, error->message);
+                        return sandbox_create_failed(s, "start the sandbox's units",
+                                                     sd_bus_error_get_errno(error) ?: EIO);
+                }
+                return sandbox_create_failed(s, "start the sandbox's units", EIO);
+        }
+        if (write(s->go_fd, "g", 1) != 1)
+                return sandbox_create_failed(s, "start sandbox-init", errno);
+        s->go_fd = safe_close(s->go_fd);
+}
+
+int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *request, Sandbox **ret) {
+        _cleanup_close_pair_ int go[2] = { -EBADF, -EBADF }, rep[2] = { -EBADF, -EBADF };
+        char id[SANDBOX_ID_LEN + 1];
+        Sandbox *s;
+        uid_t uid;
+        int r;
+
+        do {
+                r = sandbox_id_generate(id);
+                if (r < 0)
+                        return r;
+        } while (hashmap_get(m->sandboxes, id));
+
+        r = manager_allocate_uid(m, &uid);
+        if (r < 0)
+                return r;
+        r = sandbox_alloc(m, id, spec->name ?: id, spec->type, spec->owner, &s);
+        if (r < 0) {
+                manager_release_uid(m, uid);
+                return r;
+        }
+        s->uid = uid;
+        s->private_network = spec->private_network;
+        s->state = SANDBOX_STARTING;
+        s->created_at = now_usec(CLOCK_REALTIME);
+        s->expires_at = spec->ttl_usec > 0 ? s->created_at + spec->ttl_usec : 0;
+        s->exec_next = 1;
+        s->exec_reserved = 1 + EXEC_NUMBER_BLOCK;
+
+        r = namespace_make_workspace(s->workspace, SANDBOXD_SANDBOX_USER, uid, (gid_t) uid, SANDBOXD_SANDBOX_HOME);
+        if (r < 0)
+                goto fail_workspace;
+
+        if (pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
+                r = -errno;
+                goto fail;
+        }
+
+        /* Our next child is PID 1 of a new PID namespace; we stay in ours. */
+        if (unshare(CLONE_NEWPID) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        pid_t pid = fork();
+        int fork_errno = errno;
+        if (pid == 0) {
+                go[1] = safe_close(go[1]);
+                rep[0] = safe_close(rep[0]);
+                init_child(s, go[0], rep[1]);
+        }
+        if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
+                abort(); /* every later fork would land in that namespace */
+        if (pid < 0) {
+                r = -fork_errno;
+                goto fail;
+        }
+        s->child_pid = pid;
+        s->go_fd = TAKE_FD(go[1]);
+        s->err_fd = TAKE_FD(rep[0]);
+        (void) fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
+        go[0] = safe_close(go[0]);
+        rep[1] = safe_close(rep[1]);
+
+        r = sd_event_add_child(m->event, &s->child_source, pid, WEXITED, on_init_child, s);
+        if (r < 0)
+                goto fail_kill;
+        r = sd_event_add_io(m->event, &s->err_source, s->err_fd, EPOLLIN, on_init_report, s);
+        if (r < 0)
+                goto fail_kill;
+
+        char scope[UNIT_NAME_MAX];
+        snprintf(scope, sizeof(scope), "sandbox-%s-init.scope", s->id);
+        r = unit_start_transient(m, scope, append_init_scope_props, append_slice, s, on_init_scope, s, &s->job);
+        if (r < 0)
+                goto fail_kill;
+
+        s->create_request = sd_bus_message_ref(request);
+        if (ret)
+                *ret = s;
+        return 0;
+
+fail_kill:
+        (void) kill(pid, SIGKILL);
+        if (!s->child_source)
+                (void) waitpid(pid, NULL, 0);
+        else {
+                /* let the event loop reap it; we no longer care about the result */
+                s->child_source = sd_event_source_disable_unref(s->child_source);
+                (void) waitpid(pid, NULL, 0);
+        }
+fail:
+        (void) namespace_remove_workspace(s->workspace);
+fail_workspace:
+        manager_release_uid(m, uid);
+        sandbox_free(s);
+        return r;
+}
+
+/* --- deletion --------------------------------------------------------------------------------------- */
+
+static void sandbox_finish_delete(Sandbox *s) {
+        Manager *m = s->manager;
+        int r;
+
+        if (s->init_pidfd >= 0)
+                (void) pidfd_send_signal(s->init_pidfd, SIGKILL, NULL, 0);
+        r = namespace_remove_workspace(s->workspace);
+        if (r < 0)
+                log_sandbox(LOG_WARNING, s->id, "Could not remove all of %s: %s", s->workspace, strerror(-r));
+        r = sandbox_store_delete(m->store, s->id);
+        if (r < 0)
+                log_sandbox(LOG_ERR, s->id, "Could not remove sandbox %s from the store: %s", s->id, strerror(-r));
+        manager_release_uid(m, s->uid);
+        log_sandbox(LOG_INFO, s->id, "Removed sandbox %s (%s).", s->id, s->delete_operation);
+        sandbox_emit_removed(s);
+        for (size_t i = 0; i < s->n_delete_requests; i++)
+                (void) sd_bus_reply_method_return(s->delete_requests[i], NULL);
+        sandbox_free(s);
+}
+
+static void on_slice_stopped(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->job = NULL;
+        /* Whatever the result (the slice may be gone already, say after a restart of systemd), the
+         * sandbox goes: init is killed directly too. */
+        sandbox_finish_delete(s);
+}
+
+int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation) {
+        int r;
+
+        if (s->state == SANDBOX_STARTING)
+                return -EBUSY;
+        if (request) {
+                sd_bus_message **n = realloc(s->delete_requests, (s->n_delete_requests + 1) * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                s->delete_requests = n;
+                s->delete_requests[s->n_delete_requests++] = sd_bus_message_ref(request);
+        }
+        if (s->state == SANDBOX_STOPPING)
+                return 0;
+        s->state = SANDBOX_STOPPING;
+        s->delete_operation = operation;
+        s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
+        r = unit_stop(s->manager, s->slice, on_slice_stopped, s, &s->job);
+        if (r < 0)
+                sandbox_finish_delete(s);
+        return 0;
+}
+
+/* --- adoption --------------------------------------------------------------------------------------- */
+
+static bool init_is_ours(const char *id, pid_t pid, uint64_t start) {
+        char path[64], needle[128], buf[4096];
+        uint64_t st;
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        if (pid <= 1 || proc_starttime(pid, &st) < 0 || st != start)
+                return false;
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return false;
+        buf[n] = 0;
+        snprintf(needle, sizeof(needle), "/sandbox-%s-init.scope", id);
+        return strstr(buf, needle) != NULL;
+}
+
+int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
+                  bool private_network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
+                  uint64_t init_start, uint64_t exec_next) {
+        Sandbox *s;
+        int r;
+
+        r = sandbox_alloc(m, id, name, type, owner, &s);
+        if (r < 0)
+                return r;
+        s->uid = uid;
+        manager_reserve_uid(m, uid);
+        s->private_network = private_network;
+        s->created_at = created_at;
+        s->expires_at = expires_at;
+        s->init_pid = init_pid;
+        s->init_start = init_start;
+        s->exec_next = exec_next;
+        s->exec_reserved = exec_next;
+        s->state = SANDBOX_RUNNING;
+
+        if (!init_is_ours(id, init_pid, init_start) || (s->init_pidfd = pidfd_open(init_pid, 0)) < 0 ||
+            !init_is_ours(id, init_pid, init_start)) {
+                log_sandbox(LOG_WARNING, id, "Sandbox %s lost its init while sandboxd was away; removing it.", id);
+                s->state = SANDBOX_FAILED;
+                return sandbox_delete(s, NULL, "sandbox.delete");
+        }
+        r = sd_event_add_io(m->event, &s->init_source, s->init_pidfd, EPOLLIN, on_init_pidfd, s);
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
+        if (expires_at > 0 && expires_at <= now_usec(CLOCK_REALTIME)) {
+                log_sandbox(LOG_INFO, id, "Sandbox %s expired while sandboxd was away.", id);
+                return sandbox_delete(s, NULL, "sandbox.expire");
+        }
+        r = sandbox_arm_ttl(s);
+        if (r < 0)
+                return r;
+        log_sandbox(LOG_INFO, id, "Adopted sandbox %s (init %d).", id, (int) init_pid);
+        return 0;
+}

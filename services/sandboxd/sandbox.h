@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A sandbox: its slice, its init (which holds its namespaces), its workspace, uid and TTL. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+#include "sandbox-id.h"
+#include "unit.h"
+
+typedef struct Manager Manager;
+typedef struct Exec Exec;
+
+typedef enum SandboxState {
+        SANDBOX_STARTING,
+        SANDBOX_RUNNING,
+        SANDBOX_STOPPING,
+        SANDBOX_FAILED,
+        _SANDBOX_STATE_MAX,
+        _SANDBOX_STATE_INVALID = -EINVAL,
+} SandboxState;
+
+DECLARE_STRING_TABLE(sandbox_state, SandboxState);
+
+typedef struct Sandbox {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char *name;
+        char *type;
+        char *owner;
+        char *slice;       /* sandbox-<id>.slice */
+        char *workspace;   /* <state>/sandboxes/<id> */
+        uid_t uid;
+        bool private_network;
+        uint64_t created_at, expires_at;   /* µs since the epoch */
+        SandboxState state;
+
+        pid_t init_pid;
+        uint64_t init_start;   /* start time in clock ticks, to tell a reused pid */
+        int init_pidfd;
+        sd_event_source *init_source;
+        sd_event_source *ttl_timer;
+
+        uint64_t exec_next;        /* next unit number; never repeats */
+        uint64_t exec_reserved;    /* numbers below this are promised by the store */
+
+        /* creation */
+        pid_t child_pid;
+        int go_fd, err_fd;
+        sd_event_source *err_source, *child_source;
+        JobWait *job;
+        sd_bus_message *create_request;
+
+        /* deletion: every caller waiting for it */
+        sd_bus_message **delete_requests;
+        size_t n_delete_requests;
+        const char *delete_operation;
+
+        Exec *execs;   /* running Execs, linked through Exec.next */
+} Sandbox;
+
+typedef struct SandboxCreateSpec {
+        const char *name;
+        const char *type;
+        const char *owner;
+        uint64_t ttl_usec;
+        bool private_network;
+} SandboxCreateSpec;
+
+/* Starts creating a sandbox; request gets its reply once it is running (or failed). */
+int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *request, Sandbox **ret);
+
+/* Stops everything of the sandbox and removes it; request (may be NULL) gets an empty reply then. */
+int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation);
+
+int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec);
+
+/* Re-adopts a sandbox found in the store at start-up. */
+int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
+                  bool private_network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
+                  uint64_t init_start, uint64_t exec_next);
+
+Sandbox *sandbox_free(Sandbox *s);
+
+/* Next unit number for an Exec or shell, persisted in blocks so a restart never reuses one. */
+uint64_t sandbox_next_unit_number(Sandbox *s);
+
+char *sandbox_bus_path(const Sandbox *s);
+
+int proc_starttime(pid_t pid, uint64_t *ret);

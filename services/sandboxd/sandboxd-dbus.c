@@ -1,0 +1,886 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd on the bus: the Manager's and the sandboxes' vtables, errors and signals. */
+#include "sandboxd-dbus.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "macro.h"
+#include "sandbox-exec.h"
+#include "sandbox-files.h"
+#include "sandbox-id.h"
+#include "sandbox.h"
+#include "sandboxd-manager.h"
+#include "time-util.h"
+
+#define ARGV_MAX_ITEMS 4096
+#define ARGV_MAX_BYTES (256 * 1024)
+#define ENV_MAX_ITEMS 1024
+#define CONTEXT_FIELD_MAX 256
+
+static const sd_bus_error_map sandboxd_errors[] = {
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_SANDBOX, ENXIO),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_LIMIT_EXCEEDED, E2BIG),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NOT_RUNNING, ESRCH),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NAME_EXISTS, EEXIST),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_FILE, ENOENT),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_FILE_EXISTS, EEXIST),
+        SD_BUS_ERROR_MAP_END,
+};
+
+/* --- caller ------------------------------------------------------------------------------------- */
+
+typedef struct Caller {
+        uid_t uid;
+        bool trusted;   /* root or the gateway: its context is believed */
+        char account_id[CONTEXT_FIELD_MAX + 1];
+        char request_id[CONTEXT_FIELD_MAX + 1];
+        char source[32];
+} Caller;
+
+static int caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t uid;
+        int r;
+
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return r;
+        r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        if (!manager_uid_is_admin(m, uid))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "Only root and members of sandbox-admin may use sandboxd.");
+        *ret = (Caller) { .uid = uid, .trusted = uid == 0 || uid == m->gateway_uid };
+        snprintf(ret->account_id, sizeof(ret->account_id), "uid:%u", (unsigned) uid);
+        snprintf(ret->source, sizeof(ret->source), "agent");
+        return 0;
+}
+
+/* A context key, if this is one: returns 1 if consumed, 0 if not a context key, <0 on error. */
+static int caller_context_entry(Caller *c, const char *key, sd_bus_message *msg, sd_bus_error *error) {
+        const char *v;
+        int r;
+
+        if (!streq(key, "account_id") && !streq(key, "request_id") && !streq(key, "source"))
+                return 0;
+        r = sd_bus_message_read(msg, "v", "s", &v);
+        if (r < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Context field '%s' must be a string.", key);
+        if (strlen(v) > CONTEXT_FIELD_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Context field '%s' is longer than %d bytes.",
+                                         key, CONTEXT_FIELD_MAX);
+        if (streq(key, "source") && !streq(v, "agent") && !streq(v, "human_takeover"))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Context field 'source' must be \"agent\" or \"human_takeover\".");
+        /* Only root and the gateway speak for someone else. */
+        if (!c->trusted)
+                return 1;
+        if (streq(key, "account_id") && !isempty(v))
+                snprintf(c->account_id, sizeof(c->account_id), "%s", v);
+        else if (streq(key, "request_id"))
+                snprintf(c->request_id, sizeof(c->request_id), "%s", v);
+        else if (streq(key, "source"))
+                snprintf(c->source, sizeof(c->source), "%.31s", v);
+        return 1;
+}
+
+static int unknown_option(sd_bus_error *error, const char *method, const char *key) {
+        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: unknown option '%s'.", method, key);
+}
+
+static int bad_type(sd_bus_error *error, const char *key, const char *sig) {
+        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Option '%s' must be of type '%s'.", key, sig);
+}
+
+/* A context-only a{sv}. */
+static int read_context(sd_bus_message *msg, Caller *c, const char *method, sd_bus_error *error) {
+        const char *key;
+        int r;
+
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                r = caller_context_entry(c, key, msg, error);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return unknown_option(error, method, key);
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(msg);
+}
+
+static Sandbox *find_sandbox(Manager *m, const char *id) {
+        Sandbox *s = hashmap_get(m->sandboxes, id);
+        return s ?: hashmap_get(m->sandbox_names, id);
+}
+
+static int no_such_sandbox(sd_bus_error *error, const char *id) {
+        return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SANDBOX, "No sandbox '%s'.", id);
+}
+
+static int get_running(Manager *m, const char *id, Sandbox **ret, sd_bus_error *error) {
+        Sandbox *s = find_sandbox(m, id);
+        if (!s)
+                return no_such_sandbox(error, id);
+        if (s->state != SANDBOX_RUNNING)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
+                                         sandbox_state_to_string(s->state));
+        *ret = s;
+        return 0;
+}
+
+static int seconds_to_usec(uint64_t sec, uint64_t *ret) {
+        if (sec > UINT64_MAX / USEC_PER_SEC)
+                return -ERANGE;
+        *ret = sec * USEC_PER_SEC;
+        return 0;
+}
+
+static char *format_seconds(uint64_t usec, char buf[static 32]) {
+        snprintf(buf, 32, "%" PRIu64, usec / USEC_PER_SEC);
+        return buf;
+}
+
+/* --- Manager methods ------------------------------------------------------------------------------ */
+
+int sandbox_reply_created(Sandbox *s, sd_bus_message *request) {
+        _cleanup_free_ char *path = sandbox_bus_path(s);
+        if (!path)
+                return sd_bus_reply_method_errno(request, -ENOMEM, NULL);
+        return sd_bus_reply_method_return(request, "so", s->id, path);
+}
+
+static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *key, *name = NULL, *type = NULL, *network = "none";
+        uint64_t ttl = 0;
+        bool have_ttl = false;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                r = caller_context_entry(&c, key, msg, error);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        if (streq(key, "name"))
+                                r = sd_bus_message_read(msg, "v", "s", &name);
+                        else if (streq(key, "type"))
+                                r = sd_bus_message_read(msg, "v", "s", &type);
+                        else if (streq(key, "network"))
+                                r = sd_bus_message_read(msg, "v", "s", &network);
+                        else if (streq(key, "ttl_seconds")) {
+                                r = sd_bus_message_read(msg, "v", "t", &ttl);
+                                have_ttl = true;
+                        } else
+                                return unknown_option(error, "CreateSandbox", key);
+                        if (r < 0)
+                                return bad_type(error, key, streq(key, "ttl_seconds") ? "t" : "s");
+                }
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+
+        if (name && !name_is_valid(name))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Invalid sandbox name '%s': 1-64 characters of A-Z a-z 0-9 . _ -, "
+                                         "not starting with . or -.", name);
+        if (name && (hashmap_get(m->sandbox_names, name) || hashmap_get(m->sandboxes, name)))
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NAME_EXISTS, "A sandbox named '%s' exists already.",
+                                         name);
+        if (name && sandbox_id_is_valid(name))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "A sandbox name may not look like a sandbox id: '%s'.", name);
+        if (!type)
+                type = m->config.default_type;
+        if (!sandboxd_config_find_type(&m->config, type))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown sandbox type '%s'.", type);
+        if (!streq(network, "none") && !streq(network, "host"))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Option 'network' must be \"none\" or \"host\", not '%s'.", network);
+        uint64_t ttl_usec = m->config.default_ttl_usec;
+        if (have_ttl) {
+                char b[32];
+                if (ttl == 0 || seconds_to_usec(ttl, &ttl_usec) < 0 || ttl_usec > m->config.max_ttl_usec)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "ttl_seconds must be between 1 and %s.",
+                                                 format_seconds(m->config.max_ttl_usec, b));
+        }
+        if (hashmap_size(m->sandboxes) >= m->config.max_sandboxes)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "There are %zu sandboxes already, the configured maximum.",
+                                         hashmap_size(m->sandboxes));
+
+        SandboxCreateSpec spec = {
+                .name = name,
+                .type = type,
+                .owner = c.account_id,
+                .ttl_usec = ttl_usec,
+                .private_network = streq(network, "none"),
+        };
+        r = sandbox_create(m, &spec, msg, NULL);
+        if (r == -EUSERS)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED, "No free sandbox uid is left.");
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not create the sandbox: %s", strerror(-r));
+        return 1; /* answered when the sandbox runs */
+}
+
+static int method_get_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *id;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "s", &id);
+        if (r < 0)
+                return r;
+        Sandbox *s = find_sandbox(m, id);
+        if (!s)
+                return no_such_sandbox(error, id);
+        _cleanup_free_ char *path = sandbox_bus_path(s);
+        if (!path)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(msg, "o", path);
+}
+
+static int method_list_sandboxes(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Manager *m = userdata;
+        Sandbox *s;
+        size_t state = 0;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssssso)");
+        if (r < 0)
+                return r;
+        while (hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL)) {
+                _cleanup_free_ char *path = sandbox_bus_path(s);
+                if (!path)
+                        return -ENOMEM;
+                r = sd_bus_message_append(reply, "(ssssso)", s->id, s->name, s->type,
+                                          sandbox_state_to_string(s->state), s->owner, path);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_set_ttl(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *id;
+        uint64_t ttl, usec;
+        Sandbox *s;
+        Caller c;
+        char b[32];
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "st", &id, &ttl);
+        if (r < 0)
+                return r;
+        r = read_context(msg, &c, "SetTTL", error);
+        if (r < 0)
+                return r;
+        r = get_running(m, id, &s, error);
+        if (r < 0)
+                return r;
+        if (ttl == 0 || seconds_to_usec(ttl, &usec) < 0 || usec > m->config.max_ttl_usec)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "ttl_seconds must be between 1 and %s.",
+                                         format_seconds(m->config.max_ttl_usec, b));
+        r = sandbox_set_ttl(s, usec);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not set the TTL: %s", strerror(-r));
+        log_sandbox(LOG_INFO, s->id, "TTL of sandbox %s set to %" PRIu64 " s by %s.", s->id, ttl, c.account_id);
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
+static int method_delete_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *id;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "s", &id);
+        if (r < 0)
+                return r;
+        r = read_context(msg, &c, "DeleteSandbox", error);
+        if (r < 0)
+                return r;
+        Sandbox *s = find_sandbox(m, id);
+        if (!s)
+                return no_such_sandbox(error, id);
+        r = sandbox_delete(s, msg, "sandbox.delete");
+        if (r == -EBUSY)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Sandbox %s is still being created.", s->id);
+        if (r < 0)
+                return r;
+        return 1;
+}
+
+static int read_env(sd_bus_message *msg, char ***ret, sd_bus_error *error) {
+        const char *k, *v;
+        size_t n = 0;
+        char **env = NULL;
+        int r;
+
+        r = sd_bus_message_enter_container(msg, 'v', "a{ss}");
+        if (r < 0)
+                return bad_type(error, "env", "a{ss}");
+        r = sd_bus_message_enter_container(msg, 'a', "{ss}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(msg, "{ss}", &k, &v)) > 0) {
+                bool ok = !isempty(k) && !(k[0] >= '0' && k[0] <= '9');
+                for (const char *p = k; ok && *p; p++)
+                        ok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                             *p == '_';
+                if (!ok) {
+                        strv_free(env);
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Invalid environment variable name '%s'.", k);
+                }
+                if (n >= ENV_MAX_ITEMS) {
+                        strv_free(env);
+                        return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                                 "More than %d environment variables.", ENV_MAX_ITEMS);
+                }
+                char **ne = realloc(env, (n + 2) * sizeof(char *));
+                if (!ne) {
+                        strv_free(env);
+                        return -ENOMEM;
+                }
+                env = ne;
+                if (asprintf(&env[n], "%s=%s", k, v) < 0) {
+                        env[n] = NULL;
+                        strv_free(env);
+                        return -ENOMEM;
+                }
+                env[++n] = NULL;
+        }
+        if (r < 0) {
+                strv_free(env);
+                return r;
+        }
+        (void) sd_bus_message_exit_container(msg);
+        (void) sd_bus_message_exit_container(msg);
+        *ret = env;
+        return 0;
+}
+
+static int check_limit(sd_bus_error *error, const char *what, uint64_t v, uint64_t max, const char *type) {
+        if (v <= max)
+                return 0;
+        return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                 "%s %" PRIu64 " exceeds the maximum of type '%s' (%" PRIu64 ").", what, v, type, max);
+}
+
+static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_strv_free_ char **argv = NULL, **env = NULL;
+        _cleanup_free_ char *cwd = NULL;
+        const char *id, *key, *cwd_arg = NULL;
+        const void *stdin_data = NULL;
+        size_t stdin_size = 0;
+        uint64_t timeout = UINT64_MAX, memory_max = 0, tasks_max = 0;
+        int stdout_fd = -1, stderr_fd = -1;
+        Sandbox *s;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "s", &id);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read_strv(msg, &argv);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                r = caller_context_entry(&c, key, msg, error);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        if (streq(key, "cwd")) {
+                                if (sd_bus_message_read(msg, "v", "s", &cwd_arg) < 0)
+                                        return bad_type(error, key, "s");
+                        } else if (streq(key, "env")) {
+                                strv_free(env);
+                                env = NULL;
+                                r = read_env(msg, &env, error);
+                                if (r < 0)
+                                        return r;
+                        } else if (streq(key, "stdin")) {
+                                if (sd_bus_message_enter_container(msg, 'v', "ay") < 0)
+                                        return bad_type(error, key, "ay");
+                                r = sd_bus_message_read_array(msg, 'y', &stdin_data, &stdin_size);
+                                if (r < 0)
+                                        return r;
+                                r = sd_bus_message_exit_container(msg);
+                                if (r < 0)
+                                        return r;
+                        } else if (streq(key, "timeout_seconds")) {
+                                if (sd_bus_message_read(msg, "v", "t", &timeout) < 0)
+                                        return bad_type(error, key, "t");
+                        } else if (streq(key, "memory_max")) {
+                                if (sd_bus_message_read(msg, "v", "t", &memory_max) < 0)
+                                        return bad_type(error, key, "t");
+                        } else if (streq(key, "tasks_max")) {
+                                if (sd_bus_message_read(msg, "v", "t", &tasks_max) < 0)
+                                        return bad_type(error, key, "t");
+                        } else if (streq(key, "stdout_fd")) {
+                                if (sd_bus_message_read(msg, "v", "h", &stdout_fd) < 0)
+                                        return bad_type(error, key, "h");
+                        } else if (streq(key, "stderr_fd")) {
+                                if (sd_bus_message_read(msg, "v", "h", &stderr_fd) < 0)
+                                        return bad_type(error, key, "h");
+                        } else
+                                return unknown_option(error, "Exec", key);
+                }
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+
+        r = get_running(m, id, &s, error);
+        if (r < 0)
+                return r;
+        const SandboxType *t = sandboxd_config_find_type(&m->config, s->type);
+        if (!t)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                         "Sandbox %s has type '%s', which the configuration no longer defines.",
+                                         s->id, s->type);
+
+        size_t n = 0, bytes = 0;
+        for (char **a = argv; a && *a; a++, n++)
+                bytes += strlen(*a) + 1;
+        if (n == 0 || isempty(argv[0]))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "argv must not be empty.");
+        if (n > ARGV_MAX_ITEMS || bytes > ARGV_MAX_BYTES)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "argv is too long (%zu items, %zu bytes; at most %d and %d).", n, bytes,
+                                         ARGV_MAX_ITEMS, ARGV_MAX_BYTES);
+        if (stdin_size > m->config.stdin_max)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "stdin is %zu bytes; at most %" PRIu64 " are accepted.", stdin_size,
+                                         m->config.stdin_max);
+        if (cwd_arg) {
+                r = sandbox_resolve_path(cwd_arg, &cwd);
+                if (r < 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid cwd '%s'.", cwd_arg);
+        }
+
+        uint64_t timeout_usec;
+        if (timeout == UINT64_MAX)
+                timeout_usec = t->default_timeout_usec;
+        else if (timeout == 0 || seconds_to_usec(timeout, &timeout_usec) < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "timeout_seconds must be between 1 and %" PRIu64 ".",
+                                         t->max_timeout_usec / USEC_PER_SEC);
+        r = check_limit(error, "timeout_seconds", timeout_usec / USEC_PER_SEC, t->max_timeout_usec / USEC_PER_SEC,
+                        t->name);
+        if (r < 0)
+                return r;
+        if (memory_max == 0)
+                memory_max = t->memory_max;
+        else if (memory_max < 1024 * 1024)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "memory_max must be at least 1 MiB.");
+        r = check_limit(error, "memory_max", memory_max, t->memory_max, t->name);
+        if (r < 0)
+                return r;
+        if (tasks_max == 0)
+                tasks_max = t->tasks_max;
+        r = check_limit(error, "tasks_max", tasks_max, t->tasks_max, t->name);
+        if (r < 0)
+                return r;
+
+        ExecSpec spec = {
+                .argv = argv,
+                .env = env,
+                .cwd = cwd,
+                .stdin_data = stdin_data,
+                .stdin_size = stdin_size,
+                .timeout_usec = timeout_usec,
+                .memory_max = memory_max,
+                .tasks_max = tasks_max,
+                .stdout_fd = stdout_fd,
+                .stderr_fd = stderr_fd,
+        };
+        r = exec_start(s, &spec, msg);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not start the command: %s", strerror(-r));
+        return 1;
+}
+
+static int method_write_file(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_free_ char *path = NULL;
+        const char *id, *path_arg, *key;
+        const void *data;
+        size_t size;
+        uint32_t mode = 0644;
+        int create_dirs = 0, append = 0, fd = -1;
+        Sandbox *s;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "ss", &id, &path_arg);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read_array(msg, 'y', &data, &size);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                r = caller_context_entry(&c, key, msg, error);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        if (streq(key, "mode")) {
+                                if (sd_bus_message_read(msg, "v", "u", &mode) < 0)
+                                        return bad_type(error, key, "u");
+                        } else if (streq(key, "create_dirs")) {
+                                if (sd_bus_message_read(msg, "v", "b", &create_dirs) < 0)
+                                        return bad_type(error, key, "b");
+                        } else if (streq(key, "append")) {
+                                if (sd_bus_message_read(msg, "v", "b", &append) < 0)
+                                        return bad_type(error, key, "b");
+                        } else if (streq(key, "fd")) {
+                                if (sd_bus_message_read(msg, "v", "h", &fd) < 0)
+                                        return bad_type(error, key, "h");
+                        } else
+                                return unknown_option(error, "WriteFile", key);
+                }
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+
+        r = get_running(m, id, &s, error);
+        if (r < 0)
+                return r;
+        r = sandbox_resolve_path(path_arg, &path);
+        if (r < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid path '%s'.", path_arg);
+        if (mode > 0777)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "mode %o is not within 0000-0777.", mode);
+        if (size > m->config.file_max)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "data is %zu bytes; at most %" PRIu64 " fit in one call (pass an fd).", size,
+                                         m->config.file_max);
+        if (fd >= 0 && size > 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Pass data or an fd, not both.");
+
+        FileWriteSpec spec = {
+                .path = path,
+                .data = data,
+                .size = size,
+                .data_fd = fd,
+                .mode = mode,
+                .create_dirs = create_dirs,
+                .append = append,
+        };
+        r = sandbox_write_file(s, &spec, msg);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not write %s: %s", path, strerror(-r));
+        return 1;
+}
+
+static int method_read_file(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_free_ char *path = NULL;
+        const char *id, *path_arg, *key;
+        uint64_t offset = 0, length = 0;
+        int fd = -1;
+        Sandbox *s;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "ss", &id, &path_arg);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                r = caller_context_entry(&c, key, msg, error);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        if (streq(key, "offset")) {
+                                if (sd_bus_message_read(msg, "v", "t", &offset) < 0)
+                                        return bad_type(error, key, "t");
+                        } else if (streq(key, "length")) {
+                                if (sd_bus_message_read(msg, "v", "t", &length) < 0)
+                                        return bad_type(error, key, "t");
+                        } else if (streq(key, "fd")) {
+                                if (sd_bus_message_read(msg, "v", "h", &fd) < 0)
+                                        return bad_type(error, key, "h");
+                        } else
+                                return unknown_option(error, "ReadFile", key);
+                }
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+
+        r = get_running(m, id, &s, error);
+        if (r < 0)
+                return r;
+        r = sandbox_resolve_path(path_arg, &path);
+        if (r < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid path '%s'.", path_arg);
+        if (fd < 0 && length > m->config.file_max)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "length %" PRIu64 " exceeds the %" PRIu64 " bytes one reply may carry (pass an fd).",
+                                         length, m->config.file_max);
+        if (offset > (uint64_t) INT64_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "offset is out of range.");
+
+        FileReadSpec spec = {
+                .path = path,
+                .offset = offset,
+                .length = length,
+                .cap = fd >= 0 ? 0 : m->config.file_max,
+                .out_fd = fd,
+        };
+        r = sandbox_read_file(s, &spec, msg);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not read %s: %s", path, strerror(-r));
+        return 1;
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD_WITH_ARGS("CreateSandbox", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("s", id, "o", path),
+                                method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetSandbox", SD_BUS_ARGS("s", id), SD_BUS_RESULT("o", path), method_get_sandbox,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListSandboxes", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssso)", sandboxes),
+                                method_list_sandboxes, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetTTL", SD_BUS_ARGS("s", id, "t", ttl_seconds, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_set_ttl, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("DeleteSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_delete_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Exec", SD_BUS_ARGS("s", id, "as", argv, "a{sv}", options),
+                                SD_BUS_RESULT("i", exit_code, "ay", stdout, "ay", stderr, "a{sv}", info),
+                                method_exec, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("WriteFile", SD_BUS_ARGS("s", id, "s", path, "ay", data, "a{sv}", options),
+                                SD_BUS_NO_RESULT, method_write_file, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ReadFile", SD_BUS_ARGS("s", id, "s", path, "a{sv}", options),
+                                SD_BUS_RESULT("ay", data, "a{sv}", info), method_read_file,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_ARGS("SandboxNew", SD_BUS_ARGS("s", id, "o", path), 0),
+        SD_BUS_SIGNAL_WITH_ARGS("SandboxRemoved", SD_BUS_ARGS("s", id, "o", path), 0),
+        SD_BUS_VTABLE_END,
+};
+
+/* --- per-sandbox objects -------------------------------------------------------------------------- */
+
+static int sandbox_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata, void **found,
+                               sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_free_ char *id = NULL;
+        int r;
+
+        r = sd_bus_path_decode(path, SANDBOXD_SANDBOX_PATH_PREFIX, &id);
+        if (r <= 0)
+                return r;
+        Sandbox *s = hashmap_get(m->sandboxes, id);
+        if (!s)
+                return 0;
+        /* Property reads are checked here, like method calls: the bus policy is not the only guard. */
+        sd_bus_message *msg = sd_bus_get_current_message(bus);
+        if (msg) {
+                Caller c;
+                r = caller_check(m, msg, &c, error);
+                if (r < 0)
+                        return r;
+        }
+        *found = s;
+        return 1;
+}
+
+static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata, char ***nodes,
+                                   sd_bus_error *error) {
+        Manager *m = userdata;
+        size_t n = 0, state = 0;
+        Sandbox *s;
+        char **l = calloc(hashmap_size(m->sandboxes) + 1, sizeof(char *));
+
+        if (!l)
+                return -ENOMEM;
+        while (hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL)) {
+                l[n] = sandbox_bus_path(s);
+                if (!l[n]) {
+                        strv_free(l);
+                        return -ENOMEM;
+                }
+                n++;
+        }
+        *nodes = l;
+        return 1;
+}
+
+static int property_state(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        return sd_bus_message_append(reply, "s", sandbox_state_to_string(s->state));
+}
+
+static int property_network(sd_bus *bus, const char *path, const char *interface, const char *property,
+                            sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        return sd_bus_message_append(reply, "s", s->private_network ? "none" : "host");
+}
+
+static int property_string_ptr(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        char **p = userdata;
+        return sd_bus_message_append(reply, "s", strempty(*p));
+}
+
+static int property_id(sd_bus *bus, const char *path, const char *interface, const char *property,
+                       sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", (const char *) userdata);
+}
+
+static const sd_bus_vtable sandbox_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Id", "s", property_id, offsetof(Sandbox, id), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Name", "s", property_string_ptr, offsetof(Sandbox, name), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Type", "s", property_string_ptr, offsetof(Sandbox, type), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("State", "s", property_state, 0, 0),
+        SD_BUS_PROPERTY("Uid", "u", NULL, offsetof(Sandbox, uid), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Unit", "s", property_string_ptr, offsetof(Sandbox, slice), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Network", "s", property_network, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Owner", "s", property_string_ptr, offsetof(Sandbox, owner), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("CreatedAt", "t", NULL, offsetof(Sandbox, created_at), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ExpiresAt", "t", NULL, offsetof(Sandbox, expires_at), 0),
+        SD_BUS_VTABLE_END,
+};
+
+/* --- signals ------------------------------------------------------------------------------------ */
+
+void sandbox_emit_new(Sandbox *s) {
+        _cleanup_free_ char *path = sandbox_bus_path(s);
+        if (path)
+                (void) sd_bus_emit_signal(s->manager->bus, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "SandboxNew",
+                                          "so", s->id, path);
+}
+
+void sandbox_emit_removed(Sandbox *s) {
+        _cleanup_free_ char *path = sandbox_bus_path(s);
+        if (path)
+                (void) sd_bus_emit_signal(s->manager->bus, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                                          "SandboxRemoved", "so", s->id, path);
+}
+
+int manager_bus_setup(Manager *m) {
+        int r;
+
+        r = sd_bus_default_system(&m->bus);
+        if (r < 0)
+                return r;
+        r = sd_bus_add_object_vtable(m->bus, NULL, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, manager_vtable, m);
+        if (r < 0)
+                return r;
+        r = sd_bus_add_fallback_vtable(m->bus, NULL, SANDBOXD_SANDBOX_PATH_PREFIX, SANDBOXD_SANDBOX_INTERFACE,
+                                       sandbox_vtable, sandbox_object_find, m);
+        if (r < 0)
+                return r;
+        r = sd_bus_add_node_enumerator(m->bus, NULL, SANDBOXD_SANDBOX_PATH_PREFIX, sandbox_node_enumerator, m);
+        if (r < 0)
+                return r;
+        r = sd_bus_add_object_manager(m->bus, NULL, SANDBOXD_BUS_PATH);
+        if (r < 0)
+                return r;
+        r = sd_bus_error_add_map(sandboxd_errors);
+        if (r < 0)
+                return r;
+        return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+}

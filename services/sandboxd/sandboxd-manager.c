@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd's state: the bus, the event loop, the sandboxes, the uid pool and the systemd jobs we wait for. */
+#include "sandboxd-manager.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "sandbox-store.h"
+#include "sandbox.h"
+#include "sandboxd-dbus.h"
+#include "unit.h"
+
+static size_t uid_pool_size(const Manager *m) {
+        return (size_t) (m->config.uid_max - m->config.uid_min) + 1;
+}
+
+static bool uid_bit(const Manager *m, size_t i) {
+        return m->uid_used[i / 8] & (1u << (i % 8));
+}
+
+int manager_allocate_uid(Manager *m, uid_t *ret) {
+        size_t n = uid_pool_size(m);
+
+        /* Round robin, so a freed uid is reused as late as possible. */
+        for (size_t k = 0; k < n; k++) {
+                size_t i = ((size_t) (m->uid_next - m->config.uid_min) + k) % n;
+                if (uid_bit(m, i))
+                        continue;
+                uid_t uid = m->config.uid_min + (uid_t) i;
+                /* never a uid that some account of the host claims after all */
+                if (getpwuid(uid) || getgrgid((gid_t) uid))
+                        continue;
+                m->uid_used[i / 8] |= 1u << (i % 8);
+                m->uid_next = m->config.uid_min + (uid_t) ((i + 1) % n);
+                *ret = uid;
+                return 0;
+        }
+        return -EUSERS;
+}
+
+void manager_reserve_uid(Manager *m, uid_t uid) {
+        if (uid < m->config.uid_min || uid > m->config.uid_max)
+                return;
+        size_t i = uid - m->config.uid_min;
+        m->uid_used[i / 8] |= 1u << (i % 8);
+}
+
+void manager_release_uid(Manager *m, uid_t uid) {
+        if (uid < m->config.uid_min || uid > m->config.uid_max)
+                return;
+        size_t i = uid - m->config.uid_min;
+        m->uid_used[i / 8] &= ~(1u << (i % 8));
+}
+
+void manager_clear_early_jobs(Manager *m) {
+        void *v;
+        size_t state = 0;
+
+        while (hashmap_iterate(m->early_jobs, &state, &v, NULL)) {
+                (void) hashmap_remove(m->early_jobs, (const char *) v);
+                free(v);
+        }
+}
+
+bool manager_uid_is_admin(Manager *m, uid_t uid) {
+        if (uid == 0)
+                return true;
+        if (m->admin_gid == (gid_t) -1)
+                return false;
+
+        /* Group membership as the bus policy sees it (NSS), not from a racy /proc read. */
+        struct passwd *pw = getpwuid(uid);
+        if (!pw)
+                return false;
+        if (pw->pw_gid == m->admin_gid)
+                return true;
+        int n = 64;
+        gid_t groups[64];
+        if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+                return false;
+        for (int i = 0; i < n; i++)
+                if (groups[i] == m->admin_gid)
+                        return true;
+        return false;
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down; sandboxes keep running.");
+        m->exiting = true;
+        return sd_event_exit(m->event, 0);
+}
+
+int manager_new(const char *config_path, const char *config_dropins, Manager **ret, char **ret_error) {
+        Manager *m;
+        int r;
+
+        m = calloc(1, sizeof(Manager));
+        if (!m)
+                return -ENOMEM;
+        m->host_pidns_fd = -EBADF;
+        sandboxd_config_defaults(&m->config);
+        r = sandboxd_config_load(&m->config, config_path, config_dropins, ret_error);
+        if (r < 0)
+                goto fail;
+
+        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: SANDBOXD_STATE_DIR);
+        m->init_path = strdup(getenv("SANDBOXD_INIT_PATH") ?: LIBEXECDIR "/sandboxd/sandbox-init");
+        m->sandboxes = hashmap_new();
+        m->sandbox_names = hashmap_new();
+        m->jobs = hashmap_new();
+        m->early_jobs = hashmap_new();
+        m->uid_used = calloc(uid_pool_size(m) / 8 + 1, 1);
+        if (!m->state_dir || !m->init_path || !m->sandboxes || !m->sandbox_names || !m->jobs || !m->early_jobs ||
+            !m->uid_used) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        /* StateDirectory= may list several: the first one is ours */
+        char *colon = strchr(m->state_dir, ':');
+        if (colon)
+                *colon = 0;
+        m->uid_next = m->config.uid_min;
+
+        struct group *g = getgrnam("sandbox-admin");
+        m->admin_gid = g ? g->gr_gid : (gid_t) -1;
+        struct passwd *pw = getpwnam("sandbox-gateway");
+        m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
+
+        m->host_pidns_fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+        if (m->host_pidns_fd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        r = oom_detect_layout(&m->memory_layout, &m->memory_prefix);
+        if (r < 0)
+                goto fail;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_set_watchdog(m->event, true);
+        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
+        if (r < 0)
+                goto fail;
+        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
+        if (r < 0)
+                goto fail;
+        *ret = m;
+        return 0;
+fail:
+        manager_free(m);
+        return r;
+}
+
+Manager *manager_free(Manager *m) {
+        Sandbox *s;
+        size_t state = 0;
+
+        if (!m)
+                return NULL;
+        /* Sandboxes outlive us: only our bookkeeping goes. */
+        while (m->sandboxes && hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL))
+                sandbox_free(s);
+        if (m->jobs)
+                manager_free_jobs(m);
+        if (m->early_jobs)
+                manager_clear_early_jobs(m);
+        hashmap_free(m->sandboxes);
+        hashmap_free(m->sandbox_names);
+        hashmap_free(m->jobs);
+        hashmap_free(m->early_jobs);
+        sandbox_store_free(m->store);
+        sd_event_source_disable_unref(m->sigterm);
+        sd_event_source_disable_unref(m->sigint);
+        sd_bus_flush_close_unref(m->bus);
+        sd_event_unref(m->event);
+        safe_close(m->host_pidns_fd);
+        free(m->uid_used);
+        free(m->memory_prefix);
+        free(m->state_dir);
+        free(m->init_path);
+        free(m);
+        return NULL;
+}
+
+static int adopt_one(const SandboxRecord *r, void *userdata) {
+        Manager *m = userdata;
+        int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, r->private_network, r->created_at,
+                              r->expires_at, r->init_pid, r->init_start, r->exec_next);
+        if (q < 0)
+                log_sandbox(LOG_ERR, r->id, "Could not adopt sandbox %s: %s", r->id, strerror(-q));
+        return 0;
+}
+
+int manager_startup(Manager *m) {
+        char path[4096];
+        int r;
+
+        snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        snprintf(path, sizeof(path), "%s/sandboxd.db", m->state_dir);
+        r = sandbox_store_open(path, &m->store);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not open %s: %s", path, strerror(-r));
+                return r;
+        }
+
+        r = manager_bus_setup(m);
+        if (r < 0)
+                return r;
+        r = unit_subscribe(m);
+        if (r < 0)
+                return r;
+
+        /* After Subscribe(): stopping sandboxes we cannot adopt needs JobRemoved. */
+        r = sandbox_store_load(m->store, adopt_one, m);
+        if (r < 0)
+                return r;
+
+        /* Last, and synchronously: once the name is ours, callers find everything in place. */
+        r = sd_bus_request_name(m->bus, SANDBOXD_BUS_NAME, 0);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not acquire %s: %s", SANDBOXD_BUS_NAME, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        (void) sd_notifyf(false, "READY=1\nSTATUS=Managing %zu sandboxes.", hashmap_size(m->sandboxes));
+        return sd_event_loop(m->event);
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd's state: the bus, the event loop, the sandboxes, the uid pool and the systemd jobs we wait for. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "sandboxd-config.h"
+#include "hashmap.h"
+#include "oom.h"
+
+typedef struct Sandbox Sandbox;
+typedef struct SandboxStore SandboxStore;
+
+#define SANDBOXD_STATE_DIR "/var/lib/sandboxd"
+#define SANDBOXD_SANDBOX_USER "sandbox"
+#define SANDBOXD_SANDBOX_HOME "/home/sandbox"
+
+typedef struct Manager {
+        sd_event *event;
+        sd_bus *bus;
+        SandboxdConfig config;
+        char *state_dir;
+        char *init_path;            /* sandbox-init, as the sandbox sees it (the host's /usr) */
+        SandboxStore *store;
+
+        Hashmap *sandboxes;         /* id → Sandbox */
+        Hashmap *sandbox_names;     /* name → Sandbox */
+        Hashmap *jobs;              /* systemd job path → JobWait */
+        Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
+
+        uint8_t *uid_used;          /* bitmap over [uid_min, uid_max] */
+        uid_t uid_next;
+
+        CgroupMemoryLayout memory_layout;
+        char *memory_prefix;
+        int host_pidns_fd;
+
+        gid_t admin_gid;            /* sandbox-admin, or (gid_t) -1 */
+        uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */
+
+        sd_event_source *sigterm, *sigint;
+        bool exiting;
+} Manager;
+
+int manager_new(const char *config_path, const char *config_dropins, Manager **ret, char **ret_error);
+Manager *manager_free(Manager *m);
+int manager_startup(Manager *m);
+int manager_run(Manager *m);
+
+int manager_allocate_uid(Manager *m, uid_t *ret);
+void manager_reserve_uid(Manager *m, uid_t uid);
+void manager_release_uid(Manager *m, uid_t uid);
+void manager_clear_early_jobs(Manager *m);
+
+/* Whether this uid may use the Manager (root, or a member of sandbox-admin). */
+bool manager_uid_is_admin(Manager *m, uid_t uid);

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Talking to systemd: transient units, stop requests, and waiting for their jobs to finish. */
+#include "unit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "macro.h"
+#include "sandboxd-manager.h"
+
+struct JobWait {
+        Manager *manager;
+        char *job;            /* object path, once systemd answered */
+        sd_bus_slot *slot;    /* the pending method call */
+        job_done_t cb;
+        void *userdata;
+};
+
+static JobWait *job_wait_free(JobWait *w) {
+        if (!w)
+                return NULL;
+        if (w->job && w->manager)
+                (void) hashmap_remove(w->manager->jobs, w->job);
+        sd_bus_slot_unref(w->slot);
+        free(w->job);
+        free(w);
+        return NULL;
+}
+
+void job_wait_cancel(JobWait *w) {
+        if (!w)
+                return;
+        w->cb = NULL;
+        w->userdata = NULL;
+        /* A call still in flight: drop it now. A job already queued: keep waiting for its
+         * JobRemoved so the entry is freed then. */
+        if (!w->job)
+                job_wait_free(w);
+}
+
+static void job_wait_finish(JobWait *w, const char *result, const sd_bus_error *error) {
+        job_done_t cb = w->cb;
+        void *userdata = w->userdata;
+        Manager *m = w->manager;
+
+        job_wait_free(w);
+        if (cb)
+                cb(m, result, error, userdata);
+}
+
+static int on_job_removed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *path, *unit, *result;
+        uint32_t id;
+        int r;
+
+        r = sd_bus_message_read(message, "uoss", &id, &path, &unit, &result);
+        if (r < 0)
+                return 0;
+
+        JobWait *w = hashmap_get(m->jobs, path);
+        if (w) {
+                job_wait_finish(w, result, NULL);
+                return 0;
+        }
+
+        /* systemd answers the method call before it runs the job, so JobRemoved should never
+         * overtake the reply; if it does for one of our units, keep the result for the reply. */
+        if (strncmp(unit, "sandbox-", 8) == 0) {
+                if (hashmap_size(m->early_jobs) > 1024)
+                        manager_clear_early_jobs(m);
+                /* one allocation "path\0result": the key and the value at once */
+                size_t lp = strlen(path) + 1, lr = strlen(result) + 1;
+                char *e = malloc(lp + lr);
+                if (e) {
+                        memcpy(e, path, lp);
+                        memcpy(e + lp, result, lr);
+                        if (hashmap_put(m->early_jobs, e, e) < 0)
+                                free(e);
+                }
+        }
+        return 0;
+}
+
+int unit_subscribe(Manager *m) {
+        int r;
+
+        /* The match first, then Subscribe(): no JobRemoved is sent to unsubscribed clients. */
+        r = sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                      "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed,
+                                      NULL, m);
+        if (r < 0)
+                return r;
+        return sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                        "org.freedesktop.systemd1.Manager", "Subscribe", NULL, NULL, NULL);
+}
+
+static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        JobWait *w = userdata;
+        const sd_bus_error *e;
+        const char *path;
+        int r;
+
+        w->slot = sd_bus_slot_unref(w->slot);
+
+        e = sd_bus_message_get_error(reply);
+        if (e) {
+                job_wait_finish(w, NULL, e);
+                return 0;
+        }
+        r = sd_bus_message_read(reply, "o", &path);
+        if (r < 0) {
+                sd_bus_error err = SD_BUS_ERROR_NULL;
+                sd_bus_error_set_errno(&err, r);
+                job_wait_finish(w, NULL, &err);
+                sd_bus_error_free(&err);
+                return 0;
+        }
+
+        _cleanup_free_ char *early = NULL;
+        early = hashmap_remove(w->manager->early_jobs, path);
+        if (early) {
+                job_wait_finish(w, early + strlen(early) + 1, NULL);
+                return 0;
+        }
+
+        w->job = strdup(path);
+        if (!w->job || hashmap_put(w->manager->jobs, w->job, w) < 0) {
+                sd_bus_error err = SD_BUS_ERROR_NULL;
+                free(w->job);
+                w->job = NULL;
+                sd_bus_error_set_errno(&err, -ENOMEM);
+                job_wait_finish(w, NULL, &err);
+                sd_bus_error_free(&err);
+        }
+        return 0;
+}
+
+static int job_wait_new(Manager *m, job_done_t cb, void *userdata, JobWait **ret) {
+        JobWait *w = calloc(1, sizeof(JobWait));
+        if (!w)
+                return -ENOMEM;
+        w->manager = m;
+        w->cb = cb;
+        w->userdata = userdata;
+        *ret = w;
+        return 0;
+}
+
+int unit_start_transient(Manager *m, const char *name, append_props_t append, append_props_t append_aux,
+                         void *append_userdata, job_done_t cb, void *userdata, JobWait **ret) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
+        JobWait *w;
+        int r;
+
+        r = sd_bus_message_new_method_call(m->bus, &msg, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                           "org.freedesktop.systemd1.Manager", "StartTransientUnit");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(msg, "ss", name, "fail");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(msg, 'a', "(sv)");
+        if (r < 0)
+                return r;
+        r = append(msg, append_userdata);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_close_container(msg);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(msg, 'a', "(sa(sv))");
+        if (r < 0)
+                return r;
+        if (append_aux) {
+                r = append_aux(msg, append_userdata);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(msg);
+        if (r < 0)
+                return r;
+
+        r = job_wait_new(m, cb, userdata, &w);
+        if (r < 0)
+                return r;
+        r = sd_bus_call_async(m->bus, &w->slot, msg, on_job_queued, w, 0);
+        if (r < 0) {
+                job_wait_free(w);
+                return r;
+        }
+        if (ret)
+                *ret = w;
+        return 0;
+}
+
+int unit_stop(Manager *m, const char *name, job_done_t cb, void *userdata, JobWait **ret) {
+        JobWait *w;
+        int r;
+
+        r = job_wait_new(m, cb, userdata, &w);
+        if (r < 0)
+                return r;
+        r = sd_bus_call_method_async(m->bus, &w->slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                     "org.freedesktop.systemd1.Manager", "StopUnit", on_job_queued, w, "ss",
+                                     name, "replace");
+        if (r < 0) {
+                job_wait_free(w);
+                return r;
+        }
+        if (ret)
+                *ret = w;
+        return 0;
+}
+
+int unit_stop_nowait(Manager *m, const char *name) {
+        return sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                        "org.freedesktop.systemd1.Manager", "StopUnit", NULL, NULL, "ss", name,
+                                        "replace");
+}
+
+void manager_free_jobs(Manager *m) {
+        JobWait *w;
+        size_t state = 0;
+
+        while (hashmap_iterate(m->jobs, &state, (void **) &w, NULL)) {
+                w->manager = NULL;
+                (void) hashmap_remove(m->jobs, w->job);
+                job_wait_free(w);
+        }
+}

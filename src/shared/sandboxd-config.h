@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd's configuration: built-in defaults, sandboxd.conf and its drop-ins, and sandbox types. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox-id.h"
+
+/* Named sandboxd-config rather than config: the build's generated config.h sits first on the include
+ * path, so a src/shared/config.h would be shadowed for every file outside src/shared. */
+
+#ifdef SYSCONFDIR
+#define SANDBOXD_CONFIG_DIR SYSCONFDIR "/sandboxd"
+#else
+#define SANDBOXD_CONFIG_DIR "/etc/sandboxd"
+#endif
+#define SANDBOXD_CONFIG_FILE SANDBOXD_CONFIG_DIR "/sandboxd.conf"
+#define SANDBOXD_CONFIG_DROPIN_DIR SANDBOXD_CONFIG_DIR "/sandboxd.conf.d"
+
+#define SANDBOX_TYPES_MAX 16
+
+/* Default uid range: 0x70000000..0x7000FFFF, just above systemd's container range (524288..1879048191,
+ * see systemd's UIDS-GIDS.md), so neither host accounts nor nspawn/userns allocations use it. */
+#define SANDBOXD_UID_MIN_DEFAULT ((uid_t) UINT32_C(1879048192))
+#define SANDBOXD_UID_MAX_DEFAULT ((uid_t) UINT32_C(1879113727))
+
+typedef struct SandboxType {
+        char name[SANDBOX_NAME_MAX + 1];
+        unsigned cpu_quota_percent;    /* 100 = one CPU */
+        uint64_t memory_max;           /* bytes */
+        uint64_t tasks_max;
+        uint64_t max_timeout_usec;     /* cap on an Exec's timeout */
+        uint64_t default_timeout_usec; /* an Exec's timeout when the caller gives none */
+} SandboxType;
+
+typedef struct SandboxdConfig {
+        uid_t uid_min, uid_max;
+        uint64_t output_max;    /* captured output cap per stream, bytes */
+        uint64_t stdin_max;     /* bytes */
+        uint64_t file_max;      /* WriteFile/ReadFile data in one message, bytes */
+        uint64_t max_sandboxes;
+        uint64_t default_ttl_usec;
+        uint64_t max_ttl_usec;
+        char default_type[SANDBOX_NAME_MAX + 1];
+        SandboxType types[SANDBOX_TYPES_MAX];
+        size_t n_types;
+} SandboxdConfig;
+
+/* Built-in defaults: the values documented in sandboxd.conf(5), and the types small (100%, 1G, 256
+ * tasks, timeouts 1h max / 20s default), medium (200%, 4G, 1024, 6h / 60s), large (400%, 16G, 4096,
+ * 24h / 120s). */
+void sandboxd_config_defaults(SandboxdConfig *c);
+
+/* Applies main_path, then every "*.conf" in dropin_dir in lexical (strcmp) order, on top of what c
+ * holds (normally the defaults); later assignments win. Either path may be NULL, and missing files or
+ * directories are fine. The result is then checked as a whole (uid range, TTLs, timeouts, default type).
+ *
+ * Format: "[Manager]" and "[Type:<name>]" sections of Key=Value lines; '#' or ';' starts a comment at
+ * the start of a line, or after whitespace within a value; whitespace around keys and values is
+ * ignored. A type section for a new name defines a type (up to 16), starting from small's values.
+ *
+ * Returns 0 and updates c; or, leaving c untouched: -EINVAL for a bad file (unknown section or key,
+ * bad value, inconsistent result), with *ret_error = "file:line: what is wrong"; a negative errno if a
+ * file exists but cannot be read, with *ret_error = "file: reason"; -ENOMEM. ret_error may be NULL;
+ * the caller frees the message. */
+int sandboxd_config_load(SandboxdConfig *c, const char *main_path, const char *dropin_dir,
+                         char **ret_error);
+
+/* The type called name, or the default type if name is NULL or empty; NULL if there is no such type. */
+const SandboxType *sandboxd_config_find_type(const SandboxdConfig *c, const char *name);

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit test for sandboxd-config: defaults, the documented format, drop-in order, and every error path. */
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "macro.h"
+#include "sandboxd-config.h"
+#include "time-util.h"
+
+static int failures = 0;
+static char tmpdir[] = "/tmp/test-sandboxd-config.XXXXXX";
+
+#define CHECK(expr)                                                                                         \
+        do {                                                                                                \
+                if (!(expr)) {                                                                              \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
+                        failures++;                                                                         \
+                }                                                                                           \
+        } while (0)
+
+#define CHECK_U64(a, b)                                                                                     \
+        do {                                                                                                \
+                uint64_t _a = (a), _b = (b);                                                                \
+                if (_a != _b) {                                                                             \
+                        fprintf(stderr, "%s:%d: %s is %" PRIu64 ", expected %" PRIu64 "\n", __FILE__,       \
+                                __LINE__, #a, _a, _b);                                                      \
+                        failures++;                                                                         \
+                }                                                                                           \
+        } while (0)
+
+static char *path_in(const char *name) {
+        static char buf[4][256];
+        static unsigned i = 0;
+        char *p = buf[i++ % 4];
+
+        snprintf(p, sizeof(buf[0]), "%s/%s", tmpdir, name);
+        return p;
+}
+
+static void write_file(const char *name, const char *content) {
+        FILE *f = fopen(path_in(name), "we");
+        if (!f || fputs(content, f) < 0 || fclose(f) != 0) {
+                perror(name);
+                exit(EXIT_FAILURE);
+        }
+}
+
+static int remove_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(p);
+}
+
+/* A fresh, empty tmpdir/etc with a conf.d in it. */
+static void reset_dir(void) {
+        (void) nftw(path_in("etc"), remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        if (mkdir(path_in("etc"), 0755) < 0 || mkdir(path_in("etc/conf.d"), 0755) < 0) {
+                perror("mkdir");
+                exit(EXIT_FAILURE);
+        }
+}
+
+/* Loads etc/main.conf and etc/conf.d over the defaults and expects result expected_r with exactly the
+ * message expected_msg ("@" stands for tmpdir; NULL: no message), and on failure an unchanged config. */
+static void check_error_at(int line, int expected_r, const char *expected_msg) {
+        SandboxdConfig c, before;
+        _cleanup_free_ char *error = NULL;
+        char expected[512] = "";
+        const char *at = expected_msg ? strchr(expected_msg, '@') : NULL;
+
+        if (at)
+                snprintf(expected, sizeof(expected), "%.*s%s%s", (int) (at - expected_msg), expected_msg,
+                         tmpdir, at + 1);
+        else if (expected_msg)
+                snprintf(expected, sizeof(expected), "%s", expected_msg);
+
+        sandboxd_config_defaults(&c);
+        before = c;
+        int r = sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error);
+        if (r != expected_r || !streq_ptr(error, expected_msg ? expected : NULL)) {
+                fprintf(stderr, "%s:%d: load returned %d \"%s\"\n    expected %d \"%s\"\n", __FILE__,
+                        line, r, strna(error), expected_r, expected_msg ? expected : "n/a");
+                failures++;
+        }
+        if (r < 0 && memcmp(&c, &before, sizeof(c)) != 0) {
+                fprintf(stderr, "%s:%d: config changed by a failed load\n", __FILE__, line);
+                failures++;
+        }
+
+        /* The same without a place for the message. */
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), NULL) == expected_r);
+}
+#define CHECK_ERROR(r, msg) check_error_at(__LINE__, (r), (msg))
+
+/* The common case: an -EINVAL at line n of the main file. */
+#define CHECK_MAIN_ERROR(n, msg) check_error_at(__LINE__, -EINVAL, "@/etc/main.conf:" #n ": " msg)
+
+static void test_defaults(void) {
+        SandboxdConfig c;
+
+        sandboxd_config_defaults(&c);
+        CHECK_U64(c.uid_min, 1879048192);
+        CHECK_U64(c.uid_max, 1879113727);
+        CHECK_U64(c.output_max, 1 << 20);
+        CHECK_U64(c.stdin_max, 16 << 20);
+        CHECK_U64(c.file_max, 64 << 20);
+        CHECK_U64(c.max_sandboxes, 4096);
+        CHECK_U64(c.default_ttl_usec, USEC_PER_HOUR);
+        CHECK_U64(c.max_ttl_usec, 7 * USEC_PER_DAY);
+        CHECK(streq(c.default_type, "small"));
+        CHECK_U64(c.n_types, 3);
+
+        const SandboxType *t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && streq(t->name, "small"));
+        if (t) {
+                CHECK_U64(t->cpu_quota_percent, 100);
+                CHECK_U64(t->memory_max, UINT64_C(1) << 30);
+                CHECK_U64(t->tasks_max, 256);
+                CHECK_U64(t->max_timeout_usec, USEC_PER_HOUR);
+                CHECK_U64(t->default_timeout_usec, 20 * USEC_PER_SEC);
+        }
+        t = sandboxd_config_find_type(&c, "medium");
+        CHECK(t);
+        if (t) {
+                CHECK_U64(t->cpu_quota_percent, 200);
+                CHECK_U64(t->memory_max, UINT64_C(4) << 30);
+                CHECK_U64(t->tasks_max, 1024);
+                CHECK_U64(t->max_timeout_usec, 6 * USEC_PER_HOUR);
+                CHECK_U64(t->default_timeout_usec, 60 * USEC_PER_SEC);
+        }
+        t = sandboxd_config_find_type(&c, "large");
+        CHECK(t);
+        if (t) {
+                CHECK_U64(t->cpu_quota_percent, 400);
+                CHECK_U64(t->memory_max, UINT64_C(16) << 30);
+                CHECK_U64(t->tasks_max, 4096);
+                CHECK_U64(t->max_timeout_usec, 24 * USEC_PER_HOUR);
+                CHECK_U64(t->default_timeout_usec, 120 * USEC_PER_SEC);
+        }
+        CHECK(sandboxd_config_find_type(&c, NULL) == sandboxd_config_find_type(&c, "small"));
+        CHECK(sandboxd_config_find_type(&c, "") == sandboxd_config_find_type(&c, "small"));
+        CHECK(!sandboxd_config_find_type(&c, "huge"));
+        CHECK(!sandboxd_config_find_type(&c, "Small"));
+        CHECK(!sandboxd_config_find_type(NULL, "small"));
+
+        /* Nothing on disk: success, nothing changed, the message untouched. */
+        SandboxdConfig d = c;
+        char *error = (char *) "untouched";
+        CHECK(sandboxd_config_load(&d, path_in("nonexistent.conf"), path_in("nonexistent.d"), &error) == 0);
+        CHECK(memcmp(&c, &d, sizeof(c)) == 0);
+        CHECK(streq(error, "untouched"));
+        CHECK(sandboxd_config_load(&d, NULL, NULL, NULL) == 0);
+        CHECK(memcmp(&c, &d, sizeof(c)) == 0);
+}
+
+static void test_documented_example(void) {
+        SandboxdConfig c;
+        _cleanup_free_ char *error = NULL;
+
+        reset_dir();
+        write_file("etc/main.conf",
+                   "# sandboxd.conf as documented\n"
+                   "[Manager]\n"
+                   "UidMin=1879048192\n"
+                   "UidMax=1879113727\n"
+                   "OutputMax=1M          # captured output cap per stream\n"
+                   "StdinMax=16M\n"
+                   "FileMax=64M           # WriteFile/ReadFile data cap in a message\n"
+                   "MaxSandboxes=4096\n"
+                   "DefaultTTLSec=1h\n"
+                   "MaxTTLSec=7d\n"
+                   "DefaultType=small\n"
+                   "\n"
+                   "[Type:small]\n"
+                   "CPUQuota=100%\n"
+                   "MemoryMax=1G\n"
+                   "TasksMax=256\n"
+                   "MaxTimeoutSec=1h\n"
+                   "DefaultTimeoutSec=20\n");
+
+        SandboxdConfig defaults;
+        sandboxd_config_defaults(&defaults);
+        sandboxd_config_defaults(&c);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        CHECK(!error);
+        CHECK(memcmp(&c, &defaults, sizeof(c)) == 0); /* the example spells out the defaults */
+
+        /* Every key changed, with comments, blanks, CRLF and odd spacing around everything. */
+        write_file("etc/main.conf",
+                   "; a comment\r\n"
+                   "   # an indented comment\n"
+                   "\t\n"
+                   "[Manager]\n"
+                   "  UidMin =  2000000000 \n"
+                   "UidMax\t=\t2000000999\r\n"
+                   "OutputMax=64K ; inline\n"
+                   "StdinMax=2M\n"
+                   "FileMax=8M\n"
+                   "MaxSandboxes=1000\n"
+                   "DefaultTTLSec=30min\n"
+                   "MaxTTLSec=1d\n"
+                   "DefaultType=medium\n"
+                   "[Type:medium]\n"
+                   "CPUQuota=150%\n"
+                   "MemoryMax=3G\n"
+                   "TasksMax=512\n"
+                   "MaxTimeoutSec=2h\n"
+                   "DefaultTimeoutSec=500ms\n"
+                   "[Manager]\n"
+                   "StdinMax=3M\n");
+        sandboxd_config_defaults(&c);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, &error) == 0);
+        CHECK(!error);
+        CHECK_U64(c.uid_min, 2000000000);
+        CHECK_U64(c.uid_max, 2000000999);
+        CHECK_U64(c.output_max, 64 << 10);
+        CHECK_U64(c.stdin_max, 3 << 20); /* later assignment wins, also across sections */
+        CHECK_U64(c.file_max, 8 << 20);
+        CHECK_U64(c.max_sandboxes, 1000);
+        CHECK_U64(c.default_ttl_usec, 30 * USEC_PER_MINUTE);
+        CHECK_U64(c.max_ttl_usec, USEC_PER_DAY);
+        CHECK(streq(c.default_type, "medium"));
+        const SandboxType *t = sandboxd_config_find_type(&c, NULL);
+        CHECK(t && streq(t->name, "medium"));
+        if (t) {
+                CHECK_U64(t->cpu_quota_percent, 150);
+                CHECK_U64(t->memory_max, UINT64_C(3) << 30);
+                CHECK_U64(t->tasks_max, 512);
+                CHECK_U64(t->max_timeout_usec, 2 * USEC_PER_HOUR);
+                CHECK_U64(t->default_timeout_usec, 500 * USEC_PER_MSEC);
+        }
+        /* The other presets are untouched. */
+        CHECK(memcmp(sandboxd_config_find_type(&c, "small"), sandboxd_config_find_type(&defaults, "small"),
+                     sizeof(SandboxType)) == 0);
+        CHECK(memcmp(sandboxd_config_find_type(&c, "large"), sandboxd_config_find_type(&defaults, "large"),
+                     sizeof(SandboxType)) == 0);
+}
+
+static void test_dropins(void) {
+        SandboxdConfig c;
+        _cleanup_free_ char *error = NULL;
+
+        reset_dir();
+        write_file("etc/main.conf",
+                   "[Type:small]\nMemoryMax=1G\n"
+                   "[Type:gpu]\nMemoryMax=32G\nCPUQuota=800%\n");
+        /* Lexical order: "10-…" sorts before "9-…", so 9 wins. */
+        write_file("etc/conf.d/10-first.conf", "[Type:small]\nMemoryMax=2G\nTasksMax=100\n");
+        write_file("etc/conf.d/9-second.conf", "[Type:small]\nMemoryMax=3G\n[Manager]\nDefaultType=gpu\n");
+        /* None of these are drop-ins. */
+        write_file("etc/conf.d/99-ignored.conf.bak", "[Type:small]\nMemoryMax=4G\n");
+        write_file("etc/conf.d/.99-hidden.conf", "garbage\n");
+        write_file("etc/conf.d/README", "garbage\n");
+        CHECK(mkdir(path_in("etc/conf.d/98-dir.conf"), 0755) == 0);
+
+        sandboxd_config_defaults(&c);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        if (error)
+                fprintf(stderr, "unexpected error: %s\n", error);
+
+        const SandboxType *t = sandboxd_config_find_type(&c, "small");
+        CHECK(t);
+        if (t) {
+                CHECK_U64(t->memory_max, UINT64_C(3) << 30);
+                CHECK_U64(t->tasks_max, 100);
+        }
+
+        /* A new type starts from small's built-in values. */
+        CHECK_U64(c.n_types, 4);
+        t = sandboxd_config_find_type(&c, NULL);
+        CHECK(t && streq(t->name, "gpu"));
+        if (t) {
+                CHECK_U64(t->memory_max, UINT64_C(32) << 30);
+                CHECK_U64(t->cpu_quota_percent, 800);
+                CHECK_U64(t->tasks_max, 256);
+                CHECK_U64(t->max_timeout_usec, USEC_PER_HOUR);
+                CHECK_U64(t->default_timeout_usec, 20 * USEC_PER_SEC);
+        }
+
+        /* Loading again on top of the result is fine: the types are found, not defined twice. */
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        CHECK_U64(c.n_types, 4);
+
+        /* Drop-ins apply without a main file too. */
+        sandboxd_config_defaults(&c);
+        CHECK(sandboxd_config_load(&c, path_in("etc/nonexistent.conf"), path_in("etc/conf.d"), NULL) ==
+              -EINVAL); /* DefaultType=gpu, but gpu was defined in the main file only */
+        write_file("etc/conf.d/9-second.conf", "[Type:small]\nMemoryMax=3G\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/nonexistent.conf"), path_in("etc/conf.d"), NULL) == 0);
+        CHECK_U64(sandboxd_config_find_type(&c, "small")->memory_max, UINT64_C(3) << 30);
+}
+
+static void test_type_limit(void) {
+        char buf[4096] = "";
+        SandboxdConfig c;
+
+        reset_dir();
+        /* 3 presets + 13 = 16 types: fine. */
+        for (int i = 0; i < 13; i++)
+                snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "[Type:t%d]\nTasksMax=%d\n", i,
+                         i + 1);
+        write_file("etc/main.conf", buf);
+        sandboxd_config_defaults(&c);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        CHECK_U64(c.n_types, 16);
+        CHECK(sandboxd_config_find_type(&c, "t12") && sandboxd_config_find_type(&c, "t12")->tasks_max == 13);
+
+        /* The 17th is one too many. */
+        write_file("etc/conf.d/x.conf", "# one more\n[Type:one-too-many]\n");
+        CHECK_ERROR(-EINVAL, "@/etc/conf.d/x.conf:2: Too many sandbox types, at most 16 may be defined");
+}
+
+static void test_errors(void) {
+        reset_dir();
+
+        /* Syntax. */
+        write_file("etc/main.conf", "UidMin=1\n");
+        CHECK_MAIN_ERROR(1, "Assignment UidMin= before any [Section]");
+        write_file("etc/main.conf", "[Manager]\n\n[Bogus]\n");
+        CHECK_MAIN_ERROR(3, "Unknown section [Bogus] (expected [Manager] or [Type:<name>])");
+        write_file("etc/main.conf", "[manager]\n");
+        CHECK_MAIN_ERROR(1, "Unknown section [manager] (expected [Manager] or [Type:<name>])");
+        write_file("etc/main.conf", "[Manager\n");
+        CHECK_MAIN_ERROR(1, "Section header without closing ']': [Manager");
+        write_file("etc/main.conf", "[Manager]\nUidMin\n");
+        CHECK_MAIN_ERROR(2, "Expected Key=Value, a [Section] or a comment: UidMin");
+        write_file("etc/main.conf", "[Manager]\n=5\n");
+        CHECK_MAIN_ERROR(2, "Assignment without a key");
+        write_file("etc/main.conf", "[Manager]\nOutputMax=   # nothing\n");
+        CHECK_MAIN_ERROR(2, "Empty value for OutputMax=");
+        write_file("etc/main.conf", "[Manager]\nOutputmax=1M\n");
+        CHECK_MAIN_ERROR(2, "Unknown key Outputmax= in section [Manager]");
+        write_file("etc/main.conf", "[Manager]\nMemoryMax=1G\n");
+        CHECK_MAIN_ERROR(2, "Unknown key MemoryMax= in section [Manager]");
+        write_file("etc/main.conf", "[Type:small]\nUidMin=1\n");
+        CHECK_MAIN_ERROR(2, "Unknown key UidMin= in section [Type:small]");
+        write_file("etc/main.conf", "[Type:.hidden]\n");
+        CHECK_MAIN_ERROR(1, "Invalid type name '.hidden' (1..64 of A-Z a-z 0-9 . _ -, not starting with "
+                            ". or -)");
+        write_file("etc/main.conf", "[Type:]\n");
+        CHECK_MAIN_ERROR(1, "Invalid type name '' (1..64 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+
+        /* Values. */
+        write_file("etc/main.conf", "[Manager]\nUidMin=-1\n");
+        CHECK_MAIN_ERROR(2, "Invalid UidMin=-1: not understood (expected a uid below 4294967295)");
+        write_file("etc/main.conf", "[Manager]\nUidMax=4294967295\n");
+        CHECK_MAIN_ERROR(2, "Invalid UidMax=4294967295: out of range (expected a uid below 4294967295)");
+        write_file("etc/main.conf", "[Manager]\nOutputMax=1MB\n");
+        CHECK_MAIN_ERROR(2, "Invalid OutputMax=1MB: not understood (expected a size such as 1048576, "
+                            "64K, 1M, 1G)");
+        write_file("etc/main.conf", "[Manager]\nFileMax=16E\n");
+        CHECK_MAIN_ERROR(2, "Invalid FileMax=16E: out of range (expected a size such as 1048576, 64K, "
+                            "1M, 1G)");
+        write_file("etc/main.conf", "[Manager]\nMaxSandboxes=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid MaxSandboxes=0: out of range (expected a number of at least 1)");
+        write_file("etc/main.conf", "[Manager]\nMaxTTLSec=forever\n");
+        CHECK_MAIN_ERROR(2, "Invalid MaxTTLSec=forever: not understood (expected a non-zero time such as "
+                            "3600, 1h, 7d)");
+        write_file("etc/main.conf", "[Manager]\nDefaultType=no/slash\n");
+        CHECK_MAIN_ERROR(2, "Invalid DefaultType=no/slash: not understood (expected a type name)");
+        write_file("etc/main.conf", "[Type:small]\nCPUQuota=100\n");
+        CHECK_MAIN_ERROR(2, "Invalid CPUQuota=100: not understood (expected 1%..10000%, 100% being one "
+                            "CPU)");
+        write_file("etc/main.conf", "[Type:small]\nCPUQuota=0%\n");
+        CHECK_MAIN_ERROR(2, "Invalid CPUQuota=0%: out of range (expected 1%..10000%, 100% being one CPU)");
+        write_file("etc/main.conf", "[Type:small]\nMemoryMax=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid MemoryMax=0: out of range (expected a non-zero size such as 512M, 1G)");
+        write_file("etc/main.conf", "[Type:small]\nTasksMax=1K\n");
+        CHECK_MAIN_ERROR(2, "Invalid TasksMax=1K: not understood (expected a number of at least 1)");
+        write_file("etc/main.conf", "[Type:small]\nDefaultTimeoutSec=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid DefaultTimeoutSec=0: out of range (expected a non-zero time such as "
+                            "20, 5min, 1h)");
+
+        /* The result as a whole. */
+        write_file("etc/main.conf", "[Manager]\nUidMin=1879113728\n");
+        CHECK_MAIN_ERROR(2, "UidMin=1879113728 is greater than UidMax=1879113727");
+        write_file("etc/main.conf", "[Manager]\nUidMin=0\nUidMax=1000\nMaxSandboxes=10\n");
+        CHECK_MAIN_ERROR(3, "UidMin=0..UidMax=1000 includes the reserved uid 0");
+        write_file("etc/main.conf", "[Manager]\nUidMax=70000\nUidMin=60000\n");
+        CHECK_MAIN_ERROR(3, "UidMin=60000..UidMax=70000 includes the reserved uid 65534");
+        write_file("etc/main.conf", "[Manager]\nUidMin=65535\nUidMax=65535\nMaxSandboxes=1\n");
+        CHECK_MAIN_ERROR(3, "UidMin=65535..UidMax=65535 includes the reserved uid 65535");
+        write_file("etc/main.conf", "[Manager]\nUidMin=65536\nUidMax=66000\n");
+        CHECK_MAIN_ERROR(3, "MaxSandboxes=4096 exceeds the 465 uids in UidMin=..UidMax=");
+        write_file("etc/main.conf", "[Manager]\nDefaultTTLSec=8d\n");
+        CHECK_MAIN_ERROR(2, "DefaultTTLSec= is greater than MaxTTLSec=");
+        write_file("etc/main.conf", "[Manager]\nDefaultType=huge\n");
+        CHECK_MAIN_ERROR(2, "DefaultType=huge names no defined type");
+        write_file("etc/main.conf", "[Type:large]\nDefaultTimeoutSec=2d\n");
+        CHECK_MAIN_ERROR(2, "DefaultTimeoutSec= is greater than MaxTimeoutSec= in [Type:large]");
+
+        /* A range fixed up by a later drop-in is fine; a bad one is reported where it was last touched. */
+        write_file("etc/main.conf", "[Manager]\nUidMin=1879113728\n");
+        write_file("etc/conf.d/50-range.conf", "# widen\n[Manager]\nUidMax=1879179263\n");
+        CHECK_ERROR(0, NULL);
+        write_file("etc/conf.d/50-range.conf", "# narrow\n[Manager]\nUidMax=1879113700\n");
+        CHECK_ERROR(-EINVAL, "@/etc/conf.d/50-range.conf:3: UidMin=1879113728 is greater than "
+                             "UidMax=1879113700");
+        CHECK(remove(path_in("etc/conf.d/50-range.conf")) == 0);
+
+        /* An error in a drop-in names the drop-in; the main file is fine. */
+        write_file("etc/main.conf", "[Manager]\n");
+        write_file("etc/conf.d/20-bad.conf", "[Manager]\nMaxSandboxes=lots\n");
+        CHECK_ERROR(-EINVAL, "@/etc/conf.d/20-bad.conf:2: Invalid MaxSandboxes=lots: not understood "
+                             "(expected a number of at least 1)");
+        CHECK(remove(path_in("etc/conf.d/20-bad.conf")) == 0);
+
+        /* NUL bytes. */
+        FILE *f = fopen(path_in("etc/main.conf"), "we");
+        CHECK(f);
+        if (f) {
+                fwrite("[Manager]\nUidMin=1\0x\n", 1, 21, f);
+                fclose(f);
+                CHECK_MAIN_ERROR(2, "Line contains a NUL byte");
+        }
+
+        /* A main "file" that is a directory is reported, not skipped. */
+        CHECK(remove(path_in("etc/main.conf")) == 0);
+        CHECK(mkdir(path_in("etc/main.conf"), 0755) == 0);
+        CHECK_ERROR(-EISDIR, "@/etc/main.conf: cannot read: Is a directory");
+}
+
+int main(void) {
+        if (!mkdtemp(tmpdir)) {
+                perror("mkdtemp");
+                return EXIT_FAILURE;
+        }
+
+        test_defaults();
+        test_documented_example();
+        test_dropins();
+        test_type_limit();
+        test_errors();
+
+        (void) nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+
+        if (failures > 0) {
+                fprintf(stderr, "test-sandboxd-config: %d check(s) failed\n", failures);
+                return EXIT_FAILURE;
+        }
+        printf("test-sandboxd-config: all checks passed\n");
+        return EXIT_SUCCESS;
+}
