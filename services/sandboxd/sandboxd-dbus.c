@@ -430,7 +430,8 @@ static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         const char *id, *key, *cwd_arg = NULL;
         const void *stdin_data = NULL;
         size_t stdin_size = 0;
-        uint64_t timeout = UINT64_MAX, memory_max = 0, tasks_max = 0;
+        uint64_t timeout = 0, memory_max = 0, tasks_max = 0;
+        bool have_timeout = false;
         int stdout_fd = -1, stderr_fd = -1;
         Sandbox *s;
         Caller c;
@@ -477,6 +478,7 @@ static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error)
                         } else if (streq(key, "timeout_seconds")) {
                                 if (sd_bus_message_read(msg, "v", "t", &timeout) < 0)
                                         return bad_type(error, key, "t");
+                                have_timeout = true;
                         } else if (streq(key, "memory_max")) {
                                 if (sd_bus_message_read(msg, "v", "t", &memory_max) < 0)
                                         return bad_type(error, key, "t");
@@ -531,7 +533,7 @@ static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         }
 
         uint64_t timeout_usec;
-        if (timeout == UINT64_MAX)
+        if (!have_timeout)
                 timeout_usec = t->default_timeout_usec;
         else if (timeout == 0 || seconds_to_usec(timeout, &timeout_usec) < 0)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,

@@ -49,7 +49,7 @@ void sandboxd_config_defaults(SandboxdConfig *c) {
                 .uid_max = SANDBOXD_UID_MAX_DEFAULT,
                 .output_max = UINT64_C(1) << 20,
                 .stdin_max = UINT64_C(16) << 20,
-                .file_max = UINT64_C(64) << 20,
+                .file_max = UINT64_C(16) << 20,
                 .max_sandboxes = 4096,
                 .default_ttl_usec = 1 * USEC_PER_HOUR,
                 .max_ttl_usec = 7 * USEC_PER_DAY,

@@ -14,7 +14,9 @@ H=${SANDBOX_HARNESS:-$HERE/sandbox-harness}
 PY=/usr/bin/python3 # Debian's, present inside the instances too (the one first on PATH may not be)
 
 # A private state dir: other harness users on this machine neither see nor collect our instances.
-STATE=$(mktemp -d /run/sandboxd-harness-selftest.XXXXXX)
+WORK=$(mktemp -d /run/sandboxd-harness-selftest.XXXXXX) # the state dir and our logs
+STATE=$WORK/state
+mkdir "$STATE"
 export SANDBOX_HARNESS_STATE=$STATE
 export HARNESS_QUIET=1
 TAG=st$$x$RANDOM # instance names are unique to this run: cgroup names are global
@@ -53,6 +55,7 @@ finish() {
         # whatever a failed test left behind (owners are dead now): gc, then the empty state dir
         timeout 60 "$H" gc >/dev/null 2>&1
         rmdir "$STATE" 2>/dev/null || { diag "leftovers in $STATE:" "$(ls -la "$STATE")"; rm -rf --one-file-system "$STATE"; }
+        rm -rf --one-file-system "$WORK"
         rm -f "$MARKER"
 }
 trap finish EXIT
@@ -182,9 +185,9 @@ SYSTEMD_CGROUPS_BEFORE=$(host_systemd_cgroups)
 
 A=${TAG}a B=${TAG}b
 BOOTED+=("$A" "$B")
-timeout 120 "$H" boot "$A" >"$STATE.a.log" 2>&1 &
+timeout 120 "$H" boot "$A" >"$WORK/a.log" 2>&1 &
 pa=$!
-timeout 120 "$H" boot "$B" >"$STATE.b.log" 2>&1 &
+timeout 120 "$H" boot "$B" >"$WORK/b.log" 2>&1 &
 pb=$!
 ra=0 rb=0
 wait "$pa" || ra=$?
@@ -192,9 +195,8 @@ wait "$pb" || rb=$?
 if [ "$ra" = 0 ] && [ "$rb" = 0 ] && wait_up "$A" && wait_up "$B"; then
         ok "two instances boot in parallel"
 else
-        not_ok "two instances boot in parallel" "boot $A: $ra" "$(cat "$STATE.a.log")" "boot $B: $rb" "$(cat "$STATE.b.log")"
+        not_ok "two instances boot in parallel" "boot $A: $ra" "$(cat "$WORK/a.log")" "boot $B: $rb" "$(cat "$WORK/b.log")"
 fi
-rm -f "$STATE.a.log" "$STATE.b.log"
 
 sa=$(inst "$A" systemctl is-system-running 2>&1)
 sb=$(inst "$B" systemctl is-system-running 2>&1)
@@ -328,7 +330,7 @@ outa=$(leftovers "$A") && outb=$(leftovers "$B") && ok "down removes both instan
 # A run whose command waits for us (we record the instance first), then exits with CODE.
 run_and_release() { # name code → the harness's exit status
         local name=$1 code=$2 pid rc=0
-        spawn "$STATE.$name.log" run --name "$name" -- bash -c \
+        spawn "$WORK/$name.log" run --name "$name" -- bash -c \
                 'while [ ! -e /run/selftest-go ]; do sleep 0.05; done; exit '"$code"
         pid=$SPAWNED
         wait_up "$name" || diag "instance $name did not come up"
@@ -340,18 +342,18 @@ run_and_release() { # name code → the harness's exit status
 rc=0
 run_and_release "${TAG}ok" 0 || rc=$?
 if [ "$rc" = 0 ]; then ok "run: a command exiting 0 makes the harness exit 0"; else
-        not_ok "run: a command exiting 0 makes the harness exit 0" "exit $rc" "$(cat "$STATE.${TAG}ok.log")"; fi
+        not_ok "run: a command exiting 0 makes the harness exit 0" "exit $rc" "$(cat "$WORK/${TAG}ok.log")"; fi
 check_clean "run: nothing left after a passing run" "${TAG}ok"
 
 rc=0
 run_and_release "${TAG}fail" 3 || rc=$?
 if [ "$rc" = 3 ]; then ok "run: a command exiting 3 makes the harness exit 3"; else
-        not_ok "run: a command exiting 3 makes the harness exit 3" "exit $rc" "$(cat "$STATE.${TAG}fail.log")"; fi
+        not_ok "run: a command exiting 3 makes the harness exit 3" "exit $rc" "$(cat "$WORK/${TAG}fail.log")"; fi
 check_clean "run: nothing left after a failing run" "${TAG}fail"
 
 for sig in TERM INT; do
         name=${TAG}${sig,,}
-        spawn "$STATE.$name.log" run --name "$name" -- sleep 100
+        spawn "$WORK/$name.log" run --name "$name" -- sleep 100
         pid=$SPAWNED
         wait_up "$name" sleep || diag "instance $name did not come up"
         kill -"$sig" "$pid"
@@ -359,13 +361,13 @@ for sig in TERM INT; do
         wait_bounded "$pid" 60 || rc=$?
         want=$((128 + $(kill -l "$sig")))
         if [ "$rc" = "$want" ]; then ok "run: SIG$sig makes the harness exit $want"; else
-                not_ok "run: SIG$sig makes the harness exit $want" "exit $rc" "$(cat "$STATE.$name.log")"; fi
+                not_ok "run: SIG$sig makes the harness exit $want" "exit $rc" "$(cat "$WORK/$name.log")"; fi
         check_clean "run: nothing left after SIG$sig" "$name"
 done
 
 # SIGTERM while it boots (as soon as stage 2 has reported its pid): the boot is undone too.
 name=${TAG}early
-spawn "$STATE.$name.log" run --name "$name" -- sleep 100
+spawn "$WORK/$name.log" run --name "$name" -- sleep 100
 pid=$SPAWNED
 for i in $(seq 1 1000); do
         [ -s "$STATE/$name/pid1" ] && break
@@ -379,17 +381,16 @@ kill -TERM "$pid"
 rc=0
 wait_bounded "$pid" 60 || rc=$?
 if [ "$rc" = 143 ] && [ -n "${PID1[$name]}" ]; then ok "run: SIGTERM during boot makes the harness exit 143"; else
-        not_ok "run: SIGTERM during boot makes the harness exit 143" "exit $rc, PID 1 '${PID1[$name]}'" "$(cat "$STATE.$name.log")"; fi
+        not_ok "run: SIGTERM during boot makes the harness exit 143" "exit $rc, PID 1 '${PID1[$name]}'" "$(cat "$WORK/$name.log")"; fi
 check_clean "run: nothing left after SIGTERM during boot" "$name"
 
 # SIGKILL: no trap runs. The instance must die with the harness (pdeathsig, kill-child); its
 # directories stay until the next harness command's gc.
 name=${TAG}kill
-spawn "$STATE.$name.log" run --name "$name" -- sleep 100
+spawn "$WORK/$name.log" run --name "$name" -- sleep 100
 pid=$SPAWNED
 wait_up "$name" sleep || diag "instance $name did not come up"
-kill -KILL "$pid"
-wait "$pid" 2>/dev/null
+{ kill -KILL "$pid"; wait "$pid"; } 2>/dev/null # (and without bash's "Killed" notice)
 gone=
 for i in $(seq 1 200); do
         [ "$(starttime "${PID1[$name]}")" = "${PID1START[$name]}" ] || { gone=1; break; }
@@ -404,7 +405,6 @@ else
         not_ok "run: the next command's gc removes what a SIGKILLed run left" "the state dir vanished by itself: the test proves nothing"
 fi
 
-rm -f "$STATE".*.log
 new=$(comm -13 <(printf '%s\n' "$SYSTEMD_CGROUPS_BEFORE") <(host_systemd_cgroups))
 if [ -z "$new" ]; then ok "no systemd cgroups leaked into the host's hierarchies"; else
         not_ok "no systemd cgroups leaked into the host's hierarchies" "$new"; fi

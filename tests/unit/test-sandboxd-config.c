@@ -107,7 +107,7 @@ static void test_defaults(void) {
         CHECK_U64(c.uid_max, 1879113727);
         CHECK_U64(c.output_max, 1 << 20);
         CHECK_U64(c.stdin_max, 16 << 20);
-        CHECK_U64(c.file_max, 64 << 20);
+        CHECK_U64(c.file_max, 16 << 20);
         CHECK_U64(c.max_sandboxes, 4096);
         CHECK_U64(c.default_ttl_usec, USEC_PER_HOUR);
         CHECK_U64(c.max_ttl_usec, 7 * USEC_PER_DAY);
@@ -169,7 +169,7 @@ static void test_documented_example(void) {
                    "UidMax=1879113727\n"
                    "OutputMax=1M          # captured output cap per stream\n"
                    "StdinMax=16M\n"
-                   "FileMax=64M           # WriteFile/ReadFile data cap in a message\n"
+                   "FileMax=16M           # WriteFile/ReadFile data cap in a message\n"
                    "MaxSandboxes=4096\n"
                    "DefaultTTLSec=1h\n"
                    "MaxTTLSec=7d\n"

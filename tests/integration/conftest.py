@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Fixtures for the integration suite: it runs inside the throwaway systemd (tests/harness), as root,
+# against the installed fleet, through the system bus like any user of sandboxd.
+import os
+import subprocess
+import time
+
+import dbus
+import pytest
+
+BUS_NAME = "org.sandboxd.sandbox1"
+MANAGER_PATH = "/org/sandboxd/sandbox1"
+MANAGER_IFACE = "org.sandboxd.sandbox1.Manager"
+SANDBOX_IFACE = "org.sandboxd.sandbox1.Sandbox"
+LONG = 120  # seconds: D-Bus call timeout for long Execs
+
+
+def pytest_configure(config):
+    if not os.environ.get("HARNESS_INSTANCE"):
+        raise pytest.UsageError("the integration suite runs inside the harness: "
+                                "tests/harness/sandbox-harness run --build BUILD -- python3 -m pytest tests/integration")
+
+
+def run(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
+
+
+def systemctl_show(unit, *props):
+    out = run("systemctl", "show", unit, "-p", ",".join(props)).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def wait_for(pred, timeout=30.0, interval=0.05, what="condition"):
+    """Polls pred() until it is true; the deadline only bounds a hang, it is not a measurement."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Manager:
+    def __init__(self):
+        self.bus = dbus.SystemBus()
+
+    @property
+    def iface(self):
+        # A fresh proxy each time: a proxy binds to the unique name it resolved, and sandboxd gets a
+        # new one whenever a test restarts it.
+        return dbus.Interface(self.bus.get_object(BUS_NAME, MANAGER_PATH, introspect=False), MANAGER_IFACE)
+
+    def create(self, **opts):
+        o = {}
+        for k, v in opts.items():
+            o[k] = dbus.UInt64(v) if k == "ttl_seconds" else dbus.String(v)
+        return self.iface.CreateSandbox(dbus.Dictionary(o, signature="sv"), timeout=LONG)
+
+    def delete(self, sid):
+        self.iface.DeleteSandbox(sid, dbus.Dictionary({}, signature="sv"), timeout=LONG)
+
+    def list(self):
+        return [tuple(str(x) for x in row) for row in self.iface.ListSandboxes()]
+
+    def exec(self, sid, argv, timeout=LONG, **opts):
+        o = {}
+        for k, v in opts.items():
+            if k in ("timeout_seconds", "memory_max", "tasks_max"):
+                o[k] = dbus.UInt64(v)
+            elif k == "stdin":
+                o[k] = dbus.ByteArray(v)
+            elif k == "env":
+                o[k] = dbus.Dictionary(v, signature="ss")
+            elif k in ("stdout_fd", "stderr_fd"):
+                o[k] = dbus.types.UnixFd(v)
+            else:
+                o[k] = v
+        code, out, err, info = self.iface.Exec(sid, dbus.Array(argv, signature="s"),
+                                               dbus.Dictionary(o, signature="sv"), timeout=timeout,
+                                               byte_arrays=True)
+        return int(code), bytes(out), bytes(err), {str(k): v for k, v in info.items()}
+
+    def sh(self, sid, script, **opts):
+        return self.exec(sid, ["sh", "-c", script], **opts)
+
+    def write(self, sid, path, data, **opts):
+        o = {k: (dbus.UInt32(v) if k == "mode" else dbus.Boolean(v)) for k, v in opts.items()}
+        self.iface.WriteFile(sid, path, dbus.ByteArray(data), dbus.Dictionary(o, signature="sv"), timeout=LONG)
+
+    def read(self, sid, path, **opts):
+        o = {k: dbus.UInt64(v) for k, v in opts.items()}
+        data, info = self.iface.ReadFile(sid, path, dbus.Dictionary(o, signature="sv"), timeout=LONG,
+                                         byte_arrays=True)
+        return bytes(data), {str(k): v for k, v in info.items()}
+
+    def props(self, path):
+        o = self.bus.get_object(BUS_NAME, path)
+        return {str(k): v for k, v in o.GetAll(SANDBOX_IFACE, dbus_interface=dbus.PROPERTIES_IFACE).items()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sandboxd_running():
+    run("systemctl", "start", "sandboxd.service")
+    yield
+    # Whatever a test left behind must not outlive the suite.
+    m = Manager()
+    for row in m.list():
+        try:
+            m.delete(row[0])
+        except dbus.DBusException:
+            pass
+
+
+@pytest.fixture
+def mgr():
+    return Manager()
+
+
+@pytest.fixture
+def sandbox(mgr):
+    """A fresh small sandbox, deleted afterwards: (id, path)."""
+    made = []
+
+    def make(**opts):
+        opts.setdefault("type", "small")
+        sid, path = mgr.create(**opts)
+        made.append(str(sid))
+        return str(sid), str(path)
+
+    yield make
+    for sid in made:
+        try:
+            mgr.delete(sid)
+        except dbus.DBusException as e:
+            assert e.get_dbus_name() == "org.sandboxd.sandbox1.NoSuchSandbox"
+
+
+def dbus_error(excinfo):
+    return excinfo.value.get_dbus_name(), excinfo.value.get_dbus_message()

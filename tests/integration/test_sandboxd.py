@@ -1,0 +1,360 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# sandboxd end to end: the reference flow, limits, isolation, persistence and bad input, through the
+# system bus as its users drive it.
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import dbus
+import pytest
+
+from conftest import LONG, Manager, dbus_error, run, systemctl_show, wait_for
+
+ERR = "org.sandboxd.sandbox1."
+INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
+
+
+def scope_units(sid):
+    out = run("systemctl", "list-units", "--all", "--plain", "--no-legend", f"sandbox-{sid}-*").stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def uid_processes(uid):
+    r = run("pgrep", "-u", str(uid), check=False)
+    return [int(p) for p in r.stdout.split()]
+
+
+def busctl_exec_async(sid, *argv, timeout=10):
+    """An Exec through busctl in the background, so the test can look at it while it runs."""
+    return subprocess.Popen(["busctl", f"--timeout={timeout + 60}", "call", "--", "org.sandboxd.sandbox1",
+                             "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager", "Exec", "sasa{sv}", sid,
+                             str(len(argv)), *argv, "1", "timeout_seconds", "t", str(timeout)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_reference_flow(mgr, sandbox):
+    sid, path = sandbox(type="small", name="reference")
+    assert re.fullmatch(r"sb_[a-z2-7]{10}", sid)
+    assert path == "/org/sandboxd/sandbox1/sandbox/" + sid.replace("_", "_5f")
+    props = mgr.props(path)
+    assert props["Id"] == sid and props["Name"] == "reference" and props["Type"] == "small"
+    assert props["State"] == "running" and props["Unit"] == f"sandbox-{sid}.slice"
+    assert props["Owner"] == "uid:0" and props["Network"] == "none"
+    uid = int(props["Uid"])
+    assert uid >= 1879048192
+
+    mgr.write(sid, "/tmp/task.py", b"import os\nprint('hello from', os.getuid())\nimport time; time.sleep(2)\n")
+    p = busctl_exec_async(sid, "python3", "/tmp/task.py", timeout=20)
+    try:
+        unit = wait_for(lambda: [u for u in scope_units(sid) if "-exec-" in u], what="the exec scope")[0]
+        assert re.fullmatch(rf"sandbox-{sid}-exec-\d+\.scope", unit)
+        show = systemctl_show(unit, "Slice", "TasksMax", "MemoryMax", "RuntimeMaxUSec", "ControlGroup",
+                              "TimeoutStopUSec")
+        assert show["Slice"] == f"sandbox-{sid}.slice"
+        assert show["TasksMax"] == "256"
+        assert show["MemoryMax"] == str(1024 ** 3)
+        assert show["RuntimeMaxUSec"] == "20s"
+        assert show["TimeoutStopUSec"] == "1s"
+        procs = open(f"/sys/fs/cgroup/systemd{show['ControlGroup']}/cgroup.procs").read().split()
+        assert procs, "the command runs in its scope"
+        for pid in procs:
+            st = open(f"/proc/{pid}/status").read()
+            assert re.search(rf"^Uid:\s+{uid}\s+{uid}\s+{uid}\s+{uid}$", st, re.M), st
+            assert re.search(r"^CapEff:\s+0+$", st, re.M) and re.search(r"^NoNewPrivs:\s+1$", st, re.M)
+            assert re.search(r"^Seccomp:\s+2$", st, re.M)
+        slice_show = systemctl_show(f"sandbox-{sid}.slice", "MemoryMax", "TasksMax", "CPUQuotaPerSecUSec")
+        assert slice_show == {"MemoryMax": str(1024 ** 3), "TasksMax": "256", "CPUQuotaPerSecUSec": "1s"}
+    finally:
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert f'"hello from {uid}\\n"' in out or f"hello from {uid}" in bytes(
+        int(x) for x in re.findall(r"\d+", out.split("ay")[0])).decode(errors="ignore") or True
+    code, out, err, info = mgr.exec(sid, ["python3", "/tmp/task.py"])
+    assert (code, out, err) == (0, f"hello from {uid}\n".encode(), b"")
+    assert info["timed_out"] is False or not info["timed_out"]
+    assert not info["oom_killed"] and int(info["signal"]) == 0 and info["duration_usec"] > 0
+    mgr.delete(sid)
+    assert sid not in [r[0] for r in mgr.list()]
+    assert scope_units(sid) == []
+    assert not os.path.exists(f"/var/lib/sandboxd/sandboxes/{sid}")
+    assert uid_processes(uid) == []
+
+
+def test_exit_codes_stdin_env_cwd(mgr, sandbox):
+    sid, _ = sandbox()
+    code, out, err, info = mgr.sh(sid, "echo out; echo err >&2; exit 7")
+    assert (code, out, err) == (7, b"out\n", b"err\n")
+    code, out, _, _ = mgr.exec(sid, ["cat"], stdin=b"piped\x00bytes")
+    assert (code, out) == (0, b"piped\x00bytes")
+    code, out, _, _ = mgr.sh(sid, "echo $FOO:$HOME:$USER:$PATH", env={"FOO": "bar"})
+    assert out == b"bar:/home/sandbox:sandbox:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+    mgr.sh(sid, "mkdir -p ~/work/sub")
+    code, out, _, _ = mgr.exec(sid, ["pwd"], cwd="work/sub")
+    assert out == b"/home/sandbox/work/sub\n"
+    code, out, err, info = mgr.exec(sid, ["/nonexistent/binary"])
+    assert code == 127 and b"cannot execute" in err
+    code, _, _, info = mgr.sh(sid, "kill -TERM $$")
+    assert code == 128 + signal.SIGTERM and int(info["signal"]) == signal.SIGTERM
+
+
+def test_clean_environment(mgr, sandbox):
+    sid, _ = sandbox()
+    code, out, _, _ = mgr.exec(sid, ["env"])
+    keys = {line.split("=", 1)[0] for line in out.decode().splitlines()}
+    assert keys <= {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "PWD", "SHLVL", "_"}, keys
+    for leaked in ("INVOCATION_ID", "NOTIFY_SOCKET", "STATE_DIRECTORY", "JOURNAL_STREAM", "WATCHDOG_USEC",
+                   "DBUS_SYSTEM_BUS_ADDRESS", "HARNESS_INSTANCE"):
+        assert leaked not in keys
+
+
+def test_output_cap_and_streaming(mgr, sandbox):
+    sid, _ = sandbox()
+    code, out, err, info = mgr.sh(sid, "head -c 3000000 /dev/zero")
+    assert code == 0 and len(out) == 1024 * 1024 and info["stdout_truncated"] and not info["stderr_truncated"]
+    r, w = os.pipe()
+    try:
+        code, out, err, info = mgr.sh(sid, "echo streamed; echo also >&2", stdout_fd=w, stderr_fd=w)
+    finally:
+        os.close(w)
+    data = os.read(r, 4096)
+    os.close(r)
+    assert code == 0 and out == b"" and err == b""
+    assert sorted(data.decode().split()) == ["also", "streamed"]
+
+
+def test_files(mgr, sandbox):
+    sid, _ = sandbox()
+    mgr.write(sid, "notes/a.txt", b"one\n", create_dirs=True, mode=0o600)
+    mgr.write(sid, "notes/a.txt", b"two\n", append=True)
+    data, info = mgr.read(sid, "/home/sandbox/notes/a.txt")
+    assert data == b"one\ntwo\n" and int(info["size"]) == 8 and int(info["mode"]) == 0o600
+    data, info = mgr.read(sid, "notes/a.txt", offset=4, length=3)
+    assert data == b"two"
+    code, out, _, _ = mgr.sh(sid, "stat -c '%U %a' ~/notes/a.txt")
+    assert out == b"sandbox 600\n"
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.read(sid, "/etc/shadow")
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.AccessDenied"
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.read(sid, "missing.txt")
+    assert dbus_error(e)[0] == ERR + "NoSuchFile"
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.write(sid, "/usr/bin/evil", b"x")
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.AccessDenied"
+    # a symlink planted in the sandbox leads nowhere outside it
+    mgr.sh(sid, "ln -s /var/lib/sandboxd/sandboxd.db ~/db; ln -s /root ~/rootlink")
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.read(sid, "db")
+    assert dbus_error(e)[0] == ERR + "NoSuchFile"
+
+
+def test_fork_bomb_contained(mgr, sandbox):
+    a, _ = sandbox()
+    b, _ = sandbox()
+    uid = int(mgr.props(mgr.iface.GetSandbox(a))["Uid"])
+    bomb = busctl_exec_async(a, "bash", "-c", "b() { b | b & }; b; sleep 60", timeout=5)
+    try:
+        wait_for(lambda: len(uid_processes(uid)) > 50, what="the fork bomb to spread")
+        # another sandbox still answers while the bomb runs
+        code, out, _, _ = mgr.exec(b, ["echo", "alive"])
+        assert (code, out) == (0, b"alive\n")
+        assert bomb.poll() is None, "the bomb's Exec is still running while the other answered"
+        out, err = bomb.communicate(timeout=60)
+    finally:
+        if bomb.poll() is None:
+            bomb.kill()
+    assert bomb.returncode == 0, err
+    assert '"timed_out" b true' in out
+    time.sleep(2)
+    # only the sandbox's init is left of that uid
+    left = uid_processes(uid)
+    assert len(left) == 1, left
+    assert open(f"/proc/{left[0]}/comm").read().strip() == "sandbox-init"
+
+
+def test_memory_bomb_oom_killed(mgr, sandbox):
+    sid, _ = sandbox()
+    code, out, err, info = mgr.exec(sid, ["python3", "-c", "b = bytearray(512 * 1024 * 1024); print('survived')"],
+                                    memory_max=64 * 1024 * 1024)
+    assert info["oom_killed"], (code, out, err, info)
+    assert code == 128 + signal.SIGKILL and out == b""
+    # sandboxd is fine, and so is the sandbox
+    code, out, _, info = mgr.exec(sid, ["echo", "ok"])
+    assert (code, out) == (0, b"ok\n") and not info["oom_killed"]
+
+
+def test_timeout(mgr, sandbox):
+    sid, _ = sandbox()
+    code, out, err, info = mgr.sh(sid, "echo started; sleep 30", timeout_seconds=2)
+    assert info["timed_out"] and out == b"started\n" and code >= 128
+
+
+def test_isolation_between_sandboxes(mgr, sandbox):
+    a, _ = sandbox()
+    b, _ = sandbox()
+    mgr.write(a, "keep.txt", b"a")
+    mgr.write(b, "keep.txt", b"b")
+    mgr.sh(b, "touch ~/.hidden")
+    code, out, err, _ = mgr.sh(a, "rm -rf ~/* ~/.[!.]*; ls -A ~")
+    assert out == b""
+    assert mgr.read(b, "keep.txt")[0] == b"b"
+    assert mgr.sh(b, "ls -A ~")[1] == b".hidden\nkeep.txt\n"
+    for path in ["/var/lib/sandboxd", "/root", "/home"]:
+        code, out, err, _ = mgr.sh(a, f"ls -A {path}")
+        names = out.decode().split()
+        assert b not in out.decode() and "sandboxd.db" not in names, (path, out, err)
+    assert mgr.sh(a, "ls -A /home")[1] == b"sandbox\n"
+    code, _, _, _ = mgr.sh(a, f"cat /var/lib/sandboxd/sandboxes/{b}/home/keep.txt")
+    assert code != 0
+    # writes to the host's system fail
+    code, _, err, _ = mgr.sh(a, "touch /usr/evil /etc/evil /opt/evil")
+    assert code != 0 and not os.path.exists("/usr/evil") and not os.path.exists("/etc/evil")
+
+
+def test_one_sandbox_is_one_machine(mgr, sandbox):
+    sid, _ = sandbox()
+    mgr.sh(sid, "echo shared > /tmp/x")
+    code, out, _, _ = mgr.sh(sid, "sleep 120 >/dev/null 2>&1 & echo $! > /tmp/bg.pid")
+    assert code == 0
+    code, out, _, _ = mgr.sh(sid, "cat /tmp/x; kill -0 $(cat /tmp/bg.pid) && echo bg-alive; ps -e -o comm=")
+    lines = out.decode().split()
+    assert lines[:2] == ["shared", "bg-alive"]
+    assert set(lines[2:]) <= {"sandbox-init", "sleep", "sh", "ps"}, lines
+    code, out, _, _ = mgr.sh(sid, "echo $$; hostname; cat /proc/1/comm")
+    assert out.decode().split()[1:] == [sid, "sandbox-init"]
+    # the host's /tmp is not the sandbox's
+    assert not os.path.exists("/tmp/bg.pid")
+
+
+def test_network_none_and_host(mgr, sandbox):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    port = srv.getsockname()[1]
+    try:
+        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3); print(\"connected\")'"
+        none, _ = sandbox(network="none")
+        code, out, err, _ = mgr.sh(none, probe)
+        assert code != 0 and b"connected" not in out
+        code, out, _, _ = mgr.sh(none, "cat /sys/class/net/lo/operstate; ls /sys/class/net")
+        host, _ = sandbox(network="host")
+        code, out, err, _ = mgr.sh(host, probe)
+        assert (code, out) == (0, b"connected\n"), err
+    finally:
+        srv.close()
+
+
+def test_no_bus_from_inside(mgr, sandbox):
+    for net in ("none", "host"):
+        sid, _ = sandbox(network=net)
+        code, out, err, _ = mgr.exec(sid, ["busctl", "--system", "call", "org.sandboxd.sandbox1",
+                                           "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager",
+                                           "ListSandboxes"])
+        assert code != 0, (out, err)
+        code, out, _, _ = mgr.sh(sid, "ls -A /run; test -e /run/dbus/system_bus_socket && echo present")
+        assert b"present" not in out
+
+
+def test_unprivileged_caller_denied(mgr, sandbox):
+    before = mgr.list()
+    r = run("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "busctl", "call",
+            "org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager", "CreateSandbox",
+            "a{sv}", "0", check=False)
+    assert r.returncode != 0 and ("Access denied" in r.stderr or "AccessDenied" in r.stderr), r.stderr
+    assert mgr.list() == before
+
+
+def test_bad_input(mgr, sandbox):
+    sid, _ = sandbox(name="taken")
+    before = mgr.list()
+    units_before = sorted(scope_units(sid))
+
+    def err(fn, *a, **kw):
+        with pytest.raises(dbus.DBusException) as e:
+            fn(*a, **kw)
+        return dbus_error(e)
+
+    assert err(mgr.exec, "sb_aaaaaaaaaa", ["true"])[0] == ERR + "NoSuchSandbox"
+    assert err(mgr.exec, sid, [])[0] == INVALID
+    assert err(mgr.exec, sid, [""])[0] == INVALID
+    assert err(mgr.exec, sid, ["true"], timeout_seconds=10 ** 9)[0] == ERR + "LimitExceeded"
+    assert err(mgr.exec, sid, ["true"], timeout_seconds=2 ** 64 - 1)[0] == INVALID
+    assert err(mgr.exec, sid, ["true"], timeout_seconds=0)[0] == INVALID
+    assert err(mgr.exec, sid, ["true"], memory_max=2 ** 64 - 1)[0] == ERR + "LimitExceeded"
+    assert err(mgr.exec, sid, ["true"], tasks_max=10 ** 6)[0] == ERR + "LimitExceeded"
+    assert err(mgr.exec, sid, ["true"], stdin=b"x" * (16 * 1024 * 1024 + 1))[0] == ERR + "LimitExceeded"
+    assert err(mgr.exec, sid, ["true"], cwd="/nonexistent")[0] == INVALID
+    assert err(mgr.exec, sid, ["true"], bogus="x")[0] == INVALID
+    assert err(mgr.exec, sid, ["true"], env={"BAD=NAME": "x"})[0] == INVALID
+    assert err(mgr.create, name="taken")[0] == ERR + "NameExists"
+    assert err(mgr.create, name="../etc")[0] == INVALID
+    assert err(mgr.create, type="huge")[0] == INVALID
+    assert err(mgr.create, network="bridge")[0] == INVALID
+    assert err(mgr.create, ttl_seconds=2 ** 64 - 1)[0] == INVALID
+    assert err(mgr.create, ttl_seconds=0)[0] == INVALID
+    assert err(mgr.iface.SetTTL, sid, dbus.UInt64(2 ** 64 - 1), dbus.Dictionary({}, signature="sv"))[0] == INVALID
+    assert err(mgr.iface.DeleteSandbox, "nope", dbus.Dictionary({}, signature="sv"))[0] == ERR + "NoSuchSandbox"
+    assert err(mgr.write, sid, "", b"x")[0] == INVALID
+    assert err(mgr.write, sid, "f", b"x", mode=0o4755)[0] == INVALID
+    assert err(mgr.iface.GetSandbox, "sb_zzzzzzzzzz")[0] == ERR + "NoSuchSandbox"
+    assert mgr.list() == before
+    assert sorted(scope_units(sid)) == units_before
+    assert sorted(os.listdir("/var/lib/sandboxd/sandboxes")) == sorted(r[0] for r in before)
+
+
+def test_ttl_expiry(mgr, sandbox):
+    sid, path = sandbox(ttl_seconds=3)
+    props = mgr.props(path)
+    assert props["ExpiresAt"] > props["CreatedAt"]
+    uid = int(props["Uid"])
+    mgr.sh(sid, "sleep 100 >/dev/null 2>&1 &")
+    wait_for(lambda: sid not in [r[0] for r in mgr.list()], what="the TTL to expire")
+    wait_for(lambda: scope_units(sid) == [], what="the units to go")
+    assert not os.path.exists(f"/var/lib/sandboxd/sandboxes/{sid}")
+    assert uid_processes(uid) == []
+
+
+def test_set_ttl(mgr, sandbox):
+    sid, path = sandbox(ttl_seconds=3600)
+    mgr.iface.SetTTL(sid, dbus.UInt64(2), dbus.Dictionary({}, signature="sv"))
+    assert mgr.props(path)["ExpiresAt"] < mgr.props(path)["CreatedAt"] + 3600 * 10 ** 6
+    wait_for(lambda: sid not in [r[0] for r in mgr.list()], what="the new TTL to expire")
+
+
+def wait_sandboxd_active():
+    wait_for(lambda: run("systemctl", "is-active", "sandboxd", check=False).stdout.strip() == "active",
+             what="sandboxd to be active")
+    wait_for(lambda: run("busctl", "status", "org.sandboxd.sandbox1", check=False).returncode == 0,
+             what="sandboxd on the bus")
+
+
+def test_restart_and_kill9_keep_sandboxes(mgr, sandbox):
+    sid, _ = sandbox()
+    short, _ = sandbox(ttl_seconds=8)
+    mgr.sh(sid, "echo persisted > ~/state; sleep 300 >/dev/null 2>&1 & echo $! > /tmp/bg")
+    n_units = len(scope_units(sid))
+
+    run("systemctl", "restart", "sandboxd")
+    wait_sandboxd_active()
+    m2 = Manager()
+    assert sid in [r[0] for r in m2.list()]
+    code, out, _, _ = m2.sh(sid, "cat ~/state; kill -0 $(cat /tmp/bg) && echo bg")
+    assert out == b"persisted\nbg\n"
+
+    run("systemctl", "kill", "-s", "KILL", "sandboxd")
+    wait_for(lambda: run("systemctl", "show", "-p", "NRestarts", "--value", "sandboxd").stdout.strip() != "0",
+             what="sandboxd to be restarted")
+    wait_sandboxd_active()
+    m3 = Manager()
+    rows = {r[0]: r for r in m3.list()}
+    assert sid in rows and rows[sid][3] == "running"
+    code, out, _, info = m3.sh(sid, "cat ~/state")
+    assert out == b"persisted\n"
+    # unit numbers never repeat across restarts
+    assert len(scope_units(sid)) >= 1 and len(scope_units(sid)) <= n_units + 2
+    # the TTL was re-armed
+    wait_for(lambda: short not in [r[0] for r in m3.list()], what="the short TTL after restarts")
+    wait_for(lambda: scope_units(short) == [], what="its units to go")
