@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,8 +66,8 @@ struct Exec {
         sd_bus_message *request;
         char unit[UNIT_NAME_MAX];
         pid_t pid;
-        sd_event_source *child_source, *deadline_source, *oom_source;
-        int go_fd, err_fd;
+        sd_event_source *child_source, *deadline_source, *oom_source, *ready_source;
+        int go_fd, err_fd;   /* go_fd: our end of a socketpair; the child says 'r', we answer 'g' */
         Stream out, err;
         uint64_t timeout_usec, memory_max, tasks_max;
         uint64_t start_mono, start_real, deadline;
@@ -100,6 +101,7 @@ static Exec *exec_free(Exec *e) {
         e->child_source = sd_event_source_disable_unref(e->child_source);
         e->deadline_source = sd_event_source_disable_unref(e->deadline_source);
         e->oom_source = sd_event_source_disable_unref(e->oom_source);
+        e->ready_source = sd_event_source_disable_unref(e->ready_source);
         stream_done(&e->out);
         stream_done(&e->err);
         oom_watch_done(&e->oom);
@@ -174,7 +176,10 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         if (r < 0)
                 CHILD_FAIL("install the seccomp filter", -r);
 
-        /* Wait until we are in our scope. EOF means: give up. */
+        /* Ready: only now does sandboxd ask for a scope, so a command that cannot even start (bad
+         * cwd) leaves no unit behind. Then wait until we are in our scope; EOF means: give up. */
+        if (write(a->go_fd, "r", 1) != 1)
+                CHILD_FAIL("report readiness", errno);
         if (read(a->go_fd, &go, 1) != 1)
                 _exit(127);
         close(a->go_fd);
@@ -431,6 +436,7 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                 /* It died before its scope was up (a setup failure): the scope needs no more waiting. */
                 job_wait_cancel(e->job);
                 e->job = NULL;
+                (void) unit_stop_nowait(e->manager, e->unit);
         }
         exec_maybe_finish(e);
         return 0;
@@ -490,6 +496,28 @@ static void on_scope_started(Manager *m, const char *result, const sd_bus_error 
         if (write(e->go_fd, "g", 1) != 1)
                 (void) kill(e->pid, SIGKILL);
         e->go_fd = safe_close(e->go_fd);
+}
+
+static int append_scope_props(sd_bus_message *m, void *userdata);
+
+static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        Exec *e = userdata;
+        char c;
+        ssize_t n;
+        int r;
+
+        n = read(fd, &c, 1);
+        if (n < 0 && errno == EAGAIN)
+                return 0;
+        e->ready_source = sd_event_source_disable_unref(e->ready_source);
+        if (n != 1 || c != 'r')
+                return 0; /* it failed; its exit tells why */
+        r = unit_start_transient(e->manager, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
+        if (r < 0) {
+                (void) kill(e->pid, SIGKILL);
+                exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not ask systemd for the command's scope", -r);
+        }
+        return 0;
 }
 
 static int append_scope_props(sd_bus_message *m, void *userdata) {
@@ -555,8 +583,8 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         Exec *e;
         int r;
 
-        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
-            pipe2(fail, O_CLOEXEC) < 0)
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0 || pipe2(fail, O_CLOEXEC) < 0)
                 return -errno;
         if (spec->stdin_size > 0) {
                 in = memfd_create("sandbox-stdin", MFD_CLOEXEC);
@@ -644,7 +672,8 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         r = stream_init(e, &e->err, TAKE_FD(err[0]), TAKE_FD(relay_err));
         if (r < 0)
                 goto fail_kill;
-        r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
+        (void) fcntl(e->go_fd, F_SETFL, O_NONBLOCK);
+        r = sd_event_add_io(m->event, &e->ready_source, e->go_fd, EPOLLIN, on_child_ready, e);
         if (r < 0)
                 goto fail_kill;
         return 0;
