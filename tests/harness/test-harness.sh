@@ -23,7 +23,7 @@ TAG=st$$x$RANDOM # instance names are unique to this run: cgroup names are globa
 MARKER=$(mktemp /tmp/sandboxd-harness-selftest-marker.XXXXXX)
 
 N=0 PASSED=0 FAILED=0
-BOOTED=() BGPIDS=()
+BOOTED=()
 
 ok() { N=$((N + 1)); PASSED=$((PASSED + 1)); echo "ok $N - $1"; }
 not_ok() { # what [diagnostics...]
@@ -36,18 +36,15 @@ not_ok() { # what [diagnostics...]
                 printf '%s\n' "$l" | sed 's/^/# /'
         done
 }
-check() { # what command... → ok if the command succeeds
-        local what=$1 out
-        shift
-        if out=$("$@" 2>&1); then ok "$what"; else not_ok "$what" "$out"; fi
-}
 diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
 
 finish() {
         local name p
         trap - EXIT INT TERM
-        for p in "${BGPIDS[@]}"; do
-                kill -KILL "$p" 2>/dev/null || true
+        # harness runs still going (a test was interrupted): SIGKILL is one of the ways out it must
+        # survive, gc below does the rest. Only what is still our child: pids get reused.
+        for p in $(jobs -p); do
+                [ "$(cut -d' ' -f4 "/proc/$p/stat" 2>/dev/null)" = "$$" ] && kill -KILL "$p" 2>/dev/null
         done
         for name in "${BOOTED[@]}"; do
                 [ -d "$STATE/$name" ] && timeout 60 "$H" down "$name" >/dev/null 2>&1
@@ -79,7 +76,6 @@ spawn() { # logfile args... → sets SPAWNED to the pid
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execv(sys.argv[1], sys.argv[1:])' "$H" "$@" </dev/null >"$log" 2>&1 &
         SPAWNED=$!
-        BGPIDS+=("$SPAWNED")
 }
 
 wait_bounded() { # pid seconds → the pid's exit status (SIGKILLed, so 137, if it takes longer)
@@ -324,8 +320,11 @@ fi
 # 'down' of the two booted instances
 timeout 60 "$H" down "$A"
 timeout 60 "$H" down "$B"
-outa=$(leftovers "$A") && outb=$(leftovers "$B") && ok "down removes both instances" ||
-        not_ok "down removes both instances" "$outa" "${outb:-}"
+ra=0 rb=0
+outa=$(leftovers "$A") || ra=1
+outb=$(leftovers "$B") || rb=1
+if [ "$ra$rb" = 00 ]; then ok "down removes both instances"; else
+        not_ok "down removes both instances" "$outa" "$outb"; fi
 
 # A run whose command waits for us (we record the instance first), then exits with CODE.
 run_and_release() { # name code → the harness's exit status
@@ -408,7 +407,8 @@ fi
 new=$(comm -13 <(printf '%s\n' "$SYSTEMD_CGROUPS_BEFORE") <(host_systemd_cgroups))
 if [ -z "$new" ]; then ok "no systemd cgroups leaked into the host's hierarchies"; else
         not_ok "no systemd cgroups leaked into the host's hierarchies" "$new"; fi
-[ -e "$MARKER" ] && ok "the host's /tmp keeps its files" || not_ok "the host's /tmp keeps its files" "$MARKER is gone"
+if [ -e "$MARKER" ]; then ok "the host's /tmp keeps its files"; else
+        not_ok "the host's /tmp keeps its files" "$MARKER is gone"; fi
 
 echo "1..$N"
 diag "runtime $((SECONDS - START)) s"
