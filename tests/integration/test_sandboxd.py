@@ -358,3 +358,121 @@ def test_restart_and_kill9_keep_sandboxes(mgr, sandbox):
     # the TTL was re-armed
     wait_for(lambda: short not in [r[0] for r in m3.list()], what="the short TTL after restarts")
     wait_for(lambda: scope_units(short) == [], what="its units to go")
+
+
+SECCOMP_PROBE = r'''
+import ctypes, fcntl, os, pty, termios
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(rc):
+    return "ok" if rc == 0 or rc > 0 else os.strerror(ctypes.get_errno())
+m, s = pty.openpty()
+try:
+    fcntl.ioctl(s, termios.TIOCSTI, b"x")
+    print("tiocsti ok")
+except OSError as e:
+    print("tiocsti", e.strerror)
+print("unshare-user", errno_of(libc.unshare(0x10000000)))
+print("keyctl", errno_of(libc.syscall(250, 0, 0, 0, 0, 0)))
+print("bpf", errno_of(libc.syscall(321, 0, 0, 0)))
+print("mount", errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
+print("clone3", errno_of(libc.syscall(435, 0, 0)))
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+print("fork", "ok" if os.waitpid(pid, 0)[1] == 0 else "failed")
+'''
+
+
+def test_seccomp_inside(mgr, sandbox):
+    sid, _ = sandbox()
+    code, out, err, _ = mgr.exec(sid, ["python3", "-c", SECCOMP_PROBE])
+    got = dict(line.split(" ", 1) for line in out.decode().splitlines())
+    assert got == {"tiocsti": "Operation not permitted", "unshare-user": "Operation not permitted",
+                   "keyctl": "Operation not permitted", "bpf": "Operation not permitted",
+                   "mount": "Operation not permitted", "clone3": "Function not implemented",
+                   "fork": "ok"}, (out, err)
+
+
+def test_delete_does_not_follow_planted_symlinks(mgr, sandbox, tmp_path):
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "precious").write_text("keep me")
+    os.chmod(tmp_path, 0o755)
+    sid, _ = sandbox(network="none")
+    # The sandbox cannot see the host's /tmp; it plants links to where that directory is on the host,
+    # hoping that the root-run cleanup follows them.
+    mgr.sh(sid, f"ln -s {canary} ~/link; ln -s {canary}/precious ~/file; mkdir -p ~/d; ln -s / ~/d/root")
+    ws = f"/var/lib/sandboxd/sandboxes/{sid}"
+    assert os.path.islink(f"{ws}/home/link")
+    mgr.delete(sid)
+    assert (canary / "precious").read_text() == "keep me"
+    assert not os.path.exists(ws)
+
+
+def test_parallel_execs(mgr, sandbox):
+    sid, _ = sandbox()
+    procs = [busctl_exec_async(sid, "sh", "-c", f"sleep 1; echo {i}", timeout=30) for i in range(20)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    assert all('"timed_out" b false' in o[0] for o in outs)
+
+
+def test_bus_activation(mgr, sandbox):
+    run("systemctl", "stop", "sandboxd")
+    assert run("systemctl", "is-active", "sandboxd", check=False).stdout.strip() != "active"
+    sid, _ = Manager().create(type="small")  # activates it
+    assert run("systemctl", "is-active", "sandboxd").stdout.strip() == "active"
+    Manager().delete(str(sid))
+
+
+def test_unadoptable_sandbox_is_cleaned_up(mgr, sandbox):
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    run("systemctl", "stop", "sandboxd")
+    # while sandboxd is away, the sandbox's init dies
+    run("systemctl", "stop", f"sandbox-{sid}-init.scope")
+    run("systemctl", "start", "sandboxd")
+    wait_sandboxd_active()
+    m = Manager()
+    wait_for(lambda: sid not in [r[0] for r in m.list()], what="the orphaned sandbox to be removed")
+    wait_for(lambda: scope_units(sid) == [], what="its units to go")
+    assert not os.path.exists(f"/var/lib/sandboxd/sandboxes/{sid}")
+    assert uid_processes(uid) == []
+
+
+def test_config_dropin(mgr):
+    os.makedirs("/etc/sandboxd/sandboxd.conf.d", exist_ok=True)
+    dropin = "/etc/sandboxd/sandboxd.conf.d/50-test.conf"
+    with open(dropin, "w") as f:
+        f.write("[Type:small]\nTasksMax=64\nMemoryMax=256M\n\n[Type:tiny]\nTasksMax=16\nMemoryMax=64M\n")
+    try:
+        run("systemctl", "restart", "sandboxd")
+        wait_sandboxd_active()
+        m = Manager()
+        sid, _ = m.create(type="tiny")
+        sid = str(sid)
+        try:
+            show = systemctl_show(f"sandbox-{sid}.slice", "TasksMax", "MemoryMax")
+            assert show == {"TasksMax": "16", "MemoryMax": str(64 * 1024 * 1024)}
+            with pytest.raises(dbus.DBusException) as e:
+                m.exec(sid, ["true"], tasks_max=17)
+            assert dbus_error(e)[0] == ERR + "LimitExceeded"
+        finally:
+            m.delete(sid)
+    finally:
+        os.unlink(dropin)
+        run("systemctl", "restart", "sandboxd")
+        wait_sandboxd_active()
+    # a broken configuration keeps sandboxd from starting, with the reason in the journal
+    with open(dropin, "w") as f:
+        f.write("[Manager]\nUidMin=0\n")
+    try:
+        r = run("systemctl", "restart", "sandboxd", check=False)
+        assert r.returncode != 0
+        log = run("journalctl", "-u", "sandboxd", "-n", "20", "--no-pager").stdout
+        assert "50-test.conf" in log, log
+    finally:
+        os.unlink(dropin)
+        run("systemctl", "reset-failed", "sandboxd", check=False)
+        run("systemctl", "restart", "sandboxd")
+        wait_sandboxd_active()
