@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit-spool.h"
 #include "confine.h"
 #include "oom.h"
 #include "sandbox.h"
@@ -75,6 +77,12 @@ struct Exec {
         bool started, exited, timed_out, replied;
         siginfo_t status;
         OomWatch oom;
+        /* for the audit row */
+        Caller caller;
+        char session_id[SANDBOX_ID_LEN + 1];
+        char **argv;
+        char *cwd;
+        uint64_t call_started_at, call_mono;
 };
 
 static void stream_done(Stream *st) {
@@ -108,6 +116,8 @@ static Exec *exec_free(Exec *e) {
         e->go_fd = safe_close(e->go_fd);
         e->err_fd = safe_close(e->err_fd);
         sd_bus_message_unref(e->request);
+        strv_free(e->argv);
+        free(e->cwd);
         free(e);
         return NULL;
 }
@@ -336,11 +346,65 @@ static int append_info(sd_bus_message *reply, Exec *e, int sig, bool oom) {
                                      "unit", "s", e->unit);
 }
 
+static char *exec_detail(Exec *e, int sig, bool oom, const char *error_name, const char *error_message) {
+        json_object *o = json_object_new_object(), *argv = json_object_new_array();
+        char *s = NULL;
+
+        if (!o || !argv) {
+                json_object_put(o);
+                json_object_put(argv);
+                return NULL;
+        }
+        for (char **a = e->argv; a && *a; a++)
+                json_object_array_add(argv, json_object_new_string(*a));
+        json_object_object_add(o, "argv", argv);
+        json_object_object_add(o, "cwd", json_object_new_string(e->cwd ?: SANDBOXD_SANDBOX_HOME));
+        json_object_object_add(o, "unit", json_object_new_string(e->unit));
+        json_object_object_add(o, "timeout_seconds", json_object_new_uint64(e->timeout_usec / USEC_PER_SEC));
+        json_object_object_add(o, "memory_max", json_object_new_uint64(e->memory_max));
+        json_object_object_add(o, "tasks_max", json_object_new_uint64(e->tasks_max));
+        json_object_object_add(o, "signal", json_object_new_int(sig));
+        json_object_object_add(o, "stdout_truncated", json_object_new_boolean(e->out.truncated));
+        json_object_object_add(o, "stderr_truncated", json_object_new_boolean(e->err.truncated));
+        json_object_object_add(o, "streamed", json_object_new_boolean(e->out.relay_fd >= 0 || e->err.relay_fd >= 0));
+        if (error_name) {
+                json_object_object_add(o, "error", json_object_new_string(error_name));
+                json_object_object_add(o, "message", json_object_new_string(strempty(error_message)));
+        }
+        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        return s;
+}
+
+/* The row goes to the spool before the answer goes to the caller. */
+static void exec_audit(Exec *e, const char *event, int code, int sig, bool oom, const char *error_name,
+                       const char *error_message) {
+        _cleanup_free_ char *detail = exec_detail(e, sig, oom, error_name, error_message);
+        AuditRow row = {
+                .session_id = e->session_id,
+                .operation = "exec",
+                .event = event,
+                .detail = detail,
+                .exit_code = code,
+                .out = e->out.buf,
+                .out_size = e->out.len,
+                .err = e->err.buf,
+                .err_size = e->err.len,
+                .started_at = e->call_started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - e->call_mono,
+        };
+        manager_audit(e->manager, &e->caller, &row);
+}
+
 static void exec_reply_error(Exec *e, const char *name, const char *what, int error) {
+        char message[512];
+
         if (e->replied || !e->request)
                 return;
         e->replied = true;
-        (void) sd_bus_reply_method_errorf(e->request, name, "%s: %s", what, strerror(error));
+        snprintf(message, sizeof(message), "%s: %s", what, strerror(error));
+        exec_audit(e, "failed", -1, 0, false, name, message);
+        (void) sd_bus_reply_method_errorf(e->request, name, "%s", message);
 }
 
 static void exec_finish(Exec *e) {
@@ -385,6 +449,8 @@ static void exec_finish(Exec *e) {
 
         if (e->replied || !e->request)
                 goto done;
+        exec_audit(e, e->timed_out ? "timed_out" : oom ? "oom_killed" : f.stage == EXEC_STAGE_EXEC ? "failed" : "finished",
+                   code, sig, oom, NULL, NULL);
         r = sd_bus_message_new_method_return(e->request, &reply);
         if (r >= 0)
                 r = sd_bus_message_append(reply, "i", code);
@@ -619,6 +685,21 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         e->tasks_max = spec->tasks_max;
         e->start_mono = now_usec(CLOCK_MONOTONIC);
         e->start_real = now_usec(CLOCK_REALTIME);
+        e->call_mono = e->start_mono;
+        e->call_started_at = spec->started_at ?: e->start_real;
+        if (spec->caller)
+                e->caller = *spec->caller;
+        else
+                caller_system(&e->caller);
+        snprintf(e->session_id, sizeof(e->session_id), "%s", s->id);
+        e->argv = strv_copy(spec->argv);
+        e->cwd = spec->cwd ? strdup(spec->cwd) : NULL;
+        if (!e->argv || (spec->cwd && !e->cwd)) {
+                strv_free(e->argv);
+                free(e->cwd);
+                free(e);
+                return -ENOMEM;
+        }
         snprintf(e->unit, sizeof(e->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
 
         ChildArgs a = {
@@ -638,7 +719,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         /* Children we fork now are born in the sandbox's PID namespace; we ourselves stay where we are. */
         if (setns(s->init_pidfd, CLONE_NEWPID) < 0) {
                 r = -errno;
-                free(e);
+                exec_free(e);
                 return r;
         }
         pid_t pid = fork();
@@ -648,7 +729,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
                 abort(); /* we could never fork a helper of our own again */
         if (pid < 0) {
-                free(e);
+                exec_free(e);
                 return -fork_errno;
         }
         e->pid = pid;

@@ -8,6 +8,7 @@
 
 typedef struct Sandbox Sandbox;
 typedef struct Exec Exec;
+typedef struct Caller Caller;
 
 typedef struct ExecSpec {
         char **argv;
@@ -19,6 +20,8 @@ typedef struct ExecSpec {
         uint64_t memory_max;
         uint64_t tasks_max;
         int stdout_fd, stderr_fd;   /* caller's fds for streaming, or -1 */
+        const Caller *caller;       /* for the audit row */
+        uint64_t started_at;        /* when the call came in, µs since the epoch */
 } ExecSpec;
 
 /* Starts the command; the reply to request is sent when it has exited. */

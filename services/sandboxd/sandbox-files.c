@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,10 +21,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit-spool.h"
 #include "confine.h"
 #include "sandbox.h"
 #include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
+#include "time-util.h"
 
 typedef struct FileHeader {
         uint64_t size;
@@ -38,7 +41,49 @@ typedef struct FileOp {
         int memfd;
         bool is_read, to_fd;
         char *path;
+        /* for the audit row */
+        Caller caller;
+        char session_id[SANDBOX_ID_LEN + 1];
+        uint64_t started_at, mono;
+        uint64_t size;           /* bytes written (from the message), or asked for */
+        uint64_t offset;
+        uint32_t mode;
+        bool append;
 } FileOp;
+
+static void file_op_audit(FileOp *op, int error, const char *error_name, const char *error_message,
+                          uint64_t bytes) {
+        json_object *o = json_object_new_object();
+        _cleanup_free_ char *detail = NULL;
+
+        if (o) {
+                json_object_object_add(o, "path", json_object_new_string(op->path));
+                json_object_object_add(o, "bytes", json_object_new_uint64(bytes));
+                if (op->is_read)
+                        json_object_object_add(o, "offset", json_object_new_uint64(op->offset));
+                else {
+                        json_object_object_add(o, "mode", json_object_new_uint64(op->mode));
+                        json_object_object_add(o, "append", json_object_new_boolean(op->append));
+                }
+                json_object_object_add(o, "to_fd", json_object_new_boolean(op->to_fd));
+                if (error_name) {
+                        json_object_object_add(o, "error", json_object_new_string(error_name));
+                        json_object_object_add(o, "message", json_object_new_string(strempty(error_message)));
+                }
+                detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                json_object_put(o);
+        }
+        AuditRow row = {
+                .session_id = op->session_id,
+                .operation = op->is_read ? "read" : "write",
+                .event = error == 0 ? "finished" : error == EACCES || error == EPERM ? "denied" : "failed",
+                .detail = detail,
+                .exit_code = error == 0 ? 0 : -error,
+                .started_at = op->started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - op->mono,
+        };
+        manager_audit(op->manager, &op->caller, &row);
+}
 
 static FileOp *file_op_free(FileOp *op) {
         if (!op)
@@ -195,47 +240,47 @@ static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const c
         r = copy_fd(fd, dst, want, &copied);
         if (r < 0)
                 _exit(-r);
-        if (spec->out_fd >= 0) {
-                _exit(0);
-        }
         _exit(0);
 }
 
 /* --- the parent ---------------------------------------------------------------------------------- */
 
 static void reply_errno(FileOp *op, int error) {
-        const char *verb = op->is_read ? "read" : "write";
+        const char *verb = op->is_read ? "read" : "write", *name;
+        char message[PATH_MAX + 128];
+
         switch (error) {
         case ENOENT:
         case ENOTDIR:
-                (void) sd_bus_reply_method_errorf(op->request, SANDBOXD_ERROR_NO_SUCH_FILE,
-                                                  "Cannot %s %s: %s", verb, op->path, strerror(error));
+                name = SANDBOXD_ERROR_NO_SUCH_FILE;
+                snprintf(message, sizeof(message), "Cannot %s %s: %s", verb, op->path, strerror(error));
                 break;
         case EACCES:
         case EPERM:
         case EROFS:
-                (void) sd_bus_reply_method_errorf(op->request, SD_BUS_ERROR_ACCESS_DENIED,
-                                                  "Cannot %s %s in the sandbox: %s", verb, op->path,
-                                                  strerror(error));
+                name = SD_BUS_ERROR_ACCESS_DENIED;
+                snprintf(message, sizeof(message), "Cannot %s %s in the sandbox: %s", verb, op->path, strerror(error));
                 break;
         case EISDIR:
         case EINVAL:
         case ELOOP:
         case ENAMETOOLONG:
-                (void) sd_bus_reply_method_errorf(op->request, SD_BUS_ERROR_INVALID_ARGS, "Cannot %s %s: %s",
-                                                  verb, op->path,
-                                                  error == EINVAL ? "not a regular file" : strerror(error));
+                name = SD_BUS_ERROR_INVALID_ARGS;
+                snprintf(message, sizeof(message), "Cannot %s %s: %s", verb, op->path,
+                         error == EINVAL ? "not a regular file" : strerror(error));
                 break;
         case ENOSPC:
         case EDQUOT:
         case EFBIG:
-                (void) sd_bus_reply_method_errorf(op->request, SANDBOXD_ERROR_LIMIT_EXCEEDED, "Cannot %s %s: %s",
-                                                  verb, op->path, strerror(error));
+                name = SANDBOXD_ERROR_LIMIT_EXCEEDED;
+                snprintf(message, sizeof(message), "Cannot %s %s: %s", verb, op->path, strerror(error));
                 break;
         default:
-                (void) sd_bus_reply_method_errorf(op->request, SD_BUS_ERROR_FAILED, "Cannot %s %s: %s", verb,
-                                                  op->path, strerror(error));
+                name = SD_BUS_ERROR_FAILED;
+                snprintf(message, sizeof(message), "Cannot %s %s: %s", verb, op->path, strerror(error));
         }
+        file_op_audit(op, error, name, message, 0);
+        (void) sd_bus_reply_method_errorf(op->request, name, "%s", message);
 }
 
 static void reply_read(FileOp *op) {
@@ -256,6 +301,7 @@ static void reply_read(FileOp *op) {
                                 return reply_errno(op, errno);
                 }
         }
+        file_op_audit(op, 0, NULL, NULL, op->to_fd ? 0 : len);
         r = sd_bus_message_new_method_return(op->request, &reply);
         if (r >= 0)
                 r = sd_bus_message_append_array(reply, 'y', map ? (char *) map + sizeof(h) : "", len);
@@ -279,8 +325,10 @@ static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userda
                 reply_errno(op, si->si_status);
         else if (op->is_read)
                 reply_read(op);
-        else
+        else {
+                file_op_audit(op, 0, NULL, NULL, op->size);
                 (void) sd_bus_reply_method_return(op->request, NULL);
+        }
         file_op_free(op);
         return 0;
 }
@@ -295,10 +343,18 @@ static int file_op_start(Sandbox *s, FileOp *op, pid_t pid) {
         return r;
 }
 
-static FileOp *file_op_new(Sandbox *s, sd_bus_message *request, const char *path, bool is_read) {
+static FileOp *file_op_new(Sandbox *s, sd_bus_message *request, const char *path, bool is_read,
+                           const Caller *caller) {
         FileOp *op = calloc(1, sizeof(FileOp));
         if (!op)
                 return NULL;
+        op->started_at = now_usec(CLOCK_REALTIME);
+        op->mono = now_usec(CLOCK_MONOTONIC);
+        snprintf(op->session_id, sizeof(op->session_id), "%s", s->id);
+        if (caller)
+                op->caller = *caller;
+        else
+                caller_system(&op->caller);
         op->manager = s->manager;
         op->memfd = -EBADF;
         op->is_read = is_read;
@@ -309,7 +365,7 @@ static FileOp *file_op_new(Sandbox *s, sd_bus_message *request, const char *path
         return op;
 }
 
-int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, sd_bus_message *request) {
+int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, const Caller *caller, sd_bus_message *request) {
         _cleanup_close_ int src = -EBADF;
         FileOp *op;
 
@@ -324,9 +380,13 @@ int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, sd_bus_message *re
         }
         if (src < 0)
                 return -errno;
-        op = file_op_new(s, request, spec->path, false);
+        op = file_op_new(s, request, spec->path, false, caller);
         if (!op)
                 return -ENOMEM;
+        op->size = spec->size;
+        op->mode = spec->mode;
+        op->append = spec->append;
+        op->to_fd = spec->data_fd >= 0;
         pid_t pid = fork();
         if (pid < 0) {
                 file_op_free(op);
@@ -337,13 +397,14 @@ int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, sd_bus_message *re
         return file_op_start(s, op, pid);
 }
 
-int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, sd_bus_message *request) {
+int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller, sd_bus_message *request) {
         FileOp *op;
         int dst;
 
-        op = file_op_new(s, request, spec->path, true);
+        op = file_op_new(s, request, spec->path, true, caller);
         if (!op)
                 return -ENOMEM;
+        op->offset = spec->offset;
         op->to_fd = spec->out_fd >= 0;
         op->memfd = op->to_fd ? fcntl(spec->out_fd, F_DUPFD_CLOEXEC, 3) : memfd_create("sandbox-read", MFD_CLOEXEC);
         if (op->memfd < 0) {

@@ -8,6 +8,7 @@
 #include <systemd/sd-bus.h>
 
 typedef struct Sandbox Sandbox;
+typedef struct Caller Caller;
 
 typedef struct FileWriteSpec {
         const char *path;        /* absolute, as the sandbox sees it */
@@ -26,8 +27,9 @@ typedef struct FileReadSpec {
         int out_fd;              /* or -1: the data goes into the reply */
 } FileReadSpec;
 
-int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, sd_bus_message *request);
-int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, sd_bus_message *request);
+/* Both answer request when done, after spooling the audit row (operations write and read). */
+int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, const Caller *caller, sd_bus_message *request);
+int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller, sd_bus_message *request);
 
 /* Makes a sandbox path absolute (relative ones are below the home); returns -EINVAL for bad ones. */
 int sandbox_resolve_path(const char *path, char **ret);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
@@ -156,13 +157,44 @@ uint64_t sandbox_next_unit_number(Sandbox *s) {
         return n;
 }
 
+void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const char *event, const char *error_name,
+                   const char *error_message, uint64_t started_at, uint64_t mono_start) {
+        json_object *o = json_object_new_object();
+        _cleanup_free_ char *detail = NULL;
+
+        if (o) {
+                json_object_object_add(o, "name", json_object_new_string(s->name));
+                json_object_object_add(o, "type", json_object_new_string(s->type));
+                json_object_object_add(o, "network", json_object_new_string(s->private_network ? "none" : "host"));
+                json_object_object_add(o, "uid", json_object_new_uint64(s->uid));
+                json_object_object_add(o, "owner", json_object_new_string(s->owner));
+                json_object_object_add(o, "expires_at", json_object_new_uint64(s->expires_at));
+                if (error_name) {
+                        json_object_object_add(o, "error", json_object_new_string(error_name));
+                        json_object_object_add(o, "message", json_object_new_string(strempty(error_message)));
+                }
+                detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                json_object_put(o);
+        }
+        AuditRow row = {
+                .session_id = s->id,
+                .operation = operation,
+                .event = event,
+                .detail = detail,
+                .exit_code = error_name ? -1 : 0,
+                .started_at = started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - mono_start,
+        };
+        manager_audit(s->manager, c, &row);
+}
+
 /* --- TTL ------------------------------------------------------------------------------------------ */
 
 static int on_ttl(sd_event_source *es, uint64_t usec, void *userdata) {
         Sandbox *s = userdata;
 
         log_sandbox(LOG_INFO, s->id, "Sandbox %s expired.", s->id);
-        (void) sandbox_delete(s, NULL, "sandbox.expire");
+        (void) sandbox_delete(s, NULL, "sandbox.expire", NULL);
         return 0;
 }
 
@@ -276,10 +308,14 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
 static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
         Manager *m = s->manager;
 
+        char message[512];
+
         log_sandbox(LOG_ERR, s->id, "Creating sandbox %s failed: %s: %s", s->id, step, strerror(error));
+        snprintf(message, sizeof(message), "Could not create the sandbox: %s: %s", step, strerror(error));
+        sandbox_audit(s, &s->create_caller, "sandbox.create", "failed", SD_BUS_ERROR_FAILED, message,
+                      s->create_started, s->create_mono);
         if (s->create_request) {
-                (void) sd_bus_reply_method_errorf(s->create_request, SD_BUS_ERROR_FAILED,
-                                                  "Could not create the sandbox: %s: %s", step, strerror(error));
+                (void) sd_bus_reply_method_errorf(s->create_request, SD_BUS_ERROR_FAILED, "%s", message);
                 s->create_request = sd_bus_message_unref(s->create_request);
         }
         if (s->child_pid > 0)
@@ -335,6 +371,8 @@ static void sandbox_started(Sandbox *s) {
         s->state = SANDBOX_RUNNING;
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s.", s->id,
                     s->name, s->type, (unsigned) s->uid, s->private_network ? "none" : "host", s->owner);
+        sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
+                      s->create_mono);
         if (s->create_request) {
                 (void) sandbox_reply_created(s, s->create_request);
                 s->create_request = sd_bus_message_unref(s->create_request);
@@ -460,6 +498,12 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         s->expires_at = spec->ttl_usec > 0 ? s->created_at + spec->ttl_usec : 0;
         s->exec_next = 1;
         s->exec_reserved = 1 + EXEC_NUMBER_BLOCK;
+        s->create_started = s->created_at;
+        s->create_mono = now_usec(CLOCK_MONOTONIC);
+        if (spec->caller)
+                s->create_caller = *spec->caller;
+        else
+                caller_system(&s->create_caller);
 
         r = namespace_make_workspace(s->workspace, SANDBOXD_SANDBOX_USER, uid, (gid_t) uid, SANDBOXD_SANDBOX_HOME);
         if (r < 0)
@@ -546,6 +590,8 @@ static void sandbox_finish_delete(Sandbox *s) {
                 log_sandbox(LOG_ERR, s->id, "Could not remove sandbox %s from the store: %s", s->id, strerror(-r));
         manager_release_uid(m, s->uid);
         log_sandbox(LOG_INFO, s->id, "Removed sandbox %s (%s).", s->id, s->delete_operation);
+        sandbox_audit(s, &s->delete_caller, s->delete_operation, "finished", NULL, NULL, s->delete_started,
+                      s->delete_mono);
         sandbox_emit_removed(s);
         for (size_t i = 0; i < s->n_delete_requests; i++)
                 (void) sd_bus_reply_method_return(s->delete_requests[i], NULL);
@@ -561,7 +607,7 @@ static void on_slice_stopped(Manager *m, const char *result, const sd_bus_error 
         sandbox_finish_delete(s);
 }
 
-int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation) {
+int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, const Caller *caller) {
         int r;
 
         if (s->state == SANDBOX_STARTING)
@@ -577,6 +623,12 @@ int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation) {
                 return 0;
         s->state = SANDBOX_STOPPING;
         s->delete_operation = operation;
+        s->delete_started = now_usec(CLOCK_REALTIME);
+        s->delete_mono = now_usec(CLOCK_MONOTONIC);
+        if (caller)
+                s->delete_caller = *caller;
+        else
+                caller_system(&s->delete_caller);
         s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
         r = unit_stop(s->manager, s->slice, on_slice_stopped, s, &s->job);
         if (r < 0)
@@ -630,7 +682,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
             !init_is_ours(id, init_pid, init_start)) {
                 log_sandbox(LOG_WARNING, id, "Sandbox %s lost its init while sandboxd was away; removing it.", id);
                 s->state = SANDBOX_FAILED;
-                return sandbox_delete(s, NULL, "sandbox.delete");
+                return sandbox_delete(s, NULL, "sandbox.delete", NULL);
         }
         r = sd_event_add_io(m->event, &s->init_source, s->init_pidfd, EPOLLIN, on_init_pidfd, s);
         if (r < 0) {
@@ -639,7 +691,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         }
         if (expires_at > 0 && expires_at <= now_usec(CLOCK_REALTIME)) {
                 log_sandbox(LOG_INFO, id, "Sandbox %s expired while sandboxd was away.", id);
-                return sandbox_delete(s, NULL, "sandbox.expire");
+                return sandbox_delete(s, NULL, "sandbox.expire", NULL);
         }
         r = sandbox_arm_ttl(s);
         if (r < 0)

@@ -8,6 +8,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "audit-spool.h"
 #include "macro.h"
 #include "sandbox-id.h"
 #include "unit.h"
@@ -54,11 +55,15 @@ typedef struct Sandbox {
         sd_event_source *err_source, *child_source;
         JobWait *job;
         sd_bus_message *create_request;
+        Caller create_caller;
+        uint64_t create_started, create_mono;
 
         /* deletion: every caller waiting for it */
         sd_bus_message **delete_requests;
         size_t n_delete_requests;
         const char *delete_operation;
+        Caller delete_caller;
+        uint64_t delete_started, delete_mono;
 
         Exec *execs;   /* running Execs, linked through Exec.next */
 } Sandbox;
@@ -69,13 +74,19 @@ typedef struct SandboxCreateSpec {
         const char *owner;
         uint64_t ttl_usec;
         bool private_network;
+        const Caller *caller;
 } SandboxCreateSpec;
 
 /* Starts creating a sandbox; request gets its reply once it is running (or failed). */
 int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *request, Sandbox **ret);
 
-/* Stops everything of the sandbox and removes it; request (may be NULL) gets an empty reply then. */
-int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation);
+/* Stops everything of the sandbox and removes it; request (may be NULL) gets an empty reply then.
+ * caller NULL: the system (TTL expiry, clean-up). */
+int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, const Caller *caller);
+
+/* Spools an audit row about this sandbox (operation sandbox.*). */
+void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const char *event, const char *error_name,
+                   const char *error_message, uint64_t started_at, uint64_t mono_start);
 
 int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec);
 

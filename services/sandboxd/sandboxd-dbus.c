@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit-spool.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox-exec.h"
@@ -20,7 +21,7 @@
 #define ARGV_MAX_ITEMS 4096
 #define ARGV_MAX_BYTES (256 * 1024)
 #define ENV_MAX_ITEMS 1024
-#define CONTEXT_FIELD_MAX 256
+#define CONTEXT_FIELD_MAX CALLER_FIELD_MAX
 
 static const sd_bus_error_map sandboxd_errors[] = {
         SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_SANDBOX, ENXIO),
@@ -34,14 +35,6 @@ static const sd_bus_error_map sandboxd_errors[] = {
 
 /* --- caller ------------------------------------------------------------------------------------- */
 
-typedef struct Caller {
-        uid_t uid;
-        bool trusted;   /* root or the gateway: its context is believed */
-        char account_id[CONTEXT_FIELD_MAX + 1];
-        char request_id[CONTEXT_FIELD_MAX + 1];
-        char source[32];
-} Caller;
-
 static int caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         uid_t uid;
@@ -53,14 +46,61 @@ static int caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_err
         r = sd_bus_creds_get_euid(creds, &uid);
         if (r < 0)
                 return r;
-        if (!manager_uid_is_admin(m, uid))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                         "Only root and members of sandbox-admin may use sandboxd.");
         *ret = (Caller) { .uid = uid, .trusted = uid == 0 || uid == m->gateway_uid };
         snprintf(ret->account_id, sizeof(ret->account_id), "uid:%u", (unsigned) uid);
         snprintf(ret->source, sizeof(ret->source), "agent");
+        if (!manager_uid_is_admin(m, uid))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "Only root and members of sandbox-admin may use sandboxd.");
         return 0;
 }
+
+/* What the audit row of a failed call needs to know. */
+typedef struct CallInfo {
+        const char *operation;
+        char session_id[SANDBOX_NAME_MAX + 1];
+} CallInfo;
+
+static void call_info_set_session(CallInfo *ci, const char *id) {
+        snprintf(ci->session_id, sizeof(ci->session_id), "%s", id);
+}
+
+typedef int (*audited_method_t)(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error);
+
+/* Every mutating method goes through here: a call that fails (bad input, denied, …) still gets its
+ * audit row, spooled before the error goes out. Calls that succeed record their row themselves, when
+ * the operation is done. */
+static int audited(sd_bus_message *msg, void *userdata, sd_bus_error *error, const char *operation,
+                   audited_method_t handler) {
+        Manager *m = userdata;
+        Caller c = { .uid = UINT32_MAX };
+        CallInfo ci = { .operation = operation };
+        uint64_t started = now_usec(CLOCK_REALTIME), mono = now_usec(CLOCK_MONOTONIC);
+        int r;
+
+        snprintf(c.account_id, sizeof(c.account_id), "unknown");
+        snprintf(c.source, sizeof(c.source), "agent");
+        r = handler(msg, m, &c, &ci, error);
+        if (r >= 0)
+                return r;
+
+        const char *name = sd_bus_error_is_set(error) ? error->name : NULL;
+        const char *message = sd_bus_error_is_set(error) ? error->message : strerror(-r);
+        _cleanup_free_ char *detail = audit_detail_error(name ?: SD_BUS_ERROR_FAILED, message);
+        AuditRow row = {
+                .session_id = ci.session_id,
+                .operation = operation,
+                .event = streq_ptr(name, SD_BUS_ERROR_ACCESS_DENIED) ? "denied" : "failed",
+                .detail = detail,
+                .exit_code = -1,
+                .started_at = started,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - mono,
+        };
+        manager_audit(m, &c, &row);
+        return r;
+}
+
+#define AUDITED(fn, op)                                                                                             static int vt_##fn(sd_bus_message *msg, void *userdata, sd_bus_error *error) {                                      return audited(msg, userdata, error, op, method_##fn);                                              }
 
 /* A context key, if this is one: returns 1 if consumed, 0 if not a context key, <0 on error. */
 static int caller_context_entry(Caller *c, const char *key, sd_bus_message *msg, sd_bus_error *error) {
@@ -165,15 +205,13 @@ int sandbox_reply_created(Sandbox *s, sd_bus_message *request) {
         return sd_bus_reply_method_return(request, "so", s->id, path);
 }
 
-static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+static int method_create_sandbox(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         const char *key, *name = NULL, *type = NULL, *network = "none";
         uint64_t ttl = 0;
         bool have_ttl = false;
-        Caller c;
         int r;
 
-        r = caller_check(m, msg, &c, error);
+        r = caller_check(m, msg, c, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_enter_container(msg, 'a', "{sv}");
@@ -183,7 +221,7 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
                 r = sd_bus_message_read(msg, "s", &key);
                 if (r < 0)
                         return r;
-                r = caller_context_entry(&c, key, msg, error);
+                r = caller_context_entry(c, key, msg, error);
                 if (r < 0)
                         return r;
                 if (r == 0) {
@@ -244,9 +282,10 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
         SandboxCreateSpec spec = {
                 .name = name,
                 .type = type,
-                .owner = c.account_id,
+                .owner = c->account_id,
                 .ttl_usec = ttl_usec,
                 .private_network = streq(network, "none"),
+                .caller = c,
         };
         r = sandbox_create(m, &spec, msg, NULL);
         if (r == -EUSERS)
@@ -309,22 +348,21 @@ static int method_list_sandboxes(sd_bus_message *msg, void *userdata, sd_bus_err
         return sd_bus_send(NULL, reply, NULL);
 }
 
-static int method_set_ttl(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+static int method_set_ttl(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         const char *id;
         uint64_t ttl, usec;
         Sandbox *s;
-        Caller c;
         char b[32];
         int r;
 
-        r = caller_check(m, msg, &c, error);
+        r = caller_check(m, msg, c, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(msg, "st", &id, &ttl);
         if (r < 0)
                 return r;
-        r = read_context(msg, &c, "SetTTL", error);
+        call_info_set_session(ci, id);
+        r = read_context(msg, c, "SetTTL", error);
         if (r < 0)
                 return r;
         r = get_running(m, id, &s, error);
@@ -336,29 +374,29 @@ static int method_set_ttl(sd_bus_message *msg, void *userdata, sd_bus_error *err
         r = sandbox_set_ttl(s, usec);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not set the TTL: %s", strerror(-r));
-        log_sandbox(LOG_INFO, s->id, "TTL of sandbox %s set to %" PRIu64 " s by %s.", s->id, ttl, c.account_id);
+        log_sandbox(LOG_INFO, s->id, "TTL of sandbox %s set to %" PRIu64 " s by %s.", s->id, ttl, c->account_id);
+        sandbox_audit(s, c, "sandbox.update", "finished", NULL, NULL, now_usec(CLOCK_REALTIME), now_usec(CLOCK_MONOTONIC));
         return sd_bus_reply_method_return(msg, NULL);
 }
 
-static int method_delete_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+static int method_delete_sandbox(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         const char *id;
-        Caller c;
         int r;
 
-        r = caller_check(m, msg, &c, error);
+        r = caller_check(m, msg, c, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(msg, "s", &id);
         if (r < 0)
                 return r;
-        r = read_context(msg, &c, "DeleteSandbox", error);
+        call_info_set_session(ci, id);
+        r = read_context(msg, c, "DeleteSandbox", error);
         if (r < 0)
                 return r;
         Sandbox *s = find_sandbox(m, id);
         if (!s)
                 return no_such_sandbox(error, id);
-        r = sandbox_delete(s, msg, "sandbox.delete");
+        r = sandbox_delete(s, msg, "sandbox.delete", c);
         if (r == -EBUSY)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Sandbox %s is still being created.", s->id);
         if (r < 0)
@@ -423,8 +461,7 @@ static int check_limit(sd_bus_error *error, const char *what, uint64_t v, uint64
                                  "%s %" PRIu64 " exceeds the maximum of type '%s' (%" PRIu64 ").", what, v, type, max);
 }
 
-static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         _cleanup_strv_free_ char **argv = NULL, **env = NULL;
         _cleanup_free_ char *cwd = NULL;
         const char *id, *key, *cwd_arg = NULL;
@@ -434,15 +471,15 @@ static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         bool have_timeout = false;
         int stdout_fd = -1, stderr_fd = -1;
         Sandbox *s;
-        Caller c;
         int r;
 
-        r = caller_check(m, msg, &c, error);
+        r = caller_check(m, msg, c, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(msg, "s", &id);
         if (r < 0)
                 return r;
+        call_info_set_session(ci, id);
         r = sd_bus_message_read_strv(msg, &argv);
         if (r < 0)
                 return r;
@@ -453,7 +490,7 @@ static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error)
                 r = sd_bus_message_read(msg, "s", &key);
                 if (r < 0)
                         return r;
-                r = caller_context_entry(&c, key, msg, error);
+                r = caller_context_entry(c, key, msg, error);
                 if (r < 0)
                         return r;
                 if (r == 0) {
@@ -567,6 +604,8 @@ static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error)
                 .tasks_max = tasks_max,
                 .stdout_fd = stdout_fd,
                 .stderr_fd = stderr_fd,
+                .caller = c,
+                .started_at = now_usec(CLOCK_REALTIME),
         };
         r = exec_start(s, &spec, msg);
         if (r < 0)
@@ -574,8 +613,7 @@ static int method_exec(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         return 1;
 }
 
-static int method_write_file(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+static int method_write_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         _cleanup_free_ char *path = NULL;
         const char *id, *path_arg, *key;
         const void *data;
@@ -583,15 +621,15 @@ static int method_write_file(sd_bus_message *msg, void *userdata, sd_bus_error *
         uint32_t mode = 0644;
         int create_dirs = 0, append = 0, fd = -1;
         Sandbox *s;
-        Caller c;
         int r;
 
-        r = caller_check(m, msg, &c, error);
+        r = caller_check(m, msg, c, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(msg, "ss", &id, &path_arg);
         if (r < 0)
                 return r;
+        call_info_set_session(ci, id);
         r = sd_bus_message_read_array(msg, 'y', &data, &size);
         if (r < 0)
                 return r;
@@ -602,7 +640,7 @@ static int method_write_file(sd_bus_message *msg, void *userdata, sd_bus_error *
                 r = sd_bus_message_read(msg, "s", &key);
                 if (r < 0)
                         return r;
-                r = caller_context_entry(&c, key, msg, error);
+                r = caller_context_entry(c, key, msg, error);
                 if (r < 0)
                         return r;
                 if (r == 0) {
@@ -655,28 +693,27 @@ static int method_write_file(sd_bus_message *msg, void *userdata, sd_bus_error *
                 .create_dirs = create_dirs,
                 .append = append,
         };
-        r = sandbox_write_file(s, &spec, msg);
+        r = sandbox_write_file(s, &spec, c, msg);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not write %s: %s", path, strerror(-r));
         return 1;
 }
 
-static int method_read_file(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+static int method_read_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         _cleanup_free_ char *path = NULL;
         const char *id, *path_arg, *key;
         uint64_t offset = 0, length = 0;
         int fd = -1;
         Sandbox *s;
-        Caller c;
         int r;
 
-        r = caller_check(m, msg, &c, error);
+        r = caller_check(m, msg, c, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(msg, "ss", &id, &path_arg);
         if (r < 0)
                 return r;
+        call_info_set_session(ci, id);
         r = sd_bus_message_enter_container(msg, 'a', "{sv}");
         if (r < 0)
                 return r;
@@ -684,7 +721,7 @@ static int method_read_file(sd_bus_message *msg, void *userdata, sd_bus_error *e
                 r = sd_bus_message_read(msg, "s", &key);
                 if (r < 0)
                         return r;
-                r = caller_context_entry(&c, key, msg, error);
+                r = caller_context_entry(c, key, msg, error);
                 if (r < 0)
                         return r;
                 if (r == 0) {
@@ -730,31 +767,38 @@ static int method_read_file(sd_bus_message *msg, void *userdata, sd_bus_error *e
                 .cap = fd >= 0 ? 0 : m->config.file_max,
                 .out_fd = fd,
         };
-        r = sandbox_read_file(s, &spec, msg);
+        r = sandbox_read_file(s, &spec, c, msg);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not read %s: %s", path, strerror(-r));
         return 1;
 }
 
+AUDITED(create_sandbox, "sandbox.create")
+AUDITED(set_ttl, "sandbox.update")
+AUDITED(delete_sandbox, "sandbox.delete")
+AUDITED(exec, "exec")
+AUDITED(write_file, "write")
+AUDITED(read_file, "read")
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("CreateSandbox", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("s", id, "o", path),
-                                method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+                                vt_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetSandbox", SD_BUS_ARGS("s", id), SD_BUS_RESULT("o", path), method_get_sandbox,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListSandboxes", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssso)", sandboxes),
                                 method_list_sandboxes, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("SetTTL", SD_BUS_ARGS("s", id, "t", ttl_seconds, "a{sv}", context), SD_BUS_NO_RESULT,
-                                method_set_ttl, SD_BUS_VTABLE_UNPRIVILEGED),
+                                vt_set_ttl, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("DeleteSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
-                                method_delete_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+                                vt_delete_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Exec", SD_BUS_ARGS("s", id, "as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_code, "ay", stdout, "ay", stderr, "a{sv}", info),
-                                method_exec, SD_BUS_VTABLE_UNPRIVILEGED),
+                                vt_exec, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("WriteFile", SD_BUS_ARGS("s", id, "s", path, "ay", data, "a{sv}", options),
-                                SD_BUS_NO_RESULT, method_write_file, SD_BUS_VTABLE_UNPRIVILEGED),
+                                SD_BUS_NO_RESULT, vt_write_file, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ReadFile", SD_BUS_ARGS("s", id, "s", path, "a{sv}", options),
-                                SD_BUS_RESULT("ay", data, "a{sv}", info), method_read_file,
+                                SD_BUS_RESULT("ay", data, "a{sv}", info), vt_read_file,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("SandboxNew", SD_BUS_ARGS("s", id, "o", path), 0),
         SD_BUS_SIGNAL_WITH_ARGS("SandboxRemoved", SD_BUS_ARGS("s", id, "o", path), 0),

@@ -13,6 +13,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "audit-spool.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox-store.h"
@@ -70,6 +71,19 @@ void manager_clear_early_jobs(Manager *m) {
                 (void) hashmap_remove(m->early_jobs, (const char *) v);
                 free(v);
         }
+}
+
+void manager_audit(Manager *m, const Caller *c, const AuditRow *row) {
+        if (!m->config.audit || !m->audit)
+                return;
+        int r = audit_record(m->audit, c, row);
+        if (r < 0)
+                /* The journal is the record of last resort. */
+                sd_journal_send("PRIORITY=%i", LOG_CRIT, "SANDBOX_ID=%s", strempty(row->session_id),
+                                "AUDIT_OPERATION=%s", row->operation, "AUDIT_EVENT=%s", row->event,
+                                "AUDIT_ACCOUNT=%s", c->account_id, "AUDIT_DETAIL=%s", row->detail ?: "{}",
+                                "AUDIT_EXIT_CODE=%i", row->exit_code, "MESSAGE=Audit row of %s could not be spooled: %s",
+                                row->operation, strerror(-r), NULL);
 }
 
 bool manager_uid_is_admin(Manager *m, uid_t uid) {
@@ -180,6 +194,7 @@ Manager *manager_free(Manager *m) {
         hashmap_free(m->sandbox_names);
         hashmap_free(m->jobs);
         hashmap_free(m->early_jobs);
+        audit_spool_free(m->audit);
         sandbox_store_free(m->store);
         sd_event_source_disable_unref(m->sigterm);
         sd_event_source_disable_unref(m->sigint);
@@ -214,6 +229,13 @@ int manager_startup(Manager *m) {
         r = sandbox_store_open(path, &m->store);
         if (r < 0) {
                 log_msg(LOG_ERR, "Could not open %s: %s", path, strerror(-r));
+                return r;
+        }
+
+        snprintf(path, sizeof(path), "%s/audit-spool.db", m->state_dir);
+        r = audit_spool_open(m, path, &m->audit);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not open the audit spool %s: %s", path, strerror(-r));
                 return r;
         }
 

@@ -13,6 +13,9 @@
 #include "oom.h"
 
 typedef struct Sandbox Sandbox;
+typedef struct AuditSpool AuditSpool;
+typedef struct Caller Caller;
+typedef struct AuditRow AuditRow;
 typedef struct SandboxStore SandboxStore;
 
 #define SANDBOXD_STATE_DIR "/var/lib/sandboxd"
@@ -26,6 +29,7 @@ typedef struct Manager {
         char *state_dir;
         char *init_path;            /* sandbox-init, as the sandbox sees it (the host's /usr) */
         SandboxStore *store;
+        AuditSpool *audit;
 
         Hashmap *sandboxes;         /* id → Sandbox */
         Hashmap *sandbox_names;     /* name → Sandbox */
@@ -55,6 +59,9 @@ int manager_allocate_uid(Manager *m, uid_t *ret);
 void manager_reserve_uid(Manager *m, uid_t uid);
 void manager_release_uid(Manager *m, uid_t uid);
 void manager_clear_early_jobs(Manager *m);
+
+/* Spools the operation's audit row (unless Audit=no); call before answering the caller. */
+void manager_audit(Manager *m, const Caller *c, const AuditRow *row);
 
 /* Whether this uid may use the Manager (root, or a member of sandbox-admin). */
 bool manager_uid_is_admin(Manager *m, uid_t uid);

@@ -83,6 +83,24 @@ static inline void strv_freep(char ***l) {
 }
 #define _cleanup_strv_free_ _cleanup_(strv_freep)
 
+/* A deep copy of a NULL-terminated string array (NULL for NULL or on OOM). */
+static inline char **strv_copy(char *const *l) {
+        size_t n = 0;
+        if (!l)
+                return NULL;
+        while (l[n])
+                n++;
+        char **c = calloc(n + 1, sizeof(char *));
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (!(c[i] = strdup(l[i]))) {
+                        strv_free(c);
+                        return NULL;
+                }
+        return c;
+}
+
 /* For types whose free or unref function accepts NULL and returns NULL. */
 #define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                             \
         static inline void func##p(type *p) {                                                               \

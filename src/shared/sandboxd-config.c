@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "macro.h"
@@ -54,6 +55,7 @@ void sandboxd_config_defaults(SandboxdConfig *c) {
                 .default_ttl_usec = 1 * USEC_PER_HOUR,
                 .max_ttl_usec = 7 * USEC_PER_DAY,
                 .default_type = "small",
+                .audit = true,
                 .n_types = ELEMENTSOF(builtin_types),
         };
         memcpy(c->types, builtin_types, sizeof(builtin_types));
@@ -260,6 +262,19 @@ static int manager_assignment(Loader *l, const char *file, unsigned line, const 
                                          "a non-zero time such as 3600, 1h, 7d");
                 *(is_default ? &c->default_ttl_usec : &c->max_ttl_usec) = v;
                 set_location(l, is_default ? &l->default_ttl : &l->max_ttl, file, line);
+                return 0;
+        }
+
+        if (streq(key, "Audit")) {
+                /* the words systemd accepts for booleans */
+                if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0 || streq(value, "1") ||
+                    strcasecmp(value, "on") == 0)
+                        c->audit = true;
+                else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0 || streq(value, "0") ||
+                         strcasecmp(value, "off") == 0)
+                        c->audit = false;
+                else
+                        return bad_value(l, file, line, key, value, -EINVAL, "yes or no");
                 return 0;
         }
 

@@ -2,6 +2,8 @@
 /* sandboxd's configuration: built-in defaults, sandboxd.conf and its drop-ins, and sandbox types. */
 #pragma once
 
+#include <stdbool.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -44,6 +46,7 @@ typedef struct SandboxdConfig {
         uint64_t default_ttl_usec;
         uint64_t max_ttl_usec;
         char default_type[SANDBOX_NAME_MAX + 1];
+        bool audit;             /* record every operation with sandbox-auditd (Audit=, default yes) */
         SandboxType types[SANDBOX_TYPES_MAX];
         size_t n_types;
 } SandboxdConfig;

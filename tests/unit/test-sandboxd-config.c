@@ -314,6 +314,22 @@ static void test_type_limit(void) {
         CHECK_ERROR(-EINVAL, "@/etc/conf.d/x.conf:2: Too many sandbox types, at most 16 may be defined");
 }
 
+static void test_audit_switch(void) {
+        SandboxdConfig c;
+        char *error = NULL;
+
+        reset_dir();
+        sandboxd_config_defaults(&c);
+        CHECK(c.audit);
+        write_file("etc/main.conf", "[Manager]\nAudit=no\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        CHECK(!c.audit);
+        write_file("etc/main.conf", "[Manager]\nAudit=Yes\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        CHECK(c.audit);
+        free(error);
+}
+
 static void test_errors(void) {
         reset_dir();
 
@@ -334,6 +350,8 @@ static void test_errors(void) {
         CHECK_MAIN_ERROR(2, "Empty value for OutputMax=");
         write_file("etc/main.conf", "[Manager]\nOutputmax=1M\n");
         CHECK_MAIN_ERROR(2, "Unknown key Outputmax= in section [Manager]");
+        write_file("etc/main.conf", "[Manager]\nAudit=maybe\n");
+        CHECK_MAIN_ERROR(2, "Invalid Audit=maybe: not understood (expected yes or no)");
         write_file("etc/main.conf", "[Manager]\nMemoryMax=1G\n");
         CHECK_MAIN_ERROR(2, "Unknown key MemoryMax= in section [Manager]");
         write_file("etc/main.conf", "[Type:small]\nUidMin=1\n");
@@ -434,6 +452,7 @@ int main(void) {
         test_documented_example();
         test_dropins();
         test_type_limit();
+        test_audit_switch();
         test_errors();
 
         (void) nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);

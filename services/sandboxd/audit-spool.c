@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd's side of the audit log: every operation's row goes into a local spool before the caller
+ * is answered, and from there to sandbox-auditd, in order, exactly once.
+ *
+ * The spool is a SQLite table in WAL mode with synchronous=NORMAL: a committed row survives kill -9 of
+ * sandboxd or of the logger; a power loss may take the last rows committed before it (they were in
+ * the page cache, not yet on disk). A pump sends the oldest rows with Record, a bounded number in
+ * flight on our one connection (which keeps them in order), and deletes each once the logger
+ * acknowledged it. On any error it stops, waits (with backoff), and resends from the oldest row not
+ * acknowledged: the logger stores nothing twice for a key it has, so delivery is exactly once. */
+#include "audit-spool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "log.h"
+#include "macro.h"
+#include "sandboxd-manager.h"
+
+#define AUDIT_BUS_NAME "org.sandboxd.audit1"
+#define AUDIT_BUS_PATH "/org/sandboxd/audit1"
+#define AUDIT_INTERFACE "org.sandboxd.audit1.Log"
+#define MAX_IN_FLIGHT 32
+#define RETRY_MIN_USEC (100 * USEC_PER_MSEC)
+#define RETRY_MAX_USEC (10 * USEC_PER_SEC)
+#define RECORD_TIMEOUT_USEC (30 * USEC_PER_SEC)
+
+typedef struct InFlight {
+        AuditSpool *spool;
+        int64_t seq;
+        sd_bus_slot *slot;
+} InFlight;
+
+struct AuditSpool {
+        Manager *manager;
+        sqlite3 *db;
+        sqlite3_stmt *insert, *next, *delete, *count;
+        int64_t last_sent;        /* highest seq handed to the bus in this round */
+        unsigned n_in_flight;
+        InFlight in_flight[MAX_IN_FLIGHT];
+        sd_event_source *kick, *retry;
+        uint64_t retry_usec;
+        uint64_t pending;
+        bool failing;
+};
+
+static int sqlite_errno(int rc) {
+        switch (rc & 0xff) {
+        case SQLITE_OK:
+        case SQLITE_DONE:
+        case SQLITE_ROW:
+                return 0;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        default:
+                return -EIO;
+        }
+}
+
+static const char *const migrations[] = {
+        "CREATE TABLE spool ("
+        " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " key TEXT NOT NULL UNIQUE,"
+        " session_id TEXT NOT NULL, account_id TEXT NOT NULL, source TEXT NOT NULL,"
+        " operation TEXT NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL,"
+        " exit_code INTEGER NOT NULL, stdout BLOB, stderr BLOB,"
+        " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL, request_id TEXT NOT NULL)",
+};
+
+static int migrate(sqlite3 *db) {
+        sqlite3_stmt *st;
+        int version = 0, rc;
+        char pragma[64];
+
+        rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_errno(rc);
+        if (sqlite3_step(st) == SQLITE_ROW)
+                version = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        if (version > (int) ELEMENTSOF(migrations))
+                return -EPROTO;
+        if (version == (int) ELEMENTSOF(migrations))
+                return 0;
+        rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return sqlite_errno(rc);
+        for (size_t i = version; i < ELEMENTSOF(migrations) && rc == SQLITE_OK; i++)
+                rc = sqlite3_exec(db, migrations[i], NULL, NULL, NULL);
+        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %zu", ELEMENTSOF(migrations));
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(db, pragma, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                (void) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return sqlite_errno(rc);
+}
+
+AuditSpool *audit_spool_free(AuditSpool *s) {
+        if (!s)
+                return NULL;
+        for (unsigned i = 0; i < MAX_IN_FLIGHT; i++)
+                sd_bus_slot_unref(s->in_flight[i].slot);
+        sd_event_source_disable_unref(s->kick);
+        sd_event_source_disable_unref(s->retry);
+        sqlite3_finalize(s->insert);
+        sqlite3_finalize(s->next);
+        sqlite3_finalize(s->delete);
+        sqlite3_finalize(s->count);
+        sqlite3_close_v2(s->db);
+        free(s);
+        return NULL;
+}
+
+static void pump(AuditSpool *s);
+
+static int on_kick(sd_event_source *es, void *userdata) {
+        AuditSpool *s = userdata;
+        (void) sd_event_source_set_enabled(es, SD_EVENT_OFF);
+        pump(s);
+        return 0;
+}
+
+static int on_retry(sd_event_source *es, uint64_t usec, void *userdata) {
+        AuditSpool *s = userdata;
+        s->failing = false;
+        pump(s);
+        return 0;
+}
+
+static void kick(AuditSpool *s) {
+        if (!s->failing)
+                (void) sd_event_source_set_enabled(s->kick, SD_EVENT_ONESHOT);
+}
+
+static void schedule_retry(AuditSpool *s) {
+        uint64_t now;
+
+        s->failing = true;
+        s->retry_usec = s->retry_usec == 0 ? RETRY_MIN_USEC : MIN(s->retry_usec * 2, RETRY_MAX_USEC);
+        (void) sd_event_now(s->manager->event, CLOCK_MONOTONIC, &now);
+        if (!s->retry)
+                (void) sd_event_add_time(s->manager->event, &s->retry, CLOCK_MONOTONIC, now + s->retry_usec, 0,
+                                         on_retry, s);
+        else {
+                (void) sd_event_source_set_time(s->retry, now + s->retry_usec);
+                (void) sd_event_source_set_enabled(s->retry, SD_EVENT_ONESHOT);
+        }
+}
+
+static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        InFlight *f = userdata;
+        AuditSpool *s = f->spool;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        int64_t seq = f->seq;
+
+        f->slot = sd_bus_slot_unref(f->slot);
+        f->seq = 0;
+        s->n_in_flight--;
+
+        if (e) {
+                /* Stop here; everything from the oldest unacknowledged row goes again later. */
+                if (!s->failing)
+                        log_msg(LOG_WARNING, "The audit log did not take a row (%s: %s); %" PRIu64
+                                " rows wait in the spool.", e->name, strna(e->message), s->pending);
+                int64_t oldest = seq;
+                for (unsigned i = 0; i < MAX_IN_FLIGHT; i++)
+                        if (s->in_flight[i].slot && s->in_flight[i].seq < oldest)
+                                oldest = s->in_flight[i].seq;
+                if (oldest - 1 < s->last_sent)
+                        s->last_sent = oldest - 1;
+                schedule_retry(s);
+                return 0;
+        }
+
+        sqlite3_bind_int64(s->delete, 1, seq);
+        int rc = sqlite3_step(s->delete);
+        sqlite3_reset(s->delete);
+        if (rc == SQLITE_DONE && sqlite3_changes(s->db) > 0 && s->pending > 0)
+                s->pending--;
+        if (s->retry_usec > 0) {
+                log_msg(LOG_INFO, "The audit log takes rows again.");
+                s->retry_usec = 0;
+        }
+        kick(s);
+        return 0;
+}
+
+static int send_row(AuditSpool *s, sqlite3_stmt *st, InFlight *f) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(s->manager->bus, &m, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE,
+                                           "Record");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        static const char *const text[] = { "key", "session_id", "account_id", "source", "operation", "event",
+                                             "detail" };
+        for (size_t i = 0; i < ELEMENTSOF(text); i++) {
+                r = sd_bus_message_append(m, "{sv}", text[i], "s", (const char *) sqlite3_column_text(st, 1 + i));
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_append(m, "{sv}", "exit_code", "i", (int32_t) sqlite3_column_int(st, 8));
+        if (r < 0)
+                return r;
+        for (int col = 9; col <= 10; col++) {
+                r = sd_bus_message_open_container(m, 'e', "sv");
+                if (r >= 0)
+                        r = sd_bus_message_append(m, "s", col == 9 ? "stdout" : "stderr");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, 'v', "ay");
+                if (r >= 0) {
+                        const void *p = sqlite3_column_blob(st, col);
+                        r = sd_bus_message_append_array(m, 'y', p ?: "", sqlite3_column_bytes(st, col));
+                }
+                if (r >= 0)
+                        r = sd_bus_message_close_container(m);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(m);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_append(m, "{sv}{sv}{sv}", "started_at", "t", (uint64_t) sqlite3_column_int64(st, 11),
+                                  "duration_usec", "t", (uint64_t) sqlite3_column_int64(st, 12), "request_id", "s",
+                                  (const char *) sqlite3_column_text(st, 13));
+        if (r < 0)
+                return r;
+        r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return r;
+        return sd_bus_call_async(s->manager->bus, &f->slot, m, on_recorded, f, RECORD_TIMEOUT_USEC);
+}
+
+static void pump(AuditSpool *s) {
+        if (s->failing || !s->manager->bus)
+                return;
+        while (s->n_in_flight < MAX_IN_FLIGHT) {
+                InFlight *f = NULL;
+                for (unsigned i = 0; i < MAX_IN_FLIGHT && !f; i++)
+                        if (!s->in_flight[i].slot)
+                                f = &s->in_flight[i];
+                if (!f)
+                        return;
+                sqlite3_bind_int64(s->next, 1, s->last_sent);
+                int rc = sqlite3_step(s->next);
+                if (rc != SQLITE_ROW) {
+                        sqlite3_reset(s->next);
+                        return; /* nothing more to send */
+                }
+                int64_t seq = sqlite3_column_int64(s->next, 0);
+                int r = send_row(s, s->next, f);
+                sqlite3_reset(s->next);
+                if (r < 0) {
+                        log_msg(LOG_WARNING, "Could not send an audit row: %s", strerror(-r));
+                        schedule_retry(s);
+                        return;
+                }
+                f->spool = s;
+                f->seq = seq;
+                s->n_in_flight++;
+                s->last_sent = seq;
+        }
+}
+
+int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
+        AuditSpool *s;
+        int rc, r;
+
+        s = calloc(1, sizeof(AuditSpool));
+        if (!s)
+                return -ENOMEM;
+        s->manager = m;
+        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+        if (rc != SQLITE_OK) {
+                r = sqlite_errno(rc);
+                goto fail;
+        }
+        (void) sqlite3_busy_timeout(s->db, 5000);
+        rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+                r = sqlite_errno(rc);
+                goto fail;
+        }
+        r = migrate(s->db);
+        if (r < 0)
+                goto fail;
+#define PREP(field, sql)                                                                                    \
+        do {                                                                                                \
+                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->field, NULL);        \
+                if (rc != SQLITE_OK) {                                                                      \
+                        r = sqlite_errno(rc);                                                               \
+                        goto fail;                                                                          \
+                }                                                                                           \
+        } while (0)
+        PREP(insert, "INSERT INTO spool (key, session_id, account_id, source, operation, event, detail, exit_code,"
+                     " stdout, stderr, started_at, duration_usec, request_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
+        PREP(next, "SELECT seq, key, session_id, account_id, source, operation, event, detail, exit_code, stdout,"
+                   " stderr, started_at, duration_usec, request_id FROM spool WHERE seq > ? ORDER BY seq LIMIT 1");
+        PREP(delete, "DELETE FROM spool WHERE seq = ?");
+        PREP(count, "SELECT count(*) FROM spool");
+#undef PREP
+        if (sqlite3_step(s->count) == SQLITE_ROW)
+                s->pending = (uint64_t) sqlite3_column_int64(s->count, 0);
+        sqlite3_reset(s->count);
+
+        r = sd_event_add_defer(m->event, &s->kick, on_kick, s);
+        if (r < 0)
+                goto fail;
+        /* Rows left from before (a crash, the logger away) go first. */
+        (void) sd_event_source_set_enabled(s->kick, s->pending > 0 ? SD_EVENT_ONESHOT : SD_EVENT_OFF);
+        if (s->pending > 0)
+                log_msg(LOG_INFO, "%" PRIu64 " audit rows wait in the spool.", s->pending);
+        *ret = s;
+        return 0;
+fail:
+        audit_spool_free(s);
+        return r;
+}
+
+int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
+        uint8_t rnd[16];
+        char key[4 + 2 * sizeof(rnd) + 1] = "sbd-";
+        sqlite3_stmt *st = s->insert;
+        int rc;
+
+        /* A random key per operation: unique across restarts without any state of ours. */
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return -errno;
+        for (size_t i = 0; i < sizeof(rnd); i++)
+                snprintf(key + 4 + 2 * i, 3, "%02x", rnd[i]);
+
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, strempty(row->session_id), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, c->account_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, c->source, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, row->operation, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, row->event, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 7, row->detail ?: "{}", -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 8, row->exit_code);
+        sqlite3_bind_blob(st, 9, row->out ?: "", (int) row->out_size, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 10, row->err ?: "", (int) row->err_size, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 11, (sqlite3_int64) row->started_at);
+        sqlite3_bind_int64(st, 12, (sqlite3_int64) row->duration_usec);
+        sqlite3_bind_text(st, 13, c->request_id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_DONE) {
+                log_msg(LOG_ERR, "Could not spool an audit row (%s %s): %s", row->operation, strempty(row->session_id),
+                        sqlite3_errmsg(s->db));
+                return sqlite_errno(rc);
+        }
+        s->pending++;
+        kick(s);
+        return 0;
+}
+
+uint64_t audit_spool_pending(AuditSpool *s) {
+        return s->pending;
+}
+
+char *audit_detail_error(const char *name, const char *message) {
+        json_object *o = json_object_new_object();
+        char *s = NULL;
+
+        if (!o)
+                return NULL;
+        if (json_object_object_add(o, "error", json_object_new_string(strempty(name))) >= 0 &&
+            json_object_object_add(o, "message", json_object_new_string(strempty(message))) >= 0)
+                s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        return s;
+}
+
+void caller_system(Caller *ret) {
+        *ret = (Caller) { .uid = 0, .trusted = 1 };
+        snprintf(ret->account_id, sizeof(ret->account_id), "system");
+        snprintf(ret->source, sizeof(ret->source), "system");
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandboxd's side of the audit log: every operation's row goes into a local spool before the caller
+ * is answered, and from there to sandbox-auditd, in order, exactly once. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Manager Manager;
+typedef struct AuditSpool AuditSpool;
+
+#define CALLER_FIELD_MAX 256
+
+/* Who asked, as the audit log records it (see DESIGN.md "Caller context"). */
+typedef struct Caller {
+        uint32_t uid;
+        int trusted;   /* root or the gateway: its context is believed */
+        char account_id[CALLER_FIELD_MAX + 1];
+        char request_id[CALLER_FIELD_MAX + 1];
+        char source[32];
+} Caller;
+
+typedef struct AuditRow {
+        const char *session_id;
+        const char *operation;
+        const char *event;
+        const char *detail;      /* JSON; NULL: {} */
+        int32_t exit_code;
+        const void *out;
+        size_t out_size;
+        const void *err;
+        size_t err_size;
+        uint64_t started_at;     /* µs since the epoch */
+        uint64_t duration_usec;
+} AuditRow;
+
+int audit_spool_open(Manager *m, const char *path, AuditSpool **ret);
+AuditSpool *audit_spool_free(AuditSpool *s);
+
+/* Stores the row durably (it survives kill -9 of anyone) and schedules its delivery. Never waits
+ * for the logger. Returns negative errno only if the spool itself could not take it. */
+int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row);
+
+/* {"error": name, "message": message}, for the rows of failed calls. NULL on OOM. */
+char *audit_detail_error(const char *name, const char *message);
+
+/* The system's own operations (TTL expiry, clean-up at start-up). */
+void caller_system(Caller *ret);
+
+/* Rows still waiting for the logger. */
+uint64_t audit_spool_pending(AuditSpool *s);
