@@ -65,6 +65,7 @@ int main(int argc, char *argv[]) {
         sigaddset(&mask, SIGCHLD);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 

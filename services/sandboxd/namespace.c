@@ -139,7 +139,7 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         } while (0)
         TAKE(home_fd, "home", false);
         TAKE(tmp_fd, "tmp", false);
-        TAKE(vartmp_fd, "tmp", false);
+        TAKE(vartmp_fd, "var-tmp", false);
         TAKE(passwd_fd, "passwd", true);
         TAKE(group_fd, "group", true);
 #undef TAKE
@@ -150,13 +150,15 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
                 FAIL("make the host read-only");
 
-        for (size_t i = 0; namespace_hidden_paths[i]; i++) {
+        for (size_t i = 0; namespace_hidden_paths[i] || l->state_dir; i++) {
+                const char *p = namespace_hidden_paths[i] ?: l->state_dir;
                 struct stat st;
-                if (stat(namespace_hidden_paths[i], &st) < 0 || !S_ISDIR(st.st_mode))
-                        continue;
-                if (mount("tmpfs", namespace_hidden_paths[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                          streq(namespace_hidden_paths[i], "/root") ? "mode=0700,size=64k" : "mode=0755,size=1m") < 0)
+                if (stat(p, &st) >= 0 && S_ISDIR(st.st_mode) &&
+                    mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          streq(p, "/root") ? "mode=0700,size=64k" : "mode=0755,size=1m") < 0)
                         FAIL("hide a host directory");
+                if (!namespace_hidden_paths[i])
+                        break; /* that was the state directory, last */
         }
 
         /* /home holds only this sandbox's home. */
@@ -241,6 +243,8 @@ int namespace_make_workspace(const char *workspace, const char *user, uid_t uid,
         if (mkdirat(dfd, "home", 0700) < 0 || fchownat(dfd, "home", uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         if (mkdirat(dfd, "tmp", 0777) < 0 || fchmodat(dfd, "tmp", 01777, 0) < 0)
+                return -errno;
+        if (mkdirat(dfd, "var-tmp", 0777) < 0 || fchmodat(dfd, "var-tmp", 01777, 0) < 0)
                 return -errno;
 
         snprintf(buf, sizeof(buf),

@@ -37,8 +37,10 @@ typedef struct FileHeader {
 typedef struct FileOp {
         Manager *manager;
         sd_bus_message *request;
-        sd_event_source *child_source;
+        sd_event_source *child_source, *timeout_source;
+        pid_t pid;
         int memfd;
+        int hdr_fd;          /* read: size, mode, truncated, written by the helper */
         bool is_read, to_fd;
         char *path;
         /* for the audit row */
@@ -89,7 +91,9 @@ static FileOp *file_op_free(FileOp *op) {
         if (!op)
                 return NULL;
         sd_event_source_disable_unref(op->child_source);
+        sd_event_source_disable_unref(op->timeout_source);
         safe_close(op->memfd);
+        safe_close(op->hdr_fd);
         sd_bus_message_unref(op->request);
         free(op->path);
         free(op);
@@ -120,12 +124,16 @@ static int enter_sandbox(Sandbox *s) {
                 return -errno;
         if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
                 return -errno;
+        r = confine_set_rlimits(1024, 65536);
+        if (r < 0)
+                return r;
         r = confine_drop_privileges(s->uid, (gid_t) s->uid);
         if (r < 0)
                 return r;
         if (chdir(SANDBOXD_SANDBOX_HOME) < 0)
                 return -errno;
-        return 0;
+        /* The same filter as the sandbox's own processes: what we do here, they could do too. */
+        return confine_seccomp_install();
 }
 
 static int mkdir_parents(const char *path) {
@@ -186,15 +194,21 @@ static _noreturn_ void write_helper(Sandbox *s, const FileWriteSpec *spec, const
                 if (r < 0)
                         _exit(-r);
         }
-        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | (spec->append ? O_APPEND : O_TRUNC),
+        /* O_NONBLOCK so that a FIFO planted at the path cannot make us wait for a reader; no O_TRUNC
+         * before we know it is a regular file. */
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (spec->append ? O_APPEND : 0),
                   spec->mode);
         if (fd < 0)
-                _exit(errno);
+                _exit(errno == ENXIO ? EINVAL : errno); /* ENXIO: a FIFO without a reader */
         struct stat st;
         if (fstat(fd, &st) < 0)
                 _exit(errno);
         if (!S_ISREG(st.st_mode))
                 _exit(EINVAL); /* a FIFO or device would hang or surprise us */
+        if (fcntl(fd, F_SETFL, spec->append ? O_APPEND : 0) < 0)
+                _exit(errno);
+        if (!spec->append && ftruncate(fd, 0) < 0)
+                _exit(errno);
         r = copy_fd(src, fd, 0, NULL);
         if (r < 0)
                 _exit(-r);
@@ -203,7 +217,7 @@ static _noreturn_ void write_helper(Sandbox *s, const FileWriteSpec *spec, const
         _exit(0);
 }
 
-static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const char *path, int dst) {
+static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const char *path, int dst, int hdr) {
         FileHeader h = {};
         uint64_t copied = 0, want;
         struct stat st;
@@ -233,10 +247,8 @@ static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const c
                 want = spec->cap;
                 h.truncated = 1;
         }
-        if (spec->out_fd < 0 && pwrite(dst, &h, sizeof(h), 0) != sizeof(h))
+        if (pwrite(hdr, &h, sizeof(h), 0) != sizeof(h))
                 _exit(EIO);
-        if (spec->out_fd < 0 && lseek(dst, sizeof(h), SEEK_SET) < 0)
-                _exit(errno);
         r = copy_fd(fd, dst, want, &copied);
         if (r < 0)
                 _exit(-r);
@@ -290,26 +302,28 @@ static void reply_read(FileOp *op) {
         size_t len = 0;
         int r;
 
+        if (pread(op->hdr_fd, &h, sizeof(h), 0) != sizeof(h))
+                return reply_errno(op, EIO);
         if (!op->to_fd) {
                 struct stat st;
-                if (pread(op->memfd, &h, sizeof(h), 0) != sizeof(h) || fstat(op->memfd, &st) < 0)
-                        return reply_errno(op, EIO);
-                len = (size_t) st.st_size - sizeof(h);
+                if (fstat(op->memfd, &st) < 0)
+                        return reply_errno(op, errno);
+                len = (size_t) st.st_size;
                 if (len > 0) {
-                        map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, op->memfd, 0);
+                        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, op->memfd, 0);
                         if (map == MAP_FAILED)
                                 return reply_errno(op, errno);
                 }
         }
-        file_op_audit(op, 0, NULL, NULL, op->to_fd ? 0 : len);
+        file_op_audit(op, 0, NULL, NULL, op->to_fd ? h.size : len);
         r = sd_bus_message_new_method_return(op->request, &reply);
         if (r >= 0)
-                r = sd_bus_message_append_array(reply, 'y', map ? (char *) map + sizeof(h) : "", len);
+                r = sd_bus_message_append_array(reply, 'y', map ?: "", len);
         if (r >= 0)
                 r = sd_bus_message_append(reply, "a{sv}", 3, "size", "t", h.size, "mode", "u", h.mode,
                                           "truncated", "b", (int) h.truncated);
         if (map)
-                munmap(map, len + sizeof(h));
+                munmap(map, len);
         if (r >= 0)
                 r = sd_bus_send(NULL, reply, NULL);
         if (r < 0)
@@ -333,8 +347,21 @@ static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userda
         return 0;
 }
 
+/* A helper that takes this long is stuck (a hung file system, say): it dies, the caller hears why. */
+#define FILE_OP_TIMEOUT_USEC (120 * USEC_PER_SEC)
+
+static int on_helper_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
+        FileOp *op = userdata;
+        (void) kill(op->pid, SIGKILL); /* its exit answers the call, with EIO */
+        return 0;
+}
+
 static int file_op_start(Sandbox *s, FileOp *op, pid_t pid) {
+        op->pid = pid;
         int r = sd_event_add_child(s->manager->event, &op->child_source, pid, WEXITED, on_helper_exit, op);
+        if (r >= 0)
+                r = sd_event_add_time_relative(s->manager->event, &op->timeout_source, CLOCK_MONOTONIC,
+                                               FILE_OP_TIMEOUT_USEC, 0, on_helper_timeout, op);
         if (r < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
@@ -356,7 +383,7 @@ static FileOp *file_op_new(Sandbox *s, sd_bus_message *request, const char *path
         else
                 caller_system(&op->caller);
         op->manager = s->manager;
-        op->memfd = -EBADF;
+        op->memfd = op->hdr_fd = -EBADF;
         op->is_read = is_read;
         op->path = strdup(path);
         if (!op->path)
@@ -413,13 +440,19 @@ int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller
                 return r;
         }
         dst = op->memfd;
+        op->hdr_fd = memfd_create("sandbox-read-info", MFD_CLOEXEC);
+        if (op->hdr_fd < 0) {
+                int r = -errno;
+                file_op_free(op);
+                return r;
+        }
         pid_t pid = fork();
         if (pid < 0) {
                 file_op_free(op);
                 return -errno;
         }
         if (pid == 0)
-                read_helper(s, spec, spec->path, dst);
+                read_helper(s, spec, spec->path, dst, op->hdr_fd);
         if (op->to_fd)
                 op->memfd = safe_close(op->memfd); /* the helper has its copy */
         return file_op_start(s, op, pid);

@@ -276,6 +276,7 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
 
         SandboxLayout layout = {
                 .workspace = s->workspace,
+                .state_dir = m->state_dir,
                 .home = SANDBOXD_SANDBOX_HOME,
                 .hostname = s->id,
                 .private_network = s->private_network,
@@ -292,6 +293,9 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
         r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
         if (r < 0)
                 init_fail(err_fd, "close file descriptors", -r);
+        r = confine_set_rlimits(1024, 65536);
+        if (r < 0)
+                init_fail(err_fd, "set resource limits", -r);
         r = confine_drop_privileges(s->uid, (gid_t) s->uid);
         if (r < 0)
                 init_fail(err_fd, "drop privileges", -r);

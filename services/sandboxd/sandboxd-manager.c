@@ -3,6 +3,7 @@
 #include "sandboxd-manager.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -15,6 +16,8 @@
 
 #include "audit-spool.h"
 #include "log.h"
+#include "namespace.h"
+#include "sandbox-id.h"
 #include "macro.h"
 #include "sandbox-store.h"
 #include "sandbox.h"
@@ -99,13 +102,30 @@ bool manager_uid_is_admin(Manager *m, uid_t uid) {
         if (pw->pw_gid == m->admin_gid)
                 return true;
         int n = 64;
-        gid_t groups[64];
-        if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-                return false;
+        _cleanup_free_ gid_t *groups = NULL;
+        for (;;) {
+                gid_t *g = realloc(groups, n * sizeof(gid_t));
+                if (!g)
+                        return false;
+                groups = g;
+                int want = n;
+                if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &want) >= 0) {
+                        n = want;
+                        break;
+                }
+                if (want <= n || want > 65536)
+                        return false;
+                n = want; /* it told us how many there are */
+        }
         for (int i = 0; i < n; i++)
                 if (groups[i] == m->admin_gid)
                         return true;
         return false;
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        log_msg(LOG_NOTICE, "SIGHUP received: sandboxd has nothing to reload; restart it to apply a new configuration.");
+        return 0;
 }
 
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -170,6 +190,9 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
         if (r < 0)
                 goto fail;
+        r = sd_event_add_signal(m->event, &m->sighup, SIGHUP, on_sighup, m);
+        if (r < 0)
+                goto fail;
         *ret = m;
         return 0;
 fail:
@@ -198,6 +221,7 @@ Manager *manager_free(Manager *m) {
         sandbox_store_free(m->store);
         sd_event_source_disable_unref(m->sigterm);
         sd_event_source_disable_unref(m->sigint);
+        sd_event_source_disable_unref(m->sighup);
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);
         safe_close(m->host_pidns_fd);
@@ -207,6 +231,31 @@ Manager *manager_free(Manager *m) {
         free(m->init_path);
         free(m);
         return NULL;
+}
+
+/* Workspaces without a row are left from a creation that never finished (sandboxd died in between):
+ * their units are stopped and the directory goes. */
+static void remove_strays(Manager *m) {
+        char path[4096];
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+
+        snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
+        d = opendir(path);
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                if (!sandbox_id_is_valid(de->d_name) || hashmap_get(m->sandboxes, de->d_name))
+                        continue;
+                char unit[UNIT_NAME_MAX], ws[sizeof(path) + 16];
+                /* %.13s: a valid id is that long, and the compiler cannot know it */
+                snprintf(unit, sizeof(unit), "sandbox-%.13s.slice", de->d_name);
+                (void) unit_stop_nowait(m, unit);
+                snprintf(ws, sizeof(ws), "%.4000s/%.13s", path, de->d_name);
+                int r = namespace_remove_workspace(ws);
+                log_sandbox(LOG_NOTICE, de->d_name, "Removed the leftovers of sandbox %s, whose creation never finished%s%s.",
+                            de->d_name, r < 0 ? ": " : "", r < 0 ? strerror(-r) : "");
+        }
 }
 
 static int adopt_one(const SandboxRecord *r, void *userdata) {
@@ -250,6 +299,7 @@ int manager_startup(Manager *m) {
         r = sandbox_store_load(m->store, adopt_one, m);
         if (r < 0)
                 return r;
+        remove_strays(m);
 
         /* Last, and synchronously: once the name is ours, callers find everything in place. */
         r = sd_bus_request_name(m->bus, SANDBOXD_BUS_NAME, 0);

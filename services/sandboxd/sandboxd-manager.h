@@ -46,7 +46,7 @@ typedef struct Manager {
         gid_t admin_gid;            /* sandbox-admin, or (gid_t) -1 */
         uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */
 
-        sd_event_source *sigterm, *sigint;
+        sd_event_source *sigterm, *sigint, *sighup;
         bool exiting;
 } Manager;
 

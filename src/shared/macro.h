@@ -2,6 +2,7 @@
 /* Small helpers every module uses: cleanup attributes, ownership transfer, array sizes. */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,11 @@ static inline void fclosep(FILE **f) {
                 fclose(*f);
 }
 #define _cleanup_fclose_ _cleanup_(fclosep)
+
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
 
 static inline void strv_free(char **l) {
         if (!l)

@@ -144,6 +144,24 @@ def test_files(mgr, sandbox):
     with pytest.raises(dbus.DBusException) as e:
         mgr.write(sid, "/usr/bin/evil", b"x")
     assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.AccessDenied"
+    # a FIFO planted where a file is written neither hangs the call nor gets truncated into
+    mgr.sh(sid, "mkfifo ~/pipe")
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.write(sid, "pipe", b"x")
+    assert dbus_error(e) == (INVALID, "Cannot write /home/sandbox/pipe: not a regular file")
+    # ReadFile into a caller's fd still reports size and mode
+    r, w = os.pipe()
+    try:
+        data, info = mgr.iface.ReadFile(sid, "notes/a.txt", dbus.Dictionary({"fd": dbus.types.UnixFd(w)},
+                                        signature="sv"), timeout=LONG, byte_arrays=True)
+    finally:
+        os.close(w)
+    assert bytes(data) == b"" and os.read(r, 100) == b"one\ntwo\n"
+    os.close(r)
+    assert int(info["size"]) == 8 and int(info["mode"]) == 0o600
+    # /tmp and /var/tmp are two places
+    mgr.sh(sid, "touch /tmp/only-in-tmp")
+    assert mgr.sh(sid, "ls /var/tmp")[1] == b""
     # a symlink planted in the sandbox leads nowhere outside it
     mgr.sh(sid, "ln -s /var/lib/sandboxd/sandboxd.db ~/db; ln -s /root ~/rootlink")
     with pytest.raises(dbus.DBusException) as e:
