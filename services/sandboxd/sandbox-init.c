@@ -14,8 +14,8 @@ int main(int argc, char *argv[]) {
         (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
         /* Only SIGCHLD is blocked (and waited for). Every other signal keeps its default action,
-         * which for PID 1 means: ignored when it comes from inside the sandbox, fatal when systemd
-         * stops the sandbox's unit from outside. */
+         * which for PID 1 of a PID namespace means ignored, from inside the sandbox and from outside
+         * alike; only SIGKILL from outside ends us, which is what the init scope's KillSignal= is. */
         sigemptyset(&set);
         sigaddset(&set, SIGCHLD);
         if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)

@@ -425,10 +425,13 @@ static int append_init_scope_props(sd_bus_message *msg, void *userdata) {
         char desc[128];
 
         snprintf(desc, sizeof(desc), "sandbox %s init", s->id);
-        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)",
+        /* SIGKILL: PID 1 of a PID namespace ignores every other signal it has no handler for, also
+         * from outside, and sandbox-init has nothing to clean up. */
+        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)",
                                      "Description", "s", desc,
                                      "Slice", "s", s->slice,
                                      "PIDs", "au", 1, (uint32_t) s->child_pid,
+                                     "KillSignal", "i", (int32_t) SIGKILL,
                                      "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
                                      "CollectMode", "s", "inactive-or-failed");
 }
