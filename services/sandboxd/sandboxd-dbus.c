@@ -36,14 +36,10 @@ static const sd_bus_error_map sandboxd_errors[] = {
 /* --- caller ------------------------------------------------------------------------------------- */
 
 static int caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_error *error) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         uid_t uid;
         int r;
 
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
-        if (r < 0)
-                return r;
-        r = sd_bus_creds_get_euid(creds, &uid);
+        r = manager_sender_uid(m, msg, &uid);
         if (r < 0)
                 return r;
         *ret = (Caller) { .uid = uid, .trusted = uid == 0 || uid == m->gateway_uid };

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "namespace.h"
 #include "sandbox-id.h"
+#include "time-util.h"
 #include "macro.h"
 #include "sandbox-store.h"
 #include "sandbox.h"
@@ -89,9 +90,76 @@ void manager_audit(Manager *m, const Caller *c, const AuditRow *row) {
                                 row->operation, strerror(-r), NULL);
 }
 
+typedef struct SenderUid {
+        uid_t uid;
+        char name[];
+} SenderUid;
+
+#define SENDER_CACHE_MAX 4096
+#define ADMIN_CACHE_USEC (5 * USEC_PER_SEC)
+
+int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        const char *sender = sd_bus_message_get_sender(msg);
+        SenderUid *e;
+        uid_t uid;
+        int r;
+
+        /* A unique name belongs to one connection for the bus's life, and a connection's uid never
+         * changes: one round trip to the bus per client instead of one per call. */
+        if (sender && (e = hashmap_get(m->sender_uids, sender))) {
+                *ret = e->uid;
+                return 0;
+        }
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return r;
+        r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        if (sender && sender[0] == ':') {
+                if (hashmap_size(m->sender_uids) >= SENDER_CACHE_MAX)
+                        manager_clear_sender_cache(m);
+                e = malloc(sizeof(SenderUid) + strlen(sender) + 1);
+                if (e) {
+                        e->uid = uid;
+                        strcpy(e->name, sender);
+                        if (hashmap_put(m->sender_uids, e->name, e) < 0)
+                                free(e);
+                }
+        }
+        *ret = uid;
+        return 0;
+}
+
+void manager_clear_sender_cache(Manager *m) {
+        void *v;
+        size_t state = 0;
+
+        while (hashmap_iterate(m->sender_uids, &state, &v, NULL)) {
+                (void) hashmap_remove(m->sender_uids, ((SenderUid *) v)->name);
+                free(v);
+        }
+}
+
+static bool uid_in_admin_group(Manager *m, uid_t uid);
+
 bool manager_uid_is_admin(Manager *m, uid_t uid) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        size_t slot = uid % ELEMENTSOF(m->admin_cache);
+
         if (uid == 0)
                 return true;
+        if (m->admin_cache[slot].until > now && m->admin_cache[slot].uid == uid)
+                return m->admin_cache[slot].admin;
+        bool admin = uid_in_admin_group(m, uid);
+        m->admin_cache[slot].uid = uid;
+        m->admin_cache[slot].admin = admin;
+        m->admin_cache[slot].until = now + ADMIN_CACHE_USEC;
+        return admin;
+}
+
+static bool uid_in_admin_group(Manager *m, uid_t uid) {
         if (m->admin_gid == (gid_t) -1)
                 return false;
 
@@ -154,8 +222,10 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         m->sandbox_names = hashmap_new();
         m->jobs = hashmap_new();
         m->early_jobs = hashmap_new();
+        m->sender_uids = hashmap_new();
         m->uid_used = calloc(uid_pool_size(m) / 8 + 1, 1);
         if (!m->state_dir || !m->init_path || !m->sandboxes || !m->sandbox_names || !m->jobs || !m->early_jobs ||
+            !m->sender_uids ||
             !m->uid_used) {
                 r = -ENOMEM;
                 goto fail;
@@ -217,6 +287,9 @@ Manager *manager_free(Manager *m) {
         hashmap_free(m->sandbox_names);
         hashmap_free(m->jobs);
         hashmap_free(m->early_jobs);
+        if (m->sender_uids)
+                manager_clear_sender_cache(m);
+        hashmap_free(m->sender_uids);
         audit_spool_free(m->audit);
         sandbox_store_free(m->store);
         sd_event_source_disable_unref(m->sigterm);

@@ -35,6 +35,12 @@ typedef struct Manager {
         Hashmap *sandbox_names;     /* name → Sandbox */
         Hashmap *jobs;              /* systemd job path → JobWait */
         Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
+        Hashmap *sender_uids;       /* unique bus name → SenderUid (names are never reused) */
+        struct {
+                uid_t uid;
+                bool admin;
+                uint64_t until;     /* CLOCK_MONOTONIC µs */
+        } admin_cache[16];
 
         uint8_t *uid_used;          /* bitmap over [uid_min, uid_max] */
         uid_t uid_next;
@@ -63,5 +69,10 @@ void manager_clear_early_jobs(Manager *m);
 /* Spools the operation's audit row (unless Audit=no); call before answering the caller. */
 void manager_audit(Manager *m, const Caller *c, const AuditRow *row);
 
-/* Whether this uid may use the Manager (root, or a member of sandbox-admin). */
+/* Whether this uid may use the Manager (root, or a member of sandbox-admin). Group membership is
+ * looked up at most every few seconds per uid. */
 bool manager_uid_is_admin(Manager *m, uid_t uid);
+
+/* The effective uid of a message's sender, asked of the bus once per connection. */
+int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret);
+void manager_clear_sender_cache(Manager *m);
