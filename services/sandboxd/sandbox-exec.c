@@ -74,7 +74,10 @@ struct Exec {
         uint64_t timeout_usec, memory_max, tasks_max;
         uint64_t start_mono, start_real, deadline;
         JobWait *job;
-        bool started, exited, timed_out, replied;
+        bool ready;       /* the child is confined and waits for go */
+        bool scope_up;    /* systemd's start job for its scope is done */
+        bool started;     /* go was sent: the command runs */
+        bool exited, timed_out, replied;
         siginfo_t status;
         OomWatch oom;
         /* for the audit row */
@@ -186,8 +189,8 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         if (r < 0)
                 CHILD_FAIL("install the seccomp filter", -r);
 
-        /* Ready: only now does sandboxd ask for a scope, so a command that cannot even start (bad
-         * cwd) leaves no unit behind. Then wait until we are in our scope; EOF means: give up. */
+        /* Ready: confined, waiting only for our scope. sandboxd lets us go once systemd has put us in
+         * it; EOF means: give up. */
         if (write(a->go_fd, "r", 1) != 1)
                 CHILD_FAIL("report readiness", errno);
         if (read(a->go_fd, &go, 1) != 1)
@@ -480,6 +483,17 @@ static void exec_maybe_finish(Exec *e) {
         exec_finish(e);
 }
 
+static void on_scope_stopped(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        Exec *e = userdata;
+        e->job = NULL;
+        exec_maybe_finish(e);
+}
+
+static void exec_stop_scope_then_finish(Exec *e) {
+        if (unit_stop(e->manager, e->unit, on_scope_stopped, e, &e->job) < 0)
+                exec_maybe_finish(e);
+}
+
 static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
         Exec *e = userdata;
 
@@ -498,11 +512,15 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                         else
                                 relay_update(st);
                 }
-        if (e->job && !e->started) {
-                /* It died before its scope was up (a setup failure): the scope needs no more waiting. */
-                job_wait_cancel(e->job);
-                e->job = NULL;
-                (void) unit_stop_nowait(e->manager, e->unit);
+        if (!e->started) {
+                /* It died during its setup (say, a bad cwd). Answer only once its scope is gone, so a
+                 * call that fails leaves no unit behind. */
+                if (e->job)
+                        return 0; /* on_scope_started() goes on */
+                if (e->scope_up) {
+                        exec_stop_scope_then_finish(e);
+                        return 0;
+                }
         }
         exec_maybe_finish(e);
         return 0;
@@ -529,6 +547,23 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* The command may run once it is confined and its scope is up, whichever comes last. */
+static void exec_maybe_go(Exec *e) {
+        Manager *m = e->manager;
+
+        if (!e->ready || !e->scope_up || e->started || e->exited)
+                return;
+        e->started = true;
+        e->start_mono = now_usec(CLOCK_MONOTONIC);
+        e->deadline = e->start_mono + e->timeout_usec;
+        if (e->timeout_usec > 0)
+                (void) sd_event_add_time(m->event, &e->deadline_source, CLOCK_MONOTONIC, e->deadline, 0,
+                                         on_deadline, e);
+        if (write(e->go_fd, "g", 1) != 1)
+                (void) kill(e->pid, SIGKILL);
+        e->go_fd = safe_close(e->go_fd);
+}
+
 static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
         Exec *e = userdata;
         char slice_path[512], unit_path[768];
@@ -536,10 +571,21 @@ static void on_scope_started(Manager *m, const char *result, const sd_bus_error 
 
         e->job = NULL;
         if (!result || !streq(result, "done")) {
+                if (e->exited) {
+                        /* The child died first (that is why systemd could not take its pid): what it
+                         * reported is the answer. */
+                        exec_maybe_finish(e);
+                        return;
+                }
                 (void) kill(e->pid, SIGKILL);
                 exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not start the command's scope",
                                  error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO);
                 return; /* the child's exit frees us */
+        }
+        e->scope_up = true;
+        if (e->exited) {
+                exec_stop_scope_then_finish(e);
+                return;
         }
 
         if (e->sandbox) {
@@ -552,16 +598,7 @@ static void on_scope_started(Manager *m, const char *result, const sd_bus_error 
                                 (void) sd_event_source_set_priority(e->oom_source, SD_EVENT_PRIORITY_IMPORTANT);
                 }
         }
-
-        e->started = true;
-        e->start_mono = now_usec(CLOCK_MONOTONIC);
-        e->deadline = e->start_mono + e->timeout_usec;
-        if (e->timeout_usec > 0)
-                (void) sd_event_add_time(m->event, &e->deadline_source, CLOCK_MONOTONIC, e->deadline, 0,
-                                         on_deadline, e);
-        if (write(e->go_fd, "g", 1) != 1)
-                (void) kill(e->pid, SIGKILL);
-        e->go_fd = safe_close(e->go_fd);
+        exec_maybe_go(e);
 }
 
 static int append_scope_props(sd_bus_message *m, void *userdata);
@@ -570,7 +607,6 @@ static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *u
         Exec *e = userdata;
         char c;
         ssize_t n;
-        int r;
 
         n = read(fd, &c, 1);
         if (n < 0 && errno == EAGAIN)
@@ -578,11 +614,8 @@ static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *u
         e->ready_source = sd_event_source_disable_unref(e->ready_source);
         if (n != 1 || c != 'r')
                 return 0; /* it failed; its exit tells why */
-        r = unit_start_transient(e->manager, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
-        if (r < 0) {
-                (void) kill(e->pid, SIGKILL);
-                exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not ask systemd for the command's scope", -r);
-        }
+        e->ready = true;
+        exec_maybe_go(e);
         return 0;
 }
 
@@ -755,6 +788,10 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
                 goto fail_kill;
         (void) fcntl(e->go_fd, F_SETFL, O_NONBLOCK);
         r = sd_event_add_io(m->event, &e->ready_source, e->go_fd, EPOLLIN, on_child_ready, e);
+        if (r < 0)
+                goto fail_kill;
+        /* systemd sets up the scope while the child confines itself. */
+        r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
         if (r < 0)
                 goto fail_kill;
         return 0;
