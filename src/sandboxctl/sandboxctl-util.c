@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* sandboxctl's pure helpers: argument syntax, output formatting and plain fd I/O (no bus, testable). */
 #include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -237,4 +240,411 @@ int exec_exit_status(int32_t exit_code, int32_t signal, bool timed_out, bool oom
         if (exit_code < 0 || exit_code > 255)
                 return 125;
         return exit_code;
+}
+
+/* --- log ----------------------------------------------------------------------------------------- */
+
+const char *const log_column_header[_LOG_COLUMN_MAX] = {
+        [LOG_COLUMN_TIME] = "TIME",
+        [LOG_COLUMN_ID] = "ID",
+        [LOG_COLUMN_SANDBOX] = "SANDBOX",
+        [LOG_COLUMN_ACCOUNT] = "ACCOUNT",
+        [LOG_COLUMN_SOURCE] = "SOURCE",
+        [LOG_COLUMN_OPERATION] = "OPERATION",
+        [LOG_COLUMN_EVENT] = "EVENT",
+        [LOG_COLUMN_EXIT] = "EXIT",
+        [LOG_COLUMN_DURATION] = "DURATION",
+        [LOG_COLUMN_DETAIL] = "DETAIL",
+};
+
+const bool log_column_right[_LOG_COLUMN_MAX] = {
+        [LOG_COLUMN_ID] = true,
+        [LOG_COLUMN_EXIT] = true,
+        [LOG_COLUMN_DURATION] = true,
+};
+
+char *format_log_time(uint64_t usec, char buf[static FORMAT_LOG_TIME_MAX]) {
+        char tmp[FORMAT_LOG_TIME_MAX - 8]; /* room for ".mmm" and the NUL */
+        struct tm tm;
+        time_t t;
+
+        if (usec / USEC_PER_SEC > UINT64_C(253402300799))
+                return NULL;
+
+        t = (time_t) (usec / USEC_PER_SEC);
+        if (!localtime_r(&t, &tm))
+                return NULL;
+
+        /* No setlocale() anywhere in sandboxctl: %b is always the C locale's "Dec". */
+        if (strftime(tmp, sizeof(tmp), "%b %d %H:%M:%S", &tm) == 0)
+                return NULL;
+
+        snprintf(buf, FORMAT_LOG_TIME_MAX, "%s.%03u", tmp, (unsigned) (usec / USEC_PER_MSEC % 1000));
+        return buf;
+}
+
+static bool shell_safe_char(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               strchr("_@%+=:,./-", c);
+}
+
+char *shell_quote(const char *s) {
+        size_t n = 0, extra = 0;
+        bool safe;
+        char *q, *p;
+
+        s = strempty(s);
+        safe = !isempty(s);
+        for (const char *c = s; *c; c++, n++) {
+                if (!shell_safe_char(*c))
+                        safe = false;
+                if (*c == '\'')
+                        extra += 3; /* ' becomes '\'' */
+        }
+        if (safe)
+                return strdup(s);
+
+        q = malloc(n + extra + 3);
+        if (!q)
+                return NULL;
+        p = q;
+        *p++ = '\'';
+        for (const char *c = s; *c; c++) {
+                if (*c == '\'') {
+                        memcpy(p, "'\\''", 4);
+                        p += 4;
+                } else
+                        *p++ = *c;
+        }
+        *p++ = '\'';
+        *p = 0;
+        return q;
+}
+
+/* Appends s (and a separator first, if buf is not empty) to a growing buffer. */
+static int strbuf_append(char **buf, size_t *len, const char *sep, const char *s) {
+        size_t sl = *len > 0 ? strlen(sep) : 0, l = strlen(s);
+        char *n = realloc(*buf, *len + sl + l + 1);
+
+        if (!n)
+                return -ENOMEM;
+        memcpy(n + *len, sep, sl);
+        memcpy(n + *len + sl, s, l + 1);
+        *buf = n;
+        *len += sl + l;
+        return 0;
+}
+
+static const char *json_get_string(json_object *o, const char *key) {
+        json_object *v;
+
+        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v) ||
+            !json_object_is_type(v, json_type_string))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+static bool json_get_uint64(json_object *o, const char *key, uint64_t *ret) {
+        json_object *v;
+
+        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v) ||
+            !json_object_is_type(v, json_type_int))
+                return false;
+        /* json-c keeps uint64 and int64 apart; a negative number is not a count. */
+        if (json_object_get_int64(v) < 0 && json_object_get_uint64(v) <= INT64_MAX)
+                return false;
+        *ret = json_object_get_uint64(v);
+        return true;
+}
+
+static bool json_get_int64(json_object *o, const char *key, int64_t *ret) {
+        json_object *v;
+
+        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v) ||
+            !json_object_is_type(v, json_type_int))
+                return false;
+        *ret = json_object_get_int64(v);
+        return true;
+}
+
+/* Cuts a printable string to at most max bytes, at a UTF-8 character boundary, ending in "…". */
+static void ellipsize(char *s, size_t max) {
+        static const char dots[] = "\xe2\x80\xa6"; /* … */
+        size_t l = strlen(s), cut;
+
+        if (l <= max)
+                return;
+        if (max < sizeof(dots) - 1) {
+                s[0] = 0;
+                return;
+        }
+        cut = max - (sizeof(dots) - 1);
+        while (cut > 0 && ((unsigned char) s[cut] & 0xc0) == 0x80)
+                cut--;
+        memcpy(s + cut, dots, sizeof(dots));
+}
+
+char *log_detail_summary(json_object *detail, size_t max) {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        json_object *argv;
+        const char *s, *err;
+
+        text = strdup("");
+        if (!text)
+                return NULL;
+
+        if (json_object_is_type(detail, json_type_string)) {
+                /* Not JSON after all: show it as it is. */
+                if (strbuf_append(&text, &len, "", json_object_get_string(detail)) < 0)
+                        return NULL;
+        } else if (json_object_is_type(detail, json_type_object)) {
+                if (json_object_object_get_ex(detail, "argv", &argv) &&
+                    json_object_is_type(argv, json_type_array)) {
+                        size_t n = json_object_array_length(argv);
+
+                        for (size_t i = 0; i < n; i++) {
+                                json_object *a = json_object_array_get_idx(argv, i);
+                                _cleanup_free_ char *q =
+                                        shell_quote(json_object_is_type(a, json_type_string)
+                                                            ? json_object_get_string(a)
+                                                            : json_object_to_json_string(a));
+                                if (!q || strbuf_append(&text, &len, " ", q) < 0)
+                                        return NULL;
+                        }
+                } else if ((s = json_get_string(detail, "path")) || (s = json_get_string(detail, "name"))) {
+                        if (strbuf_append(&text, &len, "", s) < 0)
+                                return NULL;
+                } else if (!json_get_string(detail, "error") && json_object_object_length(detail) > 0) {
+                        /* Something we do not know (api_key.*, a newer operation): the JSON itself. */
+                        s = json_object_to_json_string_ext(detail, JSON_C_TO_STRING_PLAIN |
+                                                                           JSON_C_TO_STRING_NOSLASHESCAPE);
+                        if (!s || strbuf_append(&text, &len, "", s) < 0)
+                                return NULL;
+                }
+
+                err = json_get_string(detail, "message");
+                if (isempty(err))
+                        err = json_get_string(detail, "error");
+                if (!isempty(err) && len > 0 && strstr(err, text)) {
+                        /* "Cannot read /tmp/x: …" says the path already. */
+                        free(text);
+                        text = strdup(err);
+                        if (!text)
+                                return NULL;
+                } else if (!isempty(err)) {
+                        bool paren = len > 0;
+
+                        if (strbuf_append(&text, &len, paren ? " (" : "", err) < 0 ||
+                            (paren && strbuf_append(&text, &len, "", ")") < 0))
+                                return NULL;
+                }
+        }
+
+        char *p = make_printable(text);
+        if (!p)
+                return NULL;
+        ellipsize(p, max);
+        return p;
+}
+
+/* detail and output_truncated are JSON in a string: the value it holds, or the string itself if it is
+ * not (exactly, trailing blanks aside) one JSON value. */
+static json_object *parse_json_string(json_object *v) {
+        const char *s = json_object_get_string(v);
+        json_tokener *tok;
+        json_object *parsed;
+        size_t l = strlen(s);
+
+        tok = json_tokener_new();
+        if (!tok)
+                return NULL;
+        parsed = json_tokener_parse_ex(tok, s, (int) MIN(l, (size_t) INT32_MAX));
+        if (parsed && json_tokener_get_error(tok) == json_tokener_success) {
+                size_t off = json_tokener_get_parse_end(tok);
+
+                while (off < l && strchr(" \t\r\n", s[off]))
+                        off++;
+                if (off != l) {
+                        json_object_put(parsed);
+                        parsed = NULL;
+                }
+        } else {
+                json_object_put(parsed);
+                parsed = NULL;
+        }
+        json_tokener_free(tok);
+
+        return parsed ?: json_object_get(v);
+}
+
+json_object *log_row_to_json(json_object *raw) {
+        static const char *const order[] = {
+                "id",         "key",    "session_id",       "account_id",  "source",
+                "operation",  "event",  "exit_code",        "started_at",  "duration_ms",
+                "request_id", "detail", "output_truncated", "stdout_size", "stderr_size",
+        };
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+
+        /* The known keys in their order, then whatever else the logger sends, as it sends it. */
+        for (size_t i = 0; i < ELEMENTSOF(order); i++) {
+                json_object *v, *n;
+                uint64_t usec;
+
+                if (!json_object_object_get_ex(raw, order[i], &v))
+                        continue;
+
+                if (streq(order[i], "started_at") && json_get_uint64(raw, "started_at", &usec)) {
+                        char buf[RFC3339_USEC_MAX];
+
+                        n = usec > 0 && format_rfc3339_usec(usec, buf) >= 0 ? json_object_new_string(buf)
+                                                                            : NULL;
+                        if (usec > 0 && !n)
+                                goto oom;
+                        if (json_object_object_add(o, "started_at", n) < 0) {
+                                json_object_put(n);
+                                goto oom;
+                        }
+                        n = json_object_new_uint64(usec);
+                        if (!n || json_object_object_add(o, "started_at_usec", n) < 0) {
+                                json_object_put(n);
+                                goto oom;
+                        }
+                        continue;
+                }
+
+                if ((streq(order[i], "detail") || streq(order[i], "output_truncated")) &&
+                    json_object_is_type(v, json_type_string)) {
+                        n = parse_json_string(v);
+                        if (!n)
+                                goto oom;
+                } else
+                        n = json_object_get(v);
+
+                if (json_object_object_add(o, order[i], n) < 0) {
+                        json_object_put(n);
+                        goto oom;
+                }
+        }
+
+        json_object_object_foreach(raw, key, val) {
+                bool known = false;
+
+                for (size_t i = 0; i < ELEMENTSOF(order); i++)
+                        if (streq(order[i], key))
+                                known = true;
+                if (known || streq(key, "started_at_usec"))
+                        continue;
+                if (json_object_object_add(o, key, json_object_get(val)) < 0) {
+                        json_object_put(val);
+                        goto oom;
+                }
+        }
+
+        return o;
+
+oom:
+        json_object_put(o);
+        return NULL;
+}
+
+static bool filter_string_matches(json_object *row, const char *key, const char *want) {
+        return !want || streq_ptr(json_get_string(row, key), want);
+}
+
+bool log_row_matches(json_object *row, const LogFilter *f) {
+        uint64_t t = 0;
+
+        if (!filter_string_matches(row, "session_id", f->session_id) ||
+            !filter_string_matches(row, "account_id", f->account_id) ||
+            !filter_string_matches(row, "operation", f->operation) ||
+            !filter_string_matches(row, "source", f->source) ||
+            !filter_string_matches(row, "event", f->event))
+                return false;
+
+        if (f->since > 0 || f->until > 0) {
+                (void) json_get_uint64(row, "started_at_usec", &t);
+                if (f->since > 0 && t < f->since)
+                        return false;
+                if (f->until > 0 && t >= f->until)
+                        return false;
+        }
+
+        return true;
+}
+
+uint64_t log_row_id(json_object *row) {
+        uint64_t id = 0;
+
+        (void) json_get_uint64(row, "id", &id);
+        return id;
+}
+
+void log_cells_free(char *cells[static _LOG_COLUMN_MAX]) {
+        for (size_t c = 0; c < _LOG_COLUMN_MAX; c++) {
+                free(cells[c]);
+                cells[c] = NULL;
+        }
+}
+
+int log_row_cells(json_object *row, char *ret_cells[static _LOG_COLUMN_MAX]) {
+        static const struct {
+                LogColumn column;
+                const char *key;
+        } strings[] = {
+                { LOG_COLUMN_SANDBOX, "session_id" },
+                { LOG_COLUMN_ACCOUNT, "account_id" },
+                { LOG_COLUMN_SOURCE, "source" },
+                { LOG_COLUMN_OPERATION, "operation" },
+                { LOG_COLUMN_EVENT, "event" },
+        };
+        char *cells[_LOG_COLUMN_MAX] = {};
+        char buf[MAX(FORMAT_LOG_TIME_MAX, 32)];
+        const char *operation = json_get_string(row, "operation");
+        json_object *detail = NULL;
+        uint64_t u;
+        int64_t i;
+
+        if (json_get_uint64(row, "started_at_usec", &u) && u > 0 && format_log_time(u, buf))
+                cells[LOG_COLUMN_TIME] = strdup(buf);
+        else
+                cells[LOG_COLUMN_TIME] = strdup("-");
+
+        if (json_get_uint64(row, "id", &u)) {
+                snprintf(buf, sizeof(buf), "%" PRIu64, u);
+                cells[LOG_COLUMN_ID] = strdup(buf);
+        } else
+                cells[LOG_COLUMN_ID] = strdup("-");
+
+        for (size_t k = 0; k < ELEMENTSOF(strings); k++) {
+                const char *s = json_get_string(row, strings[k].key);
+                cells[strings[k].column] = make_printable(isempty(s) ? "-" : s);
+        }
+
+        if (json_get_int64(row, "exit_code", &i) && (streq_ptr(operation, "exec") || i != 0)) {
+                snprintf(buf, sizeof(buf), "%" PRIi64, i);
+                cells[LOG_COLUMN_EXIT] = strdup(buf);
+        } else
+                cells[LOG_COLUMN_EXIT] = strdup("-");
+
+        if (json_get_uint64(row, "duration_ms", &u)) {
+                snprintf(buf, sizeof(buf), "%" PRIu64 "ms", u);
+                cells[LOG_COLUMN_DURATION] = strdup(buf);
+        } else
+                cells[LOG_COLUMN_DURATION] = strdup("-");
+
+        (void) json_object_object_get_ex(row, "detail", &detail);
+        cells[LOG_COLUMN_DETAIL] = log_detail_summary(detail, LOG_SUMMARY_MAX);
+
+        for (size_t c = 0; c < _LOG_COLUMN_MAX; c++)
+                if (!cells[c]) {
+                        log_cells_free(cells);
+                        return -ENOMEM;
+                }
+
+        memcpy(ret_cells, cells, sizeof(cells));
+        return 0;
 }

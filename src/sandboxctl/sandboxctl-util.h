@@ -2,6 +2,7 @@
 /* sandboxctl's pure helpers: argument syntax, output formatting and plain fd I/O (no bus, testable). */
 #pragma once
 
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,3 +51,71 @@ int loop_write(int fd, const void *buf, size_t n);
  * signal, 137 for an OOM kill without a signal, else the command's exit code (out-of-range codes map
  * to 125, since a real one never is). */
 int exec_exit_status(int32_t exit_code, int32_t signal, bool timed_out, bool oom_killed);
+
+/* --- log ----------------------------------------------------------------------------------------- */
+
+/* "Dec 02 16:03:09.590". */
+#define FORMAT_LOG_TIME_MAX 32
+
+/* The columns of "sandboxctl log"'s table, in order. */
+typedef enum LogColumn {
+        LOG_COLUMN_TIME,
+        LOG_COLUMN_ID,
+        LOG_COLUMN_SANDBOX,
+        LOG_COLUMN_ACCOUNT,
+        LOG_COLUMN_SOURCE,
+        LOG_COLUMN_OPERATION,
+        LOG_COLUMN_EVENT,
+        LOG_COLUMN_EXIT,
+        LOG_COLUMN_DURATION,
+        LOG_COLUMN_DETAIL,
+        _LOG_COLUMN_MAX,
+} LogColumn;
+
+extern const char *const log_column_header[_LOG_COLUMN_MAX];
+/* Numbers are right-aligned. */
+extern const bool log_column_right[_LOG_COLUMN_MAX];
+
+/* The longest detail summary a table row shows, in bytes; longer ones end in "…". */
+#define LOG_SUMMARY_MAX 160
+
+/* What "sandboxctl log" selects; NULL / 0 means any. The same keys GetLog's filter takes, so that rows
+ * arriving with EntryAdded can be filtered the way the logger filters a page. */
+typedef struct LogFilter {
+        const char *session_id, *account_id, *operation, *source, *event;
+        uint64_t since, until; /* started_at, µs: since <= started_at < until, as the logger does */
+} LogFilter;
+
+/* Local time like journalctl's short output, with milliseconds: "Dec 02 16:03:09.590". Returns buf, or
+ * NULL if the time cannot be represented. */
+char *format_log_time(uint64_t usec, char buf[static FORMAT_LOG_TIME_MAX]);
+
+/* One argument quoted for a POSIX shell where needed ("echo" stays, "a b" becomes 'a b', "" becomes
+ * ''), so a logged argv reads back unambiguously. NULL on ENOMEM. */
+char *shell_quote(const char *s);
+
+/* A one-line summary of a row's detail: an exec's argv, shell-quoted and joined; a file operation's
+ * path; a sandbox operation's name; else the compact JSON. A failure's message is added in
+ * parentheses. detail is the parsed object (or a string, when it did not parse; or NULL). Printable
+ * (see make_printable()), and at most max bytes, cut at a character boundary and ending in "…" when
+ * cut. NULL on ENOMEM. */
+char *log_detail_summary(json_object *detail, size_t max);
+
+/* A row as GetLog or EntryAdded carry it (each a{sv} entry turned into the JSON value of its type)
+ * in the form "sandboxctl log --json" prints: the known keys first in a fixed order, the rest after;
+ * detail and output_truncated parsed into JSON values when they parse; started_at as RFC 3339 UTC with
+ * µs (null for 0) plus started_at_usec, the number. Returns a new object, or NULL on ENOMEM. */
+json_object *log_row_to_json(json_object *raw);
+
+/* Whether a row (as log_row_to_json() makes it) passes the filter. */
+bool log_row_matches(json_object *row, const LogFilter *filter);
+
+/* The row's id, or 0 if it has none. */
+uint64_t log_row_id(json_object *row);
+
+/* The table cells of a row (as log_row_to_json() makes it): printable fresh strings, "-" for an empty
+ * or missing value. EXIT is shown for exec rows, and for others only when non-zero (a failure's -1 or
+ * -errno). Returns 0, or -ENOMEM with ret_cells untouched. */
+int log_row_cells(json_object *row, char *ret_cells[static _LOG_COLUMN_MAX]);
+
+void log_cells_free(char *cells[static _LOG_COLUMN_MAX]);

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 
 #include "macro.h"
 #include "sandbox-id.h"
+#include "sandboxctl-api-key.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
@@ -26,6 +28,9 @@
 #define BUS_PATH "/org/sandboxd/sandbox1"
 #define MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
 #define SANDBOX_INTERFACE "org.sandboxd.sandbox1.Sandbox"
+#define AUDIT_BUS_NAME    "org.sandboxd.audit1"
+#define AUDIT_BUS_PATH    "/org/sandboxd/audit1"
+#define AUDIT_INTERFACE   "org.sandboxd.audit1.Log"
 
 #define EXIT_USAGE 2
 #define EXIT_EXEC_FAILED 125
@@ -46,6 +51,9 @@
 #define UPLOAD_MAX ((size_t) 4 * 1024 * 1024 * 1024)
 /* A WriteFile reading gigabytes from an fd takes longer than sd-bus's default 25 s. */
 #define FILE_FD_CALL_TIMEOUT_USEC (10 * USEC_PER_MINUTE)
+/* GetLog caps a page at 1000 rows (dbus/org.sandboxd.audit1.xml); larger --limit values take several. */
+#define LOG_PAGE_MAX      UINT64_C(1000)
+#define LOG_DEFAULT_LIMIT UINT64_C(50)
 
 typedef enum JsonMode {
         JSON_OFF,
@@ -83,6 +91,11 @@ static bool arg_mode_set = false;
 static uint32_t arg_mode = 0;
 static bool arg_mkdir = false;
 static bool arg_append = false;
+/* log */
+static bool arg_follow = false;
+static uint64_t arg_limit = LOG_DEFAULT_LIMIT;
+static uint64_t arg_output = 0; /* row id, 0 = not given */
+static LogFilter arg_filter = {};
 
 static void json_object_putp(json_object **j) {
         if (*j)
@@ -125,8 +138,11 @@ _printf_(3, 4) static int log_error(int r, const char *verb, const char *fmt, ..
         return r < 0 ? r : -EIO;
 }
 
-/* A failed call: the D-Bus error's own message (the daemon says what went wrong), else the errno. */
-static int log_bus_error(const char *verb, const sd_bus_error *error, int r) {
+/* A failed call: the D-Bus error's own message (the daemon says what went wrong), else the errno.
+ * missing_hint follows the message when the service is not on the bus, denied_hint when the bus or
+ * the service refused the caller. */
+static int log_bus_error_full(const char *verb, const sd_bus_error *error, int r, const char *missing_hint,
+                              const char *denied_hint) {
         _cleanup_free_ char *msg = NULL;
         const char *hint = "";
 
@@ -134,12 +150,23 @@ static int log_bus_error(const char *verb, const sd_bus_error *error, int r) {
                 msg = make_printable(!isempty(error->message) ? error->message : error->name);
                 if (sd_bus_error_has_names(error, SD_BUS_ERROR_SERVICE_UNKNOWN,
                                            SD_BUS_ERROR_NAME_HAS_NO_OWNER))
-                        hint = " (is sandboxd running?)";
+                        hint = strempty(missing_hint);
+                else if (sd_bus_error_has_name(error, SD_BUS_ERROR_ACCESS_DENIED))
+                        hint = strempty(denied_hint);
         } else
                 msg = strdup(strerror(r < 0 ? -r : EIO));
 
         fprintf(stderr, "sandboxctl: %s: %s%s\n", verb, strna(msg), hint);
         return r < 0 ? r : -EIO;
+}
+
+static int log_bus_error(const char *verb, const sd_bus_error *error, int r) {
+        return log_bus_error_full(verb, error, r, " (is sandboxd running?)", NULL);
+}
+
+static int log_audit_bus_error(const char *verb, const sd_bus_error *error, int r) {
+        return log_bus_error_full(verb, error, r, " (is sandbox-auditd installed?)",
+                                  " (reading the audit log needs root or the sandbox-admin group)");
 }
 
 static int acquire_bus(const char *verb, sd_bus **ret) {
@@ -1240,6 +1267,513 @@ static int verb_cp(char **args, size_t n_args) {
         return r;
 }
 
+/* --- log ---------------------------------------------------------------------------------------- */
+
+/* One a{sv} entry's value as JSON: basic types become strings, numbers and booleans (returns 1); anything
+ * else (arrays, structs, fds) is skipped (returns 0, *ret NULL), so the logger may grow without breaking
+ * us. */
+static int read_variant_json(sd_bus_message *m, json_object **ret) {
+        const char *contents;
+        union {
+                const char *s;
+                int b;
+                uint8_t y;
+                int16_t n;
+                uint16_t q;
+                int32_t i;
+                uint32_t u;
+                int64_t x;
+                uint64_t t;
+                double d;
+        } v;
+        json_object *j;
+        int r;
+
+        r = sd_bus_message_peek_type(m, NULL, &contents);
+        if (r < 0)
+                return r;
+        if (strlen(contents) != 1 || !strchr("sogbynqiuxtd", contents[0])) {
+                r = sd_bus_message_skip(m, "v");
+                if (r < 0)
+                        return r;
+                *ret = NULL;
+                return 0;
+        }
+
+        r = sd_bus_message_enter_container(m, 'v', contents);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read_basic(m, contents[0], &v);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+
+        switch (contents[0]) {
+        case 's':
+        case 'o':
+        case 'g':
+                j = json_object_new_string(v.s);
+                break;
+        case 'b':
+                j = json_object_new_boolean(v.b);
+                break;
+        case 'y':
+                j = json_object_new_int64(v.y);
+                break;
+        case 'n':
+                j = json_object_new_int64(v.n);
+                break;
+        case 'q':
+                j = json_object_new_int64(v.q);
+                break;
+        case 'i':
+                j = json_object_new_int64(v.i);
+                break;
+        case 'u':
+                j = json_object_new_int64(v.u);
+                break;
+        case 'x':
+                j = json_object_new_int64(v.x);
+                break;
+        case 't':
+                j = json_object_new_uint64(v.t);
+                break;
+        default:
+                j = json_object_new_double(v.d);
+        }
+        if (!j)
+                return -ENOMEM;
+
+        *ret = j;
+        return 1;
+}
+
+/* Reads one a{sv} row into a JSON object (log_row_to_json() form). Returns 1, or 0 at the end of the
+ * enclosing array. */
+static int read_log_row(sd_bus_message *m, json_object **ret) {
+        _cleanup_json_ json_object *raw = NULL;
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r <= 0)
+                return r;
+
+        raw = json_object_new_object();
+        if (!raw)
+                return -ENOMEM;
+
+        for (;;) {
+                json_object *v = NULL;
+                const char *key;
+
+                r = sd_bus_message_enter_container(m, 'e', "sv");
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+
+                r = sd_bus_message_read(m, "s", &key);
+                if (r < 0)
+                        return r;
+                r = read_variant_json(m, &v);
+                if (r < 0)
+                        return r;
+                if (v && json_object_object_add(raw, key, v) < 0) {
+                        json_object_put(v);
+                        return -ENOMEM;
+                }
+
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+
+        *ret = log_row_to_json(raw);
+        return *ret ? 1 : -ENOMEM;
+}
+
+static int append_log_filter(sd_bus_message *m, const LogFilter *f, uint64_t max_id) {
+        int r;
+
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        if (f->session_id && (r = append_dict_string(m, "session_id", f->session_id)) < 0)
+                return r;
+        if (f->account_id && (r = append_dict_string(m, "account_id", f->account_id)) < 0)
+                return r;
+        if (f->operation && (r = append_dict_string(m, "operation", f->operation)) < 0)
+                return r;
+        if (f->source && (r = append_dict_string(m, "source", f->source)) < 0)
+                return r;
+        if (f->event && (r = append_dict_string(m, "event", f->event)) < 0)
+                return r;
+        if (f->since > 0 && (r = append_dict_uint64(m, "since", f->since)) < 0)
+                return r;
+        if (f->until > 0 && (r = append_dict_uint64(m, "until", f->until)) < 0)
+                return r;
+        if (max_id > 0 && (r = append_dict_uint64(m, "max_id", max_id)) < 0)
+                return r;
+        return sd_bus_message_close_container(m);
+}
+
+/* The newest `limit` rows matching the filter, newest first, appended to rows. Pages beyond the logger's
+ * cap continue below the lowest id seen (max_id), so rows arriving meanwhile neither shift nor repeat
+ * them. */
+static int fetch_log(sd_bus *bus, const LogFilter *f, uint64_t limit, json_object *rows) {
+        uint64_t collected = 0, lowest = 0;
+        int r;
+
+        while (collected < limit) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+                uint64_t want = MIN(limit - collected, LOG_PAGE_MAX), got = 0, fresh = 0;
+
+                r = sd_bus_message_new_method_call(bus, &m, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE,
+                                                   "GetLog");
+                if (r >= 0)
+                        r = append_log_filter(m, f, lowest > 0 ? lowest - 1 : 0);
+                if (r >= 0)
+                        r = sd_bus_message_append(m, "tt", want, UINT64_C(0));
+                if (r < 0)
+                        return log_error(r, "log", "Failed to build the call: %s", strerror(-r));
+
+                r = sd_bus_call(bus, m, 0, &error, &reply);
+                if (r < 0)
+                        return log_audit_bus_error("log", &error, r);
+
+                r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+                if (r < 0)
+                        goto parse_error;
+                for (;;) {
+                        json_object *row = NULL;
+                        uint64_t id;
+
+                        r = read_log_row(reply, &row);
+                        if (r < 0)
+                                goto parse_error;
+                        if (r == 0)
+                                break;
+                        got++;
+
+                        /* A logger that ignored max_id would hand us the same page again. */
+                        id = log_row_id(row);
+                        if (lowest > 0 && id >= lowest) {
+                                json_object_put(row);
+                                continue;
+                        }
+                        if (json_object_array_add(rows, row) < 0) {
+                                json_object_put(row);
+                                return log_error(-ENOMEM, "log", "Out of memory");
+                        }
+                        fresh++;
+                        collected++;
+                        if (id > 0 && (lowest == 0 || id < lowest))
+                                lowest = id;
+                }
+                r = sd_bus_message_exit_container(reply);
+                if (r < 0)
+                        goto parse_error;
+
+                if (got < want || fresh == 0 || lowest <= 1)
+                        break;
+        }
+
+        return 0;
+
+parse_error:
+        return log_error(r, "log", "Failed to parse reply: %s", strerror(-r));
+}
+
+/* A sandbox name cannot be resolved by the logger, which stores ids: ask sandboxd. A sandbox that is gone
+ * (or a sandboxd that is not there) leaves the argument as it is: refused calls are logged under the
+ * reference the caller gave. */
+static int resolve_session_id(sd_bus *bus, const char *arg, char **ret) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *id = NULL;
+        const char *path;
+
+        if (!sandbox_id_is_valid(arg) &&
+            sd_bus_call_method(bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "GetSandbox", &error, &reply, "s",
+                               arg) >= 0 &&
+            sd_bus_message_read(reply, "o", &path) >= 0) {
+                sd_bus_error_free(&error);
+                if (sd_bus_get_property_string(bus, BUS_NAME, path, SANDBOX_INTERFACE, "Id", &error, &id) <
+                    0)
+                        id = NULL;
+        }
+
+        if (isempty(id)) {
+                free(id);
+                id = strdup(arg);
+                if (!id)
+                        return -ENOMEM;
+        }
+
+        *ret = TAKE_PTR(id);
+        return 0;
+}
+
+typedef struct LogPrinter {
+        size_t width[_LOG_COLUMN_MAX];
+        uint64_t last_id; /* the highest id printed, so a row is never printed twice */
+        const LogFilter *filter;
+} LogPrinter;
+
+/* Column widths for the page's rows; when following, at least what typical later rows need, so they
+ * mostly line up with the header. */
+static int log_printer_measure(LogPrinter *p, json_object *rows, bool follow) {
+        static const size_t follow_min[_LOG_COLUMN_MAX] = {
+                [LOG_COLUMN_TIME] = 19,   [LOG_COLUMN_ID] = 6,     [LOG_COLUMN_SANDBOX] = SANDBOX_ID_LEN,
+                [LOG_COLUMN_ACCOUNT] = 8, [LOG_COLUMN_SOURCE] = 6, [LOG_COLUMN_OPERATION] = 14,
+                [LOG_COLUMN_EVENT] = 10,  [LOG_COLUMN_EXIT] = 4,   [LOG_COLUMN_DURATION] = 8,
+        };
+        size_t n = json_object_array_length(rows);
+
+        for (size_t c = 0; c < _LOG_COLUMN_MAX; c++)
+                p->width[c] = MAX(strlen(log_column_header[c]), follow ? follow_min[c] : 0);
+
+        for (size_t i = 0; i < n; i++) {
+                char *cells[_LOG_COLUMN_MAX];
+                int r;
+
+                r = log_row_cells(json_object_array_get_idx(rows, i), cells);
+                if (r < 0)
+                        return r;
+                for (size_t c = 0; c < _LOG_COLUMN_MAX; c++)
+                        p->width[c] = MAX(p->width[c], strlen(cells[c]));
+                log_cells_free(cells);
+        }
+        return 0;
+}
+
+static void log_printer_line(const LogPrinter *p, const char *const cells[_LOG_COLUMN_MAX]) {
+        /* The last column is not padded: no trailing blanks. */
+        for (size_t c = 0; c < _LOG_COLUMN_MAX; c++) {
+                bool last = c == _LOG_COLUMN_MAX - 1;
+                int w = last ? 0 : (int) p->width[c];
+
+                if (last && isempty(cells[c]))
+                        break; /* and no separator either */
+                printf(log_column_right[c] ? "%s%*s" : "%s%-*s", c > 0 ? " " : "", w, cells[c]);
+        }
+        putchar('\n');
+}
+
+static int log_print_row(LogPrinter *p, json_object *row) {
+        uint64_t id = log_row_id(row);
+        int r;
+
+        if (arg_json != JSON_OFF) {
+                r = print_json(row);
+                if (r < 0)
+                        return r;
+        } else {
+                char *cells[_LOG_COLUMN_MAX];
+
+                r = log_row_cells(row, cells);
+                if (r < 0)
+                        return r;
+                log_printer_line(p, (const char *const *) cells);
+                log_cells_free(cells);
+        }
+
+        p->last_id = MAX(p->last_id, id);
+        return 0;
+}
+
+static int on_entry_added(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        LogPrinter *p = userdata;
+        _cleanup_json_ json_object *row = NULL;
+        const char *session_id;
+        uint64_t id;
+        int r;
+
+        r = sd_bus_message_read(m, "ts", &id, &session_id);
+        if (r >= 0)
+                r = read_log_row(m, &row);
+        if (r <= 0) {
+                /* One malformed signal must not end the watch. */
+                log_error(r < 0 ? r : -EBADMSG, "log", "Ignoring a malformed EntryAdded signal: %s",
+                          strerror(r < 0 ? -r : EBADMSG));
+                return 0;
+        }
+
+        /* Already printed from the initial page (the match was added before GetLog). */
+        if (id <= p->last_id)
+                return 0;
+
+        /* The signal's arguments are authoritative for what they carry. */
+        if (log_row_id(row) != id)
+                json_object_object_add(row, "id", json_object_new_uint64(id));
+        if (!json_object_object_get_ex(row, "session_id", NULL))
+                json_object_object_add(row, "session_id", json_object_new_string(session_id));
+
+        if (!log_row_matches(row, p->filter))
+                return 0;
+
+        r = log_print_row(p, row);
+        if (r < 0)
+                return sd_event_exit(sd_bus_get_event(sd_bus_message_get_bus(m)), r);
+        if (fflush(stdout) != 0)
+                return sd_event_exit(sd_bus_get_event(sd_bus_message_get_bus(m)), -errno);
+        return 0;
+}
+
+static int on_log_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+/* Returned by the event loop when sd-bus saw the connection close (sd_bus_set_exit_on_disconnect()). */
+#define LOG_EXIT_DISCONNECTED 1
+
+static int log_output(sd_bus *bus) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const void *out = NULL, *err = NULL;
+        size_t out_size = 0, err_size = 0;
+        int r;
+
+        r = sd_bus_call_method(bus, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE, "GetOutput", &error,
+                               &reply, "t", arg_output);
+        if (r < 0)
+                return log_audit_bus_error("log", &error, r);
+
+        r = sd_bus_message_read_array(reply, 'y', &out, &out_size);
+        if (r >= 0)
+                r = sd_bus_message_read_array(reply, 'y', &err, &err_size);
+        if (r < 0)
+                return log_error(r, "log", "Failed to parse reply: %s", strerror(-r));
+
+        fflush(stdout);
+        r = loop_write(STDOUT_FILENO, out, out_size);
+        if (r < 0)
+                return log_error(r, "log", "Failed to write stdout: %s", strerror(-r));
+        r = loop_write(STDERR_FILENO, err, err_size);
+        if (r < 0)
+                return log_error(r, "log", "Failed to write stderr: %s", strerror(-r));
+        return 0;
+}
+
+static int verb_log(char **args, size_t n_args) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_json_ json_object *rows = NULL;
+        _cleanup_free_ char *session_id = NULL;
+        LogFilter filter = arg_filter;
+        LogPrinter printer = { .filter = &filter };
+        size_t n;
+        int r;
+
+        if (arg_output > 0 &&
+            (n_args > 1 || arg_follow || arg_filter.operation || arg_filter.event || arg_filter.account_id ||
+             arg_filter.source || arg_filter.since || arg_filter.until))
+                return log_usage("log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
+                                 "or filters");
+
+        r = acquire_bus("log", &bus);
+        if (r < 0)
+                return r;
+
+        if (arg_output > 0)
+                return log_output(bus);
+
+        if (n_args > 1) {
+                r = resolve_session_id(bus, args[1], &session_id);
+                if (r < 0)
+                        return log_error(r, "log", "Out of memory");
+                filter.session_id = session_id;
+        }
+
+        if (arg_follow) {
+                sigset_t mask;
+
+                /* Subscribe before asking for the page: a row stored in between then arrives as a signal
+                 * and is not lost; one in both is printed once, by id. */
+                r = sd_bus_match_signal(bus, &slot, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE,
+                                        "EntryAdded", on_entry_added, &printer);
+                if (r < 0)
+                        return log_error(r, "log", "Failed to subscribe to EntryAdded: %s", strerror(-r));
+
+                r = sd_event_default(&event);
+                if (r >= 0)
+                        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
+                if (r >= 0)
+                        r = sd_bus_set_exit_on_disconnect(bus, true);
+                if (r >= 0) {
+                        sigemptyset(&mask);
+                        sigaddset(&mask, SIGINT);
+                        sigaddset(&mask, SIGTERM);
+                        r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
+                }
+                if (r >= 0)
+                        r = sd_event_add_signal(event, NULL, SIGINT, on_log_signal, NULL);
+                if (r >= 0)
+                        r = sd_event_add_signal(event, NULL, SIGTERM, on_log_signal, NULL);
+                if (r < 0)
+                        return log_error(r, "log", "Failed to set up the event loop: %s", strerror(-r));
+        }
+
+        rows = json_object_new_array();
+        if (!rows)
+                return log_error(-ENOMEM, "log", "Out of memory");
+
+        if (arg_limit > 0) {
+                r = fetch_log(bus, &filter, arg_limit, rows);
+                if (r < 0)
+                        return r;
+        } else {
+                /* No rows asked for, but say now (not by silence) if the log cannot be read. */
+                r = fetch_log(bus, &filter, 1, rows);
+                if (r < 0)
+                        return r;
+                json_object_put(rows);
+                rows = json_object_new_array();
+                if (!rows)
+                        return log_error(-ENOMEM, "log", "Out of memory");
+        }
+
+        n = json_object_array_length(rows);
+        if (arg_json == JSON_OFF) {
+                r = log_printer_measure(&printer, rows, arg_follow);
+                if (r < 0)
+                        return log_error(r, "log", "Out of memory");
+                if (arg_legend && (arg_limit > 0 || arg_follow))
+                        log_printer_line(&printer, log_column_header);
+        }
+
+        /* Newest at the bottom, like journalctl. */
+        for (size_t i = n; i > 0; i--) {
+                r = log_print_row(&printer, json_object_array_get_idx(rows, i - 1));
+                if (r < 0)
+                        return log_error(r, "log", "Out of memory");
+        }
+
+        if (n == 0 && arg_limit > 0 && !arg_follow && arg_legend && arg_json == JSON_OFF)
+                puts("-- No entries --");
+
+        if (!arg_follow)
+                return 0;
+
+        if (fflush(stdout) != 0)
+                return log_error(-errno, "log", "Failed to write output: %m");
+
+        r = sd_event_loop(event);
+        if (r == LOG_EXIT_DISCONNECTED)
+                return log_error(-ECONNRESET, "log", "Lost the connection to the bus");
+        if (r < 0)
+                return log_error(r, "log", "%s", strerror(-r));
+        return 0;
+}
+
 /* --- command line -------------------------------------------------------------------------------- */
 
 static int help(void) {
@@ -1264,12 +1798,18 @@ static int help(void) {
                "  cp SRC DST                  Copy a file into (LOCAL ID:PATH) or out of\n"
                "                              (ID:PATH LOCAL) a sandbox; LOCAL may be '-'\n"
                "\n"
+               "Audit Log Commands:\n"
+               "  log [SANDBOX]               Show the audit log, of one sandbox (id or name) or of\n"
+               "                              all; newest last\n"
+               "  log --output=ROW            Write a row's captured stdout and stderr\n"
+               "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
                "     --version                Show package version\n"
                "     --no-legend              Do not show the headers and footers\n"
                "     --no-pager               Accepted for compatibility; sandboxctl never pages\n"
-               "     --json=MODE              Output list and status as JSON: short, pretty, off\n"
+               "     --json[=MODE]            Output list, status and log as JSON: short (the\n"
+               "                              default for a bare --json), pretty, off\n"
                "  -H --host=[USER@]HOST       Operate on a remote host, over ssh\n"
                "  -q --quiet                  Suppress informational messages\n"
                "\n"
@@ -1294,6 +1834,19 @@ static int help(void) {
                "     --mode=MODE              Octal mode of a created file (cp: the source's mode)\n"
                "     --mkdir                  Create missing parent directories\n"
                "     --append                 Append to the file instead of replacing it\n"
+               "\n"
+               "Log Options:\n"
+               "  -f --follow                 After the last rows, print new ones as they arrive\n"
+               "  -n --limit=N                Show the newest N rows (default 50; 0: none)\n"
+               "     --operation=OP           Only rows of this operation (exec, write, ...)\n"
+               "     --event=EVENT            Only rows with this event (finished, failed, ...)\n"
+               "     --account=ACCOUNT        Only rows of this account id\n"
+               "     --source=SOURCE          Only rows from this source (agent, human_takeover,\n"
+               "                              system)\n"
+               "     --since=TIME             Only rows started at or after TIME (RFC 3339)\n"
+               "     --until=TIME             Only rows started before TIME (RFC 3339)\n"
+               "     --output=ROW             Write row ROW's captured output, stdout to stdout\n"
+               "                              and stderr to stderr\n"
                "\n"
                "Exit status: 0 on success, 1 on failure, 2 on bad usage. exec exits with the\n"
                "command's own status, 124 if it timed out, 128+N if a signal N killed it (137 on\n"
@@ -1322,6 +1875,13 @@ enum {
         ARG_MODE,
         ARG_MKDIR,
         ARG_APPEND,
+        ARG_OPERATION,
+        ARG_EVENT,
+        ARG_ACCOUNT,
+        ARG_SOURCE,
+        ARG_SINCE,
+        ARG_UNTIL,
+        ARG_OUTPUT,
 };
 
 static int add_env(const char *assignment) {
@@ -1350,6 +1910,13 @@ static int add_env(const char *assignment) {
         return 0;
 }
 
+static int set_filter_string(const char **dst, const char *option, const char *value) {
+        if (isempty(value))
+                return log_usage("--%s: empty value", option);
+        *dst = value;
+        return 0;
+}
+
 /* Returns 1 to go on with args (the verb and its arguments, in order), 0 after --help/--version,
  * EXIT_USAGE (printed) for bad usage, or a negative errno. */
 static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_args) {
@@ -1358,7 +1925,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
-                { "json", required_argument, NULL, ARG_JSON },
+                { "json", optional_argument, NULL, ARG_JSON },
                 { "host", required_argument, NULL, 'H' },
                 { "quiet", no_argument, NULL, 'q' },
                 { "name", required_argument, NULL, ARG_NAME },
@@ -1376,6 +1943,15 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "mode", required_argument, NULL, ARG_MODE },
                 { "mkdir", no_argument, NULL, ARG_MKDIR },
                 { "append", no_argument, NULL, ARG_APPEND },
+                { "follow", no_argument, NULL, 'f' },
+                { "limit", required_argument, NULL, 'n' },
+                { "operation", required_argument, NULL, ARG_OPERATION },
+                { "event", required_argument, NULL, ARG_EVENT },
+                { "account", required_argument, NULL, ARG_ACCOUNT },
+                { "source", required_argument, NULL, ARG_SOURCE },
+                { "since", required_argument, NULL, ARG_SINCE },
+                { "until", required_argument, NULL, ARG_UNTIL },
+                { "output", required_argument, NULL, ARG_OUTPUT },
                 {}
         };
         _cleanup_free_ char **args = NULL;
@@ -1392,7 +1968,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
         /* The leading '-' makes getopt_long() return positional arguments in order (as 1) instead of
          * permuting them. That lets "exec" stop at its command, like machinectl's "shell": everything
          * from CMD on belongs to the command, even without "--". */
-        while ((c = getopt_long(argc, argv, "-hH:qi", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "-hH:qifn:", options, NULL)) >= 0) {
                 switch (c) {
 
                 case 1:
@@ -1418,7 +1994,15 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         break;
 
                 case ARG_JSON:
-                        if (streq(optarg, "short"))
+                        /* A bare --json means short. "--json MODE", which worked while MODE was required,
+                         * still does: take the next word if it is a mode. */
+                        if (!optarg && optind < argc &&
+                            (streq(argv[optind], "short") || streq(argv[optind], "pretty") ||
+                             streq(argv[optind], "off") || streq(argv[optind], "help")))
+                                optarg = argv[optind++];
+                        if (!optarg)
+                                arg_json = JSON_SHORT;
+                        else if (streq(optarg, "short"))
                                 arg_json = JSON_SHORT;
                         else if (streq(optarg, "pretty"))
                                 arg_json = JSON_PRETTY;
@@ -1524,6 +2108,56 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         arg_append = true;
                         break;
 
+                case 'f':
+                        arg_follow = true;
+                        break;
+
+                case 'n':
+                        if (parse_uint64(optarg, &arg_limit) < 0)
+                                return log_usage("--limit: invalid number of rows '%s'", optarg);
+                        break;
+
+                case ARG_OPERATION:
+                        r = set_filter_string(&arg_filter.operation, "operation", optarg);
+                        if (r != 0)
+                                return r;
+                        break;
+
+                case ARG_EVENT:
+                        r = set_filter_string(&arg_filter.event, "event", optarg);
+                        if (r != 0)
+                                return r;
+                        break;
+
+                case ARG_ACCOUNT:
+                        r = set_filter_string(&arg_filter.account_id, "account", optarg);
+                        if (r != 0)
+                                return r;
+                        break;
+
+                case ARG_SOURCE:
+                        r = set_filter_string(&arg_filter.source, "source", optarg);
+                        if (r != 0)
+                                return r;
+                        break;
+
+                case ARG_SINCE:
+                case ARG_UNTIL: {
+                        uint64_t *t = c == ARG_SINCE ? &arg_filter.since : &arg_filter.until;
+
+                        if (parse_rfc3339_usec(optarg, t) < 0 || *t == 0)
+                                return log_usage(
+                                        "--%s: expected an RFC 3339 time like "
+                                        "2026-12-02T15:39:31Z or 2026-12-02T16:39:31.5+01:00, got '%s'",
+                                        c == ARG_SINCE ? "since" : "until", optarg);
+                        break;
+                }
+
+                case ARG_OUTPUT:
+                        if (parse_uint64(optarg, &arg_output) < 0 || arg_output == 0)
+                                return log_usage("--output: invalid row id '%s'", optarg);
+                        break;
+
                 case '?':
                         /* getopt_long() has said what was wrong. */
                         return EXIT_USAGE;
@@ -1540,6 +2174,8 @@ done:
 
         if (arg_stdin && arg_stdin_file)
                 return log_usage("--stdin and --stdin-file cannot be combined");
+        if (arg_filter.since > 0 && arg_filter.until > 0 && arg_filter.since >= arg_filter.until)
+                return log_usage("--since must be earlier than --until");
 
         *ret_args = TAKE_PTR(args);
         *ret_n_args = n_args;
@@ -1565,6 +2201,8 @@ static const Verb verbs[] = {
         { "write", 3, 3, EXIT_FAILURE, "write ID PATH < DATA", verb_write },
         { "cat", 3, 3, EXIT_FAILURE, "cat ID PATH", verb_cat },
         { "cp", 3, 3, EXIT_FAILURE, "cp ID:PATH LOCAL | cp LOCAL ID:PATH", verb_cp },
+        { "log", 1, 2, EXIT_FAILURE,
+          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW", verb_log },
 };
 
 int main(int argc, char *argv[]) {
@@ -1573,6 +2211,10 @@ int main(int argc, char *argv[]) {
         const Verb *verb = NULL;
         size_t n_args = 0;
         int r;
+
+        /* "api-key" has options of its own (sandboxctl-api-key.c) */
+        if (argc >= 2 && streq(argv[1], "api-key"))
+                return verb_api_key(argc - 1, argv + 1);
 
         r = parse_argv(argc, argv, &args, &n_args);
         if (r < 0) {

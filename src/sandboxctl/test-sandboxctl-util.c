@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Tests for sandboxctl's pure helpers: argument syntax, formatting, fd I/O and exit statuses. */
 #include <errno.h>
+#include <json-c/json.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,239 @@ static void test_exec_exit_status(void) {
         CHECK(exec_exit_status(0, 0, false, true) == 137);
 }
 
+static void test_format_log_time(void) {
+        char buf[FORMAT_LOG_TIME_MAX];
+
+        setenv("TZ", "UTC", 1);
+        tzset();
+        CHECK(streq_ptr(format_log_time(UINT64_C(1796225971) * 1000000 + 590139, buf),
+                        "Dec 02 15:39:31.590"));
+        CHECK(streq_ptr(format_log_time(999, buf), "Jan 01 00:00:00.000"));
+        CHECK(streq_ptr(format_log_time(UINT64_C(1796225971) * 1000000 + 999999, buf),
+                        "Dec 02 15:39:31.999"));
+        CHECK(!format_log_time(UINT64_MAX, buf));
+        setenv("TZ", "Europe/Berlin", 1);
+        tzset();
+        if (streq_ptr(format_log_time(UINT64_C(1796225971) * 1000000, buf), "Dec 02 16:39:31.000"))
+                CHECK(true);
+        else /* no zoneinfo installed: localtime falls back to UTC */
+                CHECK(streq_ptr(buf, "Dec 02 15:39:31.000"));
+        setenv("TZ", "UTC", 1);
+        tzset();
+}
+
+static void test_shell_quote(void) {
+        static const char *const cases[][2] = {
+                { "echo", "echo" },
+                { "/tmp/task.py", "/tmp/task.py" },
+                { "--opt=a,b:c@d%e+f", "--opt=a,b:c@d%e+f" },
+                { "", "''" },
+                { "a b", "'a b'" },
+                { "echo hi; exit 3", "'echo hi; exit 3'" },
+                { "it's", "'it'\\''s'" },
+                { "$HOME", "'$HOME'" },
+                { "\xc3\xa9", "'\xc3\xa9'" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char *q = shell_quote(cases[i][0]);
+                CHECK(streq_ptr(q, cases[i][1]));
+                if (!streq_ptr(q, cases[i][1]))
+                        fprintf(stderr, "  shell_quote(\"%s\") = \"%s\"\n", cases[i][0], q);
+                free(q);
+        }
+}
+
+/* log_detail_summary() of the JSON text d (NULL: no detail). */
+static char *summary(const char *d, size_t max) {
+        json_object *o = d ? json_tokener_parse(d) : NULL;
+        char *s;
+
+        if (d && !o) /* not JSON: the logger's string as it is */
+                o = json_object_new_string(d);
+        s = log_detail_summary(o, max);
+        json_object_put(o);
+        return s;
+}
+
+static void check_summary(const char *detail, size_t max, const char *want, int line) {
+        char *s = summary(detail, max);
+
+        if (!streq_ptr(s, want)) {
+                fprintf(stderr, "%s:%d: summary of %s: got \"%s\", want \"%s\"\n", __FILE__, line,
+                        strna(detail), strna(s), want);
+                failures++;
+        }
+        free(s);
+}
+#define CHECK_SUMMARY(d, max, want) check_summary(d, max, want, __LINE__)
+
+static void test_log_detail_summary(void) {
+        CHECK_SUMMARY(NULL, 100, "");
+        CHECK_SUMMARY("{}", 100, "");
+        CHECK_SUMMARY(
+                "{\"argv\":[\"sh\",\"-c\",\"echo hi; exit 3\"],\"cwd\":\"/home/sandbox\",\"signal\":0}", 100,
+                "sh -c 'echo hi; exit 3'");
+        CHECK_SUMMARY("{\"argv\":[\"true\"],\"error\":\"org.freedesktop.DBus.Error.InvalidArgs\","
+                      "\"message\":\"No such directory: /nonexistent\"}",
+                      100, "true (No such directory: /nonexistent)");
+        CHECK_SUMMARY("{\"path\":\"/tmp/f.txt\",\"bytes\":4,\"mode\":420}", 100, "/tmp/f.txt");
+        CHECK_SUMMARY("{\"path\":\"/tmp/missing\",\"error\":\"System.Error.ENOENT\",\"message\":\"\"}", 100,
+                      "/tmp/missing (System.Error.ENOENT)");
+        CHECK_SUMMARY("{\"path\":\"/tmp/nope\",\"error\":\"org.sandboxd.sandbox1.NoSuchFile\","
+                      "\"message\":\"Cannot read /tmp/nope: No such file or directory\"}",
+                      100, "Cannot read /tmp/nope: No such file or directory");
+        CHECK_SUMMARY("{\"name\":\"demo\",\"type\":\"small\",\"network\":\"none\"}", 100, "demo");
+        CHECK_SUMMARY("{\"error\":\"org.sandboxd.sandbox1.NoSuchSandbox\",\"message\":\"No sandbox 'x'.\"}",
+                      100, "No sandbox 'x'.");
+        CHECK_SUMMARY("{\"key_id\":\"key_1\",\"role\":\"admin\"}", 100,
+                      "{\"key_id\":\"key_1\",\"role\":\"admin\"}");
+        CHECK_SUMMARY("not json", 100, "not json");
+        /* Controls cannot reach the terminal. */
+        CHECK_SUMMARY("{\"argv\":[\"printf\",\"\\u001b[2J\\n\"]}", 100, "printf '?[2J?'");
+        /* Cut to max bytes with "…", never inside a character. */
+        CHECK_SUMMARY("{\"path\":\"/abcdefghij\"}", 8, "/abcd\xe2\x80\xa6");
+        CHECK_SUMMARY("{\"path\":\"/abcdefg\"}", 8, "/abcdefg");
+        CHECK_SUMMARY("{\"path\":\"/\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}", 8,
+                      "/\xc3\xa9\xc3\xa9\xe2\x80\xa6");
+        CHECK_SUMMARY("{\"path\":\"/\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}", 7, "/\xc3\xa9\xe2\x80\xa6");
+        CHECK_SUMMARY("{\"path\":\"/abc\"}", 2, "");
+}
+
+/* A raw row as read from the bus, turned into what --json prints. */
+static json_object *sample_row(const char *detail) {
+        json_object *raw = json_object_new_object();
+
+        json_object_object_add(raw, "request_id", json_object_new_string("req_abc"));
+        json_object_object_add(raw, "id", json_object_new_uint64(42));
+        json_object_object_add(raw, "session_id", json_object_new_string("sb_abcdefgh23"));
+        json_object_object_add(raw, "account_id", json_object_new_string("uid:0"));
+        json_object_object_add(raw, "source", json_object_new_string("agent"));
+        json_object_object_add(raw, "operation", json_object_new_string("exec"));
+        json_object_object_add(raw, "event", json_object_new_string("finished"));
+        json_object_object_add(raw, "detail", json_object_new_string(detail));
+        json_object_object_add(raw, "exit_code", json_object_new_int64(3));
+        json_object_object_add(raw, "output_truncated",
+                               json_object_new_string("{\"stdout\":\"hi\\n\",\"stderr\":\"\"}"));
+        json_object_object_add(raw, "started_at", json_object_new_uint64(UINT64_C(1796225971590139)));
+        json_object_object_add(raw, "duration_ms", json_object_new_uint64(12));
+        json_object_object_add(raw, "future_field", json_object_new_boolean(1));
+
+        json_object *row = log_row_to_json(raw);
+        json_object_put(raw);
+        return row;
+}
+
+static const char *compact(json_object *o) {
+        return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+static void test_log_row_to_json(void) {
+        json_object *row = sample_row("{\"argv\":[\"sh\",\"-c\",\"echo hi; exit 3\"]}");
+
+        CHECK(row);
+        CHECK(streq(
+                compact(row),
+                "{\"id\":42,\"session_id\":\"sb_abcdefgh23\",\"account_id\":\"uid:0\",\"source\":\"agent\","
+                "\"operation\":\"exec\",\"event\":\"finished\",\"exit_code\":3,"
+                "\"started_at\":\"2026-12-02T15:39:31.590139Z\",\"started_at_usec\":1796225971590139,"
+                "\"duration_ms\":12,\"request_id\":\"req_abc\","
+                "\"detail\":{\"argv\":[\"sh\",\"-c\",\"echo hi; exit 3\"]},"
+                "\"output_truncated\":{\"stdout\":\"hi\\n\",\"stderr\":\"\"},\"future_field\":true}"));
+        CHECK(log_row_id(row) == 42);
+        json_object_put(row);
+
+        /* A detail that is not exactly one JSON value stays the string it was. */
+        row = sample_row("{\"argv\":[]} trailing");
+        json_object *d;
+        CHECK(json_object_object_get_ex(row, "detail", &d) && json_object_is_type(d, json_type_string) &&
+              streq(json_object_get_string(d), "{\"argv\":[]} trailing"));
+        json_object_put(row);
+        row = sample_row("{\"argv\":[\"x\"]}\n");
+        CHECK(json_object_object_get_ex(row, "detail", &d) && json_object_is_type(d, json_type_object));
+        json_object_put(row);
+        row = sample_row("");
+        CHECK(json_object_object_get_ex(row, "detail", &d) && json_object_is_type(d, json_type_string));
+        json_object_put(row);
+
+        /* started_at 0 is unknown: null, the number kept. */
+        json_object *raw = json_object_new_object();
+        json_object_object_add(raw, "started_at", json_object_new_uint64(0));
+        row = log_row_to_json(raw);
+        CHECK(streq(compact(row), "{\"started_at\":null,\"started_at_usec\":0}"));
+        CHECK(log_row_id(row) == 0);
+        json_object_put(row);
+        json_object_put(raw);
+}
+
+static void test_log_row_matches(void) {
+        json_object *row = sample_row("{}");
+        const uint64_t t = UINT64_C(1796225971590139);
+
+        CHECK(log_row_matches(row, &(LogFilter) {}));
+        CHECK(log_row_matches(row, &(LogFilter) { .session_id = "sb_abcdefgh23", .operation = "exec",
+                                                  .event = "finished", .account_id = "uid:0",
+                                                  .source = "agent" }));
+        CHECK(!log_row_matches(row, &(LogFilter) { .session_id = "sb_zzzzzzzzzz" }));
+        CHECK(!log_row_matches(row, &(LogFilter) { .operation = "write" }));
+        CHECK(!log_row_matches(row, &(LogFilter) { .event = "failed" }));
+        CHECK(!log_row_matches(row, &(LogFilter) { .account_id = "uid:1000" }));
+        CHECK(!log_row_matches(row, &(LogFilter) { .source = "human_takeover" }));
+        CHECK(log_row_matches(row, &(LogFilter) { .since = t, .until = t + 1 }));
+        CHECK(!log_row_matches(row, &(LogFilter) { .since = t + 1 }));
+        CHECK(!log_row_matches(row, &(LogFilter) { .until = t }));
+        json_object_put(row);
+}
+
+static void test_log_row_cells(void) {
+        char *cells[_LOG_COLUMN_MAX];
+        json_object *row = sample_row("{\"argv\":[\"sh\",\"-c\",\"echo hi; exit 3\"]}");
+
+        setenv("TZ", "UTC", 1);
+        tzset();
+        CHECK(log_row_cells(row, cells) == 0);
+        CHECK(streq(cells[LOG_COLUMN_TIME], "Dec 02 15:39:31.590"));
+        CHECK(streq(cells[LOG_COLUMN_ID], "42"));
+        CHECK(streq(cells[LOG_COLUMN_SANDBOX], "sb_abcdefgh23"));
+        CHECK(streq(cells[LOG_COLUMN_ACCOUNT], "uid:0"));
+        CHECK(streq(cells[LOG_COLUMN_SOURCE], "agent"));
+        CHECK(streq(cells[LOG_COLUMN_OPERATION], "exec"));
+        CHECK(streq(cells[LOG_COLUMN_EVENT], "finished"));
+        CHECK(streq(cells[LOG_COLUMN_EXIT], "3"));
+        CHECK(streq(cells[LOG_COLUMN_DURATION], "12ms"));
+        CHECK(streq(cells[LOG_COLUMN_DETAIL], "sh -c 'echo hi; exit 3'"));
+        log_cells_free(cells);
+        CHECK(!cells[0] && !cells[_LOG_COLUMN_MAX - 1]);
+        json_object_put(row);
+
+        /* Not an exec: exit code 0 says nothing, a failure's code does. */
+        json_object *raw = json_object_new_object();
+        json_object_object_add(raw, "operation", json_object_new_string("write"));
+        json_object_object_add(raw, "session_id", json_object_new_string(""));
+        json_object_object_add(raw, "account_id", json_object_new_string("evil\033[2J"));
+        json_object_object_add(raw, "exit_code", json_object_new_int64(0));
+        json_object_object_add(raw, "detail", json_object_new_string("{\"path\":\"/tmp/f\"}"));
+        row = log_row_to_json(raw);
+        CHECK(log_row_cells(row, cells) == 0);
+        CHECK(streq(cells[LOG_COLUMN_TIME], "-") && streq(cells[LOG_COLUMN_ID], "-"));
+        CHECK(streq(cells[LOG_COLUMN_SANDBOX], "-") && streq(cells[LOG_COLUMN_ACCOUNT], "evil?[2J"));
+        CHECK(streq(cells[LOG_COLUMN_SOURCE], "-") && streq(cells[LOG_COLUMN_EVENT], "-"));
+        CHECK(streq(cells[LOG_COLUMN_EXIT], "-") && streq(cells[LOG_COLUMN_DURATION], "-"));
+        CHECK(streq(cells[LOG_COLUMN_DETAIL], "/tmp/f"));
+        log_cells_free(cells);
+        json_object_put(row);
+
+        json_object_object_add(raw, "exit_code", json_object_new_int64(-2));
+        row = log_row_to_json(raw);
+        CHECK(log_row_cells(row, cells) == 0 && streq(cells[LOG_COLUMN_EXIT], "-2"));
+        log_cells_free(cells);
+        json_object_put(row);
+        json_object_put(raw);
+
+        for (size_t c = 0; c < _LOG_COLUMN_MAX; c++)
+                CHECK(!isempty(log_column_header[c]));
+}
+
 int main(void) {
         test_parse_uint64();
         test_parse_seconds();
@@ -194,6 +428,12 @@ int main(void) {
         test_make_printable();
         test_fd_io();
         test_exec_exit_status();
+        test_format_log_time();
+        test_shell_quote();
+        test_log_detail_summary();
+        test_log_row_to_json();
+        test_log_row_matches();
+        test_log_row_cells();
 
         if (failures > 0) {
                 fprintf(stderr, "%d check(s) failed\n", failures);
