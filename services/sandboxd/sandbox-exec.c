@@ -30,6 +30,7 @@
 #include "sandboxd-manager.h"
 #include "time-util.h"
 #include "unit.h"
+#include "warm-scope.h"
 
 #define RELAY_HIGH_WATER (1024 * 1024)
 #define RELAY_CHUNK 4096 /* what a pipe that polls writable takes without blocking */
@@ -74,6 +75,7 @@ struct Exec {
         uint64_t timeout_usec, memory_max, tasks_max;
         uint64_t start_mono, start_real, deadline;
         JobWait *job;
+        WarmScope *warm;  /* a scope made ahead for us, or NULL: we ask for our own */
         bool ready;       /* the child is confined and waits for go */
         bool scope_up;    /* systemd's start job for its scope is done */
         bool started;     /* go was sent: the command runs */
@@ -109,6 +111,7 @@ static Exec *exec_free(Exec *e) {
                         }
         }
         job_wait_cancel(e->job);
+        warm_scope_free(e->warm);
         e->child_source = sd_event_source_disable_unref(e->child_source);
         e->deadline_source = sd_event_source_disable_unref(e->deadline_source);
         e->oom_source = sd_event_source_disable_unref(e->oom_source);
@@ -547,12 +550,38 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static void exec_watch_oom(Exec *e) {
+        Manager *m = e->manager;
+        char slice_path[512], unit_path[768];
+        int r;
+
+        if (!e->sandbox)
+                return;
+        snprintf(slice_path, sizeof(slice_path), "sandbox.slice/%s", e->sandbox->slice);
+        snprintf(unit_path, sizeof(unit_path), "%s/%s", slice_path, e->unit);
+        r = oom_watch_start(&e->oom, m->memory_layout, m->memory_prefix, slice_path, unit_path);
+        if (r >= 0 && e->oom.event_fd >= 0) {
+                r = sd_event_add_io(m->event, &e->oom_source, e->oom.event_fd, EPOLLIN, on_oom_event, e);
+                if (r >= 0)
+                        (void) sd_event_source_set_priority(e->oom_source, SD_EVENT_PRIORITY_IMPORTANT);
+        }
+}
+
 /* The command may run once it is confined and its scope is up, whichever comes last. */
 static void exec_maybe_go(Exec *e) {
         Manager *m = e->manager;
 
         if (!e->ready || !e->scope_up || e->started || e->exited)
                 return;
+        if (e->warm) {
+                int r = warm_scope_enter(e->warm, e->pid, e->timeout_usec);
+                if (r < 0) {
+                        (void) kill(e->pid, SIGKILL);
+                        exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not move the command into its scope", -r);
+                        return;
+                }
+                exec_watch_oom(e);
+        }
         e->started = true;
         e->start_mono = now_usec(CLOCK_MONOTONIC);
         e->deadline = e->start_mono + e->timeout_usec;
@@ -562,12 +591,16 @@ static void exec_maybe_go(Exec *e) {
         if (write(e->go_fd, "g", 1) != 1)
                 (void) kill(e->pid, SIGKILL);
         e->go_fd = safe_close(e->go_fd);
+
+        /* The next Exec's scope, while this one runs: a command with the type's limits then waits
+         * for no systemd job. */
+        const SandboxType *t = e->sandbox ? sandboxd_config_find_type(&m->config, e->sandbox->type) : NULL;
+        if (t)
+                (void) warm_scope_prepare(e->sandbox, t->tasks_max, t->memory_max);
 }
 
 static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
         Exec *e = userdata;
-        char slice_path[512], unit_path[768];
-        int r;
 
         e->job = NULL;
         if (!result || !streq(result, "done")) {
@@ -588,16 +621,7 @@ static void on_scope_started(Manager *m, const char *result, const sd_bus_error 
                 return;
         }
 
-        if (e->sandbox) {
-                snprintf(slice_path, sizeof(slice_path), "sandbox.slice/%s", e->sandbox->slice);
-                snprintf(unit_path, sizeof(unit_path), "%s/%s", slice_path, e->unit);
-                r = oom_watch_start(&e->oom, m->memory_layout, m->memory_prefix, slice_path, unit_path);
-                if (r >= 0 && e->oom.event_fd >= 0) {
-                        r = sd_event_add_io(m->event, &e->oom_source, e->oom.event_fd, EPOLLIN, on_oom_event, e);
-                        if (r >= 0)
-                                (void) sd_event_source_set_priority(e->oom_source, SD_EVENT_PRIORITY_IMPORTANT);
-                }
-        }
+        exec_watch_oom(e);
         exec_maybe_go(e);
 }
 
@@ -733,7 +757,13 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
                 free(e);
                 return -ENOMEM;
         }
-        snprintf(e->unit, sizeof(e->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
+        e->warm = warm_scope_take(s, e->tasks_max, e->memory_max);
+        if (e->warm) {
+                snprintf(e->unit, sizeof(e->unit), "%s", warm_scope_unit(e->warm));
+                e->scope_up = true;
+        } else
+                snprintf(e->unit, sizeof(e->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id,
+                         sandbox_next_unit_number(s));
 
         ChildArgs a = {
                 .init_pidfd = s->init_pidfd,
@@ -790,10 +820,12 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         r = sd_event_add_io(m->event, &e->ready_source, e->go_fd, EPOLLIN, on_child_ready, e);
         if (r < 0)
                 goto fail_kill;
-        /* systemd sets up the scope while the child confines itself. */
-        r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
-        if (r < 0)
-                goto fail_kill;
+        if (!e->warm) {
+                /* systemd sets up the scope while the child confines itself. */
+                r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
+                if (r < 0)
+                        goto fail_kill;
+        }
         return 0;
 
 fail_kill:

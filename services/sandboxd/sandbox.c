@@ -30,6 +30,7 @@
 #include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
+#include "warm-scope.h"
 
 static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_STARTING] = "starting",
@@ -87,6 +88,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                         (void) hashmap_remove(s->manager->sandbox_names, s->name);
         }
         exec_detach_all(s);
+        warm_scope_free(s->warm);
         job_wait_cancel(s->job);
         s->init_source = sd_event_source_disable_unref(s->init_source);
         s->child_source = sd_event_source_disable_unref(s->child_source);

@@ -15,6 +15,7 @@
 
 typedef struct Manager Manager;
 typedef struct Exec Exec;
+typedef struct WarmScope WarmScope;
 
 typedef enum SandboxState {
         SANDBOX_STARTING,
@@ -66,6 +67,7 @@ typedef struct Sandbox {
         uint64_t delete_started, delete_mono;
 
         Exec *execs;   /* running Execs, linked through Exec.next */
+        WarmScope *warm;  /* the next Exec's scope, if made ahead (warm-scope.c) */
 } Sandbox;
 
 typedef struct SandboxCreateSpec {

@@ -315,7 +315,7 @@ static int method_get_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error 
 static int method_list_sandboxes(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         Manager *m = userdata;
-        Sandbox *s;
+        Sandbox *s = NULL;
         size_t state = 0;
         Caller c;
         int r;
@@ -347,7 +347,7 @@ static int method_list_sandboxes(sd_bus_message *msg, void *userdata, sd_bus_err
 static int method_set_ttl(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         const char *id;
         uint64_t ttl, usec;
-        Sandbox *s;
+        Sandbox *s = NULL;
         char b[32];
         int r;
 
@@ -371,7 +371,8 @@ static int method_set_ttl(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not set the TTL: %s", strerror(-r));
         log_sandbox(LOG_INFO, s->id, "TTL of sandbox %s set to %" PRIu64 " s by %s.", s->id, ttl, c->account_id);
-        sandbox_audit(s, c, "sandbox.update", "finished", NULL, NULL, now_usec(CLOCK_REALTIME), now_usec(CLOCK_MONOTONIC));
+        sandbox_audit(s, c, "sandbox.update", "finished", NULL, NULL, now_usec(CLOCK_REALTIME),
+                      now_usec(CLOCK_MONOTONIC));
         return sd_bus_reply_method_return(msg, NULL);
 }
 
@@ -466,7 +467,7 @@ static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci,
         uint64_t timeout = 0, memory_max = 0, tasks_max = 0;
         bool have_timeout = false;
         int stdout_fd = -1, stderr_fd = -1;
-        Sandbox *s;
+        Sandbox *s = NULL;
         int r;
 
         r = caller_check(m, msg, c, error);
@@ -616,7 +617,7 @@ static int method_write_file(sd_bus_message *msg, Manager *m, Caller *c, CallInf
         size_t size;
         uint32_t mode = 0644;
         int create_dirs = 0, append = 0, fd = -1;
-        Sandbox *s;
+        Sandbox *s = NULL;
         int r;
 
         r = caller_check(m, msg, c, error);
@@ -700,7 +701,7 @@ static int method_read_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo
         const char *id, *path_arg, *key;
         uint64_t offset = 0, length = 0;
         int fd = -1;
-        Sandbox *s;
+        Sandbox *s = NULL;
         int r;
 
         r = caller_check(m, msg, c, error);
@@ -831,7 +832,7 @@ static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata
                                    sd_bus_error *error) {
         Manager *m = userdata;
         size_t n = 0, state = 0;
-        Sandbox *s;
+        Sandbox *s = NULL;
         char **l = calloc(hashmap_size(m->sandboxes) + 1, sizeof(char *));
 
         if (!l)

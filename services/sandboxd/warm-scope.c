@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Warm scopes: the next Exec's scope, made ahead of time, so a command waits for no systemd job.
+ *
+ * Starting a transient scope costs a StartTransientUnit round trip and a JobRemoved signal, several
+ * milliseconds on a busy systemd, which dwarfs everything else an Exec does. So after an Exec,
+ * sandboxd asks for the next one's scope right away, holding a placeholder process of ours (host
+ * PID namespace, invisible to the sandbox) that waits for EOF on a pipe. The next Exec with the same
+ * limits moves its confined child into that scope's cgroups, in every hierarchy exactly where the
+ * placeholder is, closes the pipe, and sets the scope's RuntimeMaxUSec= so that it ends the Exec's
+ * timeout after the command starts. Nothing of the command runs before it is in its scope. A warm
+ * scope unused for a while is let go. */
+#include "warm-scope.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "macro.h"
+#include "sandbox.h"
+#include "sandboxd-manager.h"
+#include "time-util.h"
+#include "unit.h"
+
+#define WARM_IDLE_USEC (5 * 60 * USEC_PER_SEC)
+
+struct WarmScope {
+        Sandbox *sandbox;
+        char unit[UNIT_NAME_MAX];
+        uint64_t tasks_max, memory_max;
+        pid_t placeholder;
+        int hold_fd;                 /* closing it ends the placeholder */
+        sd_event_source *child_source, *idle_timer;
+        JobWait *job;
+        bool ready;
+        uint64_t active_since;       /* CLOCK_MONOTONIC, when its start job was done */
+        char *cgroups;               /* the placeholder's /proc/PID/cgroup */
+};
+
+const char *warm_scope_unit(const WarmScope *w) {
+        return w->unit;
+}
+
+WarmScope *warm_scope_free(WarmScope *w) {
+        if (!w)
+                return NULL;
+        if (w->sandbox && w->sandbox->warm == w)
+                w->sandbox->warm = NULL;
+        job_wait_cancel(w->job);
+        w->hold_fd = safe_close(w->hold_fd);
+        /* The child source stays until the placeholder is reaped: it is ours. */
+        if (w->child_source) {
+                (void) sd_event_source_set_userdata(w->child_source, NULL);
+                (void) sd_event_source_set_floating(w->child_source, true);
+                w->child_source = sd_event_source_unref(w->child_source);
+        }
+        w->idle_timer = sd_event_source_disable_unref(w->idle_timer);
+        free(w->cgroups);
+        free(w);
+        return NULL;
+}
+
+static int on_placeholder_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        WarmScope *w = userdata;
+
+        if (w) {
+                w->child_source = sd_event_source_disable_unref(w->child_source);
+                if (w->sandbox && w->sandbox->warm == w)
+                        warm_scope_free(w); /* died before it was used: no warm scope then */
+        } else
+                sd_event_source_disable_unref(es);
+        return 0;
+}
+
+static int on_idle(sd_event_source *es, uint64_t usec, void *userdata) {
+        warm_scope_free(userdata);
+        return 0;
+}
+
+static int read_cgroups(pid_t pid, char **ret) {
+        char path[64], buf[4096];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = 0;
+        *ret = strdup(buf);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static void on_warm_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        WarmScope *w = userdata;
+
+        w->job = NULL;
+        if (!result || !streq(result, "done") || read_cgroups(w->placeholder, &w->cgroups) < 0) {
+                warm_scope_free(w);
+                return;
+        }
+        w->ready = true;
+        w->active_since = now_usec(CLOCK_MONOTONIC);
+        (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, WARM_IDLE_USEC, USEC_PER_SEC,
+                                          on_idle, w);
+}
+
+static int append_warm_props(sd_bus_message *msg, void *userdata) {
+        WarmScope *w = userdata;
+        char desc[128];
+
+        snprintf(desc, sizeof(desc), "sandbox %s command", w->sandbox->id);
+        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
+                                     "Description", "s", desc,
+                                     "Slice", "s", w->sandbox->slice,
+                                     "PIDs", "au", 1, (uint32_t) w->placeholder,
+                                     "TasksMax", "t", w->tasks_max,
+                                     "MemoryMax", "t", w->memory_max,
+                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
+                                     "CollectMode", "s", "inactive-or-failed",
+                                     "SendSIGHUP", "b", 1);
+}
+
+int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
+        Manager *m = s->manager;
+        _cleanup_close_pair_ int hold[2] = { -EBADF, -EBADF };
+        WarmScope *w;
+        int r;
+
+        if (s->warm || s->state != SANDBOX_RUNNING || m->exiting)
+                return 0;
+        if (pipe2(hold, O_CLOEXEC) < 0)
+                return -errno;
+        w = calloc(1, sizeof(WarmScope));
+        if (!w)
+                return -ENOMEM;
+        w->sandbox = s;
+        w->hold_fd = -EBADF;
+        w->tasks_max = tasks_max;
+        w->memory_max = memory_max;
+        snprintf(w->unit, sizeof(w->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
+
+        pid_t pid = fork();
+        if (pid < 0) {
+                free(w);
+                return -errno;
+        }
+        if (pid == 0) {
+                /* The placeholder: nothing of sandboxd's but a pipe, then a tiny program waiting on it. */
+                (void) confine_reset_signals();
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                if (null < 0 || dup2(hold[0], 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+                        _exit(EXIT_FAILURE);
+                (void) confine_close_all_fds_except(NULL, 0);
+                char *argv[] = { (char *) "sandbox-init", (char *) "--hold", NULL };
+                char *envp[] = { NULL };
+                execve(m->init_path, argv, envp);
+                _exit(EXIT_FAILURE);
+        }
+        w->placeholder = pid;
+        w->hold_fd = TAKE_FD(hold[1]);
+        s->warm = w;
+        r = sd_event_add_child(m->event, &w->child_source, pid, WEXITED, on_placeholder_exit, w);
+        if (r >= 0)
+                r = unit_start_transient(m, w->unit, append_warm_props, NULL, w, on_warm_started, w, &w->job);
+        if (r < 0) {
+                (void) kill(pid, SIGKILL);
+                warm_scope_free(w);
+                return r;
+        }
+        return 0;
+}
+
+WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
+        WarmScope *w = s->warm;
+
+        if (!w || !w->ready || w->tasks_max != tasks_max || w->memory_max != memory_max || !w->child_source)
+                return NULL;
+        s->warm = NULL;
+        w->idle_timer = sd_event_source_disable_unref(w->idle_timer);
+        return w;
+}
+
+static int cgroup_dir(const char *controllers, char *buf, size_t n) {
+        if (isempty(controllers)) {
+                /* the cgroup2 line: its own mount on a hybrid host, the root on a pure one */
+                snprintf(buf, n, access("/sys/fs/cgroup/unified", F_OK) == 0 ? "/sys/fs/cgroup/unified"
+                                                                              : "/sys/fs/cgroup");
+                return 1;
+        }
+        snprintf(buf, n, "/sys/fs/cgroup/%s",
+                 strncmp(controllers, "name=", 5) == 0 ? controllers + 5 : controllers);
+        /* the hierarchies systemd tracks and limits with; any other may legitimately be missing */
+        return strstr(controllers, "name=systemd") || strstr(controllers, "memory") || strstr(controllers, "pids");
+}
+
+int warm_scope_enter(WarmScope *w, pid_t pid, uint64_t timeout_usec) {
+        Manager *m = w->sandbox ? w->sandbox->manager : NULL;
+        char pidbuf[32];
+        int n = snprintf(pidbuf, sizeof(pidbuf), "%d", (int) pid);
+        _cleanup_free_ char *copy = strdup(w->cgroups);
+        char *save = NULL;
+
+        if (!copy || !m)
+                return -ENOMEM;
+        for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *a = strchr(line, ':'), *b;
+                if (!a || !(b = strchr(a + 1, ':')))
+                        continue;
+                *b = 0;
+                char dir[256], path[4096];
+                int essential = cgroup_dir(a + 1, dir, sizeof(dir));
+                snprintf(path, sizeof(path), "%s%s/cgroup.procs", dir, streq(b + 1, "/") ? "" : b + 1);
+                _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+                if ((fd < 0 || write(fd, pidbuf, n) != n) && essential)
+                        return -errno ?: -EIO;
+        }
+        /* The command is in; the placeholder may go. */
+        w->hold_fd = safe_close(w->hold_fd);
+
+        uint64_t since = now_usec(CLOCK_MONOTONIC) - w->active_since;
+        return sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                        "org.freedesktop.systemd1.Manager", "SetUnitProperties", NULL, NULL,
+                                        "sba(sv)", w->unit, 1, 1, "RuntimeMaxUSec", "t",
+                                        timeout_usec > 0 ? since + timeout_usec : UINT64_MAX);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Warm scopes: the next Exec's scope, made ahead of time, so a command waits for no systemd job. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct Sandbox Sandbox;
+typedef struct WarmScope WarmScope;
+
+/* Starts making a scope for the sandbox's next Exec with these limits (nothing if one exists). */
+int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
+
+/* Hands over the sandbox's ready scope if its limits are these; NULL otherwise. */
+WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
+
+const char *warm_scope_unit(const WarmScope *w);
+
+/* Moves pid into the scope's cgroups (every hierarchy, exactly where the placeholder is), lets the
+ * placeholder go, and asks systemd to end the scope timeout_usec from now. */
+int warm_scope_enter(WarmScope *w, pid_t pid, uint64_t timeout_usec);
+
+/* Frees it; an unused scope empties (its placeholder exits) and systemd collects it. */
+WarmScope *warm_scope_free(WarmScope *w);
