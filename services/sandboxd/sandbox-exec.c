@@ -539,8 +539,12 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         Exec *e = userdata;
 
         if (!e->timed_out) {
-                /* systemd's RuntimeMaxUSec is ending the scope right now; make sure, a little later. */
+                /* A scope of its own has RuntimeMaxUSec= and systemd ends it right now; a warm one
+                 * only has an upper bound, so we stop it (SIGTERM, SIGKILL after 1 s, as systemd
+                 * would). Either way: make sure, a little later. */
                 e->timed_out = true;
+                if (e->warm)
+                        (void) unit_stop_nowait(e->manager, e->unit);
                 (void) sd_event_source_set_time(s, usec + 3 * USEC_PER_SEC);
                 (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
                 return 0;
@@ -574,7 +578,7 @@ static void exec_maybe_go(Exec *e) {
         if (!e->ready || !e->scope_up || e->started || e->exited)
                 return;
         if (e->warm) {
-                int r = warm_scope_enter(e->warm, e->pid, e->timeout_usec);
+                int r = warm_scope_enter(e->warm, e->pid);
                 if (r < 0) {
                         (void) kill(e->pid, SIGKILL);
                         exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not move the command into its scope", -r);
@@ -596,7 +600,7 @@ static void exec_maybe_go(Exec *e) {
          * for no systemd job. */
         const SandboxType *t = e->sandbox ? sandboxd_config_find_type(&m->config, e->sandbox->type) : NULL;
         if (t)
-                (void) warm_scope_prepare(e->sandbox, t->tasks_max, t->memory_max);
+                (void) warm_scope_prepare(e->sandbox, t->tasks_max, t->memory_max, t->max_timeout_usec);
 }
 
 static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {

@@ -6,8 +6,11 @@
  * sandboxd asks for the next one's scope right away, holding a placeholder process of ours (host
  * PID namespace, invisible to the sandbox) that waits for EOF on a pipe. The next Exec with the same
  * limits moves its confined child into that scope's cgroups, in every hierarchy exactly where the
- * placeholder is, closes the pipe, and sets the scope's RuntimeMaxUSec= so that it ends the Exec's
- * timeout after the command starts. Nothing of the command runs before it is in its scope. A warm
+ * placeholder is and closes the pipe. Nothing of the command runs before it is in its scope.
+ *
+ * systemd 252 takes RuntimeMaxUSec= of a scope only when it is created, so a warm scope carries an
+ * upper bound (the type's longest timeout plus the time it may wait warm) and sandboxd stops it at
+ * the Exec's own deadline (sandbox-exec.c); without sandboxd, systemd's bound still ends it. A warm
  * scope unused for a while is let go. */
 #include "warm-scope.h"
 
@@ -32,13 +35,12 @@
 struct WarmScope {
         Sandbox *sandbox;
         char unit[UNIT_NAME_MAX];
-        uint64_t tasks_max, memory_max;
+        uint64_t tasks_max, memory_max, runtime_max;
         pid_t placeholder;
         int hold_fd;                 /* closing it ends the placeholder */
         sd_event_source *child_source, *idle_timer;
         JobWait *job;
         bool ready;
-        uint64_t active_since;       /* CLOCK_MONOTONIC, when its start job was done */
         char *cgroups;               /* the placeholder's /proc/PID/cgroup */
 };
 
@@ -108,7 +110,6 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
                 return;
         }
         w->ready = true;
-        w->active_since = now_usec(CLOCK_MONOTONIC);
         (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, WARM_IDLE_USEC, USEC_PER_SEC,
                                           on_idle, w);
 }
@@ -118,18 +119,19 @@ static int append_warm_props(sd_bus_message *msg, void *userdata) {
         char desc[128];
 
         snprintf(desc, sizeof(desc), "sandbox %s command", w->sandbox->id);
-        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
+        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
                                      "Description", "s", desc,
                                      "Slice", "s", w->sandbox->slice,
                                      "PIDs", "au", 1, (uint32_t) w->placeholder,
                                      "TasksMax", "t", w->tasks_max,
                                      "MemoryMax", "t", w->memory_max,
+                                     "RuntimeMaxUSec", "t", w->runtime_max,
                                      "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
                                      "CollectMode", "s", "inactive-or-failed",
                                      "SendSIGHUP", "b", 1);
 }
 
-int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
+int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec) {
         Manager *m = s->manager;
         _cleanup_close_pair_ int hold[2] = { -EBADF, -EBADF };
         WarmScope *w;
@@ -146,6 +148,7 @@ int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
         w->hold_fd = -EBADF;
         w->tasks_max = tasks_max;
         w->memory_max = memory_max;
+        w->runtime_max = max_timeout_usec + WARM_IDLE_USEC + 60 * USEC_PER_SEC;
         snprintf(w->unit, sizeof(w->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
 
         pid_t pid = fork();
@@ -202,7 +205,7 @@ static int cgroup_dir(const char *controllers, char *buf, size_t n) {
         return strstr(controllers, "name=systemd") || strstr(controllers, "memory") || strstr(controllers, "pids");
 }
 
-int warm_scope_enter(WarmScope *w, pid_t pid, uint64_t timeout_usec) {
+int warm_scope_enter(WarmScope *w, pid_t pid) {
         Manager *m = w->sandbox ? w->sandbox->manager : NULL;
         char pidbuf[32];
         int n = snprintf(pidbuf, sizeof(pidbuf), "%d", (int) pid);
@@ -225,10 +228,5 @@ int warm_scope_enter(WarmScope *w, pid_t pid, uint64_t timeout_usec) {
         }
         /* The command is in; the placeholder may go. */
         w->hold_fd = safe_close(w->hold_fd);
-
-        uint64_t since = now_usec(CLOCK_MONOTONIC) - w->active_since;
-        return sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                        "org.freedesktop.systemd1.Manager", "SetUnitProperties", NULL, NULL,
-                                        "sba(sv)", w->unit, 1, 1, "RuntimeMaxUSec", "t",
-                                        timeout_usec > 0 ? since + timeout_usec : UINT64_MAX);
+        return 0;
 }

@@ -8,17 +8,18 @@
 typedef struct Sandbox Sandbox;
 typedef struct WarmScope WarmScope;
 
-/* Starts making a scope for the sandbox's next Exec with these limits (nothing if one exists). */
-int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
+/* Starts making a scope for the sandbox's next Exec with these limits (nothing if one exists).
+ * max_timeout_usec: the longest timeout an Exec may ask for; the scope's RuntimeMaxUSec= bound. */
+int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec);
 
 /* Hands over the sandbox's ready scope if its limits are these; NULL otherwise. */
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
 
 const char *warm_scope_unit(const WarmScope *w);
 
-/* Moves pid into the scope's cgroups (every hierarchy, exactly where the placeholder is), lets the
- * placeholder go, and asks systemd to end the scope timeout_usec from now. */
-int warm_scope_enter(WarmScope *w, pid_t pid, uint64_t timeout_usec);
+/* Moves pid into the scope's cgroups (every hierarchy, exactly where the placeholder is) and lets
+ * the placeholder go. The Exec's own deadline is the caller's to enforce. */
+int warm_scope_enter(WarmScope *w, pid_t pid);
 
 /* Frees it; an unused scope empties (its placeholder exits) and systemd collects it. */
 WarmScope *warm_scope_free(WarmScope *w);

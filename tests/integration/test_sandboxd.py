@@ -494,3 +494,41 @@ def test_config_dropin(mgr):
         run("systemctl", "reset-failed", "sandboxd", check=False)
         run("systemctl", "restart", "sandboxd")
         wait_sandboxd_active()
+
+
+def test_warm_scope(mgr, sandbox):
+    """After an Exec, the next one's scope is made ahead; a command moved into it is confined and
+    limited exactly like one in a fresh scope, and nothing but the command is in it."""
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    mgr.exec(sid, ["true"])
+    warm = wait_for(lambda: [u for u in scope_units(sid) if "-exec-" in u and
+                             systemctl_show(u, "ActiveState")["ActiveState"] == "active"],
+                    what="a warm scope")[0]
+    # systemd 252 takes RuntimeMaxUSec only at creation: a warm scope carries an upper bound
+    assert systemctl_show(warm, "RuntimeMaxUSec")["RuntimeMaxUSec"] == "1h 6min"
+    p = busctl_exec_async(sid, "sleep", "3", timeout=20)
+    try:
+        def running():
+            cg = systemctl_show(warm, "ControlGroup")["ControlGroup"]
+            procs = open(f"/sys/fs/cgroup/systemd{cg}/cgroup.procs").read().split()
+            comms = [open(f"/proc/{x}/comm").read().strip() for x in procs]
+            return procs if comms == ["sleep"] else None
+        procs = wait_for(running, what="the command, alone, in the warm scope")
+        st = open(f"/proc/{procs[0]}/status").read()
+        assert re.search(rf"^Uid:\s+{uid}\s+{uid}\s+{uid}\s+{uid}$", st, re.M)
+        assert re.search(r"^Seccomp:\s+2$", st, re.M) and re.search(r"^CapEff:\s+0+$", st, re.M)
+        cg = open(f"/proc/{procs[0]}/cgroup").read()
+        assert f"memory:/sandbox.slice/sandbox-{sid}.slice/{warm}" in cg
+        assert f"pids:/sandbox.slice/sandbox-{sid}.slice/{warm}" in cg
+        show = systemctl_show(warm, "TasksMax", "MemoryMax")
+        assert show["TasksMax"] == "256" and show["MemoryMax"] == str(1024 ** 3)
+    finally:
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and f'"unit" s "{warm}"' in out, (out, err)
+    # a warm scope honours the Exec's timeout: sandboxd stops it at the deadline
+    p = busctl_exec_async(sid, "sh", "-c", "sleep 100 & sleep 100", timeout=2)
+    out, err = p.communicate(timeout=60)
+    assert '"timed_out" b true' in out, (out, err)
+    unit = re.search(r'"unit" s "([^"]+)"', out)[1]
+    wait_for(lambda: systemctl_show(unit, "ActiveState")["ActiveState"] != "active", what="the scope to stop")
