@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-auditd's configuration: built-in defaults, sandbox-auditd.conf and its drop-ins. */
+#pragma once
+
+#include <stdint.h>
+
+#ifdef SYSCONFDIR
+#define AUDIT_CONFIG_DIR SYSCONFDIR "/sandboxd"
+#else
+#define AUDIT_CONFIG_DIR "/etc/sandboxd"
+#endif
+#define AUDIT_CONFIG_FILE AUDIT_CONFIG_DIR "/sandbox-auditd.conf"
+#define AUDIT_CONFIG_DROPIN_DIR AUDIT_CONFIG_DIR "/sandbox-auditd.conf.d"
+
+#define AUDIT_MAX_AGE_DEFAULT (UINT64_C(90) * UINT64_C(86400000000)) /* 90 days, in µs */
+#define AUDIT_MAX_ROWS_DEFAULT UINT64_C(10000000)
+#define AUDIT_OUTPUT_MAX_DEFAULT (UINT64_C(1) << 20)
+#define AUDIT_DETAIL_MAX_DEFAULT (UINT64_C(4) << 10)
+
+/* Bounds of the settings. Both captured streams of a row travel in one message (Record, GetOutput),
+ * and the system bus caps a message at 32 MiB; a capped detail must still hold its
+ * {"truncated":true,"size":N,"head":"…"} wrapper. */
+#define AUDIT_OUTPUT_MAX_LIMIT (UINT64_C(15) << 20)
+#define AUDIT_DETAIL_MAX_MIN UINT64_C(256)
+#define AUDIT_DETAIL_MAX_LIMIT (UINT64_C(64) << 10)
+
+typedef struct AuditConfig {
+        uint64_t max_age_usec; /* rows whose started_at is older are deleted; 0: kept for ever */
+        uint64_t max_rows;     /* at most this many of the newest ids are kept; 0: no limit */
+        uint64_t output_max;   /* bytes per captured stream in one row */
+        uint64_t detail_max;   /* bytes of detail JSON stored as given; larger ones are capped */
+} AuditConfig;
+
+/* MaxAgeSec=90d, MaxRows=10000000, OutputMax=1M, DetailMax=4K. */
+void audit_config_defaults(AuditConfig *c);
+
+/* Applies main_path, then every "*.conf" in dropin_dir in lexical (strcmp) order, on top of what c
+ * holds (normally the defaults); later assignments win. Either path may be NULL, and missing files or
+ * directories are fine.
+ *
+ * Format: a "[Log]" section of Key=Value lines (MaxAgeSec=, MaxRows=, OutputMax=, DetailMax=); '#' or
+ * ';' starts a comment at the start of a line, or after whitespace within a value; whitespace around
+ * keys and values is ignored.
+ *
+ * Returns 0 and updates c; or, leaving c untouched: -EINVAL for a bad file (unknown section or key,
+ * bad or out-of-range value), with *ret_error = "file:line: what is wrong"; a negative errno if a file
+ * exists but cannot be read, with *ret_error = "file: reason"; -ENOMEM. ret_error may be NULL; the
+ * caller frees the message. */
+int audit_config_load(AuditConfig *c, const char *main_path, const char *dropin_dir, char **ret_error);

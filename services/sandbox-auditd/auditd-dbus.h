@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-auditd on the bus: the Log vtable, its errors, the rows as a{sv}, and EntryAdded. */
+#pragma once
+
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+
+#include "audit-store.h"
+
+typedef struct Manager Manager;
+
+#define AUDITD_BUS_NAME "org.sandboxd.audit1"
+#define AUDITD_BUS_PATH "/org/sandboxd/audit1"
+#define AUDITD_LOG_INTERFACE "org.sandboxd.audit1.Log"
+
+#define AUDITD_ERROR_NO_SUCH_ENTRY "org.sandboxd.audit1.NoSuchEntry"
+#define AUDITD_ERROR_STORAGE_FULL "org.sandboxd.audit1.StorageFull"
+
+/* A GetLog reply stops adding rows beyond this many bytes (the system bus caps a message at 32 MiB). */
+#define AUDITD_REPLY_BYTES_MAX (UINT64_C(16) << 20)
+
+int manager_bus_setup(Manager *m);
+
+/* Answers a Record call: the row's id, or StorageFull for a storage error (negative errno). */
+int audit_reply_recorded(sd_bus_message *msg, uint64_t id);
+int audit_reply_storage_error(sd_bus_message *msg, int error);
+/* A human-readable reason for a storage error, in SQLite's words. */
+const char *audit_storage_error_string(int error);
+
+void audit_emit_entry_added(Manager *m, const AuditEntry *e);

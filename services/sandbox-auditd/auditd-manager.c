@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-auditd's state: the bus, the event loop, the store, rows waiting for their commit, retention. */
+#include "auditd-manager.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+
+#include "auditd-dbus.h"
+#include "log.h"
+#include "macro.h"
+#include "time-util.h"
+
+struct PendingRecord {
+        sd_bus_message *msg; /* holds what rec's borrowed pointers point into */
+        AuditRecord rec;
+        uint64_t id, recorded_at;
+        bool is_new;
+        PendingRecord *next;
+};
+
+static PendingRecord *pending_free(PendingRecord *p) {
+        if (!p)
+                return NULL;
+        audit_record_clear(&p->rec);
+        sd_bus_message_unref(p->msg);
+        free(p);
+        return NULL;
+}
+
+bool manager_uid_may_record(Manager *m, uid_t uid) {
+        return uid == 0 || (m->gateway_uid != (uid_t) -1 && uid == m->gateway_uid);
+}
+
+bool manager_uid_may_read(Manager *m, uid_t uid) {
+        if (uid == 0)
+                return true;
+        if (m->admin_gid == (gid_t) -1)
+                return false;
+
+        /* Group membership as the bus policy sees it (NSS), not from a racy /proc read. */
+        struct passwd *pw = getpwuid(uid);
+        if (!pw)
+                return false;
+        if (pw->pw_gid == m->admin_gid)
+                return true;
+        int n = 64;
+        gid_t groups[64];
+        if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+                return false;
+        for (int i = 0; i < n; i++)
+                if (groups[i] == m->admin_gid)
+                        return true;
+        return false;
+}
+
+/* --- group commit ------------------------------------------------------------------------------- */
+
+static void storage_state(Manager *m, int error) {
+        if (error < 0 && !m->storage_failing) {
+                log_msg(LOG_WARNING, "Cannot store audit rows: %s. Callers keep their rows and retry.",
+                        audit_storage_error_string(error));
+                (void) sd_notifyf(false, "STATUS=Cannot store rows: %s", audit_storage_error_string(error));
+        } else if (error >= 0 && m->storage_failing) {
+                log_msg(LOG_NOTICE, "Storing audit rows again.");
+                (void) sd_notify(false, "STATUS=Recording.");
+        }
+        m->storage_failing = error < 0;
+}
+
+/* Answers every waiting caller: with its id if r >= 0 (the batch is committed), else with r. */
+static void answer_pending(Manager *m, int r) {
+        PendingRecord *p;
+
+        while ((p = m->pending)) {
+                m->pending = p->next;
+                if (r < 0)
+                        (void) audit_reply_storage_error(p->msg, r);
+                else {
+                        (void) audit_reply_recorded(p->msg, p->id);
+                        if (p->is_new) {
+                                AuditEntry e;
+                                audit_record_to_entry(&p->rec, p->id, p->recorded_at, &e);
+                                audit_emit_entry_added(m, &e);
+                        }
+                }
+                pending_free(p);
+        }
+        m->pending_tail = NULL;
+        m->n_pending = 0;
+        m->pending_bytes = 0;
+}
+
+void manager_flush(Manager *m) {
+        int r;
+
+        if (!m->store || (!m->pending && !audit_store_in_transaction(m->store)))
+                return;
+        r = audit_store_commit(m->store);
+        storage_state(m, r);
+        answer_pending(m, r);
+        if (m->commit_event)
+                (void) sd_event_source_set_enabled(m->commit_event, SD_EVENT_OFF);
+}
+
+static int on_commit(sd_event_source *s, void *userdata) {
+        manager_flush(userdata);
+        return 0;
+}
+
+int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *rec) {
+        PendingRecord *p;
+        int r;
+
+        p = calloc(1, sizeof(PendingRecord));
+        if (!p)
+                return -ENOMEM;
+        p->msg = sd_bus_message_ref(msg);
+        p->rec = *rec;
+        rec->detail_capped = rec->output_truncated = NULL;
+        rec->normalized = false;
+        p->recorded_at = now_usec(CLOCK_REALTIME);
+
+        r = audit_store_begin(m->store);
+        if (r >= 0)
+                r = audit_store_insert(m->store, &p->rec, p->recorded_at, &p->id);
+        if (r < 0) {
+                /* The transaction may be gone with it: fail the whole batch, nobody has an answer yet. */
+                audit_store_rollback(m->store);
+                storage_state(m, r);
+                answer_pending(m, r);
+                (void) audit_reply_storage_error(p->msg, r);
+                pending_free(p);
+                return 0;
+        }
+        p->is_new = r > 0;
+
+        if (m->pending_tail)
+                m->pending_tail->next = p;
+        else
+                m->pending = p;
+        m->pending_tail = p;
+        m->n_pending++;
+        m->pending_bytes += p->rec.stdout_size + p->rec.stderr_size + strlen(audit_record_detail(&p->rec));
+
+        if (m->n_pending >= AUDITD_COMMIT_ROWS_MAX || m->pending_bytes >= AUDITD_COMMIT_BYTES_MAX)
+                manager_flush(m);
+        else
+                /* below the bus's priority: every call already queued joins this commit */
+                (void) sd_event_source_set_enabled(m->commit_event, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+/* --- retention ---------------------------------------------------------------------------------- */
+
+static void retention_done(Manager *m, int r) {
+        (void) sd_event_source_set_enabled(m->retention_event, SD_EVENT_OFF);
+        if (r < 0 && !m->storage_failing) /* a full disk is reported once, by the writers */
+                log_msg(LOG_WARNING, "Retention stopped: %s; next attempt in %" PRIu64 " s.",
+                        audit_storage_error_string(r), AUDITD_RETENTION_INTERVAL_USEC / USEC_PER_SEC);
+        else if (m->retention_deleted > 0)
+                log_msg(LOG_INFO, "Retention removed %" PRIu64 " audit rows (MaxAgeSec=, MaxRows=).",
+                        m->retention_deleted);
+}
+
+static int on_retention_batch(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        uint64_t t0, dt;
+        int r;
+
+        manager_flush(m);
+        t0 = now_usec(CLOCK_MONOTONIC);
+        if (!m->retention_age_done)
+                r = audit_store_delete_older(m->store, m->retention_cutoff, m->retention_batch);
+        else
+                r = audit_store_delete_excess(m->store, m->config.max_rows, m->retention_batch);
+        dt = now_usec(CLOCK_MONOTONIC) - t0;
+        if (r < 0) {
+                retention_done(m, r);
+                return 0;
+        }
+        m->retention_deleted += (uint64_t) r;
+
+        /* Keep each batch short, whatever the rows weigh: writers wait while it runs. */
+        if (dt > 10 * USEC_PER_MSEC && m->retention_batch > AUDITD_RETENTION_BATCH_MIN)
+                m->retention_batch = MAX(m->retention_batch / 2, AUDITD_RETENTION_BATCH_MIN);
+        else if (dt < 2 * USEC_PER_MSEC && m->retention_batch < AUDITD_RETENTION_BATCH_MAX)
+                m->retention_batch = MIN(m->retention_batch * 2, AUDITD_RETENTION_BATCH_MAX);
+
+        /* an empty batch ends a phase: by age first, then by count */
+        if (r == 0) {
+                if (!m->retention_age_done)
+                        m->retention_age_done = true;
+                else
+                        retention_done(m, 0);
+        }
+        return 0;
+}
+
+static int on_retention_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        int enabled = SD_EVENT_OFF;
+        uint64_t now = now_usec(CLOCK_REALTIME);
+
+        (void) sd_event_source_set_time_relative(s, AUDITD_RETENTION_INTERVAL_USEC);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+
+        /* hourly: the planner's statistics follow the log's growth */
+        if (++m->retention_ticks % 60 == 0) {
+                manager_flush(m);
+                audit_store_optimize(m->store);
+        }
+
+        (void) sd_event_source_get_enabled(m->retention_event, &enabled);
+        if (enabled != SD_EVENT_OFF)
+                return 0; /* the last pass is still going */
+        if (m->config.max_age_usec == 0 && m->config.max_rows == 0)
+                return 0;
+
+        m->retention_age_done = m->config.max_age_usec == 0 || now <= m->config.max_age_usec;
+        m->retention_cutoff = m->retention_age_done ? 0 : now - m->config.max_age_usec;
+        m->retention_deleted = 0;
+        (void) sd_event_source_set_enabled(m->retention_event, SD_EVENT_ON);
+        return 0;
+}
+
+/* --- life cycle --------------------------------------------------------------------------------- */
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
+        manager_flush(m);
+        return sd_event_exit(m->event, 0);
+}
+
+int manager_new(const char *config_path, const char *config_dropins, Manager **ret, char **ret_error) {
+        Manager *m;
+        int r;
+
+        m = calloc(1, sizeof(Manager));
+        if (!m)
+                return -ENOMEM;
+        audit_config_defaults(&m->config);
+        r = audit_config_load(&m->config, config_path, config_dropins, ret_error);
+        if (r < 0)
+                goto fail;
+
+        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: AUDITD_STATE_DIR);
+        if (!m->state_dir) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        /* StateDirectory= may list several: the first one is ours */
+        char *colon = strchr(m->state_dir, ':');
+        if (colon)
+                *colon = 0;
+
+        struct group *g = getgrnam("sandbox-admin");
+        m->admin_gid = g ? g->gr_gid : (gid_t) -1;
+        struct passwd *pw = getpwnam("sandbox-gateway");
+        m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
+        m->retention_batch = AUDITD_RETENTION_BATCH_MAX;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_set_watchdog(m->event, true);
+        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
+        if (r < 0)
+                goto fail;
+        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
+        if (r < 0)
+                goto fail;
+
+        r = sd_event_add_defer(m->event, &m->commit_event, on_commit, m);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_priority(m->commit_event, SD_EVENT_PRIORITY_NORMAL + 10);
+        (void) sd_event_source_set_enabled(m->commit_event, SD_EVENT_OFF);
+
+        r = sd_event_add_defer(m->event, &m->retention_event, on_retention_batch, m);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_priority(m->retention_event, SD_EVENT_PRIORITY_IDLE);
+        (void) sd_event_source_set_enabled(m->retention_event, SD_EVENT_OFF);
+
+        *ret = m;
+        return 0;
+fail:
+        manager_free(m);
+        return r;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        /* whoever still waits gets an answer before the bus goes */
+        manager_flush(m);
+        sd_event_source_disable_unref(m->commit_event);
+        sd_event_source_disable_unref(m->retention_event);
+        sd_event_source_disable_unref(m->retention_timer);
+        sd_event_source_disable_unref(m->sigterm);
+        sd_event_source_disable_unref(m->sigint);
+        sd_bus_flush_close_unref(m->bus);
+        audit_store_free(m->store);
+        sd_event_unref(m->event);
+        free(m->state_dir);
+        free(m);
+        return NULL;
+}
+
+int manager_startup(Manager *m) {
+        char path[4096];
+        int r;
+
+        snprintf(path, sizeof(path), "%s/" AUDITD_DB_FILE, m->state_dir);
+        r = audit_store_open(path, &m->store);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not open %s: %s", path,
+                        r == -EPROTO ? "written by a newer sandbox-auditd" : audit_storage_error_string(r));
+                return r;
+        }
+
+        r = manager_bus_setup(m);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
+                return r;
+        }
+
+        /* At start, then every AUDITD_RETENTION_INTERVAL_USEC. */
+        r = sd_event_add_time_relative(m->event, &m->retention_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC,
+                                       on_retention_timer, m);
+        if (r < 0)
+                return r;
+
+        /* Last, and synchronously: once the name is ours, callers find everything in place. */
+        r = sd_bus_request_name(m->bus, AUDITD_BUS_NAME, 0);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not acquire %s: %s", AUDITD_BUS_NAME, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        uint64_t top = 0;
+
+        (void) audit_store_max_id(m->store, &top);
+        (void) sd_notifyf(false, "READY=1\nSTATUS=Recording (last id %" PRIu64 ").", top);
+        return sd_event_loop(m->event);
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-auditd's state: the bus, the event loop, the store, rows waiting for their commit, retention. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "audit-config.h"
+#include "audit-store.h"
+
+#define AUDITD_STATE_DIR "/var/lib/sandbox-auditd"
+#define AUDITD_DB_FILE "audit.db"
+
+/* Rows that arrive together share one commit: at most this many, or this many bytes of output. */
+#define AUDITD_COMMIT_ROWS_MAX 256
+#define AUDITD_COMMIT_BYTES_MAX (UINT64_C(8) << 20)
+
+/* Retention runs at start and then this often, deleting at most this many rows per transaction. */
+#define AUDITD_RETENTION_INTERVAL_USEC (UINT64_C(60) * UINT64_C(1000000))
+#define AUDITD_RETENTION_BATCH_MAX 1000u
+#define AUDITD_RETENTION_BATCH_MIN 16u
+
+typedef struct PendingRecord PendingRecord;
+
+typedef struct Manager {
+        sd_event *event;
+        sd_bus *bus;
+        AuditConfig config;
+        char *state_dir;
+        AuditStore *store;
+
+        gid_t admin_gid;  /* sandbox-admin, or (gid_t) -1 */
+        uid_t gateway_uid; /* sandbox-gateway, or (uid_t) -1 */
+
+        /* Group commit: stored rows whose callers wait for the commit. */
+        PendingRecord *pending, *pending_tail;
+        size_t n_pending;
+        uint64_t pending_bytes;
+        sd_event_source *commit_event;
+        bool storage_failing; /* so a full disk is logged once, not once per row */
+
+        /* Retention: a pass deletes by age, then by count, a batch per event loop iteration. */
+        sd_event_source *retention_timer, *retention_event;
+        unsigned retention_batch;
+        bool retention_age_done;
+        uint64_t retention_cutoff;
+        uint64_t retention_deleted;
+        unsigned retention_ticks;
+
+        sd_event_source *sigterm, *sigint;
+} Manager;
+
+int manager_new(const char *config_path, const char *config_dropins, Manager **ret, char **ret_error);
+Manager *manager_free(Manager *m);
+int manager_startup(Manager *m);
+int manager_run(Manager *m);
+
+/* Record: root and sandbox-gateway. Readers (GetLog, GetOutput): root and members of sandbox-admin. */
+bool manager_uid_may_record(Manager *m, uid_t uid);
+bool manager_uid_may_read(Manager *m, uid_t uid);
+
+/* Stores the normalised rec in the current batch and answers msg once that is committed: with the id,
+ * or with StorageFull if the row could not be stored. Takes over rec's allocations (rec is cleared);
+ * its borrowed pointers must point into msg. Returns 0, or a negative errno if nothing was done. */
+int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *rec);
+
+/* Commits the current batch now and answers its callers (before reads, retention and exit). */
+void manager_flush(Manager *m);
