@@ -1002,6 +1002,11 @@ static const char *json_bool(bool v, bool measured) {
 }
 
 static void report(const Config *cfg, const Results *res) {
+        /* Does creation slow down as sandboxes pile up? The first and the last hundred of the fill. */
+        size_t nfl = MIN(res->live_create.n, (size_t) 100);
+        Samples first = {.v = res->live_create.v, .n = nfl},
+                last = {.v = res->live_create.v + res->live_create.n - nfl, .n = nfl};
+        Stats lc_first = samples_stats(&first), lc_last = samples_stats(&last);
         Stats fl = samples_stats(&res->floor), flr = samples_stats(&res->floor_reply);
         Stats ex = samples_stats(&res->exec), cmd = samples_stats(&res->exec_cmd),
               sr = samples_stats(&res->sdrun), cr = samples_stats(&res->create),
@@ -1035,6 +1040,8 @@ static void report(const Config *cfg, const Results *res) {
                 print_json_stats("delete", &de, false);
                 print_json_stats("create_delete", &cy, false);
                 print_json_stats("live_create", &lc, false);
+                print_json_stats("live_create_first100", &lc_first, false);
+                print_json_stats("live_create_last100", &lc_last, false);
                 print_json_stats("live_delete", &ld, false);
                 json_number("live_fill_s", res->live_fill_ms / 1e3, res->live_made > 0);
                 json_number("live_drain_s", res->live_drain_ms / 1e3, res->live_made > 0);
@@ -1085,8 +1092,11 @@ static void report(const Config *cfg, const Results *res) {
         print_row(b, &ld);
         printf("\n");
         if (res->live_made > 0)
-                printf("  %u live sandboxes: created one by one in %.1f s, deleted %d at a time in %.1f s\n",
-                       res->live_made, res->live_fill_ms / 1e3, DELETE_WINDOW, res->live_drain_ms / 1e3);
+                printf("  %u live sandboxes: created one by one in %.1f s (p50 %.2f ms for the first %zu, "
+                       "%.2f ms "
+                       "for the last %zu), deleted %d at a time in %.1f s\n",
+                       res->live_made, res->live_fill_ms / 1e3, lc_first.p50, nfl, lc_last.p50, nfl,
+                       DELETE_WINDOW, res->live_drain_ms / 1e3);
         if (have_exec)
                 printf("  ratio systemd-run / sandboxd:  p50 %.1fx   p99 %.1fx\n", ratio50, ratio99);
         printf("  sandboxd VmRSS: %.1f MiB before, %.1f MiB with %u live sandboxes, %.1f MiB after deleting "
