@@ -228,6 +228,8 @@ int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec) {
 
 /* --- init's life ---------------------------------------------------------------------------------- */
 
+static void sandbox_finish_delete(Sandbox *s);
+
 static void sandbox_init_died(Sandbox *s) {
         s->init_source = sd_event_source_disable_unref(s->init_source);
         s->child_source = sd_event_source_disable_unref(s->child_source);
@@ -235,6 +237,13 @@ static void sandbox_init_died(Sandbox *s) {
         if (s->state == SANDBOX_RUNNING) {
                 log_sandbox(LOG_WARNING, s->id, "Init of sandbox %s died; the sandbox is marked failed.", s->id);
                 s->state = SANDBOX_FAILED;
+        }
+        if (s->state == SANDBOX_STOPPING && s->killing_init) {
+                /* Its PID namespace died with it: every process of the sandbox is gone now. Its units
+                 * are stopped in the background; the caller need not wait for systemd. */
+                s->killing_init = false;
+                (void) unit_stop_nowait(s->manager, s->slice);
+                sandbox_finish_delete(s); /* frees s */
         }
 }
 
@@ -639,6 +648,15 @@ int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, c
         else
                 caller_system(&s->delete_caller);
         s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
+
+        /* The quick way: SIGKILL to the sandbox's PID 1 ends its PID namespace and so every process
+         * in it; we answer when the init is gone (sandbox_init_died()). Without a live init, ask
+         * systemd to stop the slice and wait for that. */
+        if (s->init_pidfd >= 0 && (s->init_source || s->child_source) &&
+            pidfd_send_signal(s->init_pidfd, SIGKILL, NULL, 0) >= 0) {
+                s->killing_init = true;
+                return 0;
+        }
         r = unit_stop(s->manager, s->slice, on_slice_stopped, s, &s->job);
         if (r < 0)
                 sandbox_finish_delete(s);

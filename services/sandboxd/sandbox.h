@@ -63,6 +63,7 @@ typedef struct Sandbox {
         sd_bus_message **delete_requests;
         size_t n_delete_requests;
         const char *delete_operation;
+        bool killing_init;   /* deletion waits for the init, which got SIGKILL, to be gone */
         Caller delete_caller;
         uint64_t delete_started, delete_mono;
 
