@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "sqlite-util.h"
 
 static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_EXEC] = "exec",
@@ -501,71 +502,6 @@ static const char *const migrations[] = {
         "CREATE INDEX entries_started ON entries (started_at);",
 };
 
-static int sqlite_errno(int rc) {
-        switch (rc & 0xff) {
-        case SQLITE_OK:
-        case SQLITE_DONE:
-        case SQLITE_ROW:
-                return 0;
-        case SQLITE_NOMEM:
-                return -ENOMEM;
-        case SQLITE_FULL:
-                return -ENOSPC;
-        case SQLITE_CONSTRAINT:
-                return -EEXIST;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-                return -EBUSY;
-        case SQLITE_READONLY:
-                return -EROFS;
-        case SQLITE_CANTOPEN:
-                return -EACCES;
-        case SQLITE_TOOBIG:
-                return -E2BIG;
-        default:
-                return -EIO;
-        }
-}
-
-static int migrate(sqlite3 *db) {
-        sqlite3_stmt *st;
-        int version = 0, rc;
-        char pragma[64];
-
-        rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_errno(rc);
-        /* read inside the transaction: two instances starting at once must not both migrate */
-        rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                goto rollback;
-        if (sqlite3_step(st) == SQLITE_ROW)
-                version = sqlite3_column_int(st, 0);
-        sqlite3_finalize(st);
-        if (version > (int) ELEMENTSOF(migrations)) {
-                (void) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-                return -EPROTO; /* written by a newer sandbox-auditd */
-        }
-        if (version == (int) ELEMENTSOF(migrations))
-                return sqlite_errno(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL));
-
-        for (size_t i = version; i < ELEMENTSOF(migrations); i++) {
-                rc = sqlite3_exec(db, migrations[i], NULL, NULL, NULL);
-                if (rc != SQLITE_OK)
-                        goto rollback;
-        }
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %zu", ELEMENTSOF(migrations));
-        rc = sqlite3_exec(db, pragma, NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                goto rollback;
-        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-        if (rc == SQLITE_OK)
-                return 0;
-rollback:
-        (void) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        return sqlite_errno(rc);
-}
-
 static bool table_exists(sqlite3 *db, const char *name) {
         sqlite3_stmt *st;
         bool found = false;
@@ -614,39 +550,33 @@ AuditStore *audit_store_free(AuditStore *s) {
         " output_truncated, started_at, duration_usec, recorded_at, request_id, stdout_size, stderr_size"
 
 static int prepare(AuditStore *s, const char *sql, sqlite3_stmt **ret) {
-        return sqlite_errno(sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, ret, NULL));
+        return sqlite_prepare_persistent(s->db, sql, ret);
 }
 
 int audit_store_open(const char *path, AuditStore **ret) {
         AuditStore *s;
-        int rc, r;
+        int r;
 
         s = calloc(1, sizeof(AuditStore));
         if (!s)
                 return -ENOMEM;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             NULL);
-        if (rc != SQLITE_OK) {
-                r = sqlite_errno(rc);
+        r = sqlite_open_wal(path, 2000, &s->db);
+        if (r < 0)
                 goto fail;
-        }
-        (void) sqlite3_busy_timeout(s->db, 2000);
         /* secure_delete=FAST: Debian builds SQLite with secure deletion on, which would rewrite every
          * deleted output blob with zeros during retention; deleted rows are still cleared from b-tree
          * pages, freed overflow pages are overwritten when they are reused. cache_size: 32 MiB, so the
          * indexes' hot pages stay in memory. wal_autocheckpoint: a checkpoint (and its fsync) every
          * 10000 pages rather than 1000 makes ingest about half again as fast. journal_size_limit: the
          * WAL is cut back to 64 MiB after a checkpoint instead of keeping its largest size. */
-        rc = sqlite3_exec(s->db,
-                          "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=FAST;"
-                          " PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=10000;"
-                          " PRAGMA journal_size_limit=67108864",
-                          NULL, NULL, NULL);
-        if (rc != SQLITE_OK) {
-                r = sqlite_errno(rc);
+        r = sqlite_errno(sqlite3_exec(s->db,
+                                      "PRAGMA secure_delete=FAST; PRAGMA cache_size=-32768;"
+                                      " PRAGMA wal_autocheckpoint=10000; PRAGMA journal_size_limit=67108864",
+                                      NULL, NULL, NULL));
+        if (r < 0)
                 goto fail;
-        }
-        r = migrate(s->db);
+        /* -EPROTO: written by a newer sandbox-auditd */
+        r = sqlite_migrate(s->db, migrations, ELEMENTSOF(migrations));
         if (r < 0)
                 goto fail;
         /* Without statistics the planner cannot tell a session (few rows each) from an operation (many):
@@ -684,13 +614,6 @@ fail:
         return r;
 }
 
-static int step_done(sqlite3_stmt *st) {
-        int r = sqlite_errno(sqlite3_step(st));
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        return r;
-}
-
 bool audit_store_in_transaction(AuditStore *s) {
         return s && s->db && !sqlite3_get_autocommit(s->db);
 }
@@ -698,7 +621,7 @@ bool audit_store_in_transaction(AuditStore *s) {
 int audit_store_begin(AuditStore *s) {
         if (audit_store_in_transaction(s))
                 return 0;
-        return step_done(s->begin);
+        return sqlite_step_done(s->begin);
 }
 
 int audit_store_commit(AuditStore *s) {
@@ -706,7 +629,7 @@ int audit_store_commit(AuditStore *s) {
 
         if (!audit_store_in_transaction(s))
                 return 0;
-        r = step_done(s->commit);
+        r = sqlite_step_done(s->commit);
         if (r < 0)
                 audit_store_rollback(s); /* a failed COMMIT may leave the transaction open */
         return r;
@@ -715,7 +638,7 @@ int audit_store_commit(AuditStore *s) {
 void audit_store_rollback(AuditStore *s) {
         /* SQLite rolls back by itself after some errors (SQLITE_FULL, SQLITE_IOERR, …) */
         if (audit_store_in_transaction(s))
-                (void) step_done(s->rollback);
+                (void) sqlite_step_done(s->rollback);
 }
 
 static int lookup_key(AuditStore *s, const char *key, uint64_t *ret_id) {
@@ -769,7 +692,7 @@ int audit_store_insert(AuditStore *s, const AuditRecord *r, uint64_t recorded_at
         /* a NULL pointer would bind SQL NULL, not an empty blob */
         sqlite3_bind_blob64(st, 17, r->stdout_data ?: "", r->stdout_size, SQLITE_STATIC);
         sqlite3_bind_blob64(st, 18, r->stderr_data ?: "", r->stderr_size, SQLITE_STATIC);
-        k = step_done(st);
+        k = sqlite_step_done(st);
         if (k < 0)
                 return k;
         if (sqlite3_changes(s->db) > 0) {
@@ -985,7 +908,7 @@ static int delete_batch(AuditStore *s, sqlite3_stmt *st, uint64_t bound, unsigne
                 return -EBUSY; /* the caller commits its rows first */
         sqlite3_bind_int64(st, 1, (sqlite3_int64) MIN(bound, (uint64_t) INT64_MAX));
         sqlite3_bind_int64(st, 2, batch);
-        r = step_done(st);
+        r = sqlite_step_done(st);
         if (r < 0)
                 return r;
         return sqlite3_changes(s->db);

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "macro.h"
 #include "time-util.h"
+#include "user-util.h"
 
 struct PendingRecord {
         sd_bus_message *msg; /* holds what rec's borrowed pointers point into */
@@ -39,25 +40,7 @@ bool manager_uid_may_record(Manager *m, uid_t uid) {
 }
 
 bool manager_uid_may_read(Manager *m, uid_t uid) {
-        if (uid == 0)
-                return true;
-        if (m->admin_gid == (gid_t) -1)
-                return false;
-
-        /* Group membership as the bus policy sees it (NSS), not from a racy /proc read. */
-        struct passwd *pw = getpwuid(uid);
-        if (!pw)
-                return false;
-        if (pw->pw_gid == m->admin_gid)
-                return true;
-        int n = 64;
-        gid_t groups[64];
-        if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-                return false;
-        for (int i = 0; i < n; i++)
-                if (groups[i] == m->admin_gid)
-                        return true;
-        return false;
+        return uid == 0 || uid_in_group(uid, m->admin_gid);
 }
 
 /* --- group commit ------------------------------------------------------------------------------- */

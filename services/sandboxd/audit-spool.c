@@ -24,6 +24,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sandboxd-manager.h"
+#include "sqlite-util.h"
 
 #define AUDIT_BUS_NAME "org.sandboxd.audit1"
 #define AUDIT_BUS_PATH "/org/sandboxd/audit1"
@@ -52,24 +53,6 @@ struct AuditSpool {
         bool failing;
 };
 
-static int sqlite_errno(int rc) {
-        switch (rc & 0xff) {
-        case SQLITE_OK:
-        case SQLITE_DONE:
-        case SQLITE_ROW:
-                return 0;
-        case SQLITE_NOMEM:
-                return -ENOMEM;
-        case SQLITE_FULL:
-                return -ENOSPC;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-                return -EBUSY;
-        default:
-                return -EIO;
-        }
-}
-
 static const char *const migrations[] = {
         "CREATE TABLE spool ("
         " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -79,36 +62,6 @@ static const char *const migrations[] = {
         " exit_code INTEGER NOT NULL, stdout BLOB, stderr BLOB,"
         " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL, request_id TEXT NOT NULL)",
 };
-
-static int migrate(sqlite3 *db) {
-        sqlite3_stmt *st;
-        int version = 0, rc;
-        char pragma[64];
-
-        rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_errno(rc);
-        if (sqlite3_step(st) == SQLITE_ROW)
-                version = sqlite3_column_int(st, 0);
-        sqlite3_finalize(st);
-        if (version > (int) ELEMENTSOF(migrations))
-                return -EPROTO;
-        if (version == (int) ELEMENTSOF(migrations))
-                return 0;
-        rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_errno(rc);
-        for (size_t i = version; i < ELEMENTSOF(migrations) && rc == SQLITE_OK; i++)
-                rc = sqlite3_exec(db, migrations[i], NULL, NULL, NULL);
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %zu", ELEMENTSOF(migrations));
-        if (rc == SQLITE_OK)
-                rc = sqlite3_exec(db, pragma, NULL, NULL, NULL);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                (void) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        return sqlite_errno(rc);
-}
 
 AuditSpool *audit_spool_free(AuditSpool *s) {
         if (!s)
@@ -282,41 +235,33 @@ static void pump(AuditSpool *s) {
 
 int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
         AuditSpool *s;
-        int rc, r;
+        int r;
 
         s = calloc(1, sizeof(AuditSpool));
         if (!s)
                 return -ENOMEM;
         s->manager = m;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK) {
-                r = sqlite_errno(rc);
-                goto fail;
-        }
-        (void) sqlite3_busy_timeout(s->db, 5000);
-        rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
-        if (rc != SQLITE_OK) {
-                r = sqlite_errno(rc);
-                goto fail;
-        }
-        r = migrate(s->db);
+        r = sqlite_open_wal(path, 5000, &s->db);
         if (r < 0)
                 goto fail;
-#define PREP(field, sql)                                                                                    \
-        do {                                                                                                \
-                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->field, NULL);        \
-                if (rc != SQLITE_OK) {                                                                      \
-                        r = sqlite_errno(rc);                                                               \
-                        goto fail;                                                                          \
-                }                                                                                           \
-        } while (0)
-        PREP(insert, "INSERT INTO spool (key, session_id, account_id, source, operation, event, detail, exit_code,"
-                     " stdout, stderr, started_at, duration_usec, request_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
-        PREP(next, "SELECT seq, key, session_id, account_id, source, operation, event, detail, exit_code, stdout,"
-                   " stderr, started_at, duration_usec, request_id FROM spool WHERE seq > ? ORDER BY seq LIMIT 1");
-        PREP(delete, "DELETE FROM spool WHERE seq = ?");
-        PREP(count, "SELECT count(*) FROM spool");
-#undef PREP
+        r = sqlite_migrate(s->db, migrations, ELEMENTSOF(migrations));
+        if (r < 0)
+                goto fail;
+        if ((r = sqlite_prepare_persistent(s->db,
+                                           "INSERT INTO spool (key, session_id, account_id, source,"
+                                           " operation, event, detail, exit_code, stdout, stderr,"
+                                           " started_at, duration_usec, request_id)"
+                                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                           &s->insert)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "SELECT seq, key, session_id, account_id, source, operation,"
+                                           " event, detail, exit_code, stdout, stderr, started_at,"
+                                           " duration_usec, request_id FROM spool WHERE seq > ?"
+                                           " ORDER BY seq LIMIT 1",
+                                           &s->next)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "DELETE FROM spool WHERE seq = ?", &s->delete)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "SELECT count(*) FROM spool", &s->count)) < 0)
+                goto fail;
         if (sqlite3_step(s->count) == SQLITE_ROW)
                 s->pending = (uint64_t) sqlite3_column_int64(s->count, 0);
         sqlite3_reset(s->count);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "macro.h"
+#include "sqlite-util.h"
 
 struct SandboxStore {
         sqlite3 *db;
@@ -32,66 +33,6 @@ static const char *const migrations[] = {
         " exec_next INTEGER NOT NULL)",
 };
 
-static int sqlite_errno(int rc) {
-        switch (rc & 0xff) {
-        case SQLITE_OK:
-        case SQLITE_DONE:
-        case SQLITE_ROW:
-                return 0;
-        case SQLITE_NOMEM:
-                return -ENOMEM;
-        case SQLITE_FULL:
-                return -ENOSPC;
-        case SQLITE_CONSTRAINT:
-                return -EEXIST;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-                return -EBUSY;
-        case SQLITE_READONLY:
-                return -EROFS;
-        case SQLITE_CANTOPEN:
-                return -EACCES;
-        default:
-                return -EIO;
-        }
-}
-
-static int migrate(sqlite3 *db) {
-        sqlite3_stmt *st;
-        int version = 0, rc;
-        char pragma[64];
-
-        rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_errno(rc);
-        if (sqlite3_step(st) == SQLITE_ROW)
-                version = sqlite3_column_int(st, 0);
-        sqlite3_finalize(st);
-        if (version > (int) ELEMENTSOF(migrations))
-                return -EPROTO; /* written by a newer sandboxd */
-        if (version == (int) ELEMENTSOF(migrations))
-                return 0;
-
-        rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                return sqlite_errno(rc);
-        for (size_t i = version; i < ELEMENTSOF(migrations); i++) {
-                rc = sqlite3_exec(db, migrations[i], NULL, NULL, NULL);
-                if (rc != SQLITE_OK)
-                        goto rollback;
-        }
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %zu", ELEMENTSOF(migrations));
-        rc = sqlite3_exec(db, pragma, NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                goto rollback;
-        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-        if (rc == SQLITE_OK)
-                return 0;
-rollback:
-        (void) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        return sqlite_errno(rc);
-}
-
 SandboxStore *sandbox_store_free(SandboxStore *s) {
         if (!s)
                 return NULL;
@@ -107,55 +48,41 @@ SandboxStore *sandbox_store_free(SandboxStore *s) {
 
 int sandbox_store_open(const char *path, SandboxStore **ret) {
         SandboxStore *s;
-        int rc, r;
+        int r;
 
         s = calloc(1, sizeof(SandboxStore));
         if (!s)
                 return -ENOMEM;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK) {
-                r = sqlite_errno(rc);
-                goto fail;
-        }
-        (void) sqlite3_busy_timeout(s->db, 5000);
-        rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
-                          NULL, NULL, NULL);
-        if (rc != SQLITE_OK) {
-                r = sqlite_errno(rc);
-                goto fail;
-        }
-        r = migrate(s->db);
+        r = sqlite_open_wal(path, 5000, &s->db);
         if (r < 0)
                 goto fail;
+        r = sqlite_errno(sqlite3_exec(s->db, "PRAGMA foreign_keys=ON", NULL, NULL, NULL));
+        if (r < 0)
+                goto fail;
+        r = sqlite_migrate(s->db, migrations, ELEMENTSOF(migrations));
+        if (r < 0)
+                goto fail; /* -EPROTO: written by a newer sandboxd */
 
-#define PREP(field, sql)                                                                                    \
-        do {                                                                                                \
-                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->field, NULL);        \
-                if (rc != SQLITE_OK) {                                                                      \
-                        r = sqlite_errno(rc);                                                               \
-                        goto fail;                                                                          \
-                }                                                                                           \
-        } while (0)
-        PREP(insert, "INSERT INTO sandboxes (id, name, type, owner, uid, network, created_at, expires_at,"
-                     " init_pid, init_start, exec_next) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
-        PREP(delete, "DELETE FROM sandboxes WHERE id = ?");
-        PREP(set_expiry, "UPDATE sandboxes SET expires_at = ? WHERE id = ?");
-        PREP(set_exec_next, "UPDATE sandboxes SET exec_next = ? WHERE id = ?");
-        PREP(load, "SELECT id, name, type, owner, uid, network, created_at, expires_at, init_pid, init_start,"
-                   " exec_next FROM sandboxes ORDER BY created_at");
-#undef PREP
+        if ((r = sqlite_prepare_persistent(s->db,
+                                           "INSERT INTO sandboxes (id, name, type, owner, uid, network,"
+                                           " created_at, expires_at, init_pid, init_start, exec_next)"
+                                           " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                           &s->insert)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "DELETE FROM sandboxes WHERE id = ?", &s->delete)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "UPDATE sandboxes SET expires_at = ? WHERE id = ?",
+                                           &s->set_expiry)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "UPDATE sandboxes SET exec_next = ? WHERE id = ?",
+                                           &s->set_exec_next)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "SELECT id, name, type, owner, uid, network, created_at,"
+                                           " expires_at, init_pid, init_start, exec_next FROM sandboxes"
+                                           " ORDER BY created_at",
+                                           &s->load)) < 0)
+                goto fail;
         *ret = s;
         return 0;
 fail:
         sandbox_store_free(s);
-        return r;
-}
-
-static int step_done(sqlite3_stmt *st) {
-        int rc = sqlite3_step(st);
-        int r = sqlite_errno(rc);
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
         return r;
 }
 
@@ -173,24 +100,24 @@ int sandbox_store_insert(SandboxStore *s, const SandboxRecord *r) {
         sqlite3_bind_int64(st, 9, r->init_pid);
         sqlite3_bind_int64(st, 10, (sqlite3_int64) r->init_start);
         sqlite3_bind_int64(st, 11, (sqlite3_int64) r->exec_next);
-        return step_done(st);
+        return sqlite_step_done(st);
 }
 
 int sandbox_store_delete(SandboxStore *s, const char *id) {
         sqlite3_bind_text(s->delete, 1, id, -1, SQLITE_STATIC);
-        return step_done(s->delete);
+        return sqlite_step_done(s->delete);
 }
 
 int sandbox_store_set_expiry(SandboxStore *s, const char *id, uint64_t expires_at) {
         sqlite3_bind_int64(s->set_expiry, 1, (sqlite3_int64) expires_at);
         sqlite3_bind_text(s->set_expiry, 2, id, -1, SQLITE_STATIC);
-        return step_done(s->set_expiry);
+        return sqlite_step_done(s->set_expiry);
 }
 
 int sandbox_store_set_exec_next(SandboxStore *s, const char *id, uint64_t exec_next) {
         sqlite3_bind_int64(s->set_exec_next, 1, (sqlite3_int64) exec_next);
         sqlite3_bind_text(s->set_exec_next, 2, id, -1, SQLITE_STATIC);
-        return step_done(s->set_exec_next);
+        return sqlite_step_done(s->set_exec_next);
 }
 
 int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {

@@ -24,6 +24,7 @@
 #include "sandbox.h"
 #include "sandboxd-dbus.h"
 #include "unit.h"
+#include "user-util.h"
 
 static size_t uid_pool_size(const Manager *m) {
         return (size_t) (m->config.uid_max - m->config.uid_min) + 1;
@@ -142,8 +143,6 @@ void manager_clear_sender_cache(Manager *m) {
         }
 }
 
-static bool uid_in_admin_group(Manager *m, uid_t uid);
-
 bool manager_uid_is_admin(Manager *m, uid_t uid) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         size_t slot = uid % ELEMENTSOF(m->admin_cache);
@@ -152,43 +151,11 @@ bool manager_uid_is_admin(Manager *m, uid_t uid) {
                 return true;
         if (m->admin_cache[slot].until > now && m->admin_cache[slot].uid == uid)
                 return m->admin_cache[slot].admin;
-        bool admin = uid_in_admin_group(m, uid);
+        bool admin = uid_in_group(uid, m->admin_gid);
         m->admin_cache[slot].uid = uid;
         m->admin_cache[slot].admin = admin;
         m->admin_cache[slot].until = now + ADMIN_CACHE_USEC;
         return admin;
-}
-
-static bool uid_in_admin_group(Manager *m, uid_t uid) {
-        if (m->admin_gid == (gid_t) -1)
-                return false;
-
-        /* Group membership as the bus policy sees it (NSS), not from a racy /proc read. */
-        struct passwd *pw = getpwuid(uid);
-        if (!pw)
-                return false;
-        if (pw->pw_gid == m->admin_gid)
-                return true;
-        int n = 64;
-        _cleanup_free_ gid_t *groups = NULL;
-        for (;;) {
-                gid_t *g = realloc(groups, n * sizeof(gid_t));
-                if (!g)
-                        return false;
-                groups = g;
-                int want = n;
-                if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &want) >= 0) {
-                        n = want;
-                        break;
-                }
-                if (want <= n || want > 65536)
-                        return false;
-                n = want; /* it told us how many there are */
-        }
-        for (int i = 0; i < n; i++)
-                if (groups[i] == m->admin_gid)
-                        return true;
-        return false;
 }
 
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
