@@ -491,3 +491,20 @@ def test_sandboxctl_verbs(tools):
     assert ctl("glob", sid, "ctl/*.txt").stdout == b"/home/sandbox/ctl/\xe9.txt\n"
     g = json.loads(ctl("glob", sid, "ctl/*.txt", "--json").stdout)
     assert g["paths"] == [{"path_base64": "L2hvbWUvc2FuZGJveC9jdGwv6S50eHQ="}]
+
+
+def test_introspection_matches_the_xml(mgr):
+    """The contract in dbus/org.sandboxd.sandbox1.xml is what sandboxd serves, for the file tools."""
+    import xml.etree.ElementTree as ET
+
+    def methods(root):
+        iface = [i for i in root.iter("interface") if i.get("name") == "org.sandboxd.sandbox1.Manager"][0]
+        return {m.get("name"): [(a.get("direction", "in"), a.get("type"), a.get("name")) for a in m.iter("arg")]
+                for m in iface.iter("method")}
+
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "dbus", "org.sandboxd.sandbox1.xml")
+    want = methods(ET.parse(src).getroot())
+    obj = mgr.bus.get_object("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", introspect=False)
+    got = methods(ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable"))))
+    for name in ("FileCreate", "View", "StrReplace", "Insert", "Ls", "Glob", "Grep"):
+        assert got[name] == want[name], name
