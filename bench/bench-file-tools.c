@@ -271,7 +271,7 @@ int main(int argc, char *argv[]) {
                 {},
         };
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        Samples wr = {}, rd = {}, pair = {}, ewr = {}, erd = {}, epair = {}, grep = {}, egrep = {};
+        Samples wr = {}, rd = {}, pair = {}, ewr = {}, erd = {}, epair = {}, grep = {}, egrep = {}, ping = {};
         unsigned iterations = 300, grep_rounds = 10, files = 10000;
         bool json = false;
         char payload[PAYLOAD];
@@ -342,7 +342,19 @@ int main(int argc, char *argv[]) {
                 uint64_t t4 = now_nsec();
                 if (r >= 0 && (code != 0 || n != sizeof(payload)))
                         r = fail("cat failed or returned the wrong size", NULL, -EIO);
+                /* the floor: a bus round trip to sandboxd that does no work (GetSandbox) */
+                uint64_t t5 = now_nsec();
+                if (r >= 0) {
+                        sd_bus_error error = SD_BUS_ERROR_NULL;
+                        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "GetSandbox", &error,
+                                               NULL, "s", sandbox_id);
+                        if (r < 0)
+                                r = fail("GetSandbox", &error, r);
+                        sd_bus_error_free(&error);
+                }
+                uint64_t t6 = now_nsec();
                 if (r >= 0 && measured) {
+                        samples_add(&ping, (double) (t6 - t5) / 1e6);
                         samples_add(&wr, (double) (t1 - t0) / 1e6);
                         samples_add(&rd, (double) (t2 - t1) / 1e6);
                         samples_add(&pair, (double) (t2 - t0) / 1e6);
@@ -399,7 +411,8 @@ int main(int argc, char *argv[]) {
               s_ewr = samples_stats(&ewr), s_erd = samples_stats(&erd), s_epair = samples_stats(&epair),
               s_grep = samples_stats(&grep), s_egrep = samples_stats(&egrep);
         double ratio_pair = s_epair.p50 / s_pair.p50, ratio_grep = s_egrep.p50 / s_grep.p50;
-        Samples *all[] = { &wr, &rd, &pair, &ewr, &erd, &epair, &grep, &egrep };
+        Stats s_ping = samples_stats(&ping);
+        Samples *all[] = { &wr, &rd, &pair, &ewr, &erd, &epair, &grep, &egrep, &ping };
         for (size_t i = 0; i < ELEMENTSOF(all); i++)
                 free(all[i]->v);
         double load[1] = {};
@@ -407,6 +420,7 @@ int main(int argc, char *argv[]) {
 
         if (json) {
                 printf("{\n");
+                json_stats("get_sandbox_round_trip", s_ping, false);
                 json_stats("write_file_4k", s_wr, false);
                 json_stats("read_file_4k", s_rd, false);
                 json_stats("write_read_4k", s_pair, false);
@@ -421,6 +435,7 @@ int main(int argc, char *argv[]) {
                 return 0;
         }
         printf("                                                  p50      p99     mean      max      n   (ms)\n");
+        row("GetSandbox (a bus round trip, no work)", s_ping);
         row("WriteFile 4 KiB", s_wr);
         row("ReadFile 4 KiB", s_rd);
         row("WriteFile + ReadFile 4 KiB", s_pair);

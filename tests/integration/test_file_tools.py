@@ -508,3 +508,43 @@ def test_introspection_matches_the_xml(mgr):
     got = methods(ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable"))))
     for name in ("FileCreate", "View", "StrReplace", "Insert", "Ls", "Glob", "Grep"):
         assert got[name] == want[name], name
+
+
+def uid_processes(uid):
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                st = open(f"/proc/{p}/status").read()
+            except OSError:
+                continue
+            if f"\nUid:\t{uid}\t" in st:
+                out.append((int(p), st))
+    return out
+
+
+def test_warm_helper_is_confined_and_goes_with_the_sandbox(mgr, sandbox):
+    """After a WriteFile, sandboxd keeps the sandbox's next file helper ready: it runs as the sandbox's
+    uid, confined, with no fd of sandboxd's but its socket and the init's pidfd; deleting the sandbox
+    ends it before the reply."""
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    mgr.write(sid, "a.txt", b"x")
+
+    def helpers():
+        return [(pid, st) for pid, st in uid_processes(uid) if "\nPPid:\t%d\n" % sandboxd_pid() in st]
+
+    found = wait_for(helpers, what="the warm helper")
+    pid, st = found[0]
+    assert "\nNoNewPrivs:\t1\n" in st and "\nSeccomp:\t2\n" in st
+    assert [l for l in st.splitlines() if l.startswith("CapEff:")] == ["CapEff:\t0000000000000000"]
+    assert len(os.listdir(f"/proc/{pid}/fd")) <= 5  # stdio, its socket, the init's pidfd
+    # and it does the next call
+    mgr.write(sid, "a.txt", b"y")
+    assert mgr.read(sid, "a.txt")[0] == b"y"
+    mgr.delete(sid)
+    assert uid_processes(uid) == []
+
+
+def sandboxd_pid():
+    return int(run("systemctl", "show", "-p", "MainPID", "--value", "sandboxd.service").stdout.strip())
