@@ -739,8 +739,13 @@ static void free_names(char **names, size_t n) {
         free(names);
 }
 
-/* The names in a directory, sorted. */
-static int list_names(int dfd, char ***ret, size_t *ret_n) {
+static int cmp_typed(const void *a, const void *b) {
+        return strcmp(*(char *const *) a + 1, *(char *const *) b + 1);
+}
+
+/* The names in a directory, sorted; with types, each entry's first byte is its d_type (DT_UNKNOWN
+ * where the file system does not say) and the name follows. */
+static int list_names_full(int dfd, bool types, char ***ret, size_t *ret_n) {
         int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
         char **names = NULL;
         size_t n = 0, alloc = 0;
@@ -766,14 +771,17 @@ static int list_names(int dfd, char ***ret, size_t *ret_n) {
                         names = l;
                         alloc = a;
                 }
-                names[n] = strdup(de->d_name);
+                size_t len = strlen(de->d_name);
+                names[n] = malloc(len + 2);
                 if (!names[n])
                         goto oom;
+                names[n][0] = (char) de->d_type;
+                memcpy(names[n] + types, de->d_name, len + 1);
                 n++;
         }
         closedir(d);
         if (n > 0)
-                qsort(names, n, sizeof(char *), cmp_str);
+                qsort(names, n, sizeof(char *), types ? cmp_typed : cmp_str);
         *ret = names;
         *ret_n = n;
         return 0;
@@ -783,34 +791,47 @@ oom:
         return -ENOMEM;
 }
 
+static int list_names(int dfd, char ***ret, size_t *ret_n) {
+        return list_names_full(dfd, false, ret, ret_n);
+}
+
 static int walk_dir(Walk *w, int dfd, unsigned depth) {
         char **names = NULL;
         size_t n = 0;
         int r;
 
-        r = list_names(dfd, &names, &n);
+        r = list_names_full(dfd, true, &names, &n);
         if (r < 0) {
                 w->unreadable++;
                 return r == -ENOMEM ? r : 0;
         }
         for (size_t i = 0; i < n; i++) {
-                size_t saved = w->rel_len, len = strlen(names[i]);
-                struct stat st;
+                const char *name = names[i] + 1;
+                size_t saved = w->rel_len, len = strlen(name);
+                struct stat st = {};
 
                 if (saved + 1 + len >= sizeof(w->rel))
                         continue;
                 if (saved > 0)
                         w->rel[w->rel_len++] = '/';
-                memcpy(w->rel + w->rel_len, names[i], len + 1);
+                memcpy(w->rel + w->rel_len, name, len + 1);
                 w->rel_len += len;
 
-                if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                /* The walk's callbacks look at the type only: the directory entry's, where the file
+                 * system gives it (what is opened later is checked again on its fd). */
+                r = 0;
+                if (names[i][0] != DT_UNKNOWN)
+                        st.st_mode = DTTOIF((unsigned char) names[i][0]);
+                else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                         w->unreadable++;
+                        r = -1;
+                }
+                if (r == 0)
+                        r = w->fn(w, dfd, name, &st, depth);
+                else
                         r = 0;
-                } else
-                        r = w->fn(w, dfd, names[i], &st, depth);
                 if (r > 0 && S_ISDIR(st.st_mode) && depth + 1 < TOOLS_WALK_DEPTH_MAX) {
-                        int sub = open_child(dfd, names[i], O_RDONLY | O_DIRECTORY);
+                        int sub = open_child(dfd, name, O_RDONLY | O_DIRECTORY);
                         if (sub < 0)
                                 w->unreadable++;
                         else {
@@ -1139,7 +1160,8 @@ typedef struct GrepWalk {
         const ToolGrepSpec *spec;
         const char *base;      /* the path searched, for the records' file names */
         pcre2_match_data *md;
-        char *buf;
+        char *buf;             /* the file being searched */
+        size_t buf_size;
         ToolBuf *out;
         ToolResult *result;
 } GrepWalk;
@@ -1150,14 +1172,50 @@ static uint64_t now_mono(void) {
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
 }
 
+/* Reads a regular file into the walk's buffer, which grows as needed and is kept for the next. */
+static int grep_read(GrepWalk *g, int fd, size_t *ret_size) {
+        struct stat st;
+        size_t size = 0;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if ((uint64_t) st.st_size > TOOLS_FILE_MAX)
+                return -EFBIG;
+        for (;;) {
+                if (size == g->buf_size) {
+                        if (g->buf_size > TOOLS_FILE_MAX)
+                                return -EFBIG;
+                        size_t a = MAX(g->buf_size * 2, MAX((size_t) st.st_size + 1, (size_t) 65536));
+                        char *b = realloc(g->buf, a);
+                        if (!b)
+                                return -ENOMEM;
+                        g->buf = b;
+                        g->buf_size = a;
+                }
+                ssize_t n = read(fd, g->buf + size, g->buf_size - size);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                size += n;
+        }
+        if (size > TOOLS_FILE_MAX)
+                return -EFBIG;
+        *ret_size = size;
+        return 0;
+}
+
 /* Searches one open file; file_rel is appended to base for the records (NULL: base is the file). */
 static int grep_fd(GrepWalk *g, int fd, const char *file_rel) {
         ToolResult *res = g->result;
-        _cleanup_free_ char *data = NULL;
         size_t size = 0;
         int r;
 
-        r = read_fd_all(fd, TOOLS_FILE_MAX, &data, &size);
+        r = grep_read(g, fd, &size);
         if (r == -EFBIG) {
                 res->n[3]++;
                 return 0;
@@ -1168,6 +1226,7 @@ static int grep_fd(GrepWalk *g, int fd, const char *file_rel) {
                 res->n[4]++;
                 return 0;
         }
+        const char *data = g->buf;
         res->n[1]++;
         if (tool_is_binary(data, size)) {
                 res->n[2]++;
@@ -1245,5 +1304,6 @@ int tool_grep(int root_fd, const ToolGrepSpec *spec, ToolBuf *out, ToolResult *r
         } else
                 r = -EINVAL;
         pcre2_match_data_free(g.md);
+        free(g.buf);
         return r;
 }
