@@ -518,7 +518,7 @@ def uid_processes(uid):
                 st = open(f"/proc/{p}/status").read()
             except OSError:
                 continue
-            if f"\nUid:\t{uid}\t" in st:
+            if f"\nUid:\t{uid}\t" in st and "\nState:\tZ" not in st:  # a zombie runs nothing
                 out.append((int(p), st))
     return out
 
@@ -548,3 +548,41 @@ def test_warm_helper_is_confined_and_goes_with_the_sandbox(mgr, sandbox):
 
 def sandboxd_pid():
     return int(run("systemctl", "show", "-p", "MainPID", "--value", "sandboxd.service").stdout.strip())
+
+
+def test_busy_file_server_does_not_hold_up_other_calls(mgr, sandbox):
+    """A ReadFile that blocks the sandbox's file server (writing 1 MiB into a pipe nobody reads yet)
+    leaves other file calls of that sandbox working: they get helpers of their own."""
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    data = os.urandom(1 << 20)
+    mgr.write(sid, "big.bin", data)
+    wait_for(lambda: [p for p, st in uid_processes(uid) if "\nPPid:\t%d\n" % sandboxd_pid() in st],
+             what="the file server")
+    r, w = os.pipe()
+    try:
+        # sent without waiting: sandboxd handles this connection's calls in order, so the server is
+        # busy with it before the calls below arrive
+        msg = dbus.lowlevel.MethodCallMessage("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
+                                              "org.sandboxd.sandbox1.Manager", "ReadFile")
+        ufd = dbus.types.UnixFd(w)
+        msg.append(sid, "big.bin", dbus.Dictionary({"fd": ufd}, signature="sv"), signature="ssa{sv}")
+        mgr.bus.send_message(msg)
+        # every copy of the pipe's write end here must go, or its reader never sees EOF
+        del msg
+        os.close(ufd.take())
+        os.close(w)
+        w = -1
+        mgr.write(sid, "other.txt", b"still works")
+        assert mgr.read(sid, "other.txt")[0] == b"still works"
+        got = b""
+        while True:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            got += chunk
+        assert got == data
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
