@@ -206,3 +206,22 @@ def test_nothing_of_the_logger_from_inside(mgr, sandbox):
     assert code != 0
     code, out, err, _ = mgr.exec(sid, ["timeout", "2", "busctl", "--system", "monitor", "org.sandboxd.audit1"])
     assert code != 0 and b"EntryAdded" not in out
+
+
+def test_backlog_drains_in_order(mgr, sandbox):
+    """While the logger cannot start, rows wait in the spool; once it can, the pump delivers the backlog
+    (in RecordBatch calls) in the order of the operations, each row once."""
+    sid, _ = sandbox()
+    run("systemctl", "mask", "--runtime", "sandbox-auditd")  # bus activation fails while masked
+    try:
+        run("systemctl", "stop", "sandbox-auditd")
+        for i in range(300):
+            code, out, _, _ = mgr.exec(sid, ["echo", str(i)])
+            assert code == 0
+        assert spooled() >= 300
+    finally:
+        run("systemctl", "unmask", "--runtime", "sandbox-auditd")
+    run("systemctl", "start", "sandbox-auditd")
+    wait_for(lambda: spooled() == 0, timeout=120, what="the backlog to drain")
+    rows = sorted(log(sid, operation="exec", limit=1000), key=lambda r: int(r["id"]))
+    assert [json.loads(r["detail"])["argv"][1] for r in rows] == [str(i) for i in range(300)]
