@@ -325,8 +325,9 @@ static int write_file(const char *path, const char *text) {
 }
 
 static bool is_active(const char *unit) {
-        return run_quiet((char *const[]){(char *) "systemctl", (char *) "-q", (char *) "is-active",
-                                         (char *) unit, NULL}) == 0;
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "systemctl -q is-active '%s'", unit);
+        return system(cmd) == 0;
 }
 
 /* Everything in dir (not below: it holds only files), then dir itself if remove_dir. */
@@ -543,6 +544,9 @@ static void wait_spool_drained(void) {
 static int set_audit(Run *run, bool on);
 
 static void cleanup(Run *run) {
+        /* sandboxd as it was first, so that it can delete the sandbox (and record that) */
+        if (run->sandboxd_dropin)
+                (void) set_audit(run, true);
         if (run->sandbox[0] && run->bus) {
                 _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
                 if (sd_bus_call_method(run->bus, SBD_NAME, SBD_PATH, SBD_IFACE, "DeleteSandbox", &e, NULL,
@@ -550,8 +554,6 @@ static void cleanup(Run *run) {
                         fprintf(stderr, "clean-up: DeleteSandbox %s: %s\n", run->sandbox, strna(e.message));
                 run->sandbox[0] = 0;
         }
-        if (run->sandboxd_dropin)
-                (void) set_audit(run, true);
         if (run->made_sandboxd_dropin_dir)
                 (void) rmdir(SANDBOXD_DROPIN_DIR);
         if (run->logger_stopped) {
@@ -678,6 +680,8 @@ static int set_audit(Run *run, bool on) {
                         return r;
                 run->sandboxd_dropin = true;
         }
+        /* the blocks restart it more often than systemd's start rate limit allows by default */
+        (void) SYSTEMCTL("reset-failed", "sandboxd.service");
         return SYSTEMCTL("restart", "sandboxd.service");
 }
 
@@ -1419,7 +1423,7 @@ static void help(void) {
                "restarts sandbox-auditd and sandboxd (and puts them back): run it in the throwaway systemd\n"
                "of bench/run-audit. Needs root. Prints a report; exits 0 even if a target is missed.\n\n"
                "  -r --rows=N          rows in the generated log (default 1000000; 0 skips GetLog)\n"
-               "  -i --ingest=N        rows per ingest measurement (default 20000)\n"
+               "  -i --ingest=N        rows per ingest measurement (default 50000)\n"
                "  -n --iterations=N    Exec -> EntryAdded rounds (default 300)\n"
                "  -b --blocks=N        Audit=no/Audit=yes block pairs (default 4)\n"
                "  -e --per-block=N     Execs per block (default 100)\n"
@@ -1452,7 +1456,7 @@ int main(int argc, char *argv[]) {
                 {},
         };
         Config cfg = {.rows = 1000000,
-                      .ingest = 20000,
+                      .ingest = 50000,
                       .iterations = 300,
                       .warmup = 10,
                       .blocks = 4,
