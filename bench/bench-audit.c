@@ -387,6 +387,7 @@ typedef struct Run {
         bool logger_stopped, logger_dropin, sandboxd_dropin, made_sandboxd_dropin_dir, logger_was_active;
         char sandbox[64];
         const char *fs; /* what data_dir is on */
+        uint64_t db_bytes, jsonl_bytes; /* of the generated log, both ways */
         char jsonl[PATH_MAX], jsonl_ingest[PATH_MAX], jsonl_notify[PATH_MAX];
 } Run;
 
@@ -461,6 +462,13 @@ static int generate(Run *run, unsigned rows) {
                 audit_store_optimize(store);
         }
         audit_store_free(store);
+        if (fflush(f) == 0) {
+                struct stat st;
+                if (stat(db, &st) == 0)
+                        run->db_bytes = (uint64_t) st.st_size;
+                if (fstat(fileno(f), &st) == 0)
+                        run->jsonl_bytes = (uint64_t) st.st_size;
+        }
         if (r < 0)
                 fprintf(stderr, "Generating the log failed: %s\n", strerror(-r));
         else
@@ -1383,6 +1391,9 @@ static void report(const Config *cfg, const Run *run, double load_start, const I
         print_row("JSON lines: 50 of one session (a scan of the file)", &gl->jsonl_session);
 
         printf("\n");
+        if (run->db_bytes > 0)
+                printf("  generated log: %u rows, audit.db %.0f MiB, the same rows as JSON lines %.0f MiB\n",
+                       cfg->rows, (double) run->db_bytes / 1048576.0, (double) run->jsonl_bytes / 1048576.0);
         if (gl->rows_in_log > 0)
                 printf("  GetLog: %" PRIu64 " rows in the log; a page of 50 carries %.1f KiB of row data\n",
                        gl->rows_in_log, gl->reply_kib);
