@@ -734,3 +734,20 @@ def test_reader_membership_is_seen_again(users):
     reload_bus()
     wait_for(lambda: busctl("GetLog", "a{sv}tt", "0", "1", "0", user=u).returncode == 0, timeout=30,
              interval=0.5, what="the new member to be let in")
+
+
+def test_introspection_matches_the_contract():
+    """What the running logger says it has is what dbus/org.sandboxd.audit1.xml promises."""
+    import xml.etree.ElementTree as ET
+
+    def members(root):
+        iface = next(i for i in root.iter("interface") if i.get("name") == IFACE)
+        return {(m.tag, m.get("name"), tuple((a.get("direction", "out" if m.tag == "signal" else "in"), a.get("type"),
+                                               a.get("name")) for a in m.iter("arg")))
+                for m in iface if m.tag in ("method", "signal")}
+
+    xml = dbus.Interface(dbus.SystemBus().get_object(BUS_NAME, PATH, introspect=False),
+                         "org.freedesktop.DBus.Introspectable").Introspect()
+    contract = ET.parse("/usr/share/dbus-1/interfaces/org.sandboxd.audit1.xml").getroot()
+    assert members(ET.fromstring(str(xml))) == members(contract)
+    assert ("method", "RecordBatch", (("in", "aa{sv}", "rows"), ("out", "at", "ids"))) in members(contract)
