@@ -689,7 +689,8 @@ def test_record_batch_is_all_or_nothing():
     s = session()
     good = [exec_row(f"{s}-a", s), exec_row(f"{s}-c", s)]
     for bad, message in [
-        ({"key": f"{s}-b", "session_id": s, "operation": "rm", "event": "finished"}, "Row 1: Unknown operation 'rm'"),
+        ({"key": f"{s}-b", "session_id": s, "operation": "rm", "event": "finished"},
+         "Row 1: Unknown operation 'rm'"),
         (exec_row(f"{s}-b", s, detail="{oops"), "Row 1: detail is not valid JSON"),
         ({"session_id": s, "operation": "exec", "event": "finished"}, "Row 1: key is required"),
         (exec_row(f"{s}-b", s, stdout=b"x" * (1024 * 1024 + 1)), "Row 1: stdout is 1048577 bytes"),
@@ -701,7 +702,8 @@ def test_record_batch_is_all_or_nothing():
     r = busctl("RecordBatch", "aa{sv}", "2",
                "3", "key", "s", f"{s}-a", "operation", "s", "exec", "event", "s", "finished",
                "3", "key", "s", f"{s}-b", "operation", "s", "exec", "event", "i", "1")
-    assert r.returncode != 0 and "Row 1: Row field 'event' must be of type 's', not 'i'" in r.stderr, r.stderr
+    want = "Row 1: Row field 'event' must be of type 's', not 'i'"
+    assert r.returncode != 0 and want in r.stderr, r.stderr
     name, msg = error_of(record_batch, [exec_row(f"{s}-{i}", s) for i in range(4097)], timeout=60)
     assert name == INVALID and "at most 4096 rows" in msg
     assert get_log(session_id=s) == [], "nothing of a refused batch is stored"
@@ -742,9 +744,10 @@ def test_introspection_matches_the_contract():
 
     def members(root):
         iface = next(i for i in root.iter("interface") if i.get("name") == IFACE)
-        return {(m.tag, m.get("name"), tuple((a.get("direction", "out" if m.tag == "signal" else "in"), a.get("type"),
-                                               a.get("name")) for a in m.iter("arg")))
-                for m in iface if m.tag in ("method", "signal")}
+        def args(m):
+            default = "out" if m.tag == "signal" else "in"
+            return tuple((a.get("direction", default), a.get("type"), a.get("name")) for a in m.iter("arg"))
+        return {(m.tag, m.get("name"), args(m)) for m in iface if m.tag in ("method", "signal")}
 
     xml = dbus.Interface(dbus.SystemBus().get_object(BUS_NAME, PATH, introspect=False),
                          "org.freedesktop.DBus.Introspectable").Introspect()
