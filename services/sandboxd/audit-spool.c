@@ -9,7 +9,11 @@
  * few large calls — with a bounded number of calls in flight on our one connection (which keeps them
  * in order), and deletes a call's rows once the logger acknowledged them. On any error it stops, waits
  * (with backoff), and resends from the oldest row not acknowledged: the logger stores nothing twice
- * for a key it has, so delivery is exactly once. A logger without RecordBatch gets one Record per row. */
+ * for a key it has, so delivery is exactly once. A logger without RecordBatch gets one Record per row.
+ *
+ * A row the logger refuses as invalid (InvalidArgs: say its OutputMax= is below ours) would otherwise
+ * stop every row after it for good: it is moved to the table "refused" beside the spool, logged, and
+ * the others go on; refused rows are queued again when sandboxd next starts. */
 #include "audit-spool.h"
 
 #include <errno.h>
@@ -27,6 +31,7 @@
 #include "macro.h"
 #include "sandboxd-manager.h"
 #include "sqlite-util.h"
+#include "time-util.h"
 
 #define AUDIT_BUS_NAME "org.sandboxd.audit1"
 #define AUDIT_BUS_PATH "/org/sandboxd/audit1"
@@ -53,7 +58,7 @@ typedef struct InFlight {
 struct AuditSpool {
         Manager *manager;
         sqlite3 *db;
-        sqlite3_stmt *insert, *next, *delete, *count;
+        sqlite3_stmt *insert, *next, *delete, *count, *nth, *refuse;
         int64_t last_sent; /* highest seq handed to the bus in this round */
         unsigned n_in_flight;
         InFlight in_flight[MAX_IN_FLIGHT];
@@ -61,7 +66,8 @@ struct AuditSpool {
         uint64_t retry_usec;
         uint64_t pending;
         bool failing;
-        bool no_batch; /* the logger has no RecordBatch: one Record per row */
+        bool no_batch;       /* the logger has no RecordBatch: one Record per row */
+        int64_t single_until; /* rows up to this seq go one per call (to find one the logger refused) */
 };
 
 static const char *const migrations[] = {
@@ -72,7 +78,20 @@ static const char *const migrations[] = {
         " operation TEXT NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL,"
         " exit_code INTEGER NOT NULL, stdout BLOB, stderr BLOB,"
         " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL, request_id TEXT NOT NULL)",
+        /* rows the logger refused as invalid, with its reason; queued again at start-up */
+        "CREATE TABLE refused ("
+        " seq INTEGER PRIMARY KEY,"
+        " key TEXT NOT NULL UNIQUE,"
+        " session_id TEXT NOT NULL, account_id TEXT NOT NULL, source TEXT NOT NULL,"
+        " operation TEXT NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL,"
+        " exit_code INTEGER NOT NULL, stdout BLOB, stderr BLOB,"
+        " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL, request_id TEXT NOT NULL,"
+        " error TEXT NOT NULL, refused_at INTEGER NOT NULL)",
 };
+
+#define SPOOL_COLUMNS                                                                                       \
+        "key, session_id, account_id, source, operation, event, detail, exit_code, stdout, stderr,"         \
+        " started_at, duration_usec, request_id"
 
 AuditSpool *audit_spool_free(AuditSpool *s) {
         if (!s)
@@ -85,6 +104,8 @@ AuditSpool *audit_spool_free(AuditSpool *s) {
         sqlite3_finalize(s->next);
         sqlite3_finalize(s->delete);
         sqlite3_finalize(s->count);
+        sqlite3_finalize(s->nth);
+        sqlite3_finalize(s->refuse);
         sqlite3_close_v2(s->db);
         free(s);
         return NULL;
@@ -155,6 +176,66 @@ static int answered_ids(sd_bus_message *reply, size_t *ret) {
         return 0;
 }
 
+/* Moves spool row seq to the table refused, with the logger's reason. */
+static int quarantine(AuditSpool *s, int64_t seq, const char *why) {
+        int r;
+
+        r = sqlite_errno(sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL));
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s->refuse, 1, strempty(why), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s->refuse, 2, (sqlite3_int64) now_usec(CLOCK_REALTIME));
+        sqlite3_bind_int64(s->refuse, 3, seq);
+        r = sqlite_step_done(s->refuse);
+        sqlite3_clear_bindings(s->refuse);
+        if (r >= 0) {
+                sqlite3_bind_int64(s->delete, 1, seq);
+                sqlite3_bind_int64(s->delete, 2, seq);
+                r = sqlite_step_done(s->delete);
+        }
+        if (r >= 0)
+                r = sqlite_errno(sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL));
+        if (r < 0)
+                (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return r;
+}
+
+/* The logger refused the call's rows first..last (n of them) as invalid: one of them is. RecordBatch
+ * says which ("Row <i>: …"); failing that, the rows go again one per call until the refusal names one.
+ * Returns 0 when the caller may go on sending, < 0 to treat the answer as any other error. */
+static int refuse_row(AuditSpool *s, int64_t first, int64_t last, unsigned n, const sd_bus_error *e) {
+        const char *msg = strempty(e->message);
+        unsigned long idx = 0;
+        int64_t seq = first;
+        int r;
+
+        if (n > 1) {
+                char *end;
+                if (strncmp(msg, "Row ", 4) != 0 || (idx = strtoul(msg + 4, &end, 10), *end != ':') ||
+                    idx >= n) {
+                        s->single_until = MAX(s->single_until, last);
+                        return 0;
+                }
+                sqlite3_bind_int64(s->nth, 1, first);
+                sqlite3_bind_int64(s->nth, 2, last);
+                sqlite3_bind_int64(s->nth, 3, (sqlite3_int64) idx);
+                int rc = sqlite3_step(s->nth);
+                seq = rc == SQLITE_ROW ? sqlite3_column_int64(s->nth, 0) : 0;
+                sqlite3_reset(s->nth);
+                if (seq == 0)
+                        return -ENOENT;
+        }
+        r = quarantine(s, seq, msg);
+        if (r < 0)
+                return r;
+        s->pending -= MIN(s->pending, (uint64_t) 1);
+        log_msg(LOG_ERR,
+                "The audit log refused a row as invalid (%s); it is kept aside in the spool (table refused)"
+                " and queued again when sandboxd next starts. The rows after it go on.",
+                msg);
+        return 0;
+}
+
 static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         InFlight *f = userdata;
         AuditSpool *s = f->spool;
@@ -173,6 +254,12 @@ static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_
                 if (!s->no_batch)
                         log_msg(LOG_INFO, "The audit log has no RecordBatch; sending one row per call.");
                 s->no_batch = true;
+                rewind_to(s, first);
+                kick(s);
+                return 0;
+        }
+        if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_INVALID_ARGS) &&
+            refuse_row(s, first, last, n, e) >= 0) {
                 rewind_to(s, first);
                 kick(s);
                 return 0;
@@ -269,7 +356,8 @@ static int send_rows(AuditSpool *s, InFlight *f) {
                         return r;
         }
         sqlite3_bind_int64(st, 1, s->last_sent);
-        sqlite3_bind_int64(st, 2, batch ? BATCH_ROWS : 1);
+        /* one row per call while looking for a row the logger refused */
+        sqlite3_bind_int64(st, 2, batch && s->last_sent >= s->single_until ? BATCH_ROWS : 1);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 /* output and detail: what makes a row big */
                 uint64_t size = (uint64_t) sqlite3_column_bytes(st, 7);
@@ -359,8 +447,31 @@ int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
                                            &s->next)) < 0 ||
             (r = sqlite_prepare_persistent(s->db, "DELETE FROM spool WHERE seq BETWEEN ? AND ?",
                                            &s->delete)) < 0 ||
-            (r = sqlite_prepare_persistent(s->db, "SELECT count(*) FROM spool", &s->count)) < 0)
+            (r = sqlite_prepare_persistent(s->db, "SELECT count(*) FROM spool", &s->count)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "SELECT seq FROM spool WHERE seq BETWEEN ? AND ?"
+                                           " ORDER BY seq LIMIT 1 OFFSET ?",
+                                           &s->nth)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "INSERT INTO refused (seq, " SPOOL_COLUMNS ", error, refused_at)"
+                                           " SELECT seq, " SPOOL_COLUMNS ", ?, ? FROM spool WHERE seq = ?",
+                                           &s->refuse)) < 0)
                 goto fail;
+        /* Rows the logger refused before: perhaps it takes them now (its configuration changed). They go
+         * after everything else, with new sequence numbers. */
+        r = sqlite_errno(sqlite3_exec(s->db,
+                                      "BEGIN IMMEDIATE;"
+                                      " INSERT INTO spool (" SPOOL_COLUMNS ") SELECT " SPOOL_COLUMNS
+                                      " FROM refused ORDER BY seq;"
+                                      " DELETE FROM refused;"
+                                      " COMMIT",
+                                      NULL, NULL, NULL));
+        if (r < 0) {
+                /* they stay aside until the next start; the spool itself works */
+                (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                log_msg(LOG_WARNING, "Could not queue the audit rows the logger refused again: %s",
+                        strerror(-r));
+        }
         if (sqlite3_step(s->count) == SQLITE_ROW)
                 s->pending = (uint64_t) sqlite3_column_int64(s->count, 0);
         sqlite3_reset(s->count);
