@@ -122,13 +122,17 @@ int sandbox_resolve_path(const char *path, char **ret) {
 
 /* --- the helper -------------------------------------------------------------------------------- */
 
-static int enter_sandbox(Sandbox *s) {
+static int enter_sandbox(Sandbox *s, const int *keep, size_t n_keep) {
         int r;
 
         if (confine_reset_signals() < 0)
                 return -errno;
         if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
                 return -errno;
+        /* nothing of sandboxd's (its databases, its bus connection) stays open in the helper */
+        r = confine_close_all_fds_except(keep, n_keep);
+        if (r < 0)
+                return r;
         r = confine_set_rlimits(1024, 65536);
         if (r < 0)
                 return r;
@@ -225,7 +229,7 @@ static int do_write(const FileWriteSpec *spec, const char *path, int src) {
 static _noreturn_ void write_helper(Sandbox *s, const FileWriteSpec *spec, const char *path, int src) {
         int r;
 
-        r = enter_sandbox(s);
+        r = enter_sandbox(s, (int[]) { src }, 1);
         if (r >= 0)
                 r = do_write(spec, path, src);
         _exit(r < 0 ? -r : 0);
@@ -268,7 +272,7 @@ static int do_read(const FileReadSpec *spec, const char *path, int dst, int hdr)
 static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const char *path, int dst, int hdr) {
         int r;
 
-        r = enter_sandbox(s);
+        r = enter_sandbox(s, (int[]) { dst, hdr }, 2);
         if (r >= 0)
                 r = do_read(spec, path, dst, hdr);
         _exit(r < 0 ? -r : 0);
