@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The file tools' work (file_create, view, str_replace, insert, ls, glob, grep) on a tree seen through a root fd. */
+/* The file tools' work (file_create, view, str_replace, …, grep) on a tree seen through a root fd. */
 #include "file-tools.h"
 
 #include <dirent.h>
@@ -8,13 +8,13 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <linux/magic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,7 +61,7 @@ int tool_buf_put_bytes(ToolBuf *b, const void *p, size_t n) {
 
 void tool_buf_free(ToolBuf *b) {
         free(b->data);
-        *b = (ToolBuf) {};
+        *b = (ToolBuf){};
 }
 
 static int tool_read_raw(ToolReader *r, void *ret, size_t n) {
@@ -142,8 +142,8 @@ uint64_t tool_line_of_offset(const void *data, size_t size, size_t offset) {
         return line;
 }
 
-int tool_number_lines(const void *data, size_t size, uint64_t start, uint64_t end, uint64_t cap, ToolBuf *out,
-                      ToolResult *result) {
+int tool_number_lines(const void *data, size_t size, uint64_t start, uint64_t end, uint64_t cap,
+                      ToolBuf *out, ToolResult *result) {
         const char *p = data, *e = p + size;
         uint64_t lines = tool_count_lines(data, size), line = 1;
         int r;
@@ -630,7 +630,8 @@ static int mkdir_parents(int root_fd, const char *path) {
                         char *slash = strrchr(buf, '/');
                         const char *name = slash + 1;
                         *slash = 0;
-                        _cleanup_close_ int parent = tool_open(root_fd, slash == buf ? "/" : buf, O_PATH | O_DIRECTORY, 0);
+                        _cleanup_close_ int parent =
+                                tool_open(root_fd, slash == buf ? "/" : buf, O_PATH | O_DIRECTORY, 0);
                         *slash = '/';
                         if (parent < 0)
                                 return parent;
@@ -689,8 +690,8 @@ int tool_file_create(int root_fd, const ToolCreateSpec *spec, ToolResult *result
                         return r;
         }
         /* O_NONBLOCK: a FIFO planted at the path cannot make us wait for a reader. */
-        _cleanup_close_ int fd = tool_open(root_fd, spec->path, O_WRONLY | O_CREAT | O_EXCL | O_NONBLOCK | O_NOCTTY,
-                                           spec->mode);
+        _cleanup_close_ int fd = tool_open(root_fd, spec->path,
+                                           O_WRONLY | O_CREAT | O_EXCL | O_NONBLOCK | O_NOCTTY, spec->mode);
         if (fd == -EEXIST && spec->overwrite) {
                 created = false;
                 fd = tool_open(root_fd, spec->path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0);
@@ -724,7 +725,7 @@ typedef int (*walk_fn)(Walk *w, int dfd, const char *name, const struct stat *st
 struct Walk {
         walk_fn fn;
         void *userdata;
-        char rel[PATH_MAX];   /* the entry's path relative to the walk's start */
+        char rel[PATH_MAX]; /* the entry's path relative to the walk's start */
         size_t rel_len;
         uint64_t unreadable;
 };
@@ -858,8 +859,14 @@ static int walk(Walk *w, int dfd) {
 }
 
 static char type_char(mode_t m) {
-        return S_ISREG(m) ? 'f' : S_ISDIR(m) ? 'd' : S_ISLNK(m) ? 'l' : S_ISFIFO(m) ? 'p' : S_ISSOCK(m) ? 's'
-               : S_ISCHR(m) ? 'c' : S_ISBLK(m) ? 'b' : '?';
+        return S_ISREG(m)    ? 'f'
+               : S_ISDIR(m)  ? 'd'
+               : S_ISLNK(m)  ? 'l'
+               : S_ISFIFO(m) ? 'p'
+               : S_ISSOCK(m) ? 's'
+               : S_ISCHR(m)  ? 'c'
+               : S_ISBLK(m)  ? 'b'
+                             : '?';
 }
 
 /* --- view ------------------------------------------------------------------------------------------ */
@@ -901,8 +908,8 @@ int tool_view(int root_fd, const char *path, uint64_t start, uint64_t end, uint6
                 return fd;
         r = read_fd_all(fd, TOOLS_FILE_MAX, &data, &size);
         if (r == -EISDIR) {
-                ViewDir v = { .out = out, .cap = cap, .result = result };
-                Walk w = { .fn = view_dir_entry, .userdata = &v };
+                ViewDir v = {.out = out, .cap = cap, .result = result};
+                Walk w = {.fn = view_dir_entry, .userdata = &v};
                 result->flags |= TOOL_FLAG_DIRECTORY;
                 r = walk(&w, fd);
                 result->n[0] = v.entries;
@@ -1048,7 +1055,8 @@ int tool_ls(int root_fd, const char *path, uint64_t max, uint64_t cap, ToolBuf *
         for (size_t i = 0; i < n; i++) {
                 if (fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue; /* gone meanwhile */
-                if ((max > 0 && result->n[0] >= max) || (cap > 0 && out->size + strlen(names[i]) + 32 > cap)) {
+                if ((max > 0 && result->n[0] >= max) ||
+                    (cap > 0 && out->size + strlen(names[i]) + 32 > cap)) {
                         result->flags |= TOOL_FLAG_TRUNCATED;
                         break;
                 }
@@ -1110,8 +1118,8 @@ static int put_joined(ToolBuf *out, const char *base, const char *rel) {
 
 int tool_glob(int root_fd, const char *base, const char *pattern, uint64_t max, uint64_t cap, ToolBuf *out,
               ToolResult *result) {
-        GlobWalk g = { .pattern = pattern, .max = max, .result = result };
-        Walk w = { .fn = glob_entry, .userdata = &g };
+        GlobWalk g = {.pattern = pattern, .max = max, .result = result};
+        Walk w = {.fn = glob_entry, .userdata = &g};
         int r;
 
         _cleanup_close_ int fd = tool_open(root_fd, base, O_RDONLY | O_DIRECTORY, 0);
@@ -1138,9 +1146,10 @@ int tool_glob(int root_fd, const char *base, const char *pattern, uint64_t max, 
 void *tool_grep_compile(const char *pattern, bool ignore_case, char *err, size_t err_size) {
         int code = 0;
         PCRE2_SIZE offset = 0;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR) pattern, PCRE2_ZERO_TERMINATED,
-                                       PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (ignore_case ? PCRE2_CASELESS : 0),
-                                       &code, &offset, NULL);
+        pcre2_code *re =
+                pcre2_compile((PCRE2_SPTR) pattern, PCRE2_ZERO_TERMINATED,
+                              PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (ignore_case ? PCRE2_CASELESS : 0),
+                              &code, &offset, NULL);
         if (!re) {
                 PCRE2_UCHAR msg[256];
                 if (pcre2_get_error_message(code, msg, sizeof(msg)) < 0)
@@ -1158,9 +1167,9 @@ void tool_grep_free(void *code) {
 
 typedef struct GrepWalk {
         const ToolGrepSpec *spec;
-        const char *base;      /* the path searched, for the records' file names */
+        const char *base; /* the path searched, for the records' file names */
         pcre2_match_data *md;
-        char *buf;             /* the file being searched */
+        char *buf; /* the file being searched */
         size_t buf_size;
         ToolBuf *out;
         ToolResult *result;
@@ -1281,7 +1290,7 @@ static int grep_entry(Walk *w, int dfd, const char *name, const struct stat *st,
 }
 
 int tool_grep(int root_fd, const ToolGrepSpec *spec, ToolBuf *out, ToolResult *result) {
-        GrepWalk g = { .spec = spec, .base = spec->path, .out = out, .result = result };
+        GrepWalk g = {.spec = spec, .base = spec->path, .out = out, .result = result};
         struct stat st;
         int r;
 
@@ -1294,7 +1303,7 @@ int tool_grep(int root_fd, const ToolGrepSpec *spec, ToolBuf *out, ToolResult *r
         if (!g.md)
                 return -ENOMEM;
         if (S_ISDIR(st.st_mode)) {
-                Walk w = { .fn = grep_entry, .userdata = &g };
+                Walk w = {.fn = grep_entry, .userdata = &g};
                 r = walk(&w, fd);
                 result->n[4] += w.unreadable;
         } else if (S_ISREG(st.st_mode)) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The file tools' work (file_create, view, str_replace, insert, ls, glob, grep) on a tree seen through a root fd. */
+/* The file tools' work (file_create, view, str_replace, …, grep) on a tree seen through a root fd. */
 #pragma once
 
 #include <stdbool.h>
@@ -15,25 +15,25 @@
  * it on a scratch directory. The functions return 0 or a negative errno; outcomes that are the caller's
  * mistake rather than a system error are reported in ToolResult.status. */
 
-#define TOOLS_FILE_MAX (UINT64_C(64) << 20)  /* largest file any tool reads or writes */
-#define TOOLS_GREP_LINE_MAX 4096              /* a longer matching line is cut to this many bytes */
+#define TOOLS_FILE_MAX       (UINT64_C(64) << 20) /* largest file any tool reads or writes */
+#define TOOLS_GREP_LINE_MAX  4096                 /* a longer matching line is cut to this many bytes */
 #define TOOLS_WALK_DEPTH_MAX 64
-#define TOOLS_BINARY_PROBE 8192               /* a NUL byte in this many leading bytes: binary */
+#define TOOLS_BINARY_PROBE   8192 /* a NUL byte in this many leading bytes: binary */
 
 typedef enum ToolStatus {
         TOOL_OK = 0,
-        TOOL_NO_MATCH,      /* str_replace: old does not occur */
-        TOOL_AMBIGUOUS,     /* str_replace: old occurs n[0] times */
-        TOOL_BINARY,        /* view, str_replace, insert: the file holds NUL bytes */
-        TOOL_LINE_RANGE,    /* view, insert: the line is beyond the file's n[0] lines */
+        TOOL_NO_MATCH,   /* str_replace: old does not occur */
+        TOOL_AMBIGUOUS,  /* str_replace: old occurs n[0] times */
+        TOOL_BINARY,     /* view, str_replace, insert: the file holds NUL bytes */
+        TOOL_LINE_RANGE, /* view, insert: the line is beyond the file's n[0] lines */
         _TOOL_STATUS_MAX,
 } ToolStatus;
 
 enum {
-        TOOL_FLAG_TRUNCATED = 1 << 0,   /* a cap cut the result short */
-        TOOL_FLAG_DIRECTORY = 1 << 1,   /* view: the path is a directory, the body a listing */
-        TOOL_FLAG_TIMED_OUT = 1 << 2,   /* grep: the deadline cut the search short */
-        TOOL_FLAG_CREATED = 1 << 3,     /* file_create: the file did not exist */
+        TOOL_FLAG_TRUNCATED = 1 << 0, /* a cap cut the result short */
+        TOOL_FLAG_DIRECTORY = 1 << 1, /* view: the path is a directory, the body a listing */
+        TOOL_FLAG_TIMED_OUT = 1 << 2, /* grep: the deadline cut the search short */
+        TOOL_FLAG_CREATED = 1 << 3,   /* file_create: the file did not exist */
 };
 
 /* What a tool reports besides its body; the meaning of n[] is per tool (see each function). */
@@ -52,7 +52,7 @@ typedef struct ToolBuf {
 int tool_buf_put(ToolBuf *b, const void *p, size_t n);
 int tool_buf_put_u32(ToolBuf *b, uint32_t v);
 int tool_buf_put_u64(ToolBuf *b, uint64_t v);
-int tool_buf_put_bytes(ToolBuf *b, const void *p, size_t n);  /* u32 length, then the bytes */
+int tool_buf_put_bytes(ToolBuf *b, const void *p, size_t n); /* u32 length, then the bytes */
 void tool_buf_free(ToolBuf *b);
 
 /* Reads what tool_buf_put_* wrote. Each returns 0, or -EBADMSG if the buffer ends early. */
@@ -82,8 +82,8 @@ uint64_t tool_line_of_offset(const void *data, size_t size, size_t offset);
  * "%6u\t<line>\n", like cat -n. Stops before a line that would take out beyond cap bytes (0: no cap)
  * and sets TOOL_FLAG_TRUNCATED. result: n[0] lines in data, n[1] first shown, n[2] last shown (0 if
  * none). start beyond the last line (except start 1 of an empty file) → status TOOL_LINE_RANGE. */
-int tool_number_lines(const void *data, size_t size, uint64_t start, uint64_t end, uint64_t cap, ToolBuf *out,
-                      ToolResult *result);
+int tool_number_lines(const void *data, size_t size, uint64_t start, uint64_t end, uint64_t cap,
+                      ToolBuf *out, ToolResult *result);
 
 /* data with text inserted after line (0: before the first), as whole lines: a '\n' is added to text
  * if it lacks one, and to data's unterminated last line if text goes after it. line beyond the last
@@ -102,8 +102,8 @@ bool tool_glob_match(const char *pattern, const char *path);
 bool tool_glob_match_dir(const char *pattern, const char *dir);
 
 /* Splits pattern's leading segments without wildcards off: the pattern "src", "lib", "**" (joined by
- * slashes) gives base "src/lib" and rest "**". *ret_base is malloc'd ("" if none, "/" for an absolute pattern without literal segments);
- * *ret_rest points into pattern. */
+ * slashes) gives base "src/lib" and rest "**". *ret_base is malloc'd ("" if none, "/" for an absolute
+ * pattern without literal segments); *ret_rest points into pattern. */
 int tool_glob_split(const char *pattern, char **ret_base, const char **ret_rest);
 
 /* A NUL-terminated copy of data that is valid UTF-8: each byte of an invalid sequence becomes U+FFFD.
@@ -127,9 +127,9 @@ int tool_read_file(int root_fd, const char *path, uint64_t cap, char **ret_data,
 
 typedef struct ToolCreateSpec {
         const char *path;
-        const void *data;       /* or from data_fd */
+        const void *data; /* or from data_fd */
         size_t size;
-        int data_fd;            /* -1: data */
+        int data_fd; /* -1: data */
         mode_t mode;
         bool overwrite, create_dirs;
 } ToolCreateSpec;
@@ -164,12 +164,12 @@ int tool_glob(int root_fd, const char *base, const char *pattern, uint64_t max, 
               ToolResult *result);
 
 typedef struct ToolGrepSpec {
-        const char *path;       /* a file or a directory to search (recursively) */
-        const void *code;       /* a compiled pcre2_code (8-bit) */
-        const char *glob;       /* only files whose name (or, with a '/', relative path) matches */
-        uint64_t max;           /* matching lines */
-        uint64_t cap;           /* bytes of records */
-        uint64_t deadline;      /* CLOCK_MONOTONIC µs, 0: none */
+        const char *path;  /* a file or a directory to search (recursively) */
+        const void *code;  /* a compiled pcre2_code (8-bit) */
+        const char *glob;  /* only files whose name (or, with a '/', relative path) matches */
+        uint64_t max;      /* matching lines */
+        uint64_t cap;      /* bytes of records */
+        uint64_t deadline; /* CLOCK_MONOTONIC µs, 0: none */
 } ToolGrepSpec;
 
 /* Records of grep: bytes file (absolute), u32 line, bytes text (without its newline, at most

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The file tools on the bus: FileCreate, View, StrReplace, Insert, Ls, Glob, Grep, each run by a confined helper.
+/* The file tools on the bus (FileCreate, View, …, Grep), each call done by a confined helper.
  *
  * As for WriteFile and ReadFile (sandbox-files.c), sandboxd never touches a sandbox's files itself: a
  * forked helper joins the sandbox's mount namespace, closes every fd it does not need, drops to the
@@ -51,22 +51,30 @@ typedef enum ToolKind {
 } ToolKind;
 
 static const char *const tool_operation[_TOOL_KIND_MAX] = {
-        [TOOL_FILE_CREATE] = "file_create", [TOOL_VIEW] = "view", [TOOL_STR_REPLACE] = "str_replace",
-        [TOOL_INSERT] = "insert",           [TOOL_LS] = "ls",     [TOOL_GLOB] = "glob",
+        [TOOL_FILE_CREATE] = "file_create",
+        [TOOL_VIEW] = "view",
+        [TOOL_STR_REPLACE] = "str_replace",
+        [TOOL_INSERT] = "insert",
+        [TOOL_LS] = "ls",
+        [TOOL_GLOB] = "glob",
         [TOOL_GREP] = "grep",
 };
 
 static const char *const tool_method[_TOOL_KIND_MAX] = {
-        [TOOL_FILE_CREATE] = "FileCreate", [TOOL_VIEW] = "View", [TOOL_STR_REPLACE] = "StrReplace",
-        [TOOL_INSERT] = "Insert",          [TOOL_LS] = "Ls",     [TOOL_GLOB] = "Glob",
+        [TOOL_FILE_CREATE] = "FileCreate",
+        [TOOL_VIEW] = "View",
+        [TOOL_STR_REPLACE] = "StrReplace",
+        [TOOL_INSERT] = "Insert",
+        [TOOL_LS] = "Ls",
+        [TOOL_GLOB] = "Glob",
         [TOOL_GREP] = "Grep",
 };
 
-#define TOOL_PATTERN_MAX 4096
-#define TOOL_RESULTS_MAX UINT32_C(1000000)
-#define TOOL_HELPER_TIMEOUT_USEC (120 * USEC_PER_SEC)  /* a helper this slow is stuck: it is killed */
-#define TOOL_GREP_DEADLINE_USEC (60 * USEC_PER_SEC)    /* grep answers what it found by then */
-#define TOOL_REPLY_MAX (UINT64_C(24) << 20)            /* well below the bus's 32 MiB per message */
+#define TOOL_PATTERN_MAX         4096
+#define TOOL_RESULTS_MAX         UINT32_C(1000000)
+#define TOOL_HELPER_TIMEOUT_USEC (120 * USEC_PER_SEC) /* a helper this slow is stuck: it is killed */
+#define TOOL_GREP_DEADLINE_USEC  (60 * USEC_PER_SEC)  /* grep answers what it found by then */
+#define TOOL_REPLY_MAX           (UINT64_C(24) << 20) /* well below the bus's 32 MiB per message */
 
 static const uint32_t default_max_results[_TOOL_KIND_MAX] = {
         [TOOL_LS] = 10000,
@@ -80,17 +88,17 @@ typedef struct ToolCall {
         sd_bus_message *request;
         sd_event_source *child_source, *timeout_source;
         pid_t pid;
-        int result_fd;          /* memfd: ToolResult, then the body */
-        int fd;                 /* the caller's: FileCreate's source, View's destination; or -1 */
+        int result_fd; /* memfd: ToolResult, then the body */
+        int fd;        /* the caller's: FileCreate's source, View's destination; or -1 */
 
-        char *path;             /* absolute, as the sandbox sees it; Glob: the base directory */
-        char *printable_path;   /* the same, valid UTF-8, for the audit row and messages */
-        const void *data, *data2;   /* point into request, which we hold */
+        char *path;               /* absolute, as the sandbox sees it; Glob: the base directory */
+        char *printable_path;     /* the same, valid UTF-8, for the audit row and messages */
+        const void *data, *data2; /* point into request, which we hold */
         size_t size, size2;
-        const char *pattern;    /* Glob: what is left below path; Grep: the regex */
-        char *pattern_arg;      /* as given */
+        const char *pattern; /* Glob: what is left below path; Grep: the regex */
+        char *pattern_arg;   /* as given */
         char *glob;
-        void *code;             /* Grep: the compiled pattern */
+        void *code; /* Grep: the compiled pattern */
         uint32_t line, start_line, end_line, mode, max_results;
         bool overwrite, create_dirs, ignore_case;
         uint64_t cap;
@@ -147,7 +155,8 @@ static void tool_audit(ToolCall *tc, const char *event, const char *error_name, 
                 }
                 if (error_name) {
                         json_object_object_add(o, "error", json_object_new_string(error_name));
-                        json_object_object_add(o, "message", json_object_new_string(strempty(error_message)));
+                        json_object_object_add(o, "message",
+                                               json_object_new_string(strempty(error_message)));
                 }
                 detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
                 json_object_put(o);
@@ -188,7 +197,8 @@ static void tool_fail_errno(ToolCall *tc, int error) {
         case EPERM:
         case EROFS:
                 name = SD_BUS_ERROR_ACCESS_DENIED;
-                snprintf(msg, sizeof(msg), "%s: %s in the sandbox: %s", tool_method[tc->kind], p, strerror(error));
+                snprintf(msg, sizeof(msg), "%s: %s in the sandbox: %s", tool_method[tc->kind], p,
+                         strerror(error));
                 break;
         case EISDIR:
                 name = SD_BUS_ERROR_INVALID_ARGS;
@@ -206,8 +216,10 @@ static void tool_fail_errno(ToolCall *tc, int error) {
                 break;
         case EFBIG:
                 name = SANDBOXD_ERROR_LIMIT_EXCEEDED;
-                snprintf(msg, sizeof(msg), "%s: %s: the file or the result would be larger than %" PRIu64
-                         " bytes, the limit of the file tools.", tool_method[tc->kind], p, TOOLS_FILE_MAX);
+                snprintf(msg, sizeof(msg),
+                         "%s: %s: the file or the result would be larger than %" PRIu64
+                         " bytes, the limit of the file tools.",
+                         tool_method[tc->kind], p, TOOLS_FILE_MAX);
                 break;
         case ENOSPC:
         case EDQUOT:
@@ -279,7 +291,7 @@ static int helper_run(ToolCall *tc, int root, ToolBuf *body, ToolResult *res) {
 }
 
 static _noreturn_ void tool_helper(Sandbox *s, ToolCall *tc) {
-        int keep[] = { tc->result_fd, tc->fd };
+        int keep[] = {tc->result_fd, tc->fd};
         ToolResult res = {};
         ToolBuf body = {};
         int r, root;
@@ -312,7 +324,8 @@ static _noreturn_ void tool_helper(Sandbox *s, ToolCall *tc) {
                 res.n[4] = body.size;
         r = write_all(tc->result_fd, &res, sizeof(res));
         if (r >= 0 && body.size > 0)
-                r = write_all(tc->kind == TOOL_VIEW && tc->fd >= 0 ? tc->fd : tc->result_fd, body.data, body.size);
+                r = write_all(tc->kind == TOOL_VIEW && tc->fd >= 0 ? tc->fd : tc->result_fd, body.data,
+                              body.size);
         _exit(r < 0 ? -r : 0);
 }
 
@@ -320,14 +333,22 @@ static _noreturn_ void tool_helper(Sandbox *s, ToolCall *tc) {
 
 static const char *type_name(uint32_t c) {
         switch (c) {
-        case 'f': return "file";
-        case 'd': return "directory";
-        case 'l': return "symlink";
-        case 'p': return "fifo";
-        case 's': return "socket";
-        case 'c': return "char-device";
-        case 'b': return "block-device";
-        default: return "unknown";
+        case 'f':
+                return "file";
+        case 'd':
+                return "directory";
+        case 'l':
+                return "symlink";
+        case 'p':
+                return "fifo";
+        case 's':
+                return "socket";
+        case 'c':
+                return "char-device";
+        case 'b':
+                return "block-device";
+        default:
+                return "unknown";
         }
 }
 
@@ -336,8 +357,9 @@ static int append_info_counts(sd_bus_message *reply, const ToolResult *res) {
                                      (int) !!(res->flags & TOOL_FLAG_TRUNCATED));
 }
 
-static int build_body(ToolCall *tc, sd_bus_message *reply, const ToolResult *res, const uint8_t *body, size_t size) {
-        ToolReader rd = { .p = body, .left = size };
+static int build_body(ToolCall *tc, sd_bus_message *reply, const ToolResult *res, const uint8_t *body,
+                      size_t size) {
+        ToolReader rd = {.p = body, .left = size};
         const void *a, *b;
         size_t an, bn;
         uint32_t u1, u2;
@@ -349,23 +371,25 @@ static int build_body(ToolCall *tc, sd_bus_message *reply, const ToolResult *res
                 return sd_bus_message_append(reply, "a{sv}", 2, "size", "t", res->n[0], "created", "b",
                                              (int) !!(res->flags & TOOL_FLAG_CREATED));
         case TOOL_STR_REPLACE:
-                return sd_bus_message_append(reply, "a{sv}", 2, "line", "t", res->n[1], "size", "t", res->n[2]);
+                return sd_bus_message_append(reply, "a{sv}", 2, "line", "t", res->n[1], "size", "t",
+                                             res->n[2]);
         case TOOL_INSERT:
-                return sd_bus_message_append(reply, "a{sv}", 2, "lines", "t", res->n[0], "size", "t", res->n[1]);
+                return sd_bus_message_append(reply, "a{sv}", 2, "lines", "t", res->n[0], "size", "t",
+                                             res->n[1]);
         case TOOL_VIEW:
                 r = sd_bus_message_append_array(reply, 'y', tc->fd >= 0 ? (const void *) "" : body,
                                                 tc->fd >= 0 ? 0 : size);
                 if (r < 0)
                         return r;
                 if (res->flags & TOOL_FLAG_DIRECTORY)
-                        return sd_bus_message_append(reply, "a{sv}", 4, "type", "s", "directory", "entries", "t",
-                                                     res->n[0], "truncated", "b",
-                                                     (int) !!(res->flags & TOOL_FLAG_TRUNCATED), "bytes", "t",
-                                                     res->n[4]);
-                return sd_bus_message_append(reply, "a{sv}", 7, "type", "s", "file", "lines", "t", res->n[0],
-                                             "start_line", "t", res->n[1], "end_line", "t", res->n[2], "size", "t",
-                                             res->n[3], "truncated", "b", (int) !!(res->flags & TOOL_FLAG_TRUNCATED),
-                                             "bytes", "t", res->n[4]);
+                        return sd_bus_message_append(reply, "a{sv}", 4, "type", "s", "directory", "entries",
+                                                     "t", res->n[0], "truncated", "b",
+                                                     (int) !!(res->flags & TOOL_FLAG_TRUNCATED), "bytes",
+                                                     "t", res->n[4]);
+                return sd_bus_message_append(
+                        reply, "a{sv}", 7, "type", "s", "file", "lines", "t", res->n[0], "start_line", "t",
+                        res->n[1], "end_line", "t", res->n[2], "size", "t", res->n[3], "truncated", "b",
+                        (int) !!(res->flags & TOOL_FLAG_TRUNCATED), "bytes", "t", res->n[4]);
         case TOOL_LS:
                 r = sd_bus_message_open_container(reply, 'a', "(aysutt)");
                 for (uint64_t i = 0; r >= 0 && i < res->n[0]; i++) {
@@ -451,18 +475,21 @@ static void tool_reply(ToolCall *tc) {
         case TOOL_OK:
                 break;
         case TOOL_NO_MATCH:
-                snprintf(msg, sizeof(msg), "The text to replace does not occur in %s; nothing was changed.", p);
+                snprintf(msg, sizeof(msg), "The text to replace does not occur in %s; nothing was changed.",
+                         p);
                 return tool_fail(tc, SANDBOXD_ERROR_NO_MATCH, msg);
         case TOOL_AMBIGUOUS:
                 snprintf(msg, sizeof(msg),
                          "The text to replace occurs %" PRIu64 " times in %s; it must occur exactly once "
-                         "(include more context). Nothing was changed.", res.n[0], p);
+                         "(include more context). Nothing was changed.",
+                         res.n[0], p);
                 return tool_fail(tc, SANDBOXD_ERROR_AMBIGUOUS_MATCH, msg);
         case TOOL_BINARY:
                 snprintf(msg, sizeof(msg), "%s is a binary file (it holds NUL bytes); use ReadFile.", p);
                 return tool_fail(tc, SANDBOXD_ERROR_BINARY_FILE, msg);
         case TOOL_LINE_RANGE:
-                snprintf(msg, sizeof(msg), "Line %" PRIu32 " is beyond the end of %s, which has %" PRIu64 " lines.",
+                snprintf(msg, sizeof(msg),
+                         "Line %" PRIu32 " is beyond the end of %s, which has %" PRIu64 " lines.",
                          tc->kind == TOOL_INSERT ? tc->line : tc->start_line, p, res.n[0]);
                 return tool_fail(tc, SD_BUS_ERROR_INVALID_ARGS, msg);
         default:
@@ -480,7 +507,8 @@ static void tool_reply(ToolCall *tc) {
         if (map)
                 munmap(map, (size_t) st.st_size);
         if (r < 0) {
-                snprintf(msg, sizeof(msg), "%s: could not build the reply: %s", tool_method[tc->kind], strerror(-r));
+                snprintf(msg, sizeof(msg), "%s: could not build the reply: %s", tool_method[tc->kind],
+                         strerror(-r));
                 return tool_fail(tc, SD_BUS_ERROR_FAILED, msg);
         }
         tool_audit(tc, "finished", NULL, NULL, &res);
@@ -535,8 +563,8 @@ static int tool_start(Sandbox *s, ToolCall *tc) {
 /* --- parsing the call ------------------------------------------------------------------------------ */
 
 static int bad_type(sd_bus_error *error, const char *method, const char *key, const char *sig) {
-        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: option '%s' must be of type '%s'.", method,
-                                 key, sig);
+        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: option '%s' must be of type '%s'.",
+                                 method, key, sig);
 }
 
 /* Which options each tool takes, besides the caller context. */
@@ -575,15 +603,16 @@ static int read_options(ToolCall *tc, sd_bus_message *msg, const char **path, co
                         return r;
                 if (r == 0) {
                         if (!option_allowed(tc->kind, key))
-                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: unknown option '%s'.",
-                                                         method, key);
+                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                         "%s: unknown option '%s'.", method, key);
                         if (streq(key, "path_bytes")) {
                                 if (sd_bus_message_enter_container(msg, 'v', "ay") <= 0 ||
                                     sd_bus_message_read_array(msg, 'y', path_bytes, path_bytes_size) < 0 ||
                                     sd_bus_message_exit_container(msg) < 0)
                                         return bad_type(error, method, key, "ay");
                         } else if (streq(key, "path") || streq(key, "glob")) {
-                                if (sd_bus_message_read(msg, "v", "s", streq(key, "path") ? path : &glob) < 0)
+                                if (sd_bus_message_read(msg, "v", "s", streq(key, "path") ? path : &glob) <
+                                    0)
                                         return bad_type(error, method, key, "s");
                         } else if (streq(key, "fd")) {
                                 int fd;
@@ -593,14 +622,18 @@ static int read_options(ToolCall *tc, sd_bus_message *msg, const char **path, co
                                 tc->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
                                 if (tc->fd < 0)
                                         return -errno;
-                        } else if (streq(key, "overwrite") || streq(key, "create_dirs") || streq(key, "ignore_case")) {
+                        } else if (streq(key, "overwrite") || streq(key, "create_dirs") ||
+                                   streq(key, "ignore_case")) {
                                 if (sd_bus_message_read(msg, "v", "b", &b) < 0)
                                         return bad_type(error, method, key, "b");
-                                *(streq(key, "overwrite") ? &tc->overwrite : streq(key, "create_dirs") ? &tc->create_dirs
-                                                                                                  : &tc->ignore_case) = b;
+                                *(streq(key, "overwrite")     ? &tc->overwrite
+                                  : streq(key, "create_dirs") ? &tc->create_dirs
+                                                              : &tc->ignore_case) = b;
                         } else {
-                                uint32_t *u = streq(key, "mode") ? &tc->mode : streq(key, "start_line") ? &tc->start_line
-                                              : streq(key, "end_line") ? &tc->end_line : &tc->max_results;
+                                uint32_t *u = streq(key, "mode")         ? &tc->mode
+                                              : streq(key, "start_line") ? &tc->start_line
+                                              : streq(key, "end_line")   ? &tc->end_line
+                                                                         : &tc->max_results;
                                 if (sd_bus_message_read(msg, "v", "u", u) < 0)
                                         return bad_type(error, method, key, "u");
                         }
@@ -634,7 +667,8 @@ static int set_path(ToolCall *tc, const char *path, const void *bytes, size_t si
                                                  "%s: pass the path or path_bytes, not both.", method);
                 if (size == 0 || memchr(bytes, 0, size))
                         return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "%s: path_bytes must be non-empty and hold no NUL byte.", method);
+                                                 "%s: path_bytes must be non-empty and hold no NUL byte.",
+                                                 method);
                 raw = strndup(bytes, size);
                 if (!raw)
                         return -ENOMEM;
@@ -698,13 +732,15 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
         if (tc->max_results == 0)
                 tc->max_results = default_max_results[tc->kind];
         if (tc->max_results > TOOL_RESULTS_MAX)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: max_results must be at most %" PRIu32 ".",
-                                         method, TOOL_RESULTS_MAX);
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "%s: max_results must be at most %" PRIu32 ".", method,
+                                         TOOL_RESULTS_MAX);
 
         if (tc->kind == TOOL_GLOB || tc->kind == TOOL_GREP) {
                 if (isempty(arg) || strlen(arg) > TOOL_PATTERN_MAX)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: the pattern must be 1 to %d bytes.",
-                                                 method, TOOL_PATTERN_MAX);
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "%s: the pattern must be 1 to %d bytes.", method,
+                                                 TOOL_PATTERN_MAX);
                 tc->pattern_arg = strdup(arg);
                 if (!tc->pattern_arg)
                         return -ENOMEM;
@@ -723,8 +759,8 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
                 if (r < 0)
                         return r;
                 if (isempty(rest))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Glob: the pattern '%s' names nothing.",
-                                                 arg);
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Glob: the pattern '%s' names nothing.", arg);
                 tc->pattern = tc->pattern_arg + (rest - arg);
                 if (arg[0] == '/')
                         r = set_path(tc, base, NULL, 0, error);
@@ -749,37 +785,42 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
         switch (tc->kind) {
         case TOOL_FILE_CREATE:
                 if (tc->mode > 0777)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "FileCreate: mode %o is not within 0000-0777.",
-                                                 tc->mode);
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "FileCreate: mode %o is not within 0000-0777.", tc->mode);
                 if (tc->fd >= 0 && tc->size > 0)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "FileCreate: pass content or an fd, not both.");
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "FileCreate: pass content or an fd, not both.");
                 if (tc->size > m->config.file_max)
                         return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                                  "FileCreate: content is %zu bytes; at most %" PRIu64
-                                                 " fit in one call (pass an fd).", tc->size, m->config.file_max);
+                                                 " fit in one call (pass an fd).",
+                                                 tc->size, m->config.file_max);
                 break;
         case TOOL_VIEW:
                 if (tc->end_line > 0 && tc->end_line < MAX(tc->start_line, 1u))
                         return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "View: end_line %" PRIu32 " is before start_line %" PRIu32 ".",
+                                                 "View: end_line %" PRIu32 " is before start_line %" PRIu32
+                                                 ".",
                                                  tc->end_line, tc->start_line);
                 if (tc->fd >= 0)
                         tc->cap = TOOLS_FILE_MAX;
                 break;
         case TOOL_STR_REPLACE:
                 if (tc->size == 0)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "StrReplace: the text to replace is empty.");
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "StrReplace: the text to replace is empty.");
                 break;
         case TOOL_INSERT:
                 if (tc->size == 0)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Insert: the text is empty.");
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Insert: the text is empty.");
                 break;
         case TOOL_GREP: {
                 char err[512];
                 tc->code = tool_grep_compile(tc->pattern_arg, tc->ignore_case, err, sizeof(err));
                 if (!tc->code)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Grep: invalid regular expression: %s.",
-                                                 err);
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Grep: invalid regular expression: %s.", err);
                 break;
         }
         default:
@@ -788,7 +829,8 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
 
         r = tool_start(s, tc);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "%s: could not start the helper: %s", method, strerror(-r));
+                return sd_bus_error_set_errnof(error, r, "%s: could not start the helper: %s", method,
+                                               strerror(-r));
         return 0;
 }
 
@@ -798,7 +840,7 @@ static int tool_method_call(sd_bus_message *msg, void *userdata, sd_bus_error *e
 
         if (!tc)
                 return -ENOMEM;
-        *tc = (ToolCall) {
+        *tc = (ToolCall){
                 .manager = userdata,
                 .kind = kind,
                 .request = sd_bus_message_ref(msg),
@@ -807,7 +849,7 @@ static int tool_method_call(sd_bus_message *msg, void *userdata, sd_bus_error *e
                 .mode = 0644,
                 .started_at = now_usec(CLOCK_REALTIME),
                 .mono = now_usec(CLOCK_MONOTONIC),
-                .caller = { .uid = UINT32_MAX },
+                .caller = {.uid = UINT32_MAX},
         };
         snprintf(tc->caller.account_id, sizeof(tc->caller.account_id), "unknown");
         snprintf(tc->caller.source, sizeof(tc->caller.source), "agent");

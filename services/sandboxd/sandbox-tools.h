@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The file tools on the bus: FileCreate, View, StrReplace, Insert, Ls, Glob, Grep, each run by a confined helper. */
+/* The file tools on the bus (FileCreate, View, …, Grep), each call done by a confined helper. */
 #pragma once
 
 #include <systemd/sd-bus.h>

@@ -18,13 +18,13 @@
 #include "macro.h"
 #include "sandboxctl-util.h"
 
-#define BUS_NAME "org.sandboxd.sandbox1"
-#define BUS_PATH "/org/sandboxd/sandbox1"
-#define MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
-#define EXIT_USAGE 2
-#define CONTENT_INLINE_MAX (8u << 20)    /* above this, file-create sends its content through an fd */
-#define CONTENT_MAX (64u << 20)          /* the tools' own limit */
-#define CALL_TIMEOUT_USEC (150 * USEC_PER_SEC)
+#define BUS_NAME           "org.sandboxd.sandbox1"
+#define BUS_PATH           "/org/sandboxd/sandbox1"
+#define MANAGER_INTERFACE  "org.sandboxd.sandbox1.Manager"
+#define EXIT_USAGE         2
+#define CONTENT_INLINE_MAX (8u << 20)  /* above this, file-create sends its content through an fd */
+#define CONTENT_MAX        (64u << 20) /* the tools' own limit */
+#define CALL_TIMEOUT_USEC  (150 * USEC_PER_SEC)
 
 typedef enum JsonMode {
         JSON_NONE,
@@ -104,7 +104,12 @@ static bool utf8_valid(const uint8_t *p, size_t n) {
                 k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
                 if (k == 0 || i + k > n)
                         return false;
-                uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+                uint8_t lo = c == 0xE0   ? 0xA0
+                             : c == 0xF0 ? 0x90
+                                         : 0x80,
+                        hi = c == 0xED   ? 0x9F
+                             : c == 0xF4 ? 0x8F
+                                         : 0xBF;
                 if (p[i + 1] < lo || p[i + 1] > hi)
                         return false;
                 for (size_t j = 2; j < k; j++)
@@ -121,7 +126,8 @@ static char *base64(const uint8_t *p, size_t n) {
         if (!s)
                 return NULL;
         for (size_t i = 0; i < n; i += 3) {
-                uint32_t v = (uint32_t) p[i] << 16 | (i + 1 < n ? (uint32_t) p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+                uint32_t v = (uint32_t) p[i] << 16 | (i + 1 < n ? (uint32_t) p[i + 1] << 8 : 0) |
+                             (i + 2 < n ? p[i + 2] : 0);
                 *o++ = tab[v >> 18 & 63];
                 *o++ = tab[v >> 12 & 63];
                 *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
@@ -143,8 +149,9 @@ static void json_add_bytes(json_object *o, const char *key, const void *p, size_
 }
 
 static void print_json(json_object *o) {
-        puts(json_object_to_json_string_ext(o, (arg_json == JSON_PRETTY ? JSON_C_TO_STRING_PRETTY : JSON_C_TO_STRING_PLAIN) |
-                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+        puts(json_object_to_json_string_ext(
+                o, (arg_json == JSON_PRETTY ? JSON_C_TO_STRING_PRETTY : JSON_C_TO_STRING_PLAIN) |
+                           JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 /* Reads an a{sv} of t, u, b and s values into o. */
@@ -405,7 +412,8 @@ static int verb_ls(sd_bus *bus, char **args, size_t n, const Options *o) {
                         snprintf(mbuf, sizeof(mbuf), "%04o", mode);
                         json_object_object_add(e, "mode", json_object_new_string(mbuf));
                         json_object_object_add(e, "size", json_object_new_uint64(size));
-                        json_object_object_add(e, "mtime", json_object_new_string(format_timestamp(mtime, ts)));
+                        json_object_object_add(e, "mtime",
+                                               json_object_new_string(format_timestamp(mtime, ts)));
                         json_object_array_add(list, e);
                 } else {
                         printf("%-9s %04o %12" PRIu64 " %s ", type, mode, size, format_timestamp(mtime, ts));
@@ -539,13 +547,13 @@ static const struct {
         size_t min, max; /* arguments, counting the verb */
         const char *usage;
 } tool_verbs[] = {
-        { "file-create", 3, 3, "file-create ID PATH [--overwrite] [--mode=MODE] [--mkdir] < CONTENT" },
-        { "view", 3, 3, "view ID PATH [--range=A:B]" },
-        { "str-replace", 5, 5, "str-replace ID PATH OLD NEW" },
-        { "insert", 5, 5, "insert ID PATH LINE TEXT" },
-        { "ls", 2, 3, "ls ID [PATH]" },
-        { "glob", 3, 3, "glob ID PATTERN [--path=DIR]" },
-        { "grep", 3, 4, "grep ID PATTERN [PATH] [--glob=GLOB] [-i]" },
+        {"file-create", 3, 3, "file-create ID PATH [--overwrite] [--mode=MODE] [--mkdir] < CONTENT"},
+        {"view", 3, 3, "view ID PATH [--range=A:B]"},
+        {"str-replace", 5, 5, "str-replace ID PATH OLD NEW"},
+        {"insert", 5, 5, "insert ID PATH LINE TEXT"},
+        {"ls", 2, 3, "ls ID [PATH]"},
+        {"glob", 3, 3, "glob ID PATTERN [--path=DIR]"},
+        {"grep", 3, 4, "grep ID PATTERN [PATH] [--glob=GLOB] [-i]"},
 };
 
 bool is_tool_verb(const char *verb) {
@@ -577,18 +585,27 @@ static int parse_range(const char *s, uint32_t *start, uint32_t *end) {
 }
 
 int verb_tool(int argc, char *argv[]) {
-        enum { ARG_JSON = 0x100, ARG_OVERWRITE, ARG_MODE, ARG_MKDIR, ARG_RANGE, ARG_PATH, ARG_GLOB, ARG_MAX };
+        enum {
+                ARG_JSON = 0x100,
+                ARG_OVERWRITE,
+                ARG_MODE,
+                ARG_MKDIR,
+                ARG_RANGE,
+                ARG_PATH,
+                ARG_GLOB,
+                ARG_MAX
+        };
         static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "json", optional_argument, NULL, ARG_JSON },
-                { "overwrite", no_argument, NULL, ARG_OVERWRITE },
-                { "mode", required_argument, NULL, ARG_MODE },
-                { "mkdir", no_argument, NULL, ARG_MKDIR },
-                { "range", required_argument, NULL, ARG_RANGE },
-                { "path", required_argument, NULL, ARG_PATH },
-                { "glob", required_argument, NULL, ARG_GLOB },
-                { "ignore-case", no_argument, NULL, 'i' },
-                { "max-results", required_argument, NULL, ARG_MAX },
+                {"help", no_argument, NULL, 'h'},
+                {"json", optional_argument, NULL, ARG_JSON},
+                {"overwrite", no_argument, NULL, ARG_OVERWRITE},
+                {"mode", required_argument, NULL, ARG_MODE},
+                {"mkdir", no_argument, NULL, ARG_MKDIR},
+                {"range", required_argument, NULL, ARG_RANGE},
+                {"path", required_argument, NULL, ARG_PATH},
+                {"glob", required_argument, NULL, ARG_GLOB},
+                {"ignore-case", no_argument, NULL, 'i'},
+                {"max-results", required_argument, NULL, ARG_MAX},
                 {},
         };
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
@@ -635,8 +652,10 @@ int verb_tool(int argc, char *argv[]) {
                         break;
                 case ARG_RANGE:
                         if (parse_range(optarg, &o.start, &o.end) < 0)
-                                return fail_usage("--range: expected A:B with 1 <= A <= B (either may be empty), "
-                                                  "got '%s'", optarg);
+                                return fail_usage(
+                                        "--range: expected A:B with 1 <= A <= B (either may be empty), "
+                                        "got '%s'",
+                                        optarg);
                         break;
                 case ARG_PATH:
                         o.path = optarg;

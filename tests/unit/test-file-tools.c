@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests file-tools.c: line numbering and ranges, str_replace counting, insert, glob matching, caps, and every
- * tool on a scratch tree used as the root, with openat2 and with the userspace fallback. */
+/* Tests file-tools.c: line logic, str_replace counting, globs, caps, every tool on a scratch root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,7 +35,7 @@ static void test_pure(void) {
         CHECK_U64(first, 2);
         CHECK_U64(tool_count_occurrences("abcabc", 6, "bc", 2, 0, &first), 2);
         CHECK_U64(tool_count_occurrences("aaa", 3, "aa", 2, 0, NULL), 2); /* overlapping: not unique */
-        CHECK_U64(tool_count_occurrences("aaaa", 4, "a", 1, 2, NULL), 2);  /* stops at max */
+        CHECK_U64(tool_count_occurrences("aaaa", 4, "a", 1, 2, NULL), 2); /* stops at max */
         CHECK_U64(tool_count_occurrences("a", 1, "", 0, 0, NULL), 0);
         CHECK_U64(tool_count_occurrences("a\0b\0", 4, "\0", 1, 0, NULL), 2);
 
@@ -62,32 +61,32 @@ static void test_number_lines(void) {
         CHECK_U64(res.n[1], 1);
         CHECK_U64(res.n[2], 4);
 
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_number_lines(text, strlen(text), 2, 3, 0, &b, &res), 0);
         s = buf_str(&b);
         CHECK_STR(s, "     2\ttwo\n     3\tthree\n");
         free(s);
 
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_number_lines(text, strlen(text), 3, 99, 0, &b, &res), 0);
         s = buf_str(&b);
         CHECK_STR(s, "     3\tthree\n     4\tfour\n");
         free(s);
         CHECK_U64(res.n[2], 4);
 
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_number_lines(text, strlen(text), 5, 0, 0, &b, &res), 0);
         CHECK_INT(res.status, TOOL_LINE_RANGE);
         tool_buf_free(&b);
 
         /* an empty file shows nothing but is no error */
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_number_lines("", 0, 1, 0, 0, &b, &res), 0);
         CHECK_INT(res.status, TOOL_OK);
         CHECK_U64(b.size, 0);
 
         /* the cap cuts at a line boundary and says so */
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_number_lines(text, strlen(text), 1, 0, 25, &b, &res), 0);
         s = buf_str(&b);
         CHECK_STR(s, "     1\tone\n     2\ttwo\n");
@@ -123,25 +122,25 @@ static void test_glob_match(void) {
                 const char *pattern, *path;
                 bool match;
         } cases[] = {
-                { "*.py", "a.py", true },
-                { "*.py", "dir/a.py", false },
-                { "*.py", ".hidden.py", false },
-                { ".*.py", ".hidden.py", true },
-                { "**/*.py", "a.py", true },
-                { "**/*.py", "x/y/z/a.py", true },
-                { "**/*.py", "x/.git/a.py", false },
-                { "src/**", "src/a/b", true },
-                { "src/**", "src", true },
-                { "src/*/c.txt", "src/b/c.txt", true },
-                { "src/*/c.txt", "src/b/d/c.txt", false },
-                { "a?c", "abc", true },
-                { "a?c", "a/c", false },
-                { "[ab]*", "bcd", true },
-                { "[!ab]*", "bcd", false },
-                { "**", "anything/at/all", true },
-                { "x/**/y", "x/y", true },
-                { "x/**/y", "x/1/2/y", true },
-                { "x/**/y", "x/1/2/z", false },
+                {"*.py", "a.py", true},
+                {"*.py", "dir/a.py", false},
+                {"*.py", ".hidden.py", false},
+                {".*.py", ".hidden.py", true},
+                {"**/*.py", "a.py", true},
+                {"**/*.py", "x/y/z/a.py", true},
+                {"**/*.py", "x/.git/a.py", false},
+                {"src/**", "src/a/b", true},
+                {"src/**", "src", true},
+                {"src/*/c.txt", "src/b/c.txt", true},
+                {"src/*/c.txt", "src/b/d/c.txt", false},
+                {"a?c", "abc", true},
+                {"a?c", "a/c", false},
+                {"[ab]*", "bcd", true},
+                {"[!ab]*", "bcd", false},
+                {"**", "anything/at/all", true},
+                {"x/**/y", "x/y", true},
+                {"x/**/y", "x/1/2/y", true},
+                {"x/**/y", "x/1/2/z", false},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
@@ -186,14 +185,18 @@ static void test_utf8(void) {
         char *s = tool_utf8_sanitize("ok \xc3\xa9", 5);
         CHECK_STR(s, "ok \xc3\xa9");
         free(s);
-        s = tool_utf8_sanitize("a\xff" "b", 3);
-        CHECK_STR(s, "a\xef\xbf\xbd" "b");
+        s = tool_utf8_sanitize("a\xff"
+                               "b",
+                               3);
+        CHECK_STR(s, "a\xef\xbf\xbd"
+                     "b");
         free(s);
         s = tool_utf8_sanitize("\xed\xa0\x80", 3); /* a surrogate */
         CHECK_STR(s, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
         free(s);
         s = tool_utf8_sanitize("a\0b", 3);
-        CHECK_STR(s, "a\xef\xbf\xbd" "b");
+        CHECK_STR(s, "a\xef\xbf\xbd"
+                     "b");
         free(s);
 }
 
@@ -207,7 +210,7 @@ static void test_buf_reader(void) {
         CHECK_INT(tool_buf_put_bytes(&b, "name", 4), 0);
         CHECK_INT(tool_buf_put_u32(&b, 7), 0);
         CHECK_INT(tool_buf_put_u64(&b, UINT64_MAX), 0);
-        ToolReader r = { .p = b.data, .left = b.size };
+        ToolReader r = {.p = b.data, .left = b.size};
         CHECK_INT(tool_read_bytes(&r, &p, &n), 0);
         CHECK(n == 4 && memcmp(p, "name", 4) == 0);
         CHECK_INT(tool_read_u32(&r, &u), 0);
@@ -300,8 +303,9 @@ static void test_tree(bool fallback) {
         CHECK(fd >= 0);
 
         /* file_create: new, exists, overwrite, dirs */
-        ToolCreateSpec cs = { .path = "/new/deep/f.txt", .data = "hi\n", .size = 3, .data_fd = -1, .mode = 0600 };
-        res = (ToolResult) {};
+        ToolCreateSpec cs = {
+                .path = "/new/deep/f.txt", .data = "hi\n", .size = 3, .data_fd = -1, .mode = 0600};
+        res = (ToolResult){};
         CHECK_INT(tool_file_create(fd, &cs, &res), -ENOENT);
         cs.create_dirs = true;
         CHECK_INT(tool_file_create(fd, &cs, &res), 0);
@@ -313,12 +317,12 @@ static void test_tree(bool fallback) {
         char p[PATH_MAX];
         snprintf(p, sizeof(p), "%s/new/deep/f.txt", root);
         CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0600);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_file_create(fd, &cs, &res), -EEXIST);
         cs.overwrite = true;
         cs.data = "bye\n";
         cs.size = 4;
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_file_create(fd, &cs, &res), 0);
         CHECK(!(res.flags & TOOL_FLAG_CREATED));
         s = get(root, "new/deep/f.txt");
@@ -326,9 +330,13 @@ static void test_tree(bool fallback) {
         free(s);
 
         /* escapes: every way out lands inside root, or fails */
-        ToolCreateSpec esc = { .path = "/up/etc/x", .data = "x", .size = 1, .data_fd = -1, .mode = 0644,
-                               .create_dirs = true };
-        res = (ToolResult) {};
+        ToolCreateSpec esc = {.path = "/up/etc/x",
+                              .data = "x",
+                              .size = 1,
+                              .data_fd = -1,
+                              .mode = 0644,
+                              .create_dirs = true};
+        res = (ToolResult){};
         CHECK_INT(tool_file_create(fd, &esc, &res), 0);
         s = get(root, "etc/x"); /* "up" is the root itself */
         CHECK_STR(s, "x");
@@ -350,16 +358,16 @@ static void test_tree(bool fallback) {
         free(s);
 
         /* view */
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_view(fd, "/src/a.py", 2, 0, 0, &b, &res), 0);
         s = buf_str(&b);
         CHECK_STR(s, "     2\t    return 1\n");
         free(s);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_view(fd, "/src/bin.dat", 0, 0, 0, &b, &res), 0);
         CHECK_INT(res.status, TOOL_BINARY);
         tool_buf_free(&b);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_view(fd, "/src", 0, 0, 0, &b, &res), 0);
         CHECK(res.flags & TOOL_FLAG_DIRECTORY);
         s = buf_str(&b);
@@ -367,17 +375,17 @@ static void test_tree(bool fallback) {
         free(s);
 
         /* str_replace: the uniqueness rule; nothing changes unless old occurs exactly once */
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_str_replace(fd, "/src/sub/b.py", " = ", 3, " := ", 4, &res), 0);
         CHECK_INT(res.status, TOOL_AMBIGUOUS);
         CHECK_U64(res.n[0], 2);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_str_replace(fd, "/src/sub/b.py", "zzz", 3, "", 0, &res), 0);
         CHECK_INT(res.status, TOOL_NO_MATCH);
         s = get(root, "src/sub/b.py");
         CHECK_STR(s, "x = 1\ny = 2\n");
         free(s);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_str_replace(fd, "/src/sub/b.py", "y = 2", 5, "y = 3", 5, &res), 0);
         CHECK_INT(res.status, TOOL_OK);
         CHECK_U64(res.n[1], 2);
@@ -386,21 +394,21 @@ static void test_tree(bool fallback) {
         free(s);
 
         /* insert */
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_insert(fd, "/src/sub/b.py", 1, "z = 0", 5, &res), 0);
         s = get(root, "src/sub/b.py");
         CHECK_STR(s, "x = 1\nz = 0\ny = 3\n");
         free(s);
         CHECK_U64(res.n[0], 3);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_insert(fd, "/src/sub/b.py", 9, "w", 1, &res), 0);
         CHECK_INT(res.status, TOOL_LINE_RANGE);
 
         /* ls */
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_ls(fd, "/src", 0, 0, &b, &res), 0);
         CHECK_U64(res.n[0], 3);
-        ToolReader rd = { .p = b.data, .left = b.size };
+        ToolReader rd = {.p = b.data, .left = b.size};
         const void *name;
         size_t nlen;
         uint32_t type, mode;
@@ -415,23 +423,23 @@ static void test_tree(bool fallback) {
         CHECK_INT(tool_read_u64(&rd, &mtime), 0);
         CHECK(mtime > 0);
         tool_buf_free(&b);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_ls(fd, "/src", 2, 0, &b, &res), 0);
         CHECK_U64(res.n[0], 2);
         CHECK(res.flags & TOOL_FLAG_TRUNCATED);
         tool_buf_free(&b);
 
         /* glob: sorted, hidden directories left alone, links not followed */
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_glob(fd, "/", "**/*.py", 0, 0, &b, &res), 0);
         CHECK_U64(res.n[0], 2);
-        rd = (ToolReader) { .p = b.data, .left = b.size };
+        rd = (ToolReader){.p = b.data, .left = b.size};
         CHECK_INT(tool_read_bytes(&rd, &name, &nlen), 0);
         CHECK(nlen == 9 && memcmp(name, "/src/a.py", 9) == 0);
         CHECK_INT(tool_read_bytes(&rd, &name, &nlen), 0);
         CHECK(nlen == 13 && memcmp(name, "/src/sub/b.py", 13) == 0);
         tool_buf_free(&b);
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_glob(fd, "/src", "**/*.py", 1, 0, &b, &res), 0);
         CHECK_U64(res.n[0], 1);
         CHECK(res.flags & TOOL_FLAG_TRUNCATED);
@@ -441,16 +449,16 @@ static void test_tree(bool fallback) {
         char err[256];
         void *code = tool_grep_compile("RETURN|y =", true, err, sizeof(err));
         CHECK(code);
-        ToolGrepSpec gs = { .path = "/", .code = code };
-        res = (ToolResult) {};
+        ToolGrepSpec gs = {.path = "/", .code = code};
+        res = (ToolResult){};
         CHECK_INT(tool_grep(fd, &gs, &b, &res), 0);
         CHECK_U64(res.n[0], 3); /* src/a.py:2, src/sub/b.py:3, and .git/config: grep -r searches it too */
         tool_buf_free(&b);
         gs.glob = "*.py";
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_grep(fd, &gs, &b, &res), 0);
         CHECK_U64(res.n[0], 2);
-        rd = (ToolReader) { .p = b.data, .left = b.size };
+        rd = (ToolReader){.p = b.data, .left = b.size};
         CHECK_INT(tool_read_bytes(&rd, &name, &nlen), 0);
         CHECK(nlen == 9 && memcmp(name, "/src/a.py", 9) == 0);
         uint32_t line;
@@ -461,7 +469,7 @@ static void test_tree(bool fallback) {
         tool_buf_free(&b);
         gs.glob = NULL;
         gs.max = 1;
-        res = (ToolResult) {};
+        res = (ToolResult){};
         CHECK_INT(tool_grep(fd, &gs, &b, &res), 0);
         CHECK_U64(res.n[0], 1);
         CHECK(res.flags & TOOL_FLAG_TRUNCATED);
