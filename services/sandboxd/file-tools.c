@@ -1143,13 +1143,44 @@ int tool_glob(int root_fd, const char *base, const char *pattern, uint64_t max, 
 
 /* --- grep ------------------------------------------------------------------------------------------ */
 
-void *tool_grep_compile(const char *pattern, bool ignore_case, char *err, size_t err_size) {
+/* A compiled grep pattern: per line, as grep matches, and, where it means the same, over a whole file. */
+typedef struct GrepCode {
+        pcre2_code *line;
+        pcre2_code *buffer; /* multiline; NULL if the pattern may match a line alone but not in a file */
+} GrepCode;
+
+static bool grep_per_line_only = false;
+
+void tool_grep_force_per_line(bool b) {
+        grep_per_line_only = b;
+}
+
+/* Whether a line that matches the pattern on its own is sure to match it, at the same place, when it is
+ * one line of a file searched in multiline mode. That holds unless the pattern can look beyond the
+ * line's ends or at the subject's: lookaround, \A \Z \z \G, backtracking verbs. Conservative: any such
+ * sequence anywhere (even where it would be literal) rules the prefilter out. */
+static bool pattern_same_in_buffer(const char *pattern) {
+        static const char *const unsafe[] = { "(?<", "(?=", "(?!", "(*", "\\A", "\\Z", "\\z", "\\G" };
+        for (size_t i = 0; i < ELEMENTSOF(unsafe); i++)
+                if (strstr(pattern, unsafe[i]))
+                        return false;
+        return true;
+}
+
+static pcre2_code *grep_compile_one(const char *pattern, uint32_t flags, char *err, size_t err_size) {
         int code = 0;
         PCRE2_SIZE offset = 0;
-        pcre2_code *re =
-                pcre2_compile((PCRE2_SPTR) pattern, PCRE2_ZERO_TERMINATED,
-                              PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (ignore_case ? PCRE2_CASELESS : 0),
-                              &code, &offset, NULL);
+        pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
+
+        if (!cc) {
+                snprintf(err, err_size, "out of memory");
+                return NULL;
+        }
+        /* lines end at LF only, whatever default the library was built with */
+        (void) pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR) pattern, PCRE2_ZERO_TERMINATED,
+                                       PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | flags, &code, &offset, cc);
+        pcre2_compile_context_free(cc);
         if (!re) {
                 PCRE2_UCHAR msg[256];
                 if (pcre2_get_error_message(code, msg, sizeof(msg)) < 0)
@@ -1161,8 +1192,33 @@ void *tool_grep_compile(const char *pattern, bool ignore_case, char *err, size_t
         return re;
 }
 
+void *tool_grep_compile(const char *pattern, bool ignore_case, char *err, size_t err_size) {
+        uint32_t flags = ignore_case ? PCRE2_CASELESS : 0;
+        GrepCode *c = calloc(1, sizeof(GrepCode));
+
+        if (!c) {
+                snprintf(err, err_size, "out of memory");
+                return NULL;
+        }
+        c->line = grep_compile_one(pattern, flags, err, err_size);
+        if (!c->line) {
+                free(c);
+                return NULL;
+        }
+        if (pattern_same_in_buffer(pattern)) {
+                char ignored[64];
+                c->buffer = grep_compile_one(pattern, flags | PCRE2_MULTILINE, ignored, sizeof(ignored));
+        }
+        return c;
+}
+
 void tool_grep_free(void *code) {
-        pcre2_code_free(code);
+        GrepCode *c = code;
+        if (!c)
+                return;
+        pcre2_code_free(c->line);
+        pcre2_code_free(c->buffer);
+        free(c);
 }
 
 typedef struct GrepWalk {
@@ -1241,11 +1297,33 @@ static int grep_fd(GrepWalk *g, int fd, const char *file_rel) {
                 res->n[2]++;
                 return 0;
         }
+        /* Every line is matched on its own, as grep does. Where the pattern means the same over the
+         * whole file (see pattern_same_in_buffer), one search of the file finds the next line that can
+         * match, and the lines before it are skipped: any line that matches alone would have been
+         * found at or before its own match. */
+        const GrepCode *code = g->spec->code;
+        bool prefilter = code->buffer && !grep_per_line_only;
         const char *p = data, *e = data + size;
-        for (uint32_t line = 1; p < e; line++) {
+        uint32_t line = 1;
+        while (p < e) {
+                if (prefilter) {
+                        int m = pcre2_match(code->buffer, (PCRE2_SPTR) data, size, (PCRE2_SIZE) (p - data), 0,
+                                            g->md, NULL);
+                        if (m == PCRE2_ERROR_NOMATCH)
+                                break;
+                        if (m < 0)
+                                prefilter = false; /* a limit hit: line by line from here */
+                        else {
+                                const char *start = data + pcre2_get_ovector_pointer(g->md)[0];
+                                for (const char *nl; p < start && (nl = memchr(p, '\n', start - p));) {
+                                        p = nl + 1;
+                                        line++;
+                                }
+                        }
+                }
                 const char *nl = memchr(p, '\n', e - p);
                 size_t len = nl ? (size_t) (nl - p) : (size_t) (e - p);
-                int m = pcre2_match(g->spec->code, (PCRE2_SPTR) p, len, 0, 0, g->md, NULL);
+                int m = pcre2_match(code->line, (PCRE2_SPTR) p, len, 0, 0, g->md, NULL);
                 if (m >= 0) {
                         size_t cut = MIN(len, (size_t) TOOLS_GREP_LINE_MAX);
                         size_t need = strlen(g->base) + (file_rel ? strlen(file_rel) + 1 : 0) + cut + 16;
@@ -1264,6 +1342,7 @@ static int grep_fd(GrepWalk *g, int fd, const char *file_rel) {
                         res->n[0]++;
                 }
                 p = nl ? nl + 1 : e;
+                line++;
         }
         return 0;
 }

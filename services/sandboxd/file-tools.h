@@ -165,7 +165,7 @@ int tool_glob(int root_fd, const char *base, const char *pattern, uint64_t max, 
 
 typedef struct ToolGrepSpec {
         const char *path;  /* a file or a directory to search (recursively) */
-        const void *code;  /* a compiled pcre2_code (8-bit) */
+        const void *code;  /* from tool_grep_compile() */
         const char *glob;  /* only files whose name (or, with a '/', relative path) matches */
         uint64_t max;      /* matching lines */
         uint64_t cap;      /* bytes of records */
@@ -182,3 +182,6 @@ int tool_grep(int root_fd, const ToolGrepSpec *spec, ToolBuf *out, ToolResult *r
  * can). Returns the code (free with tool_grep_free) or NULL with a message in err (of err_size). */
 void *tool_grep_compile(const char *pattern, bool ignore_case, char *err, size_t err_size);
 void tool_grep_free(void *code);
+
+/* For tests: match every line on its own, without searching the whole file first. */
+void tool_grep_force_per_line(bool b);

@@ -2,6 +2,7 @@
 /* Tests file-tools.c: line logic, str_replace counting, globs, caps, every tool on a scratch root. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -484,6 +485,51 @@ static void test_tree(bool fallback) {
         tool_open_force_fallback(false);
 }
 
+/* Grep searches a whole file first where the pattern allows; the lines it reports must be exactly those
+ * that matching every line on its own reports. */
+static void test_grep_prefilter(void) {
+        static const char *const patterns[] = {
+                "foo", "^foo", "foo$", "^$", "o+", "\\bfoo\\b", "f.o", "[^a]", "\\s", "a\\sb", "x*", "(?i)FOO",
+                "(?m)^b", "\\d+$", "foo|^bar", "\\Afoo", "(?<=a)b", "o\\n", "^\\s*$", ".", "r$", "\\Bo",
+                "(?s)o.b", "é", "\\x{ff}", "[[:space:]]foo", "^.{3}$",
+        };
+        static const char text[] = "foo\nbar foo\n\na b\nxfoo\nfoo bar\r\n \n123\nab\n\xff\xfe foo\n"
+                                   "caf\xc3\xa9\nzzz\nb\nfoo";
+        char root[] = "/tmp/test-file-tools-grep.XXXXXX", err[256];
+
+        test_mkdtemp(root);
+        putn(root, "t.txt", text, sizeof(text) - 1);
+        putn(root, "u.txt", "\n\nfoo\n", 6);
+        int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        for (size_t i = 0; i < ELEMENTSOF(patterns); i++)
+                for (int ic = 0; ic < 2; ic++) {
+                        void *code = tool_grep_compile(patterns[i], ic, err, sizeof(err));
+                        ToolBuf a = {}, b = {};
+                        ToolResult ra = {}, rb = {};
+                        ToolGrepSpec gs = { .path = "/", .code = code };
+
+                        CHECK(code);
+                        if (!code)
+                                continue;
+                        tool_grep_force_per_line(true);
+                        CHECK_INT(tool_grep(fd, &gs, &a, &ra), 0);
+                        tool_grep_force_per_line(false);
+                        CHECK_INT(tool_grep(fd, &gs, &b, &rb), 0);
+                        if (a.size != b.size || (a.size > 0 && memcmp(a.data, b.data, a.size) != 0) ||
+                            ra.n[0] != rb.n[0]) {
+                                fprintf(stderr, "grep '%s' (ignore_case %d): %" PRIu64 " matches line by line, "
+                                        "%" PRIu64 " with the whole-file search\n", patterns[i], ic, ra.n[0], rb.n[0]);
+                                failures++;
+                        }
+                        tool_buf_free(&a);
+                        tool_buf_free(&b);
+                        tool_grep_free(code);
+                }
+        safe_close(fd);
+        test_rm_rf(root);
+}
+
 int main(void) {
         test_pure();
         test_number_lines();
@@ -493,5 +539,6 @@ int main(void) {
         test_buf_reader();
         test_tree(false);
         test_tree(true);
+        test_grep_prefilter();
         return test_finish("test-file-tools");
 }
