@@ -586,3 +586,12 @@ def test_busy_file_server_does_not_hold_up_other_calls(mgr, sandbox):
         os.close(r)
         if w >= 0:
             os.close(w)
+
+
+def test_sandboxctl_large_file_create(tools):
+    """Above 8 MiB, sandboxctl file-create passes the content through an fd."""
+    data = os.urandom(9 << 20)
+    info = json.loads(ctl("file-create", tools.sid, "large.bin", "--json", input=data).stdout)
+    assert info == {"size": len(data), "created": True}
+    got, _ = tools.mgr.read(tools.sid, "large.bin")
+    assert got == data
