@@ -56,7 +56,11 @@ typedef struct FileOp {
         uint32_t mode;
         bool append;
         struct FileServer *server;   /* the file server doing it, or NULL: a helper of its own (pid) */
+        struct FileOp *next;         /* in running_ops, while a helper of its own runs */
 } FileOp;
+
+/* The calls with helpers of their own, so that deleting their sandbox can end them. */
+static FileOp *running_ops = NULL;
 
 static void file_op_audit(FileOp *op, int error, const char *error_name, const char *error_message,
                           uint64_t bytes) {
@@ -95,6 +99,11 @@ static void file_op_audit(FileOp *op, int error, const char *error_name, const c
 static FileOp *file_op_free(FileOp *op) {
         if (!op)
                 return NULL;
+        for (FileOp **p = &running_ops; *p; p = &(*p)->next)
+                if (*p == op) {
+                        *p = op->next;
+                        break;
+                }
         sd_event_source_disable_unref(op->child_source);
         sd_event_source_disable_unref(op->timeout_source);
         safe_close(op->memfd);
@@ -526,7 +535,19 @@ static int server_take(Sandbox *s, FileOp *op, const FileJob *job, const int *fd
         return 1;
 }
 
+static void file_op_finish(FileOp *op, int status);
+
 void sandbox_files_forget(Sandbox *s) {
+        for (FileOp *op = running_ops, *next; op; op = next) {
+                next = op->next;
+                if (!streq(op->session_id, s->id))
+                        continue;
+                op->child_source = sd_event_source_disable_unref(op->child_source);
+                (void) kill(op->pid, SIGKILL);
+                while (waitpid(op->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                file_op_finish(op, ECANCELED);
+        }
         for (FileServer *f = file_servers; f;) {
                 FileServer *next = f->next;
                 if (streq(f->id, s->id)) {
@@ -667,11 +688,17 @@ static int file_op_start(Sandbox *s, FileOp *op, pid_t pid) {
                 return 0;
         }
         if (r < 0) {
+                op->child_source = sd_event_source_disable_unref(op->child_source);
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
                 file_op_free(op);
+                return r;
         }
-        return r;
+        if (!op->server) {
+                op->next = running_ops;
+                running_ops = op;
+        }
+        return 0;
 }
 
 static FileOp *file_op_new(Sandbox *s, sd_bus_message *request, const char *path, bool is_read,

@@ -83,6 +83,7 @@ static const uint32_t default_max_results[_TOOL_KIND_MAX] = {
 };
 
 typedef struct ToolCall {
+        struct ToolCall *next; /* in running_calls, while its helper runs */
         Manager *manager;
         ToolKind kind;
         sd_bus_message *request;
@@ -108,9 +109,17 @@ typedef struct ToolCall {
         uint64_t started_at, mono;
 } ToolCall;
 
+/* The calls whose helpers run, so that deleting their sandbox can end them. */
+static ToolCall *running_calls = NULL;
+
 static ToolCall *tool_call_free(ToolCall *tc) {
         if (!tc)
                 return NULL;
+        for (ToolCall **p = &running_calls; *p; p = &(*p)->next)
+                if (*p == tc) {
+                        *p = tc->next;
+                        break;
+                }
         sd_event_source_disable_unref(tc->child_source);
         sd_event_source_disable_unref(tc->timeout_source);
         safe_close(tc->result_fd);
@@ -554,10 +563,31 @@ static int tool_start(Sandbox *s, ToolCall *tc) {
                 r = sd_event_add_time_relative(tc->manager->event, &tc->timeout_source, CLOCK_MONOTONIC,
                                                TOOL_HELPER_TIMEOUT_USEC, 0, on_helper_timeout, tc);
         if (r < 0) {
+                tc->child_source = sd_event_source_disable_unref(tc->child_source);
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
+                return r;
         }
-        return r;
+        tc->next = running_calls;
+        running_calls = tc;
+        return 0;
+}
+
+void sandbox_tools_forget(Sandbox *s) {
+        for (ToolCall *tc = running_calls, *next; tc; tc = next) {
+                next = tc->next;
+                if (!streq(tc->session_id, s->id))
+                        continue;
+                /* gone before the caller hears the sandbox is: nothing of its uid may be left */
+                tc->child_source = sd_event_source_disable_unref(tc->child_source);
+                (void) kill(tc->pid, SIGKILL);
+                while (waitpid(tc->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                char msg[128];
+                snprintf(msg, sizeof(msg), "%s: sandbox %s was deleted during the call.", tool_method[tc->kind], s->id);
+                tool_fail(tc, SANDBOXD_ERROR_NOT_RUNNING, msg);
+                tool_call_free(tc);
+        }
 }
 
 /* --- parsing the call ------------------------------------------------------------------------------ */

@@ -10,6 +10,12 @@
 
 extern const sd_bus_error_map sandbox_tools_errors[];
 
+typedef struct Sandbox Sandbox;
+
+/* Ends the helpers of the sandbox's calls still running (they fail with NotRunning): called when the
+ * sandbox is deleted, before its uid is freed. */
+void sandbox_tools_forget(Sandbox *s);
+
 int vt_tool_file_create(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 int vt_tool_view(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 int vt_tool_str_replace(sd_bus_message *msg, void *userdata, sd_bus_error *error);

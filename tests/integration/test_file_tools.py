@@ -595,3 +595,36 @@ def test_sandboxctl_large_file_create(tools):
     assert info == {"size": len(data), "created": True}
     got, _ = tools.mgr.read(tools.sid, "large.bin")
     assert got == data
+
+
+def send_without_waiting(mgr, method, signature, *args):
+    """Sends a call and does not wait for its reply; sandboxd handles one connection's calls in order."""
+    msg = dbus.lowlevel.MethodCallMessage("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
+                                          "org.sandboxd.sandbox1.Manager", method)
+    msg.append(*args, signature=signature)
+    mgr.bus.send_message(msg)
+
+
+def test_delete_ends_running_helpers(mgr, sandbox):
+    """Helpers still working for a sandbox (here blocked writing into pipes nobody reads) are ended when it
+    is deleted: when DeleteSandbox answers, no process of its uid is left."""
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    code, _, err, _ = mgr.sh(sid, "head -c 1048576 /dev/zero | tr '\\0' a > big.txt; echo >> big.txt")
+    assert code == 0, err
+    pipes = [os.pipe(), os.pipe()]
+    try:
+        for (r, w), (method, extra) in zip(pipes, [("ReadFile", {}), ("View", {})]):
+            ufd = dbus.types.UnixFd(w)
+            send_without_waiting(mgr, method, "ssa{sv}", sid, "big.txt",
+                                 dbus.Dictionary({"fd": ufd, **extra}, signature="sv"))
+            os.close(ufd.take())
+            os.close(w)
+        mgr.delete(sid)
+        assert uid_processes(uid) == []
+        for r, _ in pipes:
+            while os.read(r, 1 << 16):  # ends: every writer is gone
+                pass
+    finally:
+        for r, _ in pipes:
+            os.close(r)
