@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -530,6 +531,80 @@ static void test_grep_prefilter(void) {
         test_rm_rf(root);
 }
 
+typedef struct Swapper {
+        char dir[PATH_MAX];
+        volatile int stop;
+        unsigned swaps;
+} Swapper;
+
+static void *swap_loop(void *userdata) {
+        Swapper *sw = userdata;
+        char d[PATH_MAX + 8], real[PATH_MAX + 8], evil[PATH_MAX + 8];
+
+        snprintf(d, sizeof(d), "%s/d", sw->dir);
+        snprintf(real, sizeof(real), "%s/real", sw->dir);
+        snprintf(evil, sizeof(evil), "%s/evil", sw->dir);
+        while (sw->swaps < 10000 || !sw->stop) {
+                if (rename(d, real) < 0 || rename(evil, d) < 0 || rename(d, evil) < 0 || rename(real, d) < 0)
+                        break;
+                sw->swaps++;
+        }
+        return NULL;
+}
+
+/* A directory swapped for symlinks out of the root (absolute, and a chain of ".."), at least 10,000
+ * times while the tools write and read through it: nothing outside the root is ever touched. */
+static void test_swap_race(bool fallback) {
+        char root[] = "/tmp/test-file-tools-race.XXXXXX", outside[] = "/tmp/test-file-tools-target.XXXXXX";
+        char p[PATH_MAX], target[PATH_MAX];
+        Swapper sw = {};
+        pthread_t t;
+
+        tool_open_force_fallback(fallback);
+        test_mkdtemp(root);
+        test_mkdtemp(outside);
+        put(outside, "f.txt", "outside\n");
+        mk(root, "w");
+        mk(root, "w/d");
+        put(root, "w/d/f.txt", "inside\n");
+        snprintf(target, sizeof(target), "%s", outside);
+        ln(root, target, "w/evil");
+        snprintf(sw.dir, sizeof(sw.dir), "%s/w", root);
+        int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        CHECK(pthread_create(&t, NULL, swap_loop, &sw) == 0);
+        for (unsigned i = 0; i < 3000 || sw.swaps < 10000; i++) {
+                ToolCreateSpec cs = { .path = "/w/d/f.txt", .data = "written\n", .size = 8, .data_fd = -1,
+                                      .mode = 0644, .overwrite = true };
+                ToolCreateSpec cn = { .path = "/w/d/new.txt", .data = "new\n", .size = 4, .data_fd = -1,
+                                      .mode = 0644, .overwrite = true };
+                ToolResult res = {};
+                ToolBuf b = {};
+                (void) tool_file_create(fd, &cs, &res);
+                (void) tool_file_create(fd, &cn, &res);
+                (void) tool_str_replace(fd, "/w/d/f.txt", "side", 4, "SIDE", 4, &res);
+                (void) tool_insert(fd, "/w/d/f.txt", 0, "x", 1, &res);
+                (void) tool_view(fd, "/w/d/f.txt", 0, 0, 0, &b, &res);
+                CHECK(b.size == 0 || memmem(b.data, b.size, "outside", 7) == NULL);
+                tool_buf_free(&b);
+                if (i > 1000000)
+                        break;
+        }
+        sw.stop = 1;
+        pthread_join(t, NULL);
+        CHECK(sw.swaps >= 10000);
+        /* the target is as it was: one file, its content */
+        char *s = get(outside, "f.txt");
+        CHECK_STR(s, "outside\n");
+        free(s);
+        snprintf(p, sizeof(p), "%s/new.txt", outside);
+        CHECK(access(p, F_OK) < 0);
+        safe_close(fd);
+        test_rm_rf(root);
+        test_rm_rf(outside);
+        tool_open_force_fallback(false);
+}
+
 int main(void) {
         test_pure();
         test_number_lines();
@@ -540,5 +615,7 @@ int main(void) {
         test_tree(false);
         test_tree(true);
         test_grep_prefilter();
+        test_swap_race(false);
+        test_swap_race(true);
         return test_finish("test-file-tools");
 }
