@@ -9,37 +9,8 @@
 
 #include "gateway-auth.h"
 #include "macro.h"
+#include "test-util.h"
 #include "time-util.h"
-
-static int failures = 0;
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_INT(a, b)                                                                                     \
-        do {                                                                                                \
-                long long _a = (a), _b = (b);                                                               \
-                if (_a != _b) {                                                                             \
-                        fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #a, _a,   \
-                                _b);                                                                        \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_STR(a, b)                                                                                     \
-        do {                                                                                                \
-                const char *_a = (a), *_b = (b);                                                            \
-                if (!streq_ptr(_a, _b)) {                                                                   \
-                        fprintf(stderr, "%s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a,   \
-                                strna(_a), strna(_b));                                                      \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 #define BIT(a) GATEWAY_ACTION_BIT(GATEWAY_ACTION_##a)
 #define NOW (UINT64_C(1790000000) * USEC_PER_SEC)
@@ -370,10 +341,5 @@ int main(void) {
         test_bearer();
         test_json();
 
-        if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-gateway-auth: all checks passed\n");
-        return EXIT_SUCCESS;
+        return test_finish("test-gateway-auth");
 }

@@ -15,38 +15,10 @@
 
 #include "key-store.h"
 #include "macro.h"
+#include "test-util.h"
 #include "time-util.h"
 
-static int failures = 0;
 static char tmpdir[] = "/tmp/test-key-store.XXXXXX";
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_INT(a, b)                                                                                     \
-        do {                                                                                                \
-                long long _a = (a), _b = (b);                                                               \
-                if (_a != _b) {                                                                             \
-                        fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #a, _a,   \
-                                _b);                                                                        \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_STR(a, b)                                                                                     \
-        do {                                                                                                \
-                const char *_a = (a), *_b = (b);                                                            \
-                if (!streq_ptr(_a, _b)) {                                                                   \
-                        fprintf(stderr, "%s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a,   \
-                                strna(_a), strna(_b));                                                      \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 #define NOW (UINT64_C(1790000000) * USEC_PER_SEC)
 #define SB1 "sb_abcdefgh23"
@@ -57,10 +29,6 @@ static char *db_path(const char *name) {
         static char buf[512];
         snprintf(buf, sizeof(buf), "%s/%s", tmpdir, name);
         return buf;
-}
-
-static int remove_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(p);
 }
 
 static KeyStore *open_store(const char *name) {
@@ -399,21 +367,13 @@ static void test_migrations(void) {
 }
 
 int main(void) {
-        if (!mkdtemp(tmpdir)) {
-                perror("mkdtemp");
-                return EXIT_FAILURE;
-        }
+        test_mkdtemp(tmpdir);
 
         test_keys();
         test_tokens();
         test_token_race();
         test_migrations();
 
-        (void) nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-        if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-key-store: all checks passed\n");
-        return EXIT_SUCCESS;
+        test_rm_rf(tmpdir);
+        return test_finish("test-key-store");
 }
