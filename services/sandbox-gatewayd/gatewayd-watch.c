@@ -486,7 +486,7 @@ static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
 int watchers_setup(Manager *m) {
         int r;
 
-        r = sd_bus_match_signal(m->bus, &m->entry_match, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE,
+        r = sd_bus_match_signal(m->signal_bus, &m->entry_match, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE,
                                 "EntryAdded", on_entry_added, m);
         if (r < 0)
                 return r;

@@ -26,6 +26,8 @@ struct SseStream {
         size_t size, alloc, off;
         size_t n_events, max_events;
         bool finished, dropped, reader_suspended;
+        /* While the stream sleeps MHD does not look at its socket: this notices a client that leaves. */
+        sd_event_source *hangup;
 };
 
 /* --- requests ----------------------------------------------------------------------------------- */
@@ -33,6 +35,7 @@ struct SseStream {
 static void sse_free(SseStream *s) {
         if (!s)
                 return;
+        sd_event_source_disable_unref(s->hangup);
         free(s->buf);
         free(s);
 }
@@ -50,7 +53,7 @@ Request *request_unref(Request *r) {
                 manager_stream_release(r->manager, r->key->id);
         if (r->data_free)
                 r->data_free(r->data);
-        if (r->response)
+        if (r->response && !r->queued)
                 MHD_destroy_response(r->response);
         sse_free(r->sse);
         api_key_free(r->key);
@@ -245,6 +248,26 @@ int req_call(Request *r, const char *destination, const char *path, const char *
 
 /* --- SSE ---------------------------------------------------------------------------------------- */
 
+static void sse_drop(SseStream *s);
+
+static int on_hangup(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        SseStream *s = userdata;
+
+        s->hangup = sd_event_source_disable_unref(s->hangup);
+        sse_drop(s);
+        return 0;
+}
+
+static void sse_watch_hangup(SseStream *s) {
+        const union MHD_ConnectionInfo *info;
+
+        if (s->hangup || !s->req->connection)
+                return;
+        info = MHD_get_connection_info(s->req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info)
+                (void) sd_event_add_io(s->req->manager->event, &s->hangup, info->connect_fd, EPOLLRDHUP, on_hangup, s);
+}
+
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         Request *r = cls;
         SseStream *s = r->sse;
@@ -257,6 +280,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 /* Nothing to send: sleep until sse_send() wakes us (returning 0 awake would spin). */
                 s->reader_suspended = true;
+                sse_watch_hangup(s);
                 MHD_suspend_connection(r->connection);
                 return 0;
         }
@@ -511,6 +535,17 @@ static void dispatch(Request *r) {
         }
 }
 
+/* Hands the response to MHD, which keeps it as long as it needs it: an SSE response refers to its
+ * request, so holding it here too would keep both alive for ever. r->response stays set (answered). */
+static enum MHD_Result queue(Request *r) {
+        enum MHD_Result ret;
+
+        ret = MHD_queue_response(r->connection, r->status, r->response);
+        MHD_destroy_response(r->response);
+        r->queued = true;
+        return ret;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls) {
@@ -550,8 +585,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                                 req_reply_error(r, 413, "payload_too_large",
                                                 "The body is larger than %" PRIu64 " bytes.",
                                                 m->config.max_body_bytes);
-                                r->queued = true;
-                                return MHD_queue_response(conn, r->status, r->response);
+                                return queue(r);
                         }
                 }
                 return MHD_YES;
@@ -588,10 +622,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 r->dispatched = true;
                 dispatch(r);
         }
-        if (r->response && !r->queued) {
-                r->queued = true;
-                return MHD_queue_response(conn, r->status, r->response);
-        }
+        if (r->response && !r->queued)
+                return queue(r);
         if (!r->response) {
                 /* waits for a bus call: sleep until req_wake() */
                 r->suspended = true;
@@ -610,8 +642,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->connection = NULL;
         r->closed = true;
         r->suspended = false;
-        if (r->sse)
+        if (r->sse) {
                 r->sse->reader_suspended = false;
+                /* MHD closes the socket after this */
+                r->sse->hangup = sd_event_source_disable_unref(r->sse->hangup);
+        }
         if (r->on_close)
                 r->on_close(r);
         request_unref(r);

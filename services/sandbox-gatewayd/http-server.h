@@ -33,7 +33,7 @@ struct Request {
         bool body_too_large;
 
         bool dispatched, suspended, queued, closed;
-        struct MHD_Response *response;
+        struct MHD_Response *response; /* once queued, MHD's: only tells that there is an answer */
         unsigned status;
 
         ApiKey *key;       /* the authenticated key */
