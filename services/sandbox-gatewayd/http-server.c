@@ -659,6 +659,13 @@ static void server_run(HttpServer *s) {
 
         (void) MHD_run(s->daemon);
         if (MHD_get_timeout(s->daemon, &timeout) == MHD_YES) {
+                /* 0: MHD has connections ready to go on (a resumed one is not back in its epoll set
+                 * yet); run again right after the other events rather than in a timer's slack */
+                if (timeout == 0) {
+                        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+                        http_server_kick(s);
+                        return;
+                }
                 (void) sd_event_source_set_time_relative(s->timer, (uint64_t) timeout * USEC_PER_MSEC);
                 (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
         } else
@@ -726,7 +733,8 @@ int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsign
         }
         r = sd_event_add_io(m->event, &s->io, info->epoll_fd, EPOLLIN, on_io, s);
         if (r >= 0)
-                r = sd_event_add_time_relative(m->event, &s->timer, CLOCK_MONOTONIC, 0, 0, on_timer, s);
+                /* accuracy 1 µs: sd-event's default slack of 250 ms would be added to MHD's timeouts */
+                r = sd_event_add_time_relative(m->event, &s->timer, CLOCK_MONOTONIC, 0, 1, on_timer, s);
         if (r >= 0)
                 r = sd_event_add_defer(m->event, &s->kick, on_kick, s);
         if (r < 0) {
