@@ -691,7 +691,7 @@ int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsign
         }
         r = sd_event_add_io(m->event, &s->io, info->epoll_fd, EPOLLIN, on_io, s);
         if (r >= 0)
-                r = sd_event_add_time_relative(m->event, &s->timer, CLOCK_MONOTONIC, 0, 0, on_timer, s);
+                r = sd_event_add_time_relative(m->event, &s->timer, CLOCK_MONOTONIC, 0, 1, on_timer, s);
         if (r >= 0)
                 r = sd_event_add_defer(m->event, &s->kick, on_kick, s);
         if (r < 0) {
