@@ -313,6 +313,28 @@ def test_many_watchers_and_one_that_never_reads(admin, sandboxes):
     assert admin.get("/v1/sandboxes").status_code == 200
 
 
+def test_many_requests_at_once_queue(admin, sandboxes):
+    """Many requests at once, more than the bus connections carry (4 x 120 calls); none fails."""
+    sid = sandboxes()["id"]
+    n = 600
+    socks = []
+    for i in range(n):
+        path = f"/v1/sandboxes/{sid}" if i % 2 else f"/v1/sandboxes/{sid}/log?limit=1"
+        socks.append(raw_request("GET", path, admin.secret, ["Connection: close"]))
+    statuses = []
+    for s in socks:
+        s.settimeout(120)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        statuses.append(int(data.split(b" ", 2)[1]))
+    assert statuses == [200] * n
+
+
 def test_delete_own(admin, sandboxes):
     a, _ = admin.mint(preset="runner", ttl_seconds=600)
     b, _ = admin.mint(preset="runner", ttl_seconds=600)
