@@ -395,7 +395,7 @@ def test_bad_input(admin, sandboxes):
 
 
 def test_limits(admin, sandboxes, gateway_config):
-    gateway_config("MaxBodyBytes=64K\nMaxStreamsPerKey=3\nConnectionTimeoutSec=2\n")
+    gateway_config("MaxBodyBytes=64K\nMaxStreamsPerKey=3\nConnectionTimeoutSec=2\nWatchQueueMax=3\n")
     pid = gateway_pid()
     sid = sandboxes()["id"]
 
@@ -419,6 +419,25 @@ def test_limits(admin, sandboxes, gateway_config):
              what="a freed stream slot")
     for s in streams[1:] + [w]:
         s.sock.close()
+
+    # a watch that sleeps (nothing to send) is not a stalled client: it outlives ConnectionTimeoutSec=
+    w = SseReader(open_watch(admin.secret, sid))
+    read_until([w], lambda: w.headers_done)
+    time.sleep(4)
+    exec_(admin, sid, command="echo after-sleep")
+    read_until([w], lambda: len(w.events) >= 1)
+    assert json.loads(w.events[0]["data"])["output_truncated"]["stdout"] == "after-sleep\n"
+    w.sock.close()
+
+    # resuming further back than a stream's queue holds: an error event, not a gap
+    for i in range(4):
+        exec_(admin, sid, command="true")
+    w = SseReader(open_watch(admin.secret, sid, last_id=int(w.events[0]["id"])))
+    read_until([w], lambda: w.closed or any(e["event"] == "error" for e in w.events))
+    assert [e["event"] for e in w.events] == ["error"]
+    err = json.loads(w.events[0]["data"])
+    assert err["code"] == "too_far_behind" and err["status"] == 409
+    w.sock.close()
 
     # a client that stalls in the middle of its request is closed
     s = socket.create_connection(("127.0.0.1", 8790))
