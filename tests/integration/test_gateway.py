@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import run, systemctl_show, wait_for
-from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401
+from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401,F811
                              gateway_pid, gateway_up, raw_request)
 
 SESSION_REQUIRED = {"event": "error",
@@ -260,6 +260,15 @@ def read_until(readers, pred, timeout=60):
         sel.close()
 
 
+def log_ids(client, sid, n_exec):
+    """The sandbox's row ids, oldest first, once its log holds n_exec exec rows (sandboxd records
+    after its replies, so rows arrive a little later than the answers)."""
+    def rows():
+        e = client.get(f"/v1/sandboxes/{sid}/log", params={"limit": 1000}).json()["entries"]
+        return sum(x["operation"] == "exec" for x in e) >= n_exec and e
+    return sorted(x["id"] for x in wait_for(rows, what=f"{n_exec} exec rows"))
+
+
 def test_watch_live_and_resume(admin, sandboxes):
     sid = sandboxes()["id"]
     w = SseReader(open_watch(admin.secret, sid))
@@ -267,23 +276,22 @@ def test_watch_live_and_resume(admin, sandboxes):
     assert w.status == 200
     for i in range(3):
         exec_(admin, sid, command=f"echo {i}")
-    read_until([w], lambda: len(w.events) >= 3)
+    seen = log_ids(admin, sid, 3)
+    read_until([w], lambda: w.events and int(w.events[-1]["id"]) >= seen[-1])
     first = [int(e["id"]) for e in w.events]
     assert all(e["event"] == "entry" for e in w.events)
     assert [json.loads(e["data"])["id"] for e in w.events] == first
+    assert first == [i for i in seen if i >= first[0]] and first[-1] == seen[-1]
     w.sock.close()
 
     # rows written while nobody watches, then resume after the last one seen
     for i in range(4):
         exec_(admin, sid, command=f"echo later{i}")
     w2 = SseReader(open_watch(admin.secret, sid, last_id=first[-1]))
-    read_until([w2], lambda: len(w2.events) >= 4)
     exec_(admin, sid, command="echo live")
-    read_until([w2], lambda: len(w2.events) >= 5)
+    expected = [i for i in log_ids(admin, sid, 8) if i > first[-1]]
+    read_until([w2], lambda: len(w2.events) >= len(expected))
     got = [int(e["id"]) for e in w2.events]
-
-    all_ids = sorted(x["id"] for x in admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 1000}).json()["entries"])
-    expected = [i for i in all_ids if i > first[-1]]
     assert got == expected, (got, expected)  # no gap, no duplicate, in order
     assert json.loads(w2.events[-1]["data"])["output_truncated"]["stdout"] == "live\n"
     w2.sock.close()
@@ -302,10 +310,15 @@ def test_many_watchers_and_one_that_never_reads(admin, sandboxes):
     for i in range(n):
         # each row carries 1 KiB of output, so the stalled client's buffers fill
         exec_(admin, sid, command=f"head -c 1024 /dev/zero | tr '\\0' x; echo {i}")
-    read_until(readers, lambda: all(len(r.events) >= n for r in readers), timeout=120)
-    ids = [int(e["id"]) for e in readers[0].events]
-    assert len(set(ids)) == len(ids) == n
-    assert all([int(e["id"]) for e in r.events] == ids for r in readers)
+    all_ids = log_ids(admin, sid, n)
+    read_until(readers, lambda: all(r.events and int(r.events[-1]["id"]) >= all_ids[-1] for r in readers),
+               timeout=120)
+    first_exec = all_ids[-n]
+    for r in readers:
+        ids = [int(e["id"]) for e in r.events]
+        # every row from the first one it saw (the sandbox's creation row may come before or after it
+        # started watching), each once, in order
+        assert ids[0] <= first_exec and ids == [i for i in all_ids if i >= ids[0]], ids
     for r in readers:
         r.sock.close()
     stalled.close()
