@@ -226,6 +226,9 @@ static int log_start(Request *r, const char *session_id) {
 }
 
 int route_log_sandbox(Request *r) {
+        int k = req_resolve_sandbox_name(r);
+        if (k != 0)
+                return k < 0 ? k : 0;
         return log_start(r, req_param(r, 0));
 }
 
@@ -515,6 +518,10 @@ int route_watch(Request *r) {
         uint64_t after = 0;
         Watcher *w;
         int k;
+
+        k = req_resolve_sandbox_name(r);
+        if (k != 0)
+                return k < 0 ? k : 0;
 
         if (last && parse_decimal(last, &after) < 0) {
                 req_reply_error(r, 400, "invalid_request", "Last-Event-ID must be a row id (a number).");

@@ -128,6 +128,14 @@ def test_shapes(admin, sandboxes):
     r = admin.get("/v1/sandboxes", headers={"X-Request-Id": "my-trace.42"})
     assert r.headers["X-Request-Id"] == "my-trace.42"
 
+    # by name where an id goes: sandboxd takes either; the log (rows name the id) is looked up by id
+    assert admin.get("/v1/sandboxes/shape-test").json() == admin.get(f"/v1/sandboxes/{sb['id']}").json()
+    exec_(admin, "shape-test", command="true")
+    log_ids(admin, sb["id"], 1)  # the exec's row is there (recorded after the reply)
+    by_name = admin.get("/v1/sandboxes/shape-test/log").json()["entries"]
+    assert by_name and by_name == admin.get(f"/v1/sandboxes/{sb['id']}/log").json()["entries"]
+    assert_error(admin.get("/v1/sandboxes/no-such-name/log"), 404, "not_found")
+
     res = exec_(admin, sb["id"], command="echo out; echo err >&2; exit 3")
     assert set(res) == RESULT_FIELDS
     assert res["exit_code"] == 3 and res["stdout"] == "out\n" and res["stderr"] == "err\n"
