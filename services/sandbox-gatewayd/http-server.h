@@ -60,6 +60,9 @@ const char *req_header(Request *r, const char *name);
 /* Answers (once; later calls are ignored). The connection is resumed if it waits. */
 void req_reply_json(Request *r, unsigned status, json_object *o); /* takes o */
 void req_reply_empty(Request *r, unsigned status);
+/* Any response of the caller's making (takes it), e.g. MHD_create_response_for_upgrade() with 101 for a
+ * WebSocket: the daemon runs with MHD_ALLOW_UPGRADE, and the X-Request-Id header is added as always. */
+void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp);
 void req_reply_data(Request *r, unsigned status, const char *content_type, const void *data, size_t size);
 _printf_(4, 5) void req_reply_error(Request *r, unsigned status, const char *code, const char *fmt, ...);
 /* A 401/403 refusal: answered, and recorded in the audit log as event "denied" (account NULL: the
