@@ -101,10 +101,21 @@ int audit_row_to_json(sd_bus_message *m, json_object **ret, uint64_t *ret_id) {
 typedef struct LogQuery {
         const char *session_id; /* from the path, or the query */
         uint64_t limit, offset;
-        const char *text[5];    /* account_id, operation, source, event, session_id (query) */
+        char *text[5];          /* account_id, operation, source, event, session_id (query); copies, as a
+                                 * queued call is built after the query may be gone */
         uint64_t since, until, after_id;
         bool has_since, has_until, has_after;
 } LogQuery;
+
+static void log_query_free(void *p) {
+        LogQuery *q = p;
+
+        if (!q)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(q->text); i++)
+                free(q->text[i]);
+        free(q);
+}
 
 static const char *const text_filters[] = { "account_id", "operation", "source", "event", "session_id" };
 
@@ -194,7 +205,7 @@ static int log_start(Request *r, const char *session_id) {
         if (!q)
                 return -ENOMEM;
         r->data = q;
-        r->data_free = free;
+        r->data_free = log_query_free;
         q->session_id = session_id;
         q->limit = LOG_LIMIT_DEFAULT;
         if (query_uint(r, "limit", &q->limit, NULL) < 0 || query_uint(r, "offset", &q->offset, NULL) < 0 ||
@@ -207,8 +218,11 @@ static int log_start(Request *r, const char *session_id) {
                                 LOG_LIMIT_MAX);
                 return 0;
         }
-        for (size_t i = 0; i < ELEMENTSOF(text_filters); i++)
-                q->text[i] = req_query(r, text_filters[i]);
+        for (size_t i = 0; i < ELEMENTSOF(text_filters); i++) {
+                const char *v = req_query(r, text_filters[i]);
+                if (v && !(q->text[i] = strdup(v)))
+                        return -ENOMEM;
+        }
         if (session_id && q->text[4]) {
                 req_reply_error(r, 400, "invalid_request", "Unknown query parameter 'session_id' on this route.");
                 return 0;
