@@ -360,14 +360,26 @@ static int watcher_hold(Watcher *w, uint64_t id, const char *text) {
         return 0;
 }
 
-static void watcher_send(Watcher *w, uint64_t id, const char *text) {
+static void watcher_send(Watcher *w, uint64_t id, const char *text, bool catch_up) {
         char idbuf[32];
 
         if (id <= w->last_id)
                 return; /* already sent (catch-up and live overlap) */
         snprintf(idbuf, sizeof(idbuf), "%" PRIu64, id);
-        (void) sse_send(w->req->sse, idbuf, "entry", text, strlen(text));
+        if (catch_up)
+                (void) sse_send_unbounded(w->req->sse, idbuf, "entry", text, strlen(text));
+        else
+                (void) sse_send(w->req->sse, idbuf, "entry", text, strlen(text));
         w->last_id = id;
+}
+
+/* Ends a stream with an error event (the error body) after what is queued. */
+static void watcher_fail(Request *r, unsigned status, const char *code, const char *message) {
+        _cleanup_free_ char *body = http_error_body(status, code, message, r->request_id);
+
+        if (body)
+                (void) sse_send_unbounded(r->sse, NULL, "error", body, strlen(body));
+        sse_finish(r->sse);
 }
 
 static int pending_cmp(const void *a, const void *b) {
@@ -394,14 +406,10 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
         if (!w || r->closed)
                 return;
         if (sd_bus_error_is_set(error)) {
-                _cleanup_free_ char *body = NULL;
                 unsigned status;
                 const char *code;
                 http_status_from_bus_error(error->name, &status, &code);
-                body = http_error_body(status, code, error->message, r->request_id);
-                if (body)
-                        (void) sse_send(r->sse, NULL, "error", body, strlen(body));
-                sse_finish(r->sse);
+                watcher_fail(r, status, code, error->message);
                 return;
         }
         k = sd_bus_message_enter_container(reply, 'a', "a{sv}");
@@ -416,7 +424,15 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
                 n++;
         }
         if (k < 0) {
-                sse_finish(r->sse);
+                watcher_fail(r, 500, "internal", "Cannot read the audit log's rows.");
+                return;
+        }
+        if (w->n_held > w->manager->config.watch_queue_max) {
+                /* Held in memory and sent at once: more than a stream's queue may hold is refused
+                 * rather than sent with a gap. */
+                watcher_fail(r, 409, "too_far_behind",
+                             "More rows were written after Last-Event-ID than a stream holds (WatchQueueMax=): "
+                             "page them from GET /v1/sandboxes/{id}/log?after_id=, then watch again.");
                 return;
         }
         if (n == CATCH_UP_PAGE) {
@@ -433,7 +449,7 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
         qsort(w->held, w->n_held, sizeof(Pending), pending_cmp);
         w->catching_up = false;
         for (size_t i = 0; i < w->n_held; i++) {
-                watcher_send(w, w->held[i].id, w->held[i].text);
+                watcher_send(w, w->held[i].id, w->held[i].text, true);
                 free(w->held[i].text);
         }
         w->n_held = 0;
@@ -467,7 +483,7 @@ static int on_entry_added(sd_bus_message *msg, void *userdata, sd_bus_error *ret
                 if (w->catching_up)
                         (void) watcher_hold(w, id, text);
                 else
-                        watcher_send(w, id, text);
+                        watcher_send(w, id, text, false);
         }
         return 0;
 }

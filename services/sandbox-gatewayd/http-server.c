@@ -362,12 +362,13 @@ static void sse_drop(SseStream *s) {
         sse_wake(s);
 }
 
-int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
+static int sse_send_internal(SseStream *s, const char *id, const char *event, const char *data, size_t size,
+                             bool bounded) {
         int k = 0;
 
         if (!s || s->dropped || s->finished)
                 return -EPIPE;
-        if (s->n_events >= s->max_events) {
+        if (bounded && s->n_events >= s->max_events) {
                 /* the client does not read: let it go rather than hold its events for ever */
                 log_msg(LOG_INFO, "Dropping SSE stream of request %s: %zu events not read.", s->req->request_id,
                         s->n_events);
@@ -387,6 +388,14 @@ int sse_send(SseStream *s, const char *id, const char *event, const char *data, 
         s->n_events++;
         sse_wake(s);
         return 0;
+}
+
+int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
+        return sse_send_internal(s, id, event, data, size, true);
+}
+
+int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
+        return sse_send_internal(s, id, event, data, size, false);
 }
 
 int sse_comment(SseStream *s, const char *text) {

@@ -86,6 +86,8 @@ int req_call(Request *r, const char *destination, const char *path, const char *
  * none. max_events bounds the queue: past it the stream is dropped (closed). */
 int req_start_sse(Request *r, size_t max_events);
 int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size);
+/* The same, not subject to max_events (a bounded batch the caller decided to send at once), but counted. */
+int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size);
 int sse_comment(SseStream *s, const char *text);
 void sse_finish(SseStream *s);      /* ends the stream once everything queued is sent */
 bool sse_dropped(SseStream *s);

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import run, systemctl_show, wait_for
-from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401
+from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401,F811
                              gateway_pid, gateway_up, raw_request)
 
 SESSION_REQUIRED = {"event": "error",
@@ -260,6 +260,15 @@ def read_until(readers, pred, timeout=60):
         sel.close()
 
 
+def log_ids(client, sid, n_exec):
+    """The sandbox's row ids, oldest first, once its log holds n_exec exec rows (sandboxd records
+    after its replies, so rows arrive a little later than the answers)."""
+    def rows():
+        e = client.get(f"/v1/sandboxes/{sid}/log", params={"limit": 1000}).json()["entries"]
+        return sum(x["operation"] == "exec" for x in e) >= n_exec and e
+    return sorted(x["id"] for x in wait_for(rows, what=f"{n_exec} exec rows"))
+
+
 def test_watch_live_and_resume(admin, sandboxes):
     sid = sandboxes()["id"]
     w = SseReader(open_watch(admin.secret, sid))
@@ -267,23 +276,22 @@ def test_watch_live_and_resume(admin, sandboxes):
     assert w.status == 200
     for i in range(3):
         exec_(admin, sid, command=f"echo {i}")
-    read_until([w], lambda: len(w.events) >= 3)
+    seen = log_ids(admin, sid, 3)
+    read_until([w], lambda: w.events and int(w.events[-1]["id"]) >= seen[-1])
     first = [int(e["id"]) for e in w.events]
     assert all(e["event"] == "entry" for e in w.events)
     assert [json.loads(e["data"])["id"] for e in w.events] == first
+    assert first == [i for i in seen if i >= first[0]] and first[-1] == seen[-1]
     w.sock.close()
 
     # rows written while nobody watches, then resume after the last one seen
     for i in range(4):
         exec_(admin, sid, command=f"echo later{i}")
     w2 = SseReader(open_watch(admin.secret, sid, last_id=first[-1]))
-    read_until([w2], lambda: len(w2.events) >= 4)
     exec_(admin, sid, command="echo live")
-    read_until([w2], lambda: len(w2.events) >= 5)
+    expected = [i for i in log_ids(admin, sid, 8) if i > first[-1]]
+    read_until([w2], lambda: len(w2.events) >= len(expected))
     got = [int(e["id"]) for e in w2.events]
-
-    all_ids = sorted(x["id"] for x in admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 1000}).json()["entries"])
-    expected = [i for i in all_ids if i > first[-1]]
     assert got == expected, (got, expected)  # no gap, no duplicate, in order
     assert json.loads(w2.events[-1]["data"])["output_truncated"]["stdout"] == "live\n"
     w2.sock.close()
@@ -302,15 +310,42 @@ def test_many_watchers_and_one_that_never_reads(admin, sandboxes):
     for i in range(n):
         # each row carries 1 KiB of output, so the stalled client's buffers fill
         exec_(admin, sid, command=f"head -c 1024 /dev/zero | tr '\\0' x; echo {i}")
-    read_until(readers, lambda: all(len(r.events) >= n for r in readers), timeout=120)
-    ids = [int(e["id"]) for e in readers[0].events]
-    assert len(set(ids)) == len(ids) == n
-    assert all([int(e["id"]) for e in r.events] == ids for r in readers)
+    all_ids = log_ids(admin, sid, n)
+    read_until(readers, lambda: all(r.events and int(r.events[-1]["id"]) >= all_ids[-1] for r in readers),
+               timeout=120)
+    first_exec = all_ids[-n]
+    for r in readers:
+        ids = [int(e["id"]) for e in r.events]
+        # every row from the first one it saw (the sandbox's creation row may come before or after it
+        # started watching), each once, in order
+        assert ids[0] <= first_exec and ids == [i for i in all_ids if i >= ids[0]], ids
     for r in readers:
         r.sock.close()
     stalled.close()
     # and the gateway still answers
     assert admin.get("/v1/sandboxes").status_code == 200
+
+
+def test_many_requests_at_once_queue(admin, sandboxes):
+    """Many requests at once, more than the bus connections carry (4 x 120 calls); none fails."""
+    sid = sandboxes()["id"]
+    n = 600
+    socks = []
+    for i in range(n):
+        path = f"/v1/sandboxes/{sid}" if i % 2 else f"/v1/sandboxes/{sid}/log?limit=1"
+        socks.append(raw_request("GET", path, admin.secret, ["Connection: close"]))
+    statuses = []
+    for s in socks:
+        s.settimeout(120)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        statuses.append(int(data.split(b" ", 2)[1]))
+    assert statuses == [200] * n
 
 
 def test_delete_own(admin, sandboxes):
@@ -373,7 +408,7 @@ def test_bad_input(admin, sandboxes):
 
 
 def test_limits(admin, sandboxes, gateway_config):
-    gateway_config("MaxBodyBytes=64K\nMaxStreamsPerKey=3\nConnectionTimeoutSec=2\n")
+    gateway_config("MaxBodyBytes=64K\nMaxStreamsPerKey=3\nConnectionTimeoutSec=2\nWatchQueueMax=3\n")
     pid = gateway_pid()
     sid = sandboxes()["id"]
 
@@ -397,6 +432,25 @@ def test_limits(admin, sandboxes, gateway_config):
              what="a freed stream slot")
     for s in streams[1:] + [w]:
         s.sock.close()
+
+    # a watch that sleeps (nothing to send) is not a stalled client: it outlives ConnectionTimeoutSec=
+    w = SseReader(open_watch(admin.secret, sid))
+    read_until([w], lambda: w.headers_done)
+    time.sleep(4)
+    exec_(admin, sid, command="echo after-sleep")
+    read_until([w], lambda: len(w.events) >= 1)
+    assert json.loads(w.events[0]["data"])["output_truncated"]["stdout"] == "after-sleep\n"
+    w.sock.close()
+
+    # resuming further back than a stream's queue holds: an error event, not a gap
+    for i in range(4):
+        exec_(admin, sid, command="true")
+    w = SseReader(open_watch(admin.secret, sid, last_id=int(w.events[0]["id"])))
+    read_until([w], lambda: w.closed or any(e["event"] == "error" for e in w.events))
+    assert [e["event"] for e in w.events] == ["error"]
+    err = json.loads(w.events[0]["data"])
+    assert err["code"] == "too_far_behind" and err["status"] == 409
+    w.sock.close()
 
     # a client that stalls in the middle of its request is closed
     s = socket.create_connection(("127.0.0.1", 8790))
