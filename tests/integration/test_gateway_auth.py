@@ -427,6 +427,16 @@ def test_sandboxctl_api_key():
     for t in (key["createdAt"], key["expiresAt"]):
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", t)
 
+    # Only its hash is stored: the secret's random part is in none of the gateway's files, its id is.
+    state = "/var/lib/sandbox-gatewayd"
+    blobs = b""
+    for f in os.listdir(state):
+        with open(os.path.join(state, f), "rb") as fh:
+            blobs += fh.read()
+    assert key["id"].encode() in blobs
+    assert secret[len("sbx_live_"):].encode() not in blobs
+    assert os.stat(os.path.join(state, "keys.db")).st_mode & 0o777 == 0o600
+
     # The key works over HTTP; its secret is shown once: never in list, text or JSON.
     assert Api(secret).req("GET", "/v1/sandboxes").status_code == 200
     listed = ctl("list", "--json")
