@@ -517,6 +517,31 @@ def served_routes():
     return {(m, p, "ROUTE_PUBLIC" in rest) for m, p, rest in re.findall(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)"([^}]*)\}', text)}
 
 
+def served_actions():
+    """{(METHOD, path shape): action wire name} from the gateway's route table."""
+    with open(os.path.join(SRC, "services", "sandbox-gatewayd", "gatewayd-routes.c")) as f:
+        text = f.read()
+    names = {a.upper().replace(".", "_").replace("-", "_"): a for a in ALL_ACTIONS}
+    return {(m, re.sub(r"\{[^}]+\}", "{}", p)): names.get(a, a)
+            for m, p, a in re.findall(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)",\s*GATEWAY_ACTION_([A-Z_]+)', text)}
+
+
+def test_served_actions_follow_the_design():
+    """Each route the gateway serves needs the action DESIGN.md's table names for it."""
+    design = {(m, re.sub(r"\{[^}]+\}", "{}", p)): a for m, p, a, _ in ROUTES}
+    served = served_actions()
+    assert len(served) >= 10, served
+    for route, action in served.items():
+        tool_route = (route[0], re.sub(r"/tools/[a-z_]+$", "/tools/{}", route[1]))
+        if route in design:
+            assert design[route] == action, (route, action, design[route])
+        elif tool_route[1] != route[1] or route[1].endswith("/tools/{}"):
+            # one route per tool, or one for all whose action depends on the tool
+            assert action in ("file.read", "file.write"), (route, action)
+        else:
+            raise AssertionError(f"{route} is served but not in DESIGN.md's route table")
+
+
 def openapi_routes():
     with open(os.path.join(SRC, "docs", "openapi.json")) as f:
         doc = json.load(f)
