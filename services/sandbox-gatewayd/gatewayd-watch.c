@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-daemon.h>
 
 #include "gatewayd-routes.h"
 #include "ini-util.h"
@@ -507,10 +508,14 @@ static int on_entry_added(sd_bus_message *msg, void *userdata, sd_bus_error *ret
 
 static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        size_t n = 0;
 
-        for (Watcher *w = m->watchers; w; w = w->next)
+        for (Watcher *w = m->watchers; w; w = w->next, n++)
                 if (!sse_dropped(w->req->sse))
                         (void) sse_comment(w->req->sse, "heartbeat");
+        /* systemctl status shows it */
+        (void) sd_notifyf(false, "STATUS=Serving HTTP: %zu watch streams, %zu bus calls waiting for a connection.",
+                          n, bus_pool_queued(m->pool));
         (void) sd_event_source_set_time_relative(s, m->config.heartbeat_usec);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
