@@ -377,6 +377,7 @@ def test_denied_is_audited(admin):
 def test_bad_input(admin, sandboxes):
     pid = gateway_pid()
     before = admin.get("/v1/sandboxes").json()
+    keys_before = admin.get("/v1/api-keys").json()["api_keys"]
     s = admin.s
 
     def post_raw(path, data):
@@ -408,10 +409,15 @@ def test_bad_input(admin, sandboxes):
     assert_error(admin.put(f"/v1/sandboxes/{sid}/files", b"x", params={"path": "/tmp/a", "mode": "999"}),
                  400, "invalid_request")
     assert_error(admin.post("/v1/api-keys", {"preset": "superuser"}), 400, "invalid_request")
+    assert_error(admin.post("/v1/api-keys", {"actions": "exec"}), 400, "invalid_request")
+    assert_error(admin.post("/v1/api-keys", {"ttl_seconds": 0}), 400, "invalid_request")
+    assert_error(admin.post("/v1/api-keys", {"sandboxes": "some"}), 400, "invalid_request")
+    assert_error(post_raw("/v1/api-keys", b"{" * 50), 400, "invalid_json")
     assert_error(admin.delete("/v1/api-keys/key_nosuchkey"), 404, "not_found")
     # nothing changed, nothing crashed
     after = admin.get("/v1/sandboxes").json()
     assert [x["id"] for x in after["sandboxes"]] == [x["id"] for x in before["sandboxes"]] + [sid]
+    assert admin.get("/v1/api-keys").json()["api_keys"] == keys_before
     assert gateway_pid() == pid
 
 
