@@ -356,6 +356,29 @@ def test_many_requests_at_once_queue(admin, sandboxes):
     assert statuses == [200] * n
 
 
+def test_scoped_key_reads_only_its_sandboxes(admin, sandboxes):
+    a, b, c = (sandboxes()["id"] for _ in range(3))
+    for sid in (a, b, c):
+        for i in range(2):
+            exec_(admin, sid, command=f"echo {sid} {i}")
+    for sid in (a, b, c):
+        log_ids(admin, sid, 2)
+    scoped, _ = admin.mint(preset="member", sandboxes=[a, b], ttl_seconds=600)
+
+    assert {x["id"] for x in scoped.get("/v1/sandboxes").json()["sandboxes"]} == {a, b}
+    everything = [e for e in admin.get("/v1/log", params={"limit": 1000}).json()["entries"]
+                  if e["session_id"] in (a, b)]
+    page = scoped.get("/v1/log", params={"limit": 1000}).json()
+    assert page["entries"] == everything and page["offset"] == 0
+    p2 = scoped.get("/v1/log", params={"limit": 2, "offset": 2}).json()["entries"]
+    assert p2 == everything[2:4]
+    assert [e["id"] for e in scoped.get("/v1/log", params={"session_id": a}).json()["entries"]] == \
+        [e["id"] for e in everything if e["session_id"] == a][:50]
+    assert_error(scoped.get("/v1/log", params={"session_id": c}), 403, "forbidden")
+    assert_error(scoped.get(f"/v1/sandboxes/{c}/log"), 403, "forbidden")
+    assert_error(scoped.get(f"/v1/sandboxes/{c}"), 403, "forbidden")
+
+
 def test_delete_own(admin, sandboxes):
     a, _ = admin.mint(preset="runner", ttl_seconds=600)
     b, _ = admin.mint(preset="runner", ttl_seconds=600)
@@ -459,6 +482,7 @@ def test_limits(admin, sandboxes, gateway_config):
     # resuming further back than a stream's queue holds: an error event, not a gap
     for i in range(4):
         exec_(admin, sid, command="true")
+    log_ids(admin, sid, 5)  # all four rows are in the log before the resume reads it
     w = SseReader(open_watch(admin.secret, sid, last_id=int(w.events[0]["id"])))
     read_until([w], lambda: w.closed or any(e["event"] == "error" for e in w.events))
     assert [e["event"] for e in w.events] == ["error"]
