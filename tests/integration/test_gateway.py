@@ -212,6 +212,25 @@ def test_streamed_exec(admin, sandboxes):
     assert_error(r, 404, "not_found")
 
 
+def test_streamed_exec_slow_reader_loses_nothing(admin, sandboxes):
+    """8 MiB of output to a client that pauses: the gateway stops reading the pipes (and the command waits)
+    past its high-water mark, and every byte still arrives, in order."""
+    sid = sandboxes()["id"]
+    size = 8 << 20
+    s = raw_request("POST", f"/v1/sandboxes/{sid}/exec?stream=true", admin.secret,
+                    ["Content-Type: application/json"],
+                    json.dumps({"command": f"head -c {size} /dev/zero | tr '\\0' x; echo done >&2",
+                                "timeout_seconds": 120}).encode(), rcvbuf=4096)
+    time.sleep(2)  # not a measurement: the client just does not read for a while
+    rd = SseReader(s)
+    read_until([rd], lambda: rd.closed or any(e["event"] == "exit" for e in rd.events), timeout=300)
+    out = "".join(json.loads(e["data"])["data"] for e in rd.events if e["event"] == "stdout")
+    err = "".join(json.loads(e["data"])["data"] for e in rd.events if e["event"] == "stderr")
+    assert len(out) == size and set(out) == {"x"} and err == "done\n"
+    assert json.loads(rd.events[-1]["data"])["exit_code"] == 0
+    s.close()
+
+
 def test_log_pages_and_output(admin, sandboxes):
     sid = sandboxes()["id"]
     for i in range(5):
