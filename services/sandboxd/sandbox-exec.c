@@ -474,6 +474,11 @@ static void exec_finish(Exec *e) {
                 (void) sd_bus_reply_method_errno(e->request, r, NULL);
         e->replied = true;
 done:
+        /* The next Exec's scope, once this one is answered (not while its command runs, which it
+         * would compete with for the CPU): a command with the type's limits then waits for no
+         * systemd job. */
+        if (e->sandbox)
+                (void) warm_scope_prepare_default(e->sandbox);
         exec_free(e);
 }
 
@@ -577,15 +582,6 @@ static void exec_maybe_go(Exec *e) {
 
         if (!e->ready || !e->scope_up || e->started || e->exited)
                 return;
-        if (e->warm) {
-                int r = warm_scope_enter(e->warm, e->pid);
-                if (r < 0) {
-                        (void) kill(e->pid, SIGKILL);
-                        exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not move the command into its scope", -r);
-                        return;
-                }
-                exec_watch_oom(e);
-        }
         e->started = true;
         e->start_mono = now_usec(CLOCK_MONOTONIC);
         e->deadline = e->start_mono + e->timeout_usec;
@@ -595,12 +591,6 @@ static void exec_maybe_go(Exec *e) {
         if (write(e->go_fd, "g", 1) != 1)
                 (void) kill(e->pid, SIGKILL);
         e->go_fd = safe_close(e->go_fd);
-
-        /* The next Exec's scope, while this one runs: a command with the type's limits then waits
-         * for no systemd job. */
-        const SandboxType *t = e->sandbox ? sandboxd_config_find_type(&m->config, e->sandbox->type) : NULL;
-        if (t)
-                (void) warm_scope_prepare(e->sandbox, t->tasks_max, t->memory_max, t->max_timeout_usec);
 }
 
 static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
@@ -824,7 +814,14 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         r = sd_event_add_io(m->event, &e->ready_source, e->go_fd, EPOLLIN, on_child_ready, e);
         if (r < 0)
                 goto fail_kill;
-        if (!e->warm) {
+        if (e->warm) {
+                /* Into the warm scope right away, while the child confines itself: it runs nothing
+                 * of the caller's before it is told to go. */
+                r = warm_scope_enter(e->warm, pid);
+                if (r < 0)
+                        goto fail_kill;
+                exec_watch_oom(e);
+        } else {
                 /* systemd sets up the scope while the child confines itself. */
                 r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
                 if (r < 0)

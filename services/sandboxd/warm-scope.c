@@ -17,13 +17,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "confine.h"
 #include "macro.h"
 #include "sandbox.h"
 #include "sandboxd-manager.h"
@@ -131,6 +131,38 @@ static int append_warm_props(sd_bus_message *msg, void *userdata) {
                                      "SendSIGHUP", "b", 1);
 }
 
+static int spawn_placeholder(const char *init_path, int hold_fd, pid_t *ret) {
+        posix_spawn_file_actions_t fa;
+        posix_spawnattr_t attr;
+        sigset_t all, none;
+        int r;
+
+        r = posix_spawn_file_actions_init(&fa);
+        if (r != 0)
+                return -r;
+        r = posix_spawnattr_init(&attr);
+        if (r != 0) {
+                posix_spawn_file_actions_destroy(&fa);
+                return -r;
+        }
+        (void) sigfillset(&all);
+        (void) sigemptyset(&none);
+        if ((r = posix_spawn_file_actions_adddup2(&fa, hold_fd, 0)) == 0 &&
+            (r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0)) == 0 &&
+            (r = posix_spawn_file_actions_adddup2(&fa, 1, 2)) == 0 &&
+            (r = posix_spawn_file_actions_addclosefrom_np(&fa, 3)) == 0 &&
+            (r = posix_spawnattr_setsigdefault(&attr, &all)) == 0 &&
+            (r = posix_spawnattr_setsigmask(&attr, &none)) == 0 &&
+            (r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)) == 0) {
+                char *argv[] = { (char *) "sandbox-init", (char *) "--hold", NULL };
+                char *envp[] = { NULL };
+                r = posix_spawn(ret, init_path, &fa, &attr, argv, envp);
+        }
+        posix_spawnattr_destroy(&attr);
+        posix_spawn_file_actions_destroy(&fa);
+        return -r;
+}
+
 int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec) {
         Manager *m = s->manager;
         _cleanup_close_pair_ int hold[2] = { -EBADF, -EBADF };
@@ -151,22 +183,14 @@ int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint
         w->runtime_max = max_timeout_usec + WARM_IDLE_USEC + 60 * USEC_PER_SEC;
         snprintf(w->unit, sizeof(w->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
 
-        pid_t pid = fork();
-        if (pid < 0) {
+        /* posix_spawn() (CLONE_VM | CLONE_VFORK in glibc) rather than fork(): no copy of our page
+         * tables, and nothing of ours in the child but a pipe on stdin and /dev/null on stdout and
+         * stderr, default signal dispositions and an empty mask. */
+        pid_t pid;
+        r = spawn_placeholder(m->init_path, hold[0], &pid);
+        if (r < 0) {
                 free(w);
-                return -errno;
-        }
-        if (pid == 0) {
-                /* The placeholder: nothing of sandboxd's but a pipe, then a tiny program waiting on it. */
-                (void) confine_reset_signals();
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                if (null < 0 || dup2(hold[0], 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-                        _exit(EXIT_FAILURE);
-                (void) confine_close_all_fds_except(NULL, 0);
-                char *argv[] = { (char *) "sandbox-init", (char *) "--hold", NULL };
-                char *envp[] = { NULL };
-                execve(m->init_path, argv, envp);
-                _exit(EXIT_FAILURE);
+                return r;
         }
         w->placeholder = pid;
         w->hold_fd = TAKE_FD(hold[1]);
@@ -180,6 +204,14 @@ int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint
                 return r;
         }
         return 0;
+}
+
+int warm_scope_prepare_default(Sandbox *s) {
+        const SandboxType *t = sandboxd_config_find_type(&s->manager->config, s->type);
+
+        if (!t)
+                return -ENOENT;
+        return warm_scope_prepare(s, t->tasks_max, t->memory_max, t->max_timeout_usec);
 }
 
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
@@ -205,6 +237,20 @@ static int cgroup_dir(const char *controllers, char *buf, size_t n) {
         return strstr(controllers, "name=systemd") || strstr(controllers, "memory") || strstr(controllers, "pids");
 }
 
+static char *self_cgroups = NULL; /* sandboxd's own /proc/self/cgroup, read once, never freed */
+
+static bool cgroup_line_is_ours(const char *line) {
+        size_t n = strlen(line);
+
+        for (const char *p = self_cgroups; p && *p;) {
+                const char *end = strchrnul(p, '\n');
+                if ((size_t) (end - p) == n && strncmp(p, line, n) == 0)
+                        return true;
+                p = *end ? end + 1 : end;
+        }
+        return false;
+}
+
 int warm_scope_enter(WarmScope *w, pid_t pid) {
         Manager *m = w->sandbox ? w->sandbox->manager : NULL;
         char pidbuf[32];
@@ -214,9 +260,17 @@ int warm_scope_enter(WarmScope *w, pid_t pid) {
 
         if (!copy || !m)
                 return -ENOMEM;
+        /* Our own cgroups, once: sandboxd never moves. A child we forked starts there. */
+        if (!self_cgroups && read_cgroups(getpid(), &self_cgroups) < 0)
+                self_cgroups = NULL;
         for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                 char *a = strchr(line, ':'), *b;
                 if (!a || !(b = strchr(a + 1, ':')))
+                        continue;
+                /* Where the placeholder sits in the same cgroup as sandboxd (typically the root of the
+                 * hierarchies systemd does not manage), the child is there already: every write to
+                 * cgroup.procs is a migration the kernel serializes, so skip it. */
+                if (cgroup_line_is_ours(line))
                         continue;
                 *b = 0;
                 char dir[256], path[4096];

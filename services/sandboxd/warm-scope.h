@@ -12,6 +12,10 @@ typedef struct WarmScope WarmScope;
  * max_timeout_usec: the longest timeout an Exec may ask for; the scope's RuntimeMaxUSec= bound. */
 int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec);
 
+/* warm_scope_prepare() with the limits of the sandbox's type, which is what an Exec that asks for
+ * nothing else gets. */
+int warm_scope_prepare_default(Sandbox *s);
+
 /* Hands over the sandbox's ready scope if its limits are these; NULL otherwise. */
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
 
