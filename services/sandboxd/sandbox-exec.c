@@ -476,8 +476,8 @@ static void exec_finish(Exec *e) {
 done:
         /* The next Exec's scope, once this one is answered (not while its command runs, which it
          * would compete with for the CPU): a command with the type's limits then waits for no
-         * systemd job. */
-        if (e->sandbox)
+         * systemd job. Not after a call that failed: that leaves no unit behind. */
+        if (e->sandbox && e->started)
                 (void) warm_scope_prepare_default(e->sandbox);
         exec_free(e);
 }

@@ -167,6 +167,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         Manager *m = userdata;
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down; sandboxes keep running.");
         m->exiting = true;
+        sandbox_pool_drain(m);
         return sd_event_exit(m->event, 0);
 }
 
@@ -246,6 +247,9 @@ Manager *manager_free(Manager *m) {
         /* Sandboxes outlive us: only our bookkeeping goes. */
         while (m->sandboxes && hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL))
                 sandbox_free(s);
+        while (m->pool)
+                sandbox_free(m->pool);
+        m->pool_timer = sd_event_source_disable_unref(m->pool_timer);
         if (m->jobs)
                 manager_free_jobs(m);
         if (m->early_jobs)
@@ -340,6 +344,9 @@ int manager_startup(Manager *m) {
         if (r < 0)
                 return r;
         remove_strays(m);
+        r = sandbox_pool_startup(m);
+        if (r < 0)
+                return r;
 
         /* Last, and synchronously: once the name is ours, callers find everything in place. */
         r = sd_bus_request_name(m->bus, SANDBOXD_BUS_NAME, 0);

@@ -32,6 +32,8 @@ typedef struct Manager {
         AuditSpool *audit;
 
         Hashmap *sandboxes;         /* id → Sandbox */
+        Sandbox *pool;              /* sandboxes made ahead, linked through pool_next (sandbox.c) */
+        sd_event_source *pool_timer;
         Hashmap *sandbox_names;     /* name → Sandbox */
         Hashmap *jobs;              /* systemd job path → JobWait */
         Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
