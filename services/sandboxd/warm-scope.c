@@ -251,14 +251,16 @@ static bool cgroup_line_is_ours(const char *line) {
         return false;
 }
 
-int warm_scope_enter(WarmScope *w, pid_t pid) {
-        Manager *m = w->sandbox ? w->sandbox->manager : NULL;
-        char pidbuf[32];
-        int n = snprintf(pidbuf, sizeof(pidbuf), "%d", (int) pid);
+/* Calls fn for every hierarchy the placeholder is in where a child of ours is not already, with the
+ * directory of its cgroup there, whether that is the cgroup2 hierarchy, and whether systemd needs the
+ * command there. */
+static int for_each_cgroup(WarmScope *w, int (*fn)(const char *dir, bool v2, bool essential, void *userdata),
+                           void *userdata) {
         _cleanup_free_ char *copy = strdup(w->cgroups);
         char *save = NULL;
+        int r;
 
-        if (!copy || !m)
+        if (!copy)
                 return -ENOMEM;
         /* Our own cgroups, once: sandboxd never moves. A child we forked starts there. */
         if (!self_cgroups && read_cgroups(getpid(), &self_cgroups) < 0)
@@ -268,19 +270,99 @@ int warm_scope_enter(WarmScope *w, pid_t pid) {
                 if (!a || !(b = strchr(a + 1, ':')))
                         continue;
                 /* Where the placeholder sits in the same cgroup as sandboxd (typically the root of the
-                 * hierarchies systemd does not manage), the child is there already: every write to
-                 * cgroup.procs is a migration the kernel serializes, so skip it. */
+                 * hierarchies systemd does not manage), the child is there already: every migration is
+                 * work the kernel serializes, so skip it. */
                 if (cgroup_line_is_ours(line))
                         continue;
                 *b = 0;
                 char dir[256], path[4096];
+                bool v2 = isempty(a + 1);
                 int essential = cgroup_dir(a + 1, dir, sizeof(dir));
-                snprintf(path, sizeof(path), "%s%s/cgroup.procs", dir, streq(b + 1, "/") ? "" : b + 1);
-                _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-                if ((fd < 0 || write(fd, pidbuf, n) != n) && essential)
-                        return -errno ?: -EIO;
+                snprintf(path, sizeof(path), "%s%s", dir, streq(b + 1, "/") ? "" : b + 1);
+                r = fn(path, v2, essential, userdata);
+                if (r < 0)
+                        return r;
         }
-        /* The command is in; the placeholder may go. */
-        w->hold_fd = safe_close(w->hold_fd);
         return 0;
+}
+
+static int enter_one(const char *dir, bool v2, bool essential, void *userdata) {
+        const char *pidbuf = userdata;
+        size_t n = strlen(pidbuf);
+        char path[4096 + 16];
+
+        snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if ((fd < 0 || write(fd, pidbuf, n) != (ssize_t) n) && essential)
+                return -errno ?: -EIO;
+        return 0;
+}
+
+int warm_scope_enter(WarmScope *w, pid_t pid) {
+        char pidbuf[32];
+        int r;
+
+        if (!w->sandbox)
+                return -ESTALE;
+        snprintf(pidbuf, sizeof(pidbuf), "%d", (int) pid);
+        r = for_each_cgroup(w, enter_one, pidbuf);
+        if (r < 0)
+                return r;
+        /* The command is in; the placeholder may go. */
+        warm_scope_release(w);
+        return 0;
+}
+
+typedef struct OpenCgroups {
+        int *fds;
+        size_t n, n_max;
+        int cgroup2_fd;
+} OpenCgroups;
+
+static int open_one(const char *dir, bool v2, bool essential, void *userdata) {
+        OpenCgroups *o = userdata;
+        char path[4096 + 16];
+        int fd;
+
+        if (v2) {
+                fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                safe_close(o->cgroup2_fd);
+                o->cgroup2_fd = fd;
+                return 0;
+        }
+        if (o->n >= o->n_max)
+                return -E2BIG;
+        /* "tasks", not cgroup.procs: a thread writing "0" there moves only itself, which the kernel
+         * does without the global write lock that cgroup.procs takes, whose first taker after a quiet
+         * spell waits out an RCU grace period (8-16 ms here). The child is single-threaded. */
+        snprintf(path, sizeof(path), "%s/tasks", dir);
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return essential ? -errno : 0;
+        o->fds[o->n++] = fd;
+        return 0;
+}
+
+int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd) {
+        OpenCgroups o = { .fds = fds, .n_max = n_max, .cgroup2_fd = -EBADF };
+        int r;
+
+        if (!w->sandbox)
+                return -ESTALE;
+        r = for_each_cgroup(w, open_one, &o);
+        if (r < 0) {
+                for (size_t i = 0; i < o.n; i++)
+                        safe_close(fds[i]);
+                safe_close(o.cgroup2_fd);
+                return r;
+        }
+        *ret_n = o.n;
+        *ret_cgroup2_fd = o.cgroup2_fd;
+        return 0;
+}
+
+void warm_scope_release(WarmScope *w) {
+        w->hold_fd = safe_close(w->hold_fd);
 }
