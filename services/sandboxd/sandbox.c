@@ -238,7 +238,9 @@ int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec) {
         if (r < 0)
                 return r;
         s->expires_at = expires;
-        return sandbox_arm_ttl(s);
+        r = sandbox_arm_ttl(s);
+        sandbox_emit_changed(s, "ExpiresAt");
+        return r;
 }
 
 /* --- init's life ---------------------------------------------------------------------------------- */
@@ -259,6 +261,7 @@ static void sandbox_init_died(Sandbox *s) {
         if (s->state == SANDBOX_RUNNING) {
                 log_sandbox(LOG_WARNING, s->id, "Init of sandbox %s died; the sandbox is marked failed.", s->id);
                 s->state = SANDBOX_FAILED;
+                sandbox_emit_changed(s, "State");
         }
         if (s->state == SANDBOX_STOPPING && s->killing_init) {
                 /* Its PID namespace died with it: every process of the sandbox is gone now. Its units
@@ -795,6 +798,7 @@ int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, c
         if (s->state == SANDBOX_STOPPING)
                 return 0;
         s->state = SANDBOX_STOPPING;
+        sandbox_emit_changed(s, "State");
         s->delete_operation = operation;
         s->delete_started = now_usec(CLOCK_REALTIME);
         s->delete_mono = now_usec(CLOCK_MONOTONIC);
