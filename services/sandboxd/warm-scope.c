@@ -42,7 +42,13 @@ struct WarmScope {
         JobWait *job;
         bool ready;
         char *cgroups;               /* the placeholder's /proc/PID/cgroup */
+        int fds[WARM_SCOPE_FDS_MAX];  /* opened ahead for the Exec that takes it (warm_scope_open_cgroups()) */
+        size_t n_fds;
+        int cgroup2_fd;
+        bool opened;
 };
+
+static int open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd);
 
 const char *warm_scope_unit(const WarmScope *w) {
         return w->unit;
@@ -62,6 +68,9 @@ WarmScope *warm_scope_free(WarmScope *w) {
                 w->child_source = sd_event_source_unref(w->child_source);
         }
         w->idle_timer = sd_event_source_disable_unref(w->idle_timer);
+        for (size_t i = 0; i < w->n_fds; i++)
+                safe_close(w->fds[i]);
+        safe_close(w->cgroup2_fd);
         free(w->cgroups);
         free(w);
         return NULL;
@@ -110,6 +119,9 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
                 return;
         }
         w->ready = true;
+        /* What the Exec's child needs to enter the scope, opened now rather than on its way. */
+        if (open_cgroups(w, w->fds, ELEMENTSOF(w->fds), &w->n_fds, &w->cgroup2_fd) >= 0)
+                w->opened = true;
         (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, WARM_IDLE_USEC, USEC_PER_SEC,
                                           on_idle, w);
 }
@@ -178,6 +190,7 @@ int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint
                 return -ENOMEM;
         w->sandbox = s;
         w->hold_fd = -EBADF;
+        w->cgroup2_fd = -EBADF;
         w->tasks_max = tasks_max;
         w->memory_max = memory_max;
         w->runtime_max = max_timeout_usec + WARM_IDLE_USEC + 60 * USEC_PER_SEC;
@@ -346,6 +359,20 @@ static int open_one(const char *dir, bool v2, bool essential, void *userdata) {
 }
 
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd) {
+        if (w->opened && w->n_fds <= n_max) {
+                /* Handed over: the caller closes them. */
+                memcpy(fds, w->fds, w->n_fds * sizeof(int));
+                *ret_n = w->n_fds;
+                *ret_cgroup2_fd = w->cgroup2_fd;
+                w->n_fds = 0;
+                w->cgroup2_fd = -EBADF;
+                w->opened = false;
+                return 0;
+        }
+        return open_cgroups(w, fds, n_max, ret_n, ret_cgroup2_fd);
+}
+
+static int open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd) {
         OpenCgroups o = { .fds = fds, .n_max = n_max, .cgroup2_fd = -EBADF };
         int r;
 

@@ -32,6 +32,7 @@ int warm_scope_enter(WarmScope *w, pid_t pid);
  * clone3(CLONE_INTO_CGROUP), or -EBADF if there is no cgroup2 hierarchy. All O_CLOEXEC, the caller's to
  * close. Hierarchies where a child of sandboxd already is in the right place are left out. Once the
  * child said it is in, warm_scope_release() lets the placeholder go. */
+#define WARM_SCOPE_FDS_MAX 16
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd);
 void warm_scope_release(WarmScope *w);
 
