@@ -12,37 +12,9 @@
 
 #include "audit-store.h"
 #include "macro.h"
+#include "test-util.h"
 
-static int failures = 0;
 static char tmpdir[] = "/tmp/test-audit-store.XXXXXX";
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_U64(a, b)                                                                                     \
-        do {                                                                                                \
-                uint64_t _a = (a), _b = (b);                                                                \
-                if (_a != _b) {                                                                             \
-                        fprintf(stderr, "%s:%d: %s is %" PRIu64 ", expected %" PRIu64 "\n", __FILE__,       \
-                                __LINE__, #a, _a, _b);                                                      \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_STR(a, b)                                                                                     \
-        do {                                                                                                \
-                const char *_a = (a), *_b = (b);                                                            \
-                if (!streq_ptr(_a, _b)) {                                                                   \
-                        fprintf(stderr, "%s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a,   \
-                                strna(_a), strna(_b));                                                      \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 #define OUTPUT_MAX (UINT64_C(1) << 20)
 #define DETAIL_MAX UINT64_C(4096)
@@ -51,10 +23,6 @@ static char *db_path(const char *name) {
         static char buf[512];
         snprintf(buf, sizeof(buf), "%s/%s", tmpdir, name);
         return buf;
-}
-
-static int remove_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(p);
 }
 
 static AuditStore *open_store(const char *name) {
@@ -824,10 +792,7 @@ static void test_full(void) {
 }
 
 int main(void) {
-        if (!mkdtemp(tmpdir)) {
-                perror("mkdtemp");
-                return EXIT_FAILURE;
-        }
+        test_mkdtemp(tmpdir);
 
         test_string_tables();
         test_validation();
@@ -841,11 +806,6 @@ int main(void) {
         test_migrations();
         test_full();
 
-        (void) nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-        if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-audit-store: all checks passed\n");
-        return EXIT_SUCCESS;
+        test_rm_rf(tmpdir);
+        return test_finish("test-audit-store");
 }

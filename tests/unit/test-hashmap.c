@@ -8,16 +8,8 @@
 
 #include "hashmap.h"
 #include "macro.h"
+#include "test-util.h"
 
-static int failures = 0;
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 /* Like CHECK, but stops a loop at the first failure instead of printing 100k lines. */
 #define CHECK_OR_BREAK(expr, i)                                                                             \
@@ -265,10 +257,5 @@ int main(void) {
         test_iterate();
         test_collisions_by_content();
 
-        if (failures > 0) {
-                fprintf(stderr, "test-hashmap: %d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-hashmap: all checks passed\n");
-        return EXIT_SUCCESS;
+        return test_finish("test-hashmap");
 }

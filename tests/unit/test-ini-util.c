@@ -10,27 +10,9 @@
 
 #include "ini-util.h"
 #include "macro.h"
+#include "test-util.h"
 
-static int failures = 0;
 static char tmpdir[] = "/tmp/test-ini-util.XXXXXX";
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_STR(a, b)                                                                                     \
-        do {                                                                                                \
-                const char *_a = (a), *_b = (b);                                                            \
-                if (!streq_ptr(_a, _b)) {                                                                   \
-                        fprintf(stderr, "%s:%d: %s is \"%s\"\n    expected \"%s\"\n", __FILE__, __LINE__,   \
-                                #a, strna(_a), strna(_b));                                                  \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 static char *path_in(const char *name) {
         static char buf[4][256];
@@ -50,12 +32,8 @@ static void write_file(const char *name, const char *content, size_t size) {
 }
 #define WRITE(name, content) write_file((name), (content), strlen(content))
 
-static int remove_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(p);
-}
-
 static void reset_dir(void) {
-        (void) nftw(path_in("etc"), remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        test_rm_rf(path_in("etc"));
         if (mkdir(path_in("etc"), 0755) < 0 || mkdir(path_in("etc/conf.d"), 0755) < 0) {
                 perror("mkdir");
                 exit(EXIT_FAILURE);
@@ -330,10 +308,7 @@ static void test_parse_decimal(void) {
 }
 
 int main(void) {
-        if (!mkdtemp(tmpdir)) {
-                perror("mkdtemp");
-                return EXIT_FAILURE;
-        }
+        test_mkdtemp(tmpdir);
 
         test_syntax();
         test_missing();
@@ -342,11 +317,6 @@ int main(void) {
         test_messages();
         test_parse_decimal();
 
-        (void) nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-        if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-ini-util: all checks passed\n");
-        return EXIT_SUCCESS;
+        test_rm_rf(tmpdir);
+        return test_finish("test-ini-util");
 }

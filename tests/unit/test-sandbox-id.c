@@ -7,16 +7,8 @@
 
 #include "macro.h"
 #include "sandbox-id.h"
+#include "test-util.h"
 
-static int failures = 0;
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 #define CHECK_VALID(fn, s, expected)                                                                        \
         do {                                                                                                \
@@ -133,10 +125,5 @@ int main(void) {
         test_id_is_valid();
         test_name_is_valid();
 
-        if (failures > 0) {
-                fprintf(stderr, "test-sandbox-id: %d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-sandbox-id: all checks passed\n");
-        return EXIT_SUCCESS;
+        return test_finish("test-sandbox-id");
 }

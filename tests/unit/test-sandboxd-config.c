@@ -12,27 +12,9 @@
 #include "macro.h"
 #include "sandboxd-config.h"
 #include "time-util.h"
+#include "test-util.h"
 
-static int failures = 0;
 static char tmpdir[] = "/tmp/test-sandboxd-config.XXXXXX";
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_U64(a, b)                                                                                     \
-        do {                                                                                                \
-                uint64_t _a = (a), _b = (b);                                                                \
-                if (_a != _b) {                                                                             \
-                        fprintf(stderr, "%s:%d: %s is %" PRIu64 ", expected %" PRIu64 "\n", __FILE__,       \
-                                __LINE__, #a, _a, _b);                                                      \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 static char *path_in(const char *name) {
         static char buf[4][256];
@@ -51,13 +33,9 @@ static void write_file(const char *name, const char *content) {
         }
 }
 
-static int remove_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(p);
-}
-
 /* A fresh, empty tmpdir/etc with a conf.d in it. */
 static void reset_dir(void) {
-        (void) nftw(path_in("etc"), remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        test_rm_rf(path_in("etc"));
         if (mkdir(path_in("etc"), 0755) < 0 || mkdir(path_in("etc/conf.d"), 0755) < 0) {
                 perror("mkdir");
                 exit(EXIT_FAILURE);
@@ -450,10 +428,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
-        if (!mkdtemp(tmpdir)) {
-                perror("mkdtemp");
-                return EXIT_FAILURE;
-        }
+        test_mkdtemp(tmpdir);
 
         test_defaults();
         test_documented_example();
@@ -462,12 +437,7 @@ int main(void) {
         test_audit_switch();
         test_errors();
 
-        (void) nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        test_rm_rf(tmpdir);
 
-        if (failures > 0) {
-                fprintf(stderr, "test-sandboxd-config: %d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-sandboxd-config: all checks passed\n");
-        return EXIT_SUCCESS;
+        return test_finish("test-sandboxd-config");
 }

@@ -10,36 +10,14 @@
 
 #include "macro.h"
 #include "sqlite-util.h"
+#include "test-util.h"
 
-static int failures = 0;
 static char tmpdir[] = "/tmp/test-sqlite-util.XXXXXX";
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
-
-#define CHECK_INT(a, b)                                                                                     \
-        do {                                                                                                \
-                long long _a = (a), _b = (b);                                                               \
-                if (_a != _b) {                                                                             \
-                        fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #a, _a,   \
-                                _b);                                                                        \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 static const char *db_path(const char *name) {
         static char buf[512];
         snprintf(buf, sizeof(buf), "%s/%s", tmpdir, name);
         return buf;
-}
-
-static int remove_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(p);
 }
 
 /* The first column of the first row of sql, or -1. */
@@ -238,10 +216,7 @@ static void test_statements(void) {
 }
 
 int main(void) {
-        if (!mkdtemp(tmpdir)) {
-                perror("mkdtemp");
-                return EXIT_FAILURE;
-        }
+        test_mkdtemp(tmpdir);
 
         test_errno();
         test_open();
@@ -250,11 +225,6 @@ int main(void) {
         test_migrate_busy();
         test_statements();
 
-        (void) nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-        if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-sqlite-util: all checks passed\n");
-        return EXIT_SUCCESS;
+        test_rm_rf(tmpdir);
+        return test_finish("test-sqlite-util");
 }

@@ -10,16 +10,8 @@
 
 #include "macro.h"
 #include "time-util.h"
+#include "test-util.h"
 
-static int failures = 0;
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 /* Runs parser(s, &v) and compares both the return value and (on success) the result; on failure the
  * output must be left alone, which the sentinel checks. */
@@ -226,10 +218,5 @@ int main(void) {
         test_parse_sec();
         test_parse_percent();
 
-        if (failures > 0) {
-                fprintf(stderr, "test-time-util: %d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-time-util: all checks passed\n");
-        return EXIT_SUCCESS;
+        return test_finish("test-time-util");
 }

@@ -10,16 +10,8 @@
 
 #include "macro.h"
 #include "user-util.h"
+#include "test-util.h"
 
-static int failures = 0;
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
 
 /* A gid (or uid) in the range sandboxd hands out, which no host account may use. */
 #define MADE_UP_ID 1879113000u
@@ -101,10 +93,5 @@ int main(void) {
         test_supplementary();
         test_unknown_uid();
 
-        if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        printf("test-user-util: all checks passed\n");
-        return EXIT_SUCCESS;
+        return test_finish("test-user-util");
 }
