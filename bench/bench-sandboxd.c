@@ -749,6 +749,7 @@ typedef struct Results {
         Samples live_create, live_delete; /* creating and deleting the K live sandboxes */
         unsigned live_wanted, live_made;
         double live_fill_ms, live_drain_ms; /* wall time to create them all, and to delete them all */
+        double units_gone_ms; /* after the last DeleteSandbox reply, until systemd had collected the units */
         uint64_t rss_before_kib, rss_live_kib, rss_after_kib;
         size_t left_listed, left_units, left_workspaces, cleanup_failed;
         bool exec_done, cycle_done, live_done;
@@ -960,9 +961,20 @@ static int phase_live(sd_bus *bus, const Config *cfg, Results *res) {
         r = count_listed(bus, ids, res->live_made, &res->left_listed);
         if (r < 0)
                 ret = ret ?: r;
-        r = count_units(bus, ids, res->live_made, &res->left_units);
-        if (r < 0)
-                ret = ret ?: r;
+        /* DeleteSandbox answers once every process of the sandbox is gone; systemd collects the empty
+         * units in the background. They must be gone soon after, not at once: poll for up to 60 s. */
+        uint64_t units_t0 = now_nsec();
+        for (;;) {
+                r = count_units(bus, ids, res->live_made, &res->left_units);
+                if (r < 0) {
+                        ret = ret ?: r;
+                        break;
+                }
+                if (res->left_units == 0 || interrupted || now_nsec() - units_t0 > UINT64_C(60) * 1000000000)
+                        break;
+                (void) usleep(100 * 1000);
+        }
+        res->units_gone_ms = nsec_to_ms(now_nsec() - units_t0);
         res->left_workspaces = count_workspaces(ids, res->live_made);
         if (read_rss_kib(pid, &res->rss_after_kib) < 0)
                 res->rss_after_kib = 0;
@@ -1069,6 +1081,7 @@ static void report(const Config *cfg, const Results *res) {
                 print_json_stats("live_delete", &ld, false);
                 json_number("live_fill_s", res->live_fill_ms / 1e3, res->live_made > 0);
                 json_number("live_drain_s", res->live_drain_ms / 1e3, res->live_made > 0);
+                json_number("live_units_gone_s", res->units_gone_ms / 1e3, res->live_made > 0);
                 printf("\"delete_window\":%d,", DELETE_WINDOW);
                 json_number("rss_before_mib", (double) res->rss_before_kib / 1024.0,
                             res->rss_before_kib > 0);
@@ -1132,8 +1145,9 @@ static void report(const Config *cfg, const Results *res) {
                (double) res->rss_before_kib / 1024.0, rss_mib, res->live_made,
                (double) res->rss_after_kib / 1024.0);
         if (res->live_made > 0)
-                printf("  after deletion: %zu listed, %zu units, %zu workspaces left\n", res->left_listed,
-                       res->left_units, res->left_workspaces);
+                printf("  after deletion: %zu listed, %zu workspaces left at once; %zu units left %.1f s later "
+                       "(systemd collects them in the background)\n",
+                       res->left_listed, res->left_workspaces, res->left_units, res->units_gone_ms / 1e3);
         if (res->live_error[0])
                 printf("  live sandboxes: stopped at %u of %u: %s\n", res->live_made, res->live_wanted,
                        res->live_error);
