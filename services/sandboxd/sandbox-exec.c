@@ -624,7 +624,7 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
 
         /* A child in a warm scope says 'r' and runs on: that may be in the same batch of events as its
          * exit. Take the 'r' first, so we know the command ran. */
-        if (e->ready_source)
+        if (e->self_entered && e->ready_source)
                 (void) on_child_ready(e->ready_source, e->go_fd, EPOLLIN, e);
         e->status = *si;
         e->exited = true;
