@@ -80,7 +80,7 @@ struct Exec {
         bool ready;       /* the child is confined and waits for go (or, self_entered, runs on) */
         bool self_entered; /* the child writes itself into the warm scope and needs no go */
         bool scope_up;    /* systemd's start job for its scope is done */
-        bool started;     /* go was sent: the command runs */
+        bool started;     /* go was sent, or a self-entered child said 'r': the command runs */
         bool exited, timed_out, replied;
         siginfo_t status;
         OomWatch oom;
@@ -146,7 +146,7 @@ typedef struct ChildArgs {
         int ns_flags;
         int stdin_fd, stdout_fd, stderr_fd;
         int go_fd, err_fd;
-        const int *cgroup_fds;   /* a warm scope's cgroup.procs files, to enter first thing */
+        const int *cgroup_fds;   /* a warm scope's cgroup v1 "tasks" files, to enter first thing */
         size_t n_cgroup_fds;
         bool wait_go;            /* no warm scope: wait until sandboxd says its scope is up */
         uid_t uid;
@@ -163,7 +163,8 @@ static _noreturn_ void child_fail_step(int err_fd, int stage, const char *step, 
 
 #define child_fail(fd, stage, error) child_fail_step(fd, stage, __func__, error)
 #define CHILD_FAIL(step, error) child_fail_step(a->err_fd, EXEC_STAGE_SETUP, step, error)
-#define IN_SET_ERRNO(e) ((e) == ENOSYS || (e) == EINVAL || (e) == E2BIG || (e) == EPERM)
+/* What clone3() says where it or CLONE_INTO_CGROUP is missing (or filtered). */
+#define CLONE3_UNSUPPORTED(e) ((e) == ENOSYS || (e) == EINVAL || (e) == E2BIG || (e) == EPERM)
 
 extern char **environ;
 
@@ -934,7 +935,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         }
         char **saved_environ = environ;
         pid_t pid = spawn_child(&a, cgroup2_fd);
-        if (pid < 0 && cgroup2_fd >= 0 && IN_SET_ERRNO(errno)) {
+        if (pid < 0 && cgroup2_fd >= 0 && CLONE3_UNSUPPORTED(errno)) {
                 /* No clone3() or no CLONE_INTO_CGROUP (before Linux 5.7): the child writes itself into
                  * the cgroup2 hierarchy too, the slow way. */
                 int fd = openat(cgroup2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
