@@ -966,6 +966,12 @@ int sandbox_pool_startup(Manager *m) {
                 snprintf(unit, sizeof(unit), "sandbox-%.13s.slice", de->d_name);
                 (void) unit_stop_nowait(m, unit);
                 snprintf(ws, sizeof(ws), "%.4000s/%.13s", path, de->d_name);
+                /* Its init may still be dying: its uid (the home's owner) is not the next one out. */
+                char home[sizeof(ws) + 8];
+                struct stat st;
+                snprintf(home, sizeof(home), "%s/home", ws);
+                if (lstat(home, &st) >= 0)
+                        manager_uid_seen(m, st.st_uid);
                 int r = namespace_remove_workspace(ws);
                 log_sandbox(LOG_INFO, de->d_name, "Removed pooled sandbox %s left by an earlier sandboxd%s%s.",
                             de->d_name, r < 0 ? ": " : "", r < 0 ? strerror(-r) : "");

@@ -59,6 +59,15 @@ void manager_reserve_uid(Manager *m, uid_t uid) {
                 return;
         size_t i = uid - m->config.uid_min;
         m->uid_used[i / 8] |= 1u << (i % 8);
+        manager_uid_seen(m, uid);
+}
+
+void manager_uid_seen(Manager *m, uid_t uid) {
+        /* The round robin goes on after the highest uid the last run used, so that a uid freed at
+         * start-up (a sandbox that could not be adopted) is not the first one handed out again. */
+        if (uid < m->config.uid_min || uid > m->config.uid_max || uid < m->uid_next)
+                return;
+        m->uid_next = uid == m->config.uid_max ? m->config.uid_min : uid + 1;
 }
 
 void manager_release_uid(Manager *m, uid_t uid) {

@@ -65,6 +65,8 @@ int manager_run(Manager *m);
 
 int manager_allocate_uid(Manager *m, uid_t *ret);
 void manager_reserve_uid(Manager *m, uid_t uid);
+/* Notes a uid that a sandbox of an earlier run had: new uids are handed out after it. */
+void manager_uid_seen(Manager *m, uid_t uid);
 void manager_release_uid(Manager *m, uid_t uid);
 void manager_clear_early_jobs(Manager *m);
 
