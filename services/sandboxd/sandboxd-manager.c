@@ -177,6 +177,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down; sandboxes keep running.");
         m->exiting = true;
         sandbox_pool_drain(m);
+        unit_flush_stops(m);
         return sd_event_exit(m->event, 0);
 }
 
@@ -259,6 +260,7 @@ Manager *manager_free(Manager *m) {
         while (m->pool)
                 sandbox_free(m->pool);
         m->pool_timer = sd_event_source_disable_unref(m->pool_timer);
+        unit_flush_stops(m);
         if (m->jobs)
                 manager_free_jobs(m);
         if (m->early_jobs)

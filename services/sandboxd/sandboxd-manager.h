@@ -37,6 +37,8 @@ typedef struct Manager {
         Hashmap *sandbox_names;     /* name → Sandbox */
         Hashmap *jobs;              /* systemd job path → JobWait */
         Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
+        unsigned background_stops;  /* unit_stop_nowait() jobs in flight (unit.c) */
+        struct QueuedStop *stop_queue, *stop_queue_tail;
         Hashmap *sender_uids;       /* unique bus name → SenderUid (names are never reused) */
         struct {
                 uid_t uid;
