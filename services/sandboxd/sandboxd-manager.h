@@ -36,6 +36,7 @@ typedef struct Manager {
         Hashmap *jobs;              /* systemd job path → JobWait */
         Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
         Hashmap *sender_uids;       /* unique bus name → SenderUid (names are never reused) */
+        Hashmap *shells;            /* unit name → Shell (sandbox-shell.c), made on first use */
         struct {
                 uid_t uid;
                 bool admin;
