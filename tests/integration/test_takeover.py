@@ -291,3 +291,119 @@ def test_deleting_the_sandbox_ends_the_shell(mgr, sandbox):
     assert code != 0
     assert unit_gone(sh.unit)
     sh.close()
+
+
+class Pty:
+    """A command on a fresh pty, its controlling terminal, as in a terminal emulator."""
+
+    def __init__(self, argv, cols=80, rows=24):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execvp(argv[0], argv)
+        self.resize(cols, rows)
+        self.out = b""
+
+    def resize(self, cols, rows):
+        # Sets the terminal's size; the kernel sends SIGWINCH to its foreground process group.
+        fcntl_ioctl(self.fd, termios.TIOCSWINSZ, struct_winsize(rows, cols))
+
+    def send(self, data):
+        os.write(self.fd, data.encode() if isinstance(data, str) else data)
+
+    def read_until(self, pattern, timeout=60):
+        rx = re.compile(pattern if isinstance(pattern, bytes) else pattern.encode())
+        end = time.monotonic() + timeout
+        while not rx.search(self.out):
+            left = end - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {pattern!r} in {self.out[-2000:]!r}")
+            r, _, _ = select.select([self.fd], [], [], left)
+            if r:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # EIO: every process of the terminal is gone
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"the terminal closed without {pattern!r}: {self.out[-2000:]!r}")
+                self.out += chunk
+        return rx.search(self.out)
+
+    def wait(self):
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return os.waitstatus_to_exitcode(status)
+
+
+def fcntl_ioctl(fd, req, arg):
+    import fcntl
+    return fcntl.ioctl(fd, req, arg)
+
+
+def struct_winsize(rows, cols):
+    import struct
+    return struct.pack("HHHH", rows, cols, 0, 0)
+
+
+# The wrapper prints the terminal's settings before and after sandboxctl, and its exit status.
+WRAPPER = 'stty -g; echo BEFORE; sandboxctl shell -q "$0"; echo "RC=$?"; stty -g; echo AFTER'
+
+
+def test_sandboxctl_shell_in_a_terminal(mgr, sandbox):
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    t = Pty(["sh", "-c", WRAPPER, sid], cols=90, rows=20)
+    before = t.read_until(rb"([0-9a-f:]+)\r\nBEFORE").group(1)
+    t.read_until(rb"\$ $")  # the prompt, in raw mode
+    t.send("stty size; echo hi; id -u\r")
+    t.read_until(rb"[\r\n]20 90\r\n")
+    t.read_until(rb"[\r\n]hi\r\n")
+    t.read_until(rf"[\r\n]{uid}\r\n")
+    # SIGWINCH → ResizeShell
+    t.resize(120, 33)
+    t.send("stty size\r")
+    t.read_until(rb"[\r\n]33 120\r\n")
+    # ^C reaches the shell in the sandbox, not sandboxctl
+    t.send("sleep 600\r")
+    wait_for(lambda: running(mgr, sid, "sleep 600"), what="the sleep")
+    t.send("\x03")
+    wait_for(lambda: not running(mgr, sid, "sleep 600"), what="^C to end the sleep")
+    t.send("exit 5\r")
+    m = t.read_until(rb"RC=(\d+)\r\n([0-9a-f:]+)\r\nAFTER")
+    assert m.group(1) == b"5"
+    assert m.group(2) == before  # the terminal is as it was
+    assert t.wait() == 0
+    rows = wait_for(lambda: takeover_rows(sid), timeout=60, what="the takeover row")
+    assert str(rows[0]["source"]) == "human_takeover"
+    assert int(rows[0]["exit_code"]) == 5
+
+
+def test_sandboxctl_shell_ended_by_a_signal(mgr, sandbox):
+    sid, _ = sandbox()
+    t = Pty(["sh", "-c", WRAPPER, sid])
+    before = t.read_until(rb"([0-9a-f:]+)\r\nBEFORE").group(1)
+    t.read_until(rb"\$ $")
+    units = shell_units(sid)
+    assert len(units) == 1
+    ctl = [p for p in run("pgrep", "-x", "sandboxctl").stdout.split() if p]
+    assert ctl
+    for p in ctl:
+        os.kill(int(p), signal.SIGTERM)
+    m = t.read_until(rb"RC=(\d+)\r\n([0-9a-f:]+)\r\nAFTER")
+    assert int(m.group(1)) == 128 + signal.SIGTERM
+    assert m.group(2) == before
+    t.wait()
+    wait_for(lambda: unit_gone(units[0]), what=f"{units[0]} to stop")
+
+
+def test_sandboxctl_shell_errors(sandbox):
+    sid, _ = sandbox()
+    r = run("sandboxctl", "shell", "sb_aaaaaaaaaa", check=False, stdin=subprocess.DEVNULL)
+    assert r.returncode == 255 and "No sandbox" in r.stderr
+    r = run("sandboxctl", "shell", check=False)
+    assert r.returncode == 2
+    r = run("sandboxctl", "shell", "--help")
+    assert r.returncode == 0 and "asciicast" in r.stdout
+    # Without a terminal: a script on stdin, then end-of-file.
+    r = subprocess.run(["sandboxctl", "shell", "-q", sid], input=b"echo from-a-script; exit 3\n",
+                       capture_output=True, timeout=120)
+    assert r.returncode == 3 and b"from-a-script" in r.stdout
