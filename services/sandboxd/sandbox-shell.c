@@ -689,8 +689,11 @@ static void shell_maybe_go(Shell *sh) {
                 return;
 
         sh->start_mono = now_usec(CLOCK_MONOTONIC);
-        r = asciicast_start(&sh->rec, sh->manager->config.output_max, sh->cols, sh->rows,
-                            now_usec(CLOCK_REALTIME) / USEC_PER_SEC, sh->term, SHELL_PATH, sh->unit);
+        /* OutputMax= too small for even a header (0: capture nothing) means no recording. */
+        r = 0;
+        if (sh->manager->config.output_max >= ASCIICAST_MIN_MAX)
+                r = asciicast_start(&sh->rec, sh->manager->config.output_max, sh->cols, sh->rows,
+                                    now_usec(CLOCK_REALTIME) / USEC_PER_SEC, sh->term, SHELL_PATH, sh->unit);
         if (r >= 0)
                 r = shell_start_relay(sh);
         if (r >= 0)
