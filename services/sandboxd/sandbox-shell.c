@@ -93,6 +93,7 @@ struct Shell {
         uint64_t duration_usec;
 
         Asciicast rec;
+        bool rec_truncated;    /* kept when the recording itself is gone (into the audit row) */
         sd_bus_message *request;
         sd_bus_message **waiters;
         size_t n_waiters;
@@ -503,7 +504,7 @@ static int reply_result(Shell *sh, sd_bus_message *request) {
                                           "signal", "i", sh->signal,
                                           "duration_usec", "t", sh->duration_usec,
                                           "ended_by", "s", strempty(sh->ended_by),
-                                          "recording_truncated", "b", (int) sh->rec.truncated);
+                                          "recording_truncated", "b", (int) (sh->rec.truncated || sh->rec_truncated));
 }
 
 static int on_keep_expired(sd_event_source *es, uint64_t usec, void *userdata) {
@@ -540,6 +541,7 @@ static void shell_maybe_end(Shell *sh) {
         }
         sh->n_waiters = 0;
         /* Kept a while for WaitShell; the recording is in the audit row already. */
+        sh->rec_truncated = sh->rec.truncated;
         asciicast_done(&sh->rec);
         if (sd_event_add_time_relative(sh->manager->event, &sh->keep_timer, CLOCK_MONOTONIC, RESULT_KEEP_USEC, 0,
                                        on_keep_expired, sh) < 0)

@@ -310,10 +310,11 @@ class Pty:
     def send(self, data):
         os.write(self.fd, data.encode() if isinstance(data, str) else data)
 
-    def read_until(self, pattern, timeout=60):
+    def read_until(self, pattern, timeout=60, start=0):
+        """Reads until pattern matches the output from start on; the deadline bounds a hang."""
         rx = re.compile(pattern if isinstance(pattern, bytes) else pattern.encode())
         end = time.monotonic() + timeout
-        while not rx.search(self.out):
+        while not rx.search(self.out, start):
             left = end - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"no {pattern!r} in {self.out[-2000:]!r}")
@@ -326,7 +327,18 @@ class Pty:
                 if not chunk:
                     raise AssertionError(f"the terminal closed without {pattern!r}: {self.out[-2000:]!r}")
                 self.out += chunk
-        return rx.search(self.out)
+        return rx.search(self.out, start)
+
+    def wait_size(self, size):
+        """Asks the shell for its terminal size until it is size: the resize travels as a bus call,
+        the keystrokes on the stream, so the first answer may come before the resize."""
+        for _ in range(100):
+            start = len(self.out)
+            self.send("stty size\r")
+            if self.read_until(rb"[\r\n](\d+ \d+)\r\n", start=start).group(1) == size:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the terminal never became {size!r}")
 
     def wait(self):
         _, status = os.waitpid(self.pid, 0)
@@ -360,8 +372,7 @@ def test_sandboxctl_shell_in_a_terminal(mgr, sandbox):
     t.read_until(rf"[\r\n]{uid}\r\n")
     # SIGWINCH → ResizeShell
     t.resize(120, 33)
-    t.send("stty size\r")
-    t.read_until(rb"[\r\n]33 120\r\n")
+    t.wait_size(b"33 120")
     # ^C reaches the shell in the sandbox, not sandboxctl
     t.send("sleep 600\r")
     wait_for(lambda: running(mgr, sid, "sleep 600"), what="the sleep")
@@ -407,3 +418,42 @@ def test_sandboxctl_shell_errors(sandbox):
     r = subprocess.run(["sandboxctl", "shell", "-q", sid], input=b"echo from-a-script; exit 3\n",
                        capture_output=True, timeout=120)
     assert r.returncode == 3 and b"from-a-script" in r.stdout
+
+
+def test_backpressure_loses_nothing_and_the_recording_is_capped(mgr, sandbox):
+    sid, _ = sandbox()
+    sh = Shell(mgr, sid)
+    sh.send("head -c 3000000 /dev/zero | tr '\\000' x; echo; echo DONE; exit\n")
+    # Read nothing for a while: the shell's output stalls on the full relay, sandboxd does not.
+    wait_for(lambda: running(mgr, sid, "head -c 3000000 /dev/zero"), what="the writer")
+    assert mgr.list()  # sandboxd answers meanwhile
+    out = sh.read_to_eof(timeout=300)
+    assert out.count(b"x") >= 3000000  # (the echoed command line has a few more)
+    assert re.search(rb"[\r\n]DONE\r\n", out)
+    code, info = sh.wait()
+    assert code == 0 and bool(info["recording_truncated"])
+    rows = wait_for(lambda: takeover_rows(sid), timeout=60, what="the takeover row")
+    detail = json.loads(str(rows[0]["detail"]))
+    assert detail["recording_truncated"] is True
+    rec, _ = audit().GetOutput(dbus.UInt64(rows[0]["id"]), byte_arrays=True)
+    rec = bytes(rec)
+    assert len(rec) <= 1 << 20
+    _, events, _ = cast_output(rec)  # every line still parses
+    assert events[-1][1:] == ["m", "truncated"]
+    sh.close()
+
+
+def test_introspection_matches_the_contract(mgr):
+    import xml.etree.ElementTree as ET
+
+    def methods(root):
+        iface = next(i for i in root.iter("interface") if i.get("name") == "org.sandboxd.sandbox1.Manager")
+        return {m.get("name"): [(a.get("name"), a.get("type"), a.get("direction", "in")) for a in m.iter("arg")]
+                for m in iface.iter("method")}
+
+    obj = mgr.bus.get_object("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", introspect=False)
+    live = methods(ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable"))))
+    contract = methods(ET.parse("/usr/share/dbus-1/interfaces/org.sandboxd.sandbox1.xml").getroot())
+    for name in ("OpenShell", "ResizeShell", "WaitShell"):
+        assert live[name] == contract[name], name
+    assert [a[1] for a in live["OpenShell"]] == ["s", "a{sv}", "h", "s"]
