@@ -35,6 +35,9 @@ struct WebSocket {
         bool paused, closed;
         uint64_t last_heard;            /* CLOCK_MONOTONIC µs of the last bytes from the peer */
         uint64_t msg_bytes;             /* of the data message being received, over its frames */
+        bool close_pending;             /* websocket_close() waits for the queued messages */
+        uint16_t close_code;
+        char close_reason[124];
         size_t low_water;
         bool above_low_water;
         void (*on_drained)(WebSocket *ws, void *userdata);
@@ -75,7 +78,6 @@ int websocket_accept_key(const char *key, char ret[static WS_ACCEPT_LEN + 1]) {
         return 0;
 }
 
-static void websocket_update(WebSocket *ws);
 
 /* --- wslay's I/O ------------------------------------------------------------------------------ */
 
@@ -158,6 +160,16 @@ static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 
 /* --- driving it ------------------------------------------------------------------------------- */
 
+static void websocket_update(WebSocket *ws);
+
+static int on_close_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
+        WebSocket *ws = userdata;
+        wslay_event_shutdown_read(ws->ctx);
+        wslay_event_shutdown_write(ws->ctx);
+        websocket_update(ws);
+        return 0;
+}
+
 static void websocket_finish(WebSocket *ws) {
         if (ws->closed)
                 return;
@@ -184,9 +196,25 @@ static bool websocket_done(WebSocket *ws) {
         return !wslay_event_want_read(ws->ctx) && !wslay_event_want_write(ws->ctx);
 }
 
+static void queue_close_now(WebSocket *ws) {
+        ws->close_pending = false;
+        int r = wslay_event_queue_close(ws->ctx, ws->close_code, (const uint8_t *) ws->close_reason,
+                                        strlen(ws->close_reason));
+        if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) {
+                wslay_event_shutdown_read(ws->ctx);
+                wslay_event_shutdown_write(ws->ctx);
+        }
+        if (!ws->close_timer && ws->config.close_timeout_usec > 0)
+                (void) sd_event_add_time_relative(ws->event, &ws->close_timer, CLOCK_MONOTONIC,
+                                                  ws->config.close_timeout_usec, 0, on_close_timeout, ws);
+}
+
 static void websocket_update(WebSocket *ws) {
         if (ws->closed || !ws->io)
                 return;
+        /* wslay sends control frames ahead of queued data: our close waits until the data is out. */
+        if (ws->close_pending && wslay_event_get_queued_msg_length(ws->ctx) == 0)
+                queue_close_now(ws);
         if (websocket_done(ws)) {
                 /* on_closed always comes from the event loop, never from inside one of our calls: the
                  * owner may free us there. */
@@ -237,13 +265,6 @@ static int on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) 
         return 0;
 }
 
-static int on_close_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
-        WebSocket *ws = userdata;
-        wslay_event_shutdown_read(ws->ctx);
-        wslay_event_shutdown_write(ws->ctx);
-        websocket_update(ws);
-        return 0;
-}
 
 static int on_ping_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         WebSocket *ws = userdata;
@@ -349,7 +370,7 @@ WebSocket *websocket_free(WebSocket *ws) {
 static int queue(WebSocket *ws, uint8_t opcode, const void *data, size_t n) {
         struct wslay_event_msg msg = { .opcode = opcode, .msg = data, .msg_length = n };
 
-        if (ws->closed)
+        if (ws->closed || ws->close_pending)
                 return -ENOTCONN;
         int r = wslay_event_queue_msg(ws->ctx, &msg);
         if (r == WSLAY_ERR_NO_MORE_MSG)
@@ -371,14 +392,13 @@ int websocket_send_text(WebSocket *ws, const char *data, size_t n) {
 int websocket_close(WebSocket *ws, uint16_t code, const char *reason) {
         size_t n = reason ? MIN(strlen(reason), (size_t) 123) : 0;
 
-        if (ws->closed || wslay_event_get_close_sent(ws->ctx) || !wslay_event_get_write_enabled(ws->ctx))
+        if (ws->closed || ws->close_pending || wslay_event_get_close_sent(ws->ctx) ||
+            !wslay_event_get_write_enabled(ws->ctx))
                 return 0;
-        int r = wslay_event_queue_close(ws->ctx, code, (const uint8_t *) reason, n);
-        if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG)
-                return -ENOMEM;
-        if (!ws->close_timer && ws->config.close_timeout_usec > 0)
-                (void) sd_event_add_time_relative(ws->event, &ws->close_timer, CLOCK_MONOTONIC,
-                                                  ws->config.close_timeout_usec, 0, on_close_timeout, ws);
+        ws->close_pending = true;
+        ws->close_code = code;
+        memcpy(ws->close_reason, reason ?: "", n);
+        ws->close_reason[n] = 0;
         websocket_update(ws);
         return 0;
 }
