@@ -457,3 +457,42 @@ def test_introspection_matches_the_contract(mgr):
     for name in ("OpenShell", "ResizeShell", "WaitShell"):
         assert live[name] == contract[name], name
     assert [a[1] for a in live["OpenShell"]] == ["s", "a{sv}", "h", "s"]
+
+
+CLIENT_AS_USER = r'''
+import socket, sys, dbus
+m = dbus.Interface(dbus.SystemBus().get_object("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1"),
+                   "org.sandboxd.sandbox1.Manager")
+fd, unit = m.OpenShell(sys.argv[1], dbus.Dictionary({"source": "human_takeover", "account_id": "someone-else"},
+                                                     signature="sv"))
+s = socket.socket(fileno=fd.take())
+s.sendall(b"exit 4\n")
+while s.recv(4096):
+    pass
+code, _ = m.WaitShell(unit)
+print(unit, int(code))
+'''
+
+
+def test_context_is_honoured_only_from_root_and_the_gateway(mgr, sandbox):
+    sid, _ = sandbox()
+    if run("id", "takeover-admin", check=False).returncode != 0:
+        run("useradd", "--system", "--no-create-home", "--groups", "sandbox-admin", "takeover-admin")
+    uid = int(run("id", "-u", "takeover-admin").stdout)
+    r = run("setpriv", f"--reuid={uid}", f"--regid={uid}", "--init-groups", "/usr/bin/python3", "-c",
+            CLIENT_AS_USER, sid, check=False)
+    assert r.returncode == 0, r.stderr
+    unit, code = r.stdout.split()
+    assert int(code) == 4
+    # root may wait for anyone's shell; the row says who it really was
+    assert int(mgr.iface.WaitShell(unit)[0]) == 4
+    rows = wait_for(lambda: takeover_rows(sid), timeout=60, what="the takeover row")
+    assert str(rows[0]["account_id"]) == f"uid:{uid}" and str(rows[0]["source"]) == "agent"
+
+    # someone who may not use sandboxd gets no shell
+    units = shell_units(sid)
+    r = run("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "busctl", "call",
+            "org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager", "OpenShell",
+            "sa{sv}", sid, "0", check=False)
+    assert r.returncode != 0 and ("Access denied" in r.stderr or "AccessDenied" in r.stderr), r.stderr
+    assert shell_units(sid) == units
