@@ -40,6 +40,9 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_SANDBOX_EXPIRE] = "sandbox.expire",
         [AUDIT_OPERATION_API_KEY_CREATE] = "api_key.create",
         [AUDIT_OPERATION_API_KEY_REVOKE] = "api_key.revoke",
+        [AUDIT_OPERATION_SANDBOX_READ] = "sandbox.read",
+        [AUDIT_OPERATION_LOG_READ] = "log.read",
+        [AUDIT_OPERATION_API_KEY_LIST] = "api_key.list",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

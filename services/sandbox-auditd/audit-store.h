@@ -29,6 +29,10 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_SANDBOX_EXPIRE,
         AUDIT_OPERATION_API_KEY_CREATE,
         AUDIT_OPERATION_API_KEY_REVOKE,
+        /* what the gateway records when it refuses a read (event "denied") */
+        AUDIT_OPERATION_SANDBOX_READ,
+        AUDIT_OPERATION_LOG_READ,
+        AUDIT_OPERATION_API_KEY_LIST,
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Benchmark: the reference cycle through sandbox-gatewayd's REST API beside systemd-run and a shell, and exec throughput. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-bus.h>
+
+#include "macro.h"
+
+#define KEYS_BUS_NAME "org.sandboxd.gateway1"
+#define KEYS_PATH     "/org/sandboxd/gateway1"
+#define KEYS_IFACE    "org.sandboxd.gateway1.Keys"
+
+/* The issue's targets. */
+#define TARGET_CYCLE_P50_MS  25.0
+#define TARGET_EXECS_PER_SEC 500.0
+
+/* The reference task and the limits both sides run it under (the small type's: TasksMax=256,
+ * MemoryMax=1G; RuntimeMaxSec=20 through timeout_seconds). */
+#define TASK_PY "print(sum(range(1000)))\n"
+#define TASK_OUT "499500\n"
+
+static volatile sig_atomic_t interrupted = 0;
+
+static void on_signal(int sig) {
+        interrupted = sig;
+}
+
+static uint64_t now_nsec(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * UINT64_C(1000000000) + (uint64_t) ts.tv_nsec;
+}
+
+/* --- statistics ---------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return (x > y) - (x < y);
+}
+
+/* Nearest rank: the smallest value with at least q of them at or below it. */
+static double percentile(double *v, size_t n, double q) {
+        if (n == 0)
+                return NAN;
+        qsort(v, n, sizeof(double), cmp_double);
+        size_t rank = (size_t) ceil(q * (double) n);
+        return v[rank > 0 ? rank - 1 : 0];
+}
+
+/* --- a minimal HTTP/1.1 keep-alive client ------------------------------------------------------ */
+
+typedef struct Conn {
+        int fd;
+        struct sockaddr_in sa;
+        char buf[65536];
+        size_t have;
+} Conn;
+
+static int conn_open(Conn *c) {
+        int one = 1;
+
+        c->have = 0;
+        c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (c->fd < 0)
+                return -errno;
+        (void) setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (connect(c->fd, (struct sockaddr *) &c->sa, sizeof(c->sa)) < 0) {
+                int r = -errno;
+                c->fd = safe_close(c->fd);
+                return r;
+        }
+        return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+static int fill(Conn *c) {
+        if (c->have == sizeof(c->buf))
+                return -E2BIG;
+        ssize_t k = read(c->fd, c->buf + c->have, sizeof(c->buf) - c->have);
+        if (k < 0)
+                return errno == EINTR ? 0 : -errno;
+        if (k == 0)
+                return -ECONNRESET;
+        c->have += (size_t) k;
+        return 0;
+}
+
+/* One request, one response (Content-Length bodies only, which is what the gateway sends for
+ * non-streaming answers). The body is copied into ret_body (NUL-terminated) if given. */
+static int http(Conn *c, const char *method, const char *path, const char *auth, const char *body,
+                int *ret_status, char **ret_body) {
+        char head[1024];
+        size_t blen = body ? strlen(body) : 0;
+        int r, n;
+
+        if (c->fd < 0 && (r = conn_open(c)) < 0)
+                return r;
+        n = snprintf(head, sizeof(head),
+                     "%s %s HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     method, path, auth, blen);
+        r = write_all(c->fd, head, (size_t) n);
+        if (r >= 0 && blen)
+                r = write_all(c->fd, body, blen);
+        if (r < 0)
+                goto fail;
+
+        char *end;
+        for (;;) {
+                end = memmem(c->buf, c->have, "\r\n\r\n", 4);
+                if (end)
+                        break;
+                if ((r = fill(c)) < 0)
+                        goto fail;
+        }
+        size_t hlen = (size_t) (end - c->buf) + 4;
+        int status = 0;
+        unsigned long long clen = 0;
+        bool close_after = false;
+        if (sscanf(c->buf, "HTTP/1.%*d %d", &status) != 1) {
+                r = -EBADMSG;
+                goto fail;
+        }
+        for (char *p = c->buf; p < end;) {
+                char *eol = memmem(p, (size_t) (end - p) + 2, "\r\n", 2);
+                if (!eol)
+                        break;
+                if (strncasecmp(p, "Content-Length:", 15) == 0)
+                        clen = strtoull(p + 15, NULL, 10);
+                else if (strncasecmp(p, "Connection:", 11) == 0 && strcasestr(p, "close") && strcasestr(p, "close") < eol)
+                        close_after = true;
+                else if (strncasecmp(p, "Transfer-Encoding:", 18) == 0) {
+                        r = -EPROTONOSUPPORT;
+                        goto fail;
+                }
+                p = eol + 2;
+        }
+        if (clen > sizeof(c->buf) - hlen) {
+                r = -E2BIG;
+                goto fail;
+        }
+        while (c->have < hlen + clen)
+                if ((r = fill(c)) < 0)
+                        goto fail;
+        if (ret_body) {
+                char *b = strndup(c->buf + hlen, clen);
+                if (!b) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                *ret_body = b;
+        }
+        memmove(c->buf, c->buf + hlen + clen, c->have - hlen - clen);
+        c->have -= hlen + clen;
+        if (close_after)
+                c->fd = safe_close(c->fd);
+        *ret_status = status;
+        return 0;
+
+fail:
+        c->fd = safe_close(c->fd);
+        return r;
+}
+
+/* The value of "key":"…" in a flat JSON text (ids only: no escapes to handle). */
+static char *json_string_field(const char *js, const char *key) {
+        char pat[64];
+        snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+        const char *p = js ? strstr(js, pat) : NULL;
+        if (!p)
+                return NULL;
+        p += strlen(pat);
+        const char *e = strchr(p, '"');
+        return e ? strndup(p, (size_t) (e - p)) : NULL;
+}
+
+/* --- the key ------------------------------------------------------------------------------------- */
+
+static int mint_admin_key(sd_bus *bus, char **ret_secret, char **ret_id) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *secret, *js;
+        int r;
+
+        r = sd_bus_call_method(bus, KEYS_BUS_NAME, KEYS_PATH, KEYS_IFACE, "CreateKey", &error, &reply, "a{sv}", 3,
+                               "preset", "s", "admin", "ttl_seconds", "t", UINT64_C(3600), "name", "s",
+                               "bench-gateway");
+        if (r < 0) {
+                fprintf(stderr, "bench-gateway: CreateKey: %s\n", error.message ?: strerror(-r));
+                return r;
+        }
+        r = sd_bus_message_read(reply, "ss", &secret, &js);
+        if (r < 0)
+                return r;
+        *ret_secret = strdup(secret);
+        *ret_id = json_string_field(js, "id");
+        return *ret_secret && *ret_id ? 0 : -ENOMEM;
+}
+
+/* --- the two cycles -------------------------------------------------------------------------- */
+
+static int rest_cycle(Conn *c, const char *key) {
+        _cleanup_free_ char *body = NULL, *id = NULL;
+        char path[256];
+        int status, r;
+
+        r = http(c, "POST", "/v1/sandboxes", key, "{\"type\":\"small\",\"ttl_seconds\":900}", &status, &body);
+        if (r < 0 || status != 201)
+                return fprintf(stderr, "bench-gateway: create: %s %d %s\n", strerror(-MIN(r, 0)), status, strna(body)),
+                       -EIO;
+        id = json_string_field(body, "id");
+        if (!id)
+                return -EBADMSG;
+        free(body);
+        body = NULL;
+
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/files?path=/tmp/task.py", id);
+        r = http(c, "PUT", path, key, TASK_PY, &status, NULL);
+        if (r < 0 || status >= 300)
+                fprintf(stderr, "bench-gateway: PUT: %s %d\n", strerror(-MIN(r, 0)), status), r = -EIO;
+
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
+                r = http(c, "POST", path, key, "{\"argv\":[\"python3\",\"/tmp/task.py\"],\"timeout_seconds\":20}",
+                         &status, &body);
+                if (r < 0 || status != 200 || !strstr(body, "\"exit_code\":0") || !strstr(body, "499500"))
+                        fprintf(stderr, "bench-gateway: exec: %s %d %s\n", strerror(-MIN(r, 0)), status, strna(body)),
+                                r = -EIO;
+        }
+
+        int status2 = 0;
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+        int r2 = http(c, "DELETE", path, key, NULL, &status2, NULL);
+        if (r2 < 0 || status2 >= 300) {
+                fprintf(stderr, "bench-gateway: delete %s: %s %d\n", id, strerror(-MIN(r2, 0)), status2);
+                return -EIO;
+        }
+        return r;
+}
+
+/* The same cycle as a person would script it: a directory, the file, systemd-run with the same limits,
+ * removal. One shell per cycle, as one would run it. */
+static int shell_cycle(unsigned n) {
+        char script[1024];
+        int pipefd[2];
+        pid_t pid;
+
+        snprintf(script, sizeof(script),
+                 "set -e; d=/var/tmp/bench-gateway-%d-%u; mkdir \"$d\"; printf '%%s\\n' 'print(sum(range(1000)))' "
+                 "> \"$d/task.py\"; systemd-run --quiet --scope -p TasksMax=256 -p MemoryMax=1G -p RuntimeMaxSec=20 "
+                 "python3 \"$d/task.py\"; rm -rf \"$d\"",
+                 (int) getpid(), n);
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                dup2(pipefd[1], STDOUT_FILENO);
+                execl("/bin/sh", "sh", "-c", script, (char *) NULL);
+                _exit(127);
+        }
+        close(pipefd[1]);
+        char out[256];
+        size_t have = 0;
+        ssize_t k;
+        while ((k = read(pipefd[0], out + have, sizeof(out) - 1 - have)) > 0)
+                have += (size_t) k;
+        close(pipefd[0]);
+        out[have] = 0;
+        int status;
+        if (waitpid(pid, &status, 0) < 0)
+                return -errno;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !streq(out, TASK_OUT)) {
+                fprintf(stderr, "bench-gateway: shell cycle failed (status %d, output '%s')\n", status, out);
+                return -EIO;
+        }
+        return 0;
+}
+
+/* --- throughput -------------------------------------------------------------------------------- */
+
+typedef struct Worker {
+        pthread_t thread;
+        struct sockaddr_in sa;
+        const char *key, *path;
+        uint64_t deadline;
+        atomic_uint_fast64_t *ok, *errors;
+} Worker;
+
+static void *worker_main(void *p) {
+        Worker *w = p;
+        Conn *c = calloc(1, sizeof(Conn));
+
+        if (!c)
+                return NULL;
+        c->fd = -EBADF;
+        c->sa = w->sa;
+        while (now_nsec() < w->deadline && !interrupted) {
+                _cleanup_free_ char *body = NULL;
+                int status = 0;
+                int r = http(c, "POST", w->path, w->key, "{\"argv\":[\"true\"]}", &status, &body);
+                if (r >= 0 && status == 200 && strstr(body, "\"exit_code\":0"))
+                        atomic_fetch_add(w->ok, 1);
+                else {
+                        if (atomic_fetch_add(w->errors, 1) < 5)
+                                fprintf(stderr, "bench-gateway: exec: %s %d %s\n", strerror(-MIN(r, 0)), status,
+                                        strna(body));
+                }
+        }
+        safe_close(c->fd);
+        free(c);
+        return NULL;
+}
+
+/* --- main ----------------------------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+        fputs("bench-gateway [--cycles N] [--clients N] [--seconds S] [--port P]\n\n"
+              "The reference cycle (create, PUT task.py, exec python3, delete) through sandbox-gatewayd's REST\n"
+              "API beside the same cycle with a shell and systemd-run --scope, alternating, in one run; then\n"
+              "exec throughput with N keep-alive clients on one sandbox. Needs root (a key over the bus, and\n"
+              "systemd-run), sandboxd and sandbox-gatewayd running on 127.0.0.1:PORT.\n",
+              f);
+}
+
+int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },       { "cycles", required_argument, NULL, 'n' },
+                { "clients", required_argument, NULL, 'c' }, { "seconds", required_argument, NULL, 's' },
+                { "port", required_argument, NULL, 'p' },   {},
+        };
+        unsigned cycles = 100, clients = 64, seconds = 10, port = 8790, warmup = 3;
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_free_ char *key = NULL, *key_id = NULL;
+        int c, r, ret = EXIT_SUCCESS;
+
+        while ((c = getopt_long(argc, argv, "hn:c:s:p:", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                case 'n':
+                        cycles = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
+                case 'c':
+                        clients = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
+                case 's':
+                        seconds = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
+                case 'p':
+                        port = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        if (cycles == 0 || clients == 0 || clients > 4096 || seconds == 0 || port == 0 || port > 65535) {
+                usage(stderr);
+                return 2;
+        }
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = sd_bus_open_system(&bus);
+        if (r < 0) {
+                fprintf(stderr, "bench-gateway: system bus: %s\n", strerror(-r));
+                return EXIT_FAILURE;
+        }
+        r = mint_admin_key(bus, &key, &key_id);
+        if (r < 0)
+                return EXIT_FAILURE;
+
+        Conn *conn = calloc(1, sizeof(Conn));
+        double *rest = calloc(cycles, sizeof(double)), *shell = calloc(cycles, sizeof(double));
+        if (!conn || !rest || !shell)
+                return EXIT_FAILURE;
+        conn->fd = -EBADF;
+        conn->sa = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons((uint16_t) port),
+                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+        /* Alternate the two, so that whatever else the machine does falls on both alike. */
+        fprintf(stderr, "bench-gateway: %u warm-up and %u measured cycles of each kind…\n", warmup, cycles);
+        size_t nrest = 0, nshell = 0;
+        for (unsigned i = 0; i < warmup + cycles && !interrupted; i++) {
+                uint64_t t0 = now_nsec();
+                r = rest_cycle(conn, key);
+                uint64_t t1 = now_nsec();
+                if (r < 0) {
+                        ret = EXIT_FAILURE;
+                        break;
+                }
+                r = shell_cycle(i);
+                uint64_t t2 = now_nsec();
+                if (r < 0) {
+                        ret = EXIT_FAILURE;
+                        break;
+                }
+                if (i >= warmup) {
+                        rest[nrest++] = (double) (t1 - t0) / 1e6;
+                        shell[nshell++] = (double) (t2 - t1) / 1e6;
+                }
+        }
+
+        /* Throughput: one sandbox, many keep-alive clients, `true` again and again. */
+        atomic_uint_fast64_t ok = 0, errors = 0;
+        double elapsed = 0;
+        _cleanup_free_ char *sb_body = NULL, *sb = NULL;
+        if (ret == EXIT_SUCCESS && !interrupted) {
+                int status = 0;
+                r = http(conn, "POST", "/v1/sandboxes", key, "{\"type\":\"small\",\"ttl_seconds\":900}", &status,
+                         &sb_body);
+                sb = r >= 0 && status == 201 ? json_string_field(sb_body, "id") : NULL;
+                if (!sb) {
+                        fprintf(stderr, "bench-gateway: could not create the throughput sandbox (%d)\n", status);
+                        ret = EXIT_FAILURE;
+                }
+        }
+        if (sb) {
+                char path[128];
+                Worker *w = calloc(clients, sizeof(Worker));
+                snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", sb);
+                fprintf(stderr, "bench-gateway: %u clients exec `true` for %u s…\n", clients, seconds);
+                uint64_t t0 = now_nsec(), deadline = t0 + (uint64_t) seconds * UINT64_C(1000000000);
+                unsigned started = 0;
+                for (unsigned i = 0; w && i < clients; i++) {
+                        w[i] = (Worker) { .sa = conn->sa, .key = key, .path = path, .deadline = deadline,
+                                          .ok = &ok, .errors = &errors };
+                        if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) != 0)
+                                break;
+                        started++;
+                }
+                for (unsigned i = 0; i < started; i++)
+                        pthread_join(w[i].thread, NULL);
+                elapsed = (double) (now_nsec() - t0) / 1e9;
+                free(w);
+                int status = 0;
+                char del[128];
+                snprintf(del, sizeof(del), "/v1/sandboxes/%s", sb);
+                if (http(conn, "DELETE", del, key, NULL, &status, NULL) < 0 || status >= 300)
+                        ret = EXIT_FAILURE;
+        }
+
+        (void) sd_bus_call_method(bus, KEYS_BUS_NAME, KEYS_PATH, KEYS_IFACE, "RevokeKey", NULL, NULL, "s", key_id);
+
+        double r50 = percentile(rest, nrest, 0.5), r99 = percentile(rest, nrest, 0.99);
+        double s50 = percentile(shell, nshell, 0.5), s99 = percentile(shell, nshell, 0.99);
+        double rate = elapsed > 0 ? (double) ok / elapsed : NAN;
+        printf("reference cycle (create, PUT task.py, exec python3, delete), %zu cycles each, alternating:\n", nrest);
+        printf("  %-44s p50 %8.2f ms   p99 %8.2f ms\n", "REST through sandbox-gatewayd", r50, r99);
+        printf("  %-44s p50 %8.2f ms   p99 %8.2f ms\n", "shell + systemd-run --scope", s50, s99);
+        printf("  ratio (shell / REST)                         p50 %8.2f      p99 %8.2f\n", s50 / r50, s99 / r99);
+        printf("exec throughput, %u keep-alive clients, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64
+               " errors\n",
+               clients, elapsed, rate, (uint_fast64_t) ok, (uint_fast64_t) errors);
+        printf("targets: cycle p50 <= %.0f ms: %s; >= %.0f execs/s: %s; 0 errors: %s\n", TARGET_CYCLE_P50_MS,
+               r50 <= TARGET_CYCLE_P50_MS ? "met" : "NOT MET", TARGET_EXECS_PER_SEC,
+               rate >= TARGET_EXECS_PER_SEC ? "met" : "NOT MET", errors == 0 && ok > 0 ? "met" : "NOT MET");
+
+        free(rest);
+        free(shell);
+        safe_close(conn->fd);
+        free(conn);
+        return interrupted ? 130 : ret;
+}

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A few system bus connections that asynchronous method calls are spread over, queueing past the bus's
+ * limit of pending replies per connection instead of failing. */
+#include "bus-pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+
+typedef struct PoolBus {
+        BusPool *pool;
+        sd_bus *bus;
+        unsigned pending;
+} PoolBus;
+
+typedef struct PoolCall {
+        BusPool *pool;
+        PoolBus *pb;
+        char *destination, *path, *interface, *member; /* one allocation, see pool_call_new */
+        bus_pool_build_t build;
+        bus_pool_reply_t reply;
+        void *userdata;
+        uint64_t timeout_usec;
+        sd_bus_slot *slot;
+        struct PoolCall *next;
+} PoolCall;
+
+struct BusPool {
+        sd_event *event;
+        PoolBus *buses;
+        unsigned n_buses;
+        PoolCall *queue, *queue_tail;
+        size_t n_queued;
+        sd_event_source *drain;
+};
+
+static void pool_call_free(PoolCall *c) {
+        if (!c)
+                return;
+        sd_bus_slot_unref(c->slot);
+        free(c);
+}
+
+static PoolBus *pool_pick(BusPool *p) {
+        PoolBus *best = NULL;
+
+        for (unsigned i = 0; i < p->n_buses; i++)
+                if (p->buses[i].pending < BUS_POOL_PENDING_MAX &&
+                    (!best || p->buses[i].pending < best->pending))
+                        best = &p->buses[i];
+        return best;
+}
+
+static void fail_call(PoolCall *c, int r) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+
+        sd_bus_error_set_errno(&error, r);
+        c->reply(NULL, &error, c->userdata);
+        pool_call_free(c);
+}
+
+static void pool_kick(BusPool *p) {
+        if (p->queue)
+                (void) sd_event_source_set_enabled(p->drain, SD_EVENT_ONESHOT);
+}
+
+static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        PoolCall *c = userdata;
+        BusPool *p = c->pool;
+
+        c->pb->pending--;
+        c->reply(m, sd_bus_message_get_error(m), c->userdata);
+        pool_call_free(c);
+        pool_kick(p);
+        return 0;
+}
+
+static int pool_send(PoolBus *pb, PoolCall *c) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(pb->bus, &m, c->destination, c->path, c->interface, c->member);
+        if (r < 0)
+                return r;
+        if (c->build) {
+                r = c->build(m, c->userdata);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_call_async(pb->bus, &c->slot, m, on_reply, c, c->timeout_usec);
+        if (r < 0)
+                return r;
+        c->pb = pb;
+        pb->pending++;
+        return 0;
+}
+
+static int on_drain(sd_event_source *s, void *userdata) {
+        BusPool *p = userdata;
+        PoolBus *pb;
+        PoolCall *c;
+        int r;
+
+        while (p->queue && (pb = pool_pick(p))) {
+                c = p->queue;
+                p->queue = c->next;
+                if (!p->queue)
+                        p->queue_tail = NULL;
+                p->n_queued--;
+                c->next = NULL;
+                r = pool_send(pb, c);
+                if (r < 0)
+                        fail_call(c, r);
+        }
+        return 0;
+}
+
+int bus_pool_new(sd_event *event, unsigned n_connections, BusPool **ret) {
+        BusPool *p;
+        int r;
+
+        if (n_connections == 0)
+                return -EINVAL;
+        p = calloc(1, sizeof(BusPool));
+        if (!p)
+                return -ENOMEM;
+        p->event = sd_event_ref(event);
+        p->buses = calloc(n_connections, sizeof(PoolBus));
+        if (!p->buses) {
+                bus_pool_free(p);
+                return -ENOMEM;
+        }
+        for (unsigned i = 0; i < n_connections; i++) {
+                p->buses[i].pool = p;
+                r = sd_bus_open_system(&p->buses[i].bus);
+                if (r < 0)
+                        goto fail;
+                p->n_buses++;
+                r = sd_bus_attach_event(p->buses[i].bus, event, SD_EVENT_PRIORITY_NORMAL);
+                if (r < 0)
+                        goto fail;
+        }
+        r = sd_event_add_defer(event, &p->drain, on_drain, p);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(p->drain, SD_EVENT_OFF);
+        *ret = p;
+        return 0;
+fail:
+        bus_pool_free(p);
+        return r;
+}
+
+BusPool *bus_pool_free(BusPool *p) {
+        PoolCall *c;
+
+        if (!p)
+                return NULL;
+        while ((c = p->queue)) {
+                p->queue = c->next;
+                fail_call(c, -ECANCELED);
+        }
+        sd_event_source_disable_unref(p->drain);
+        for (unsigned i = 0; i < p->n_buses; i++)
+                sd_bus_flush_close_unref(p->buses[i].bus);
+        free(p->buses);
+        sd_event_unref(p->event);
+        free(p);
+        return NULL;
+}
+
+size_t bus_pool_queued(BusPool *p) {
+        return p->n_queued;
+}
+
+int bus_pool_call(BusPool *p, const char *destination, const char *path, const char *interface,
+                  const char *member, bus_pool_build_t build, bus_pool_reply_t reply, void *userdata,
+                  uint64_t timeout_usec) {
+        size_t ld = strlen(destination) + 1, lp = strlen(path) + 1, li = strlen(interface) + 1,
+               lm = strlen(member) + 1;
+        PoolCall *c;
+        PoolBus *pb;
+        int r;
+
+        /* The names are copied because a queued call is made after the caller's stack is gone. */
+        c = calloc(1, sizeof(PoolCall) + ld + lp + li + lm);
+        if (!c)
+                return -ENOMEM;
+        c->destination = memcpy((char *) (c + 1), destination, ld);
+        c->path = memcpy(c->destination + ld, path, lp);
+        c->interface = memcpy(c->path + lp, interface, li);
+        c->member = memcpy(c->interface + li, member, lm);
+        c->pool = p;
+        c->build = build;
+        c->reply = reply;
+        c->userdata = userdata;
+        c->timeout_usec = timeout_usec;
+
+        /* Calls queued earlier go first. */
+        pb = p->queue ? NULL : pool_pick(p);
+        if (pb) {
+                r = pool_send(pb, c);
+                if (r < 0) {
+                        pool_call_free(c);
+                        return r;
+                }
+                return 0;
+        }
+        if (p->queue_tail)
+                p->queue_tail->next = c;
+        else
+                p->queue = c;
+        p->queue_tail = c;
+        p->n_queued++;
+        return 0;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A few system bus connections that asynchronous method calls are spread over, queueing past the bus's
+ * limit of pending replies per connection instead of failing. */
+#pragma once
+
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+/* dbus-daemon allows 128 pending replies per connection; we keep a little below it. */
+#define BUS_POOL_PENDING_MAX 120
+
+typedef struct BusPool BusPool;
+
+/* Appends the call's arguments to m. Returns 0 or a negative errno (the call then fails with it). */
+typedef int (*bus_pool_build_t)(sd_bus_message *m, void *userdata);
+/* The answer: reply is the method return or error message, or NULL if the call could not be made; then
+ * error says why (it is also set for error replies). */
+typedef void (*bus_pool_reply_t)(sd_bus_message *reply, const sd_bus_error *error, void *userdata);
+
+int bus_pool_new(sd_event *event, unsigned n_connections, BusPool **ret);
+BusPool *bus_pool_free(BusPool *p);
+
+/* Calls destination's method on the least busy connection now, or as soon as one has room. build runs
+ * when the message is made (possibly later, so what it reads must live until reply is called); reply is
+ * called exactly once. timeout_usec 0 means the bus default (25 s). Returns 0 or -ENOMEM. */
+int bus_pool_call(BusPool *p, const char *destination, const char *path, const char *interface,
+                  const char *member, bus_pool_build_t build, bus_pool_reply_t reply, void *userdata,
+                  uint64_t timeout_usec);
+
+/* Calls waiting for a free connection right now (for status and tests). */
+size_t bus_pool_queued(BusPool *p);

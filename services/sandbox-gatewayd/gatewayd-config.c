@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-gatewayd's configuration: built-in defaults, sandbox-gatewayd.conf and its drop-ins. */
+#include "gatewayd-config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "ini-util.h"
+#include "macro.h"
+#include "time-util.h"
+
+void gateway_config_defaults(GatewayConfig *c) {
+        *c = (GatewayConfig) {
+                .listen = GATEWAY_LISTEN_DEFAULT,
+                .max_body_bytes = UINT64_C(16) << 20,
+                .max_connections = 16384,
+                .connection_timeout_usec = 60 * USEC_PER_SEC,
+                .max_streams_per_key = 256,
+                .watch_queue_max = 1024,
+                .heartbeat_usec = 15 * USEC_PER_SEC,
+                .takeover_token_ttl_usec = 30 * USEC_PER_SEC,
+                .bus_connections = 4,
+                .json_depth_max = 32,
+        };
+}
+
+int gateway_parse_listen(const char *s, struct sockaddr_storage *ret_sa, unsigned *ret_len) {
+        char host[INET6_ADDRSTRLEN + 2];
+        const char *colon, *port_s;
+        uint64_t port;
+        size_t n;
+
+        if (!s)
+                return -EINVAL;
+        if (s[0] == '[') {
+                const char *end = strchr(s, ']');
+                if (!end || end[1] != ':')
+                        return -EINVAL;
+                n = (size_t) (end - s - 1);
+                if (n == 0 || n >= sizeof(host))
+                        return -EINVAL;
+                memcpy(host, s + 1, n);
+                host[n] = 0;
+                port_s = end + 2;
+        } else {
+                colon = strrchr(s, ':');
+                if (!colon)
+                        return -EINVAL;
+                n = (size_t) (colon - s);
+                if (n == 0 || n >= sizeof(host))
+                        return -EINVAL;
+                memcpy(host, s, n);
+                host[n] = 0;
+                port_s = colon + 1;
+        }
+        if (parse_decimal(port_s, &port) < 0 || port == 0 || port > 65535)
+                return -EINVAL;
+
+        struct sockaddr_storage sa = {};
+        if (s[0] != '[') {
+                struct sockaddr_in *in = (struct sockaddr_in *) &sa;
+                if (inet_pton(AF_INET, host, &in->sin_addr) != 1)
+                        return -EINVAL;
+                in->sin_family = AF_INET;
+                in->sin_port = htons((uint16_t) port);
+                *ret_len = sizeof(struct sockaddr_in);
+        } else {
+                struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &sa;
+                if (inet_pton(AF_INET6, host, &in6->sin6_addr) != 1)
+                        return -EINVAL;
+                in6->sin6_family = AF_INET6;
+                in6->sin6_port = htons((uint16_t) port);
+                *ret_len = sizeof(struct sockaddr_in6);
+        }
+        *ret_sa = sa;
+        return 0;
+}
+
+typedef struct Loader {
+        GatewayConfig c;
+        char **error;
+} Loader;
+
+typedef enum ValueKind { KIND_COUNT, KIND_SIZE, KIND_SEC } ValueKind;
+
+static const struct {
+        const char *key;
+        ValueKind kind;
+        size_t offset;
+        uint64_t min, max;
+        const char *expected;
+} settings[] = {
+        { "MaxBodyBytes", KIND_SIZE, offsetof(GatewayConfig, max_body_bytes), 1024, UINT64_C(30) << 20,
+          "a size from 1K to 30M, such as 16M" },
+        { "MaxConnections", KIND_COUNT, offsetof(GatewayConfig, max_connections), 16, 1000000,
+          "a number from 16 to 1000000" },
+        { "ConnectionTimeoutSec", KIND_SEC, offsetof(GatewayConfig, connection_timeout_usec), USEC_PER_SEC,
+          UINT64_C(86400) * USEC_PER_SEC, "a time from 1s to 1d, such as 60s" },
+        { "MaxStreamsPerKey", KIND_COUNT, offsetof(GatewayConfig, max_streams_per_key), 1, 100000,
+          "a number from 1 to 100000" },
+        { "WatchQueueMax", KIND_COUNT, offsetof(GatewayConfig, watch_queue_max), 1, 1000000,
+          "a number from 1 to 1000000" },
+        { "HeartbeatSec", KIND_SEC, offsetof(GatewayConfig, heartbeat_usec), USEC_PER_SEC,
+          UINT64_C(3600) * USEC_PER_SEC, "a time from 1s to 1h, such as 15s" },
+        { "TakeoverTokenTTLSec", KIND_SEC, offsetof(GatewayConfig, takeover_token_ttl_usec), USEC_PER_SEC,
+          UINT64_C(3600) * USEC_PER_SEC, "a time from 1s to 1h, such as 30s" },
+        { "BusConnections", KIND_COUNT, offsetof(GatewayConfig, bus_connections), 1, 64,
+          "a number from 1 to 64" },
+        { "JSONDepthMax", KIND_COUNT, offsetof(GatewayConfig, json_depth_max), 2, 64,
+          "a number from 2 to 64" },
+};
+
+static int gateway_assignment(const IniPosition *at, const char *key, const char *value, void *userdata) {
+        Loader *l = userdata;
+        uint64_t v;
+        int r;
+
+        if (streq(key, "Listen")) {
+                struct sockaddr_storage sa;
+                unsigned len;
+                if (strlen(value) >= sizeof(l->c.listen) || gateway_parse_listen(value, &sa, &len) < 0)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "ADDR:PORT, such as 127.0.0.1:8790 or [::1]:8790");
+                snprintf(l->c.listen, sizeof(l->c.listen), "%s", value);
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(settings); i++) {
+                if (!streq(key, settings[i].key))
+                        continue;
+                switch (settings[i].kind) {
+                case KIND_COUNT:
+                        r = parse_decimal(value, &v);
+                        break;
+                case KIND_SIZE:
+                        r = parse_size(value, &v);
+                        break;
+                default:
+                        r = parse_sec(value, &v);
+                        break;
+                }
+                if (r >= 0 && (v < settings[i].min || v > settings[i].max))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, settings[i].expected);
+                *(uint64_t *) ((char *) &l->c + settings[i].offset) = v;
+                return 0;
+        }
+        return ini_error(l->error, at, "Unknown key %s= in section [Gateway]", key);
+}
+
+static int gateway_section(const IniPosition *at, const char *name, void *userdata) {
+        Loader *l = userdata;
+
+        if (!streq(name, "Gateway"))
+                return ini_error(l->error, at, "Unknown section [%s] (expected [Gateway])", name);
+        return 0;
+}
+
+int gateway_config_load(GatewayConfig *c, const char *main_path, const char *dropin_dir, char **ret_error) {
+        static const IniHandler handler = { .section = gateway_section, .assignment = gateway_assignment };
+        Loader l = { .error = ret_error };
+        int r;
+
+        if (!c)
+                return -EINVAL;
+        l.c = *c;
+        r = ini_parse_files(main_path, dropin_dir, &handler, &l, ret_error);
+        if (r < 0)
+                return r;
+        *c = l.c;
+        return 0;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-gatewayd's configuration: built-in defaults, sandbox-gatewayd.conf and its drop-ins. */
+#pragma once
+
+#include <stdint.h>
+
+#ifdef SYSCONFDIR
+#define GATEWAY_CONFIG_DIR SYSCONFDIR "/sandboxd"
+#else
+#define GATEWAY_CONFIG_DIR "/etc/sandboxd"
+#endif
+#define GATEWAY_CONFIG_FILE GATEWAY_CONFIG_DIR "/sandbox-gatewayd.conf"
+#define GATEWAY_CONFIG_DROPIN_DIR GATEWAY_CONFIG_DIR "/sandbox-gatewayd.conf.d"
+
+#define GATEWAY_LISTEN_DEFAULT "127.0.0.1:8790"
+#define GATEWAY_LISTEN_MAX 128
+
+typedef struct GatewayConfig {
+        char listen[GATEWAY_LISTEN_MAX]; /* ADDR:PORT, used when not socket-activated */
+        uint64_t max_body_bytes;         /* request bodies above this get 413 */
+        uint64_t max_connections;        /* libmicrohttpd's connection limit */
+        uint64_t connection_timeout_usec;/* an idle (stalled) client is closed after this */
+        uint64_t max_streams_per_key;    /* open SSE streams (watch, streamed exec) per key; 429 beyond */
+        uint64_t watch_queue_max;        /* events queued for one watcher before it is dropped */
+        uint64_t heartbeat_usec;         /* SSE comment lines this often */
+        uint64_t takeover_token_ttl_usec;
+        uint64_t bus_connections;        /* bus connections the requests are spread over */
+        uint64_t json_depth_max;         /* nesting of request JSON */
+} GatewayConfig;
+
+/* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
+ * MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
+ * JSONDepthMax=32. */
+void gateway_config_defaults(GatewayConfig *c);
+
+/* Applies main_path, then every "*.conf" in dropin_dir in lexical order, on top of c; later assignments
+ * win. Format: a "[Gateway]" section of Key=Value lines. Returns 0 and updates c; or, leaving c
+ * untouched, -EINVAL with *ret_error = "file:line: what is wrong", another negative errno if a file
+ * cannot be read, -ENOMEM. */
+int gateway_config_load(GatewayConfig *c, const char *main_path, const char *dropin_dir, char **ret_error);
+
+/* Splits "ADDR:PORT" ("127.0.0.1:8790", "[::1]:8790", "0.0.0.0:80") into a socket address.
+ * Returns 0 or -EINVAL. */
+struct sockaddr_storage;
+int gateway_parse_listen(const char *s, struct sockaddr_storage *ret_sa, unsigned *ret_len);

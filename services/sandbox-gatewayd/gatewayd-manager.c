@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-gatewayd's state: the event loop, bus connections, the key store, the HTTP server, config. */
+#include "gatewayd-manager.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <systemd/sd-daemon.h>
+
+#include "gatewayd-keys.h"
+#include "gatewayd-watch.h"
+#include "http-server.h"
+#include "log.h"
+#include "macro.h"
+#include "time-util.h"
+
+/* --- audit -------------------------------------------------------------------------------------- */
+
+typedef struct AuditCall {
+        char *key, *operation, *event, *session_id, *account_id, *request_id, *detail;
+        uint64_t started_at;
+} AuditCall;
+
+static void audit_call_free(AuditCall *c) {
+        free(c->key);
+        free(c->operation);
+        free(c->event);
+        free(c->session_id);
+        free(c->account_id);
+        free(c->request_id);
+        free(c->detail);
+        free(c);
+}
+
+static int audit_build(sd_bus_message *m, void *userdata) {
+        AuditCall *c = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}", "key", "s", c->key, "operation", "s",
+                                  c->operation, "event", "s", c->event, "session_id", "s", strempty(c->session_id),
+                                  "account_id", "s", strempty(c->account_id), "source", "s", "agent", "started_at",
+                                  "t", c->started_at);
+        if (r >= 0 && c->request_id)
+                r = sd_bus_message_append(m, "{sv}", "request_id", "s", c->request_id);
+        if (r >= 0 && c->detail)
+                r = sd_bus_message_append(m, "{sv}", "detail", "s", c->detail);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(m);
+}
+
+static void audit_reply(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        AuditCall *c = userdata;
+
+        if (sd_bus_error_is_set(error))
+                log_msg(LOG_WARNING, "Could not record %s/%s of request %s: %s", c->operation, c->event,
+                        strna(c->request_id), strna(error->message));
+        audit_call_free(c);
+}
+
+void manager_audit(Manager *m, const char *operation, const char *event, const char *session_id,
+                   const char *account_id, const char *request_id, const char *detail_json) {
+        AuditCall *c;
+        int r;
+
+        c = calloc(1, sizeof(AuditCall));
+        if (!c)
+                goto oom;
+        c->started_at = now_usec(CLOCK_REALTIME);
+        /* the idempotency key: one row per request and outcome */
+        if (asprintf(&c->key, "gateway:%s:%s:%s:%" PRIu64, strempty(request_id), operation, event, c->started_at) < 0) {
+                c->key = NULL;
+                goto oom;
+        }
+        c->operation = strdup(operation);
+        c->event = strdup(event);
+        c->session_id = session_id ? strdup(session_id) : NULL;
+        c->account_id = account_id ? strdup(account_id) : NULL;
+        c->request_id = request_id ? strdup(request_id) : NULL;
+        c->detail = detail_json ? strdup(detail_json) : NULL;
+        if (!c->operation || !c->event)
+                goto oom;
+        r = bus_pool_call(m->pool, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "Record", audit_build,
+                          audit_reply, c, GATEWAY_CALL_TIMEOUT_USEC);
+        if (r < 0) {
+                log_msg(LOG_WARNING, "Could not record %s/%s: %s", operation, event, strerror(-r));
+                audit_call_free(c);
+        }
+        return;
+oom:
+        log_msg(LOG_WARNING, "Could not record %s/%s: out of memory", operation, event);
+        if (c)
+                audit_call_free(c);
+}
+
+static void on_keys_changed(const char *operation, const ApiKey *k, const char *account_id, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *detail = NULL;
+        json_object *o = NULL;
+
+        if (api_key_to_json(k, &o) >= 0) {
+                detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                json_object_put(o);
+        }
+        manager_audit(m, operation, "finished", NULL, account_id, NULL, detail);
+}
+
+/* --- streams per key ---------------------------------------------------------------------------- */
+
+int manager_stream_acquire(Manager *m, const char *key_id) {
+        uintptr_t n = (uintptr_t) hashmap_get(m->streams, key_id);
+        int r;
+
+        if (n >= m->config.max_streams_per_key)
+                return -EBUSY;
+        r = hashmap_put(m->streams, key_id, (void *) (n + 1));
+        return r < 0 ? r : 0;
+}
+
+void manager_stream_release(Manager *m, const char *key_id) {
+        uintptr_t n = (uintptr_t) hashmap_get(m->streams, key_id);
+
+        if (n <= 1)
+                (void) hashmap_remove(m->streams, key_id);
+        else
+                (void) hashmap_put(m->streams, key_id, (void *) (n - 1));
+}
+
+uint64_t manager_exec_call_timeout(Manager *m, const char *type, uint64_t timeout_seconds) {
+        uint64_t usec = 0;
+
+        /* sandboxd ends the command at its timeout (the type's default when none is given, capped by the
+         * type's maximum); the call must outlive that by enough for the reply. Without the type, the
+         * longest any type allows. */
+        for (size_t i = 0; i < m->sandboxd.n_types; i++) {
+                const SandboxType *t = &m->sandboxd.types[i];
+                uint64_t u;
+                if (type && !streq(t->name, type))
+                        continue;
+                if (timeout_seconds > 0)
+                        u = timeout_seconds > t->max_timeout_usec / USEC_PER_SEC ? t->max_timeout_usec
+                                                                                 : timeout_seconds * USEC_PER_SEC;
+                else
+                        u = t->default_timeout_usec;
+                usec = MAX(usec, u);
+        }
+        if (usec == 0)
+                usec = UINT64_C(24) * 3600 * USEC_PER_SEC;
+        return usec + 60 * USEC_PER_SEC;
+}
+
+/* --- life cycle --------------------------------------------------------------------------------- */
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
+        return sd_event_exit(m->event, 0);
+}
+
+int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
+                char **ret_error) {
+        Manager *m;
+        char *colon;
+        int r;
+
+        m = calloc(1, sizeof(Manager));
+        if (!m)
+                return -ENOMEM;
+        gateway_config_defaults(&m->config);
+        r = gateway_config_load(&m->config, config_path, config_dropins, ret_error);
+        if (r < 0)
+                goto fail;
+        /* sandboxd's types: the limits a sandbox object shows and how long an Exec may take */
+        sandboxd_config_defaults(&m->sandboxd);
+        (void) sandboxd_config_load(&m->sandboxd, SANDBOXD_CONFIG_FILE, SANDBOXD_CONFIG_DROPIN_DIR, NULL);
+        m->listen_override = listen;
+
+        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: GATEWAYD_STATE_DIR);
+        if (!m->state_dir) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        colon = strchr(m->state_dir, ':');
+        if (colon)
+                *colon = 0;
+        m->streams = hashmap_new();
+        if (!m->streams) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_set_watchdog(m->event, true);
+        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
+        if (r < 0)
+                goto fail;
+        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
+        if (r < 0)
+                goto fail;
+        *ret = m;
+        return 0;
+fail:
+        manager_free(m);
+        return r;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        http_server_free(m->server);
+        watchers_free_all(m);
+        sd_event_source_disable_unref(m->heartbeat);
+        sd_event_source_disable_unref(m->sigterm);
+        sd_event_source_disable_unref(m->sigint);
+        sd_bus_slot_unref(m->entry_match);
+        sd_bus_slot_unref(m->keys_slot);
+        bus_pool_free(m->pool);
+        sd_bus_flush_close_unref(m->bus);
+        key_store_free(m->keys);
+        hashmap_free(m->streams);
+        sd_event_unref(m->event);
+        free(m->state_dir);
+        free(m);
+        return NULL;
+}
+
+static void raise_nofile(Manager *m) {
+        struct rlimit rl;
+
+        /* Every connection is a descriptor: take what the unit allows (LimitNOFILE=). */
+        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur != RLIM_INFINITY &&
+            m->config.max_connections + 256 > rl.rlim_cur) {
+                uint64_t n = rl.rlim_cur > 512 ? rl.rlim_cur - 256 : 256;
+                log_msg(LOG_NOTICE, "MaxConnections=%" PRIu64 " lowered to %" PRIu64 " (NOFILE limit %" PRIu64 ").",
+                        m->config.max_connections, n, (uint64_t) rl.rlim_cur);
+                m->config.max_connections = n;
+        }
+}
+
+int manager_startup(Manager *m) {
+        char path[4096];
+        int r, n_fds, fd = -EBADF;
+
+        raise_nofile(m);
+
+        snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
+        r = key_store_open(path, &m->keys);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not open the key store %s: %s", path, strerror(-r));
+                return r;
+        }
+
+        r = sd_bus_open_system(&m->bus);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
+                return r;
+        }
+        r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return r;
+        r = bus_pool_new(m->event, (unsigned) m->config.bus_connections, &m->pool);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
+                return r;
+        }
+        r = gateway_keys_bus_add(m->bus, m->keys, on_keys_changed, m, &m->keys_slot);
+        if (r < 0)
+                return r;
+        r = watchers_setup(m);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not subscribe to the audit log's EntryAdded: %s", strerror(-r));
+                return r;
+        }
+
+        n_fds = m->listen_override ? 0 : sd_listen_fds(true);
+        if (n_fds > 1) {
+                log_msg(LOG_ERR, "Expected one listening socket from systemd, got %d.", n_fds);
+                return -EINVAL;
+        }
+        if (n_fds == 1) {
+                fd = SD_LISTEN_FDS_START;
+                r = http_server_new(m, fd, NULL, (unsigned) m->config.max_connections,
+                                    m->config.connection_timeout_usec, &m->server);
+        } else {
+                struct sockaddr_storage sa;
+                unsigned len;
+                const char *listen = m->listen_override ?: m->config.listen;
+                if (gateway_parse_listen(listen, &sa, &len) < 0) {
+                        log_msg(LOG_ERR, "Cannot listen on '%s': expected ADDR:PORT.", listen);
+                        return -EINVAL;
+                }
+                r = http_server_new(m, -EBADF, (struct sockaddr *) &sa, (unsigned) m->config.max_connections,
+                                    m->config.connection_timeout_usec, &m->server);
+                if (r < 0)
+                        log_msg(LOG_ERR, "Cannot listen on %s.", listen);
+        }
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not start the HTTP server: %s", strerror(-r));
+                return r;
+        }
+
+        /* Last: once the name is ours, sandboxctl api-key finds everything in place. A second gateway
+         * process (standalone) still serves HTTP without it. */
+        r = sd_bus_request_name(m->bus, GATEWAY_BUS_NAME, 0);
+        if (r < 0)
+                log_msg(LOG_WARNING, "Could not acquire %s: %s (the Keys interface is not served)", GATEWAY_BUS_NAME,
+                        strerror(-r));
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        (void) sd_notifyf(false, "READY=1\nSTATUS=Serving HTTP%s.", m->listen_override ? " (standalone)" : "");
+        return sd_event_loop(m->event);
+}

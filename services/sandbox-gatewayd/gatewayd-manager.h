@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sandbox-gatewayd's state: the event loop, bus connections, the key store, the HTTP server, config. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "bus-pool.h"
+#include "gatewayd-config.h"
+#include "hashmap.h"
+#include "key-store.h"
+#include "sandboxd-config.h"
+
+#define GATEWAYD_STATE_DIR "/var/lib/sandbox-gatewayd"
+#define GATEWAYD_DB_FILE "keys.db"
+#define GATEWAY_BUS_NAME "org.sandboxd.gateway1"
+
+#define SANDBOXD_BUS_NAME "org.sandboxd.sandbox1"
+#define SANDBOXD_BUS_PATH "/org/sandboxd/sandbox1"
+#define SANDBOXD_MANAGER_IFACE "org.sandboxd.sandbox1.Manager"
+#define SANDBOXD_SANDBOX_IFACE "org.sandboxd.sandbox1.Sandbox"
+#define AUDITD_BUS_NAME_ "org.sandboxd.audit1"
+#define AUDITD_BUS_PATH_ "/org/sandboxd/audit1"
+#define AUDITD_LOG_IFACE "org.sandboxd.audit1.Log"
+
+/* Bus calls that are not Execs: well above anything sandboxd does, below "for ever". */
+#define GATEWAY_CALL_TIMEOUT_USEC (UINT64_C(120) * USEC_PER_SEC)
+
+typedef struct HttpServer HttpServer;
+typedef struct Watcher Watcher;
+
+typedef struct Manager {
+        sd_event *event;
+        sd_bus *bus;      /* owns org.sandboxd.gateway1, serves Keys, receives EntryAdded */
+        BusPool *pool;    /* requests' calls */
+        GatewayConfig config;
+        SandboxdConfig sandboxd;
+        char *state_dir;
+        KeyStore *keys;
+        HttpServer *server;
+        const char *listen_override; /* --listen */
+
+        Hashmap *streams; /* key id → open SSE streams (uintptr_t) */
+        Watcher *watchers;
+        sd_event_source *heartbeat;
+        sd_bus_slot *entry_match, *keys_slot;
+        sd_event_source *sigterm, *sigint;
+} Manager;
+
+int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
+                char **ret_error);
+Manager *manager_free(Manager *m);
+int manager_startup(Manager *m);
+int manager_run(Manager *m);
+
+/* Records a row with sandbox-auditd, fire and forget (a failure is logged). Any string may be NULL. */
+void manager_audit(Manager *m, const char *operation, const char *event, const char *session_id,
+                   const char *account_id, const char *request_id, const char *detail_json);
+
+/* Open SSE streams per key: acquire returns -EBUSY at MaxStreamsPerKey=. */
+int manager_stream_acquire(Manager *m, const char *key_id);
+void manager_stream_release(Manager *m, const char *key_id);
+
+/* The exec call timeout for a sandbox type and a requested timeout (0 = the type's default). */
+uint64_t manager_exec_call_timeout(Manager *m, const char *type, uint64_t timeout_seconds);

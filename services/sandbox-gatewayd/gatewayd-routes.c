@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The gateway's route table: method, path pattern, action, the audit operation of a refusal, handler. */
+#include "gatewayd-routes.h"
+
+#include "gateway-auth.h"
+
+/* One row per route; a new route is one more row (and its handler). Patterns match whole segments. */
+const Route gateway_routes[] = {
+        { "POST", "/v1/sandboxes", GATEWAY_ACTION_SANDBOX_CREATE, "sandbox.create", route_sandbox_create, 0 },
+        { "GET", "/v1/sandboxes", GATEWAY_ACTION_SANDBOX_READ, "sandbox.read", route_sandbox_list, 0 },
+        { "GET", "/v1/sandboxes/{id}", GATEWAY_ACTION_SANDBOX_READ, "sandbox.read", route_sandbox_get,
+          ROUTE_SANDBOX },
+        { "PATCH", "/v1/sandboxes/{id}", GATEWAY_ACTION_SANDBOX_UPDATE, "sandbox.update", route_sandbox_update,
+          ROUTE_SANDBOX },
+        { "DELETE", "/v1/sandboxes/{id}", GATEWAY_ACTION_SANDBOX_DELETE, "sandbox.delete", route_sandbox_delete,
+          ROUTE_SANDBOX },
+        { "POST", "/v1/sandboxes/{id}/exec", GATEWAY_ACTION_EXEC, "exec", route_exec, ROUTE_SANDBOX },
+        { "PUT", "/v1/sandboxes/{id}/files", GATEWAY_ACTION_FILE_WRITE, "write", route_file_put,
+          ROUTE_SANDBOX | ROUTE_RAW_BODY },
+        { "GET", "/v1/sandboxes/{id}/files", GATEWAY_ACTION_FILE_READ, "read", route_file_get, ROUTE_SANDBOX },
+        { "GET", "/v1/sandboxes/{id}/log", GATEWAY_ACTION_LOG_READ, "log.read", route_log_sandbox, ROUTE_SANDBOX },
+        { "GET", "/v1/sandboxes/{id}/watch", GATEWAY_ACTION_LOG_READ, "log.read", route_watch, ROUTE_SANDBOX },
+        { "GET", "/v1/log", GATEWAY_ACTION_LOG_READ, "log.read", route_log_all, 0 },
+        { "GET", "/v1/log/{row}/output", GATEWAY_ACTION_LOG_READ, "log.read", route_log_output, 0 },
+        { "POST", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.create", route_key_create, 0 },
+        { "GET", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.list", route_key_list, 0 },
+        { "DELETE", "/v1/api-keys/{id}", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.revoke", route_key_revoke, 0 },
+};
+
+const size_t gateway_routes_count = ELEMENTSOF(gateway_routes);

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The handlers of the gateway's routes, one group per area; the table is in gatewayd-routes.c. */
+#pragma once
+
+#include <systemd/sd-bus.h>
+
+#include "http-server.h"
+
+/* sandboxes */
+int route_sandbox_create(Request *r);
+int route_sandbox_list(Request *r);
+int route_sandbox_get(Request *r);
+int route_sandbox_update(Request *r);
+int route_sandbox_delete(Request *r);
+/* Reads a sandbox's properties (a{sv}, the Sandbox interface's GetAll) into the REST sandbox object. */
+int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret);
+
+/* exec */
+int route_exec(Request *r);
+
+/* files */
+int route_file_put(Request *r);
+int route_file_get(Request *r);
+
+/* audit log and watch */
+int route_log_sandbox(Request *r);
+int route_log_all(Request *r);
+int route_log_output(Request *r);
+int route_watch(Request *r);
+
+/* API keys */
+int route_key_create(Request *r);
+int route_key_list(Request *r);
+int route_key_revoke(Request *r);

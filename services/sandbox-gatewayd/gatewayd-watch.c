@@ -1,0 +1,552 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The audit log over HTTP: row JSON, log pages, row output, and the watch SSE stream over EntryAdded. */
+#include "gatewayd-watch.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gatewayd-routes.h"
+#include "ini-util.h"
+#include "log.h"
+#include "time-util.h"
+
+#define LOG_LIMIT_DEFAULT 50
+#define LOG_LIMIT_MAX 1000
+/* Catching up after Last-Event-ID reads pages of this many rows. */
+#define CATCH_UP_PAGE 1000
+
+static inline void json_object_putp(json_object **o) {
+        json_object_put(*o);
+}
+
+int audit_row_to_json(sd_bus_message *m, json_object **ret, uint64_t *ret_id) {
+        json_object *o;
+        uint64_t id = 0;
+        int k;
+
+        o = json_object_new_object();
+        if (!o)
+                return -ENOMEM;
+        k = sd_bus_message_enter_container(m, 'a', "{sv}");
+        while (k >= 0 && (k = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                const char *key, *contents;
+                json_object *v = NULL;
+
+                k = sd_bus_message_read(m, "s", &key);
+                if (k >= 0)
+                        k = sd_bus_message_peek_type(m, NULL, &contents);
+                if (k < 0)
+                        break;
+                if (streq(contents, "s")) {
+                        const char *s;
+                        k = sd_bus_message_read(m, "v", "s", &s);
+                        if (k < 0)
+                                break;
+                        if (streq(key, "detail") || streq(key, "output_truncated")) {
+                                v = json_tokener_parse(s);
+                                if (!v && !streq(s, "null"))
+                                        v = json_object_new_string(s);
+                        } else
+                                v = json_object_new_string(s);
+                } else if (streq(contents, "t")) {
+                        uint64_t t;
+                        k = sd_bus_message_read(m, "v", "t", &t);
+                        if (k < 0)
+                                break;
+                        if (streq(key, "started_at"))
+                                v = json_time(t);
+                        else
+                                v = json_object_new_uint64(t);
+                        if (streq(key, "id"))
+                                id = t;
+                } else if (streq(contents, "i")) {
+                        int32_t i;
+                        k = sd_bus_message_read(m, "v", "i", &i);
+                        if (k < 0)
+                                break;
+                        v = json_object_new_int(i);
+                } else if (streq(contents, "b")) {
+                        int b;
+                        k = sd_bus_message_read(m, "v", "b", &b);
+                        if (k < 0)
+                                break;
+                        v = json_object_new_boolean(b);
+                } else {
+                        k = sd_bus_message_skip(m, "v");
+                        if (k < 0)
+                                break;
+                        k = sd_bus_message_exit_container(m);
+                        continue;
+                }
+                json_object_object_add(o, key, v);
+                k = sd_bus_message_exit_container(m);
+        }
+        if (k >= 0)
+                k = sd_bus_message_exit_container(m);
+        if (k < 0) {
+                json_object_put(o);
+                return k;
+        }
+        *ret = o;
+        if (ret_id)
+                *ret_id = id;
+        return 0;
+}
+
+/* --- log pages ---------------------------------------------------------------------------------- */
+
+typedef struct LogQuery {
+        const char *session_id; /* from the path, or the query */
+        uint64_t limit, offset;
+        const char *text[5];    /* account_id, operation, source, event, session_id (query) */
+        uint64_t since, until, after_id;
+        bool has_since, has_until, has_after;
+} LogQuery;
+
+static const char *const text_filters[] = { "account_id", "operation", "source", "event", "session_id" };
+
+static int build_get_log(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        LogQuery *q = r->data;
+        int k;
+
+        k = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (k >= 0 && q->session_id)
+                k = sd_bus_message_append(m, "{sv}", "session_id", "s", q->session_id);
+        for (size_t i = 0; k >= 0 && i < ELEMENTSOF(text_filters); i++)
+                if (q->text[i] && !(i == 4 && q->session_id))
+                        k = sd_bus_message_append(m, "{sv}", text_filters[i], "s", q->text[i]);
+        if (k >= 0 && q->has_since)
+                k = sd_bus_message_append(m, "{sv}", "since", "t", q->since);
+        if (k >= 0 && q->has_until)
+                k = sd_bus_message_append(m, "{sv}", "until", "t", q->until);
+        if (k >= 0 && q->has_after)
+                k = sd_bus_message_append(m, "{sv}", "after_id", "t", q->after_id);
+        if (k >= 0)
+                k = sd_bus_message_close_container(m);
+        if (k >= 0)
+                k = sd_bus_message_append(m, "tt", q->limit, q->offset);
+        return k;
+}
+
+static void on_log(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        LogQuery *q = r->data;
+        json_object *entries, *o;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        entries = json_object_new_array();
+        if (!entries)
+                return req_reply_errno(r, -ENOMEM);
+        k = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+        while (k >= 0 && (k = sd_bus_message_peek_type(reply, NULL, NULL)) > 0) {
+                k = audit_row_to_json(reply, &o, NULL);
+                if (k >= 0)
+                        json_object_array_add(entries, o);
+        }
+        if (k < 0) {
+                json_object_put(entries);
+                return req_reply_errno(r, k);
+        }
+        o = json_object_new_object();
+        json_object_object_add(o, "entries", entries);
+        json_object_object_add(o, "limit", json_object_new_uint64(q->limit));
+        json_object_object_add(o, "offset", json_object_new_uint64(q->offset));
+        req_reply_json(r, 200, o);
+}
+
+static int query_uint(Request *r, const char *name, uint64_t *ret, bool *ret_set) {
+        const char *v = req_query(r, name);
+
+        if (!v)
+                return 0;
+        if (parse_decimal(v, ret) < 0) {
+                req_reply_error(r, 400, "invalid_request", "The query parameter '%s' must be a number.", name);
+                return -EINVAL;
+        }
+        if (ret_set)
+                *ret_set = true;
+        return 0;
+}
+
+static int query_time(Request *r, const char *name, uint64_t *ret, bool *ret_set) {
+        const char *v = req_query(r, name);
+
+        if (!v)
+                return 0;
+        if (parse_rfc3339_usec(v, ret) < 0) {
+                req_reply_error(r, 400, "invalid_request",
+                                "The query parameter '%s' must be an RFC 3339 time (2026-10-31T13:03:21Z).", name);
+                return -EINVAL;
+        }
+        *ret_set = true;
+        return 0;
+}
+
+static int log_start(Request *r, const char *session_id) {
+        LogQuery *q;
+
+        q = calloc(1, sizeof(LogQuery));
+        if (!q)
+                return -ENOMEM;
+        r->data = q;
+        r->data_free = free;
+        q->session_id = session_id;
+        q->limit = LOG_LIMIT_DEFAULT;
+        if (query_uint(r, "limit", &q->limit, NULL) < 0 || query_uint(r, "offset", &q->offset, NULL) < 0 ||
+            query_uint(r, "after_id", &q->after_id, &q->has_after) < 0 ||
+            query_time(r, "since", &q->since, &q->has_since) < 0 ||
+            query_time(r, "until", &q->until, &q->has_until) < 0)
+                return 0;
+        if (q->limit == 0 || q->limit > LOG_LIMIT_MAX) {
+                req_reply_error(r, 400, "invalid_request", "The query parameter 'limit' must be from 1 to %d.",
+                                LOG_LIMIT_MAX);
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(text_filters); i++)
+                q->text[i] = req_query(r, text_filters[i]);
+        if (session_id && q->text[4]) {
+                req_reply_error(r, 400, "invalid_request", "Unknown query parameter 'session_id' on this route.");
+                return 0;
+        }
+        /* A key limited to some sandboxes reads only their rows. */
+        if (r->key->sandboxes) {
+                const char *sid = session_id ?: q->text[4];
+                if (!sid || !api_key_allows(r->key, GATEWAY_ACTION_LOG_READ, sid)) {
+                        req_deny(r, 403, "forbidden", NULL,
+                                 "This API key is limited to some sandboxes: give session_id= of one of them.");
+                        return 0;
+                }
+        }
+        return req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_get_log, on_log, 0);
+}
+
+int route_log_sandbox(Request *r) {
+        return log_start(r, req_param(r, 0));
+}
+
+int route_log_all(Request *r) {
+        return log_start(r, NULL);
+}
+
+/* --- row output --------------------------------------------------------------------------------- */
+
+static int build_output(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        return sd_bus_message_append(m, "t", *(uint64_t *) r->data);
+}
+
+static void on_output(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        const void *out = NULL, *err = NULL;
+        size_t out_size = 0, err_size = 0;
+        const char *enc = req_query(r, "encoding");
+        bool b64 = enc && streq(enc, "base64");
+        json_object *o;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        k = sd_bus_message_read_array(reply, 'y', &out, &out_size);
+        if (k >= 0)
+                k = sd_bus_message_read_array(reply, 'y', &err, &err_size);
+        if (k < 0)
+                return req_reply_errno(r, k);
+        o = json_object_new_object();
+        if (!o)
+                return req_reply_errno(r, -ENOMEM);
+        json_object_object_add(o, "id", json_object_new_uint64(*(uint64_t *) r->data));
+        json_object_object_add(o, "stdout", json_bytes(out, out_size, b64));
+        json_object_object_add(o, "stderr", json_bytes(err, err_size, b64));
+        req_reply_json(r, 200, o);
+}
+
+int route_log_output(Request *r) {
+        const char *enc = req_query(r, "encoding");
+        uint64_t *id;
+
+        id = malloc(sizeof(uint64_t));
+        if (!id)
+                return -ENOMEM;
+        r->data = id;
+        r->data_free = free;
+        if (parse_decimal(req_param(r, 0), id) < 0 || *id == 0) {
+                req_reply_error(r, 404, "not_found", "No log row '%s'.", req_param(r, 0));
+                return 0;
+        }
+        if (enc && !streq(enc, "base64") && !streq(enc, "utf-8")) {
+                req_reply_error(r, 400, "invalid_request", "The query parameter 'encoding' is utf-8 or base64.");
+                return 0;
+        }
+        if (r->key->sandboxes) {
+                /* the row's sandbox is not known before reading it */
+                req_deny(r, 403, "forbidden", NULL,
+                         "This API key is limited to some sandboxes; read output through their log rows' ids "
+                         "with a key for every sandbox.");
+                return 0;
+        }
+        return req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetOutput", build_output, on_output,
+                        0);
+}
+
+/* --- watch -------------------------------------------------------------------------------------- */
+
+typedef struct Pending {
+        uint64_t id;
+        char *text;
+} Pending;
+
+struct Watcher {
+        Manager *manager;
+        Request *req;
+        char *session_id;
+        uint64_t last_id;      /* the last row sent */
+        bool catching_up;      /* rows before Last-Event-ID's successors are being read */
+        uint64_t catch_offset;
+        Pending *held;         /* live rows that came while catching up, and the catch-up rows */
+        size_t n_held, n_alloc;
+        Watcher *prev, *next;
+};
+
+static void watcher_free(Watcher *w) {
+        Manager *m;
+
+        if (!w)
+                return;
+        m = w->manager;
+        if (w->prev)
+                w->prev->next = w->next;
+        else if (m->watchers == w)
+                m->watchers = w->next;
+        if (w->next)
+                w->next->prev = w->prev;
+        for (size_t i = 0; i < w->n_held; i++)
+                free(w->held[i].text);
+        free(w->held);
+        free(w->session_id);
+        if (w->req) {
+                w->req->on_close = NULL;
+                w->req->data = NULL;
+                request_unref(w->req);
+        }
+        free(w);
+}
+
+void watchers_free_all(Manager *m) {
+        while (m->watchers)
+                watcher_free(m->watchers);
+}
+
+static void watcher_on_close(Request *r) {
+        watcher_free(r->data);
+}
+
+static int watcher_hold(Watcher *w, uint64_t id, const char *text) {
+        if (w->n_held >= w->n_alloc) {
+                size_t a = MAX(w->n_alloc * 2, 16);
+                Pending *p = realloc(w->held, a * sizeof(Pending));
+                if (!p)
+                        return -ENOMEM;
+                w->held = p;
+                w->n_alloc = a;
+        }
+        w->held[w->n_held].text = strdup(text);
+        if (!w->held[w->n_held].text)
+                return -ENOMEM;
+        w->held[w->n_held++].id = id;
+        return 0;
+}
+
+static void watcher_send(Watcher *w, uint64_t id, const char *text) {
+        char idbuf[32];
+
+        if (id <= w->last_id)
+                return; /* already sent (catch-up and live overlap) */
+        snprintf(idbuf, sizeof(idbuf), "%" PRIu64, id);
+        (void) sse_send(w->req->sse, idbuf, "entry", text, strlen(text));
+        w->last_id = id;
+}
+
+static int pending_cmp(const void *a, const void *b) {
+        const Pending *x = a, *y = b;
+        return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int build_catch_up(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        Watcher *w = r->data;
+        int k;
+
+        k = sd_bus_message_append(m, "a{sv}", 2, "session_id", "s", w->session_id, "after_id", "t", w->last_id);
+        if (k >= 0)
+                k = sd_bus_message_append(m, "tt", (uint64_t) CATCH_UP_PAGE, w->catch_offset);
+        return k;
+}
+
+static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        Watcher *w = r->data;
+        size_t n = 0;
+        int k;
+
+        if (!w || r->closed)
+                return;
+        if (sd_bus_error_is_set(error)) {
+                _cleanup_free_ char *body = NULL;
+                unsigned status;
+                const char *code;
+                http_status_from_bus_error(error->name, &status, &code);
+                body = http_error_body(status, code, error->message, r->request_id);
+                if (body)
+                        (void) sse_send(r->sse, NULL, "error", body, strlen(body));
+                sse_finish(r->sse);
+                return;
+        }
+        k = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+        while (k >= 0 && (k = sd_bus_message_peek_type(reply, NULL, NULL)) > 0) {
+                json_object *o;
+                uint64_t id;
+                k = audit_row_to_json(reply, &o, &id);
+                if (k < 0)
+                        break;
+                k = watcher_hold(w, id, json_text(o, NULL));
+                json_object_put(o);
+                n++;
+        }
+        if (k < 0) {
+                sse_finish(r->sse);
+                return;
+        }
+        if (n == CATCH_UP_PAGE) {
+                /* more: the next (older) page; rows are sorted by id before they are sent */
+                w->catch_offset += CATCH_UP_PAGE;
+                k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_catch_up,
+                             on_catch_up, 0);
+                if (k < 0)
+                        sse_finish(r->sse);
+                return;
+        }
+
+        /* Everything after Last-Event-ID, and whatever came live meanwhile, in id order, each once. */
+        qsort(w->held, w->n_held, sizeof(Pending), pending_cmp);
+        w->catching_up = false;
+        for (size_t i = 0; i < w->n_held; i++) {
+                watcher_send(w, w->held[i].id, w->held[i].text);
+                free(w->held[i].text);
+        }
+        w->n_held = 0;
+}
+
+static int on_entry_added(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error) {
+        Manager *m = userdata;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        const char *session_id, *text = NULL;
+        uint64_t id;
+        Watcher *w, *next;
+        int k;
+
+        if (!m->watchers)
+                return 0;
+        k = sd_bus_message_read(msg, "ts", &id, &session_id);
+        if (k < 0)
+                return 0;
+        for (w = m->watchers; w; w = next) {
+                next = w->next;
+                if (!streq(w->session_id, session_id))
+                        continue;
+                if (!text) {
+                        /* made once, for every watcher of this sandbox */
+                        if (audit_row_to_json(msg, &o, NULL) < 0)
+                                return 0;
+                        text = json_text(o, NULL);
+                }
+                if (sse_dropped(w->req->sse))
+                        continue; /* its connection goes at its timeout; on_close frees it */
+                if (w->catching_up)
+                        (void) watcher_hold(w, id, text);
+                else
+                        watcher_send(w, id, text);
+        }
+        return 0;
+}
+
+static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        for (Watcher *w = m->watchers; w; w = w->next)
+                if (!sse_dropped(w->req->sse))
+                        (void) sse_comment(w->req->sse, "heartbeat");
+        (void) sd_event_source_set_time_relative(s, m->config.heartbeat_usec);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
+        return 0;
+}
+
+int watchers_setup(Manager *m) {
+        int r;
+
+        r = sd_bus_match_signal(m->bus, &m->entry_match, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE,
+                                "EntryAdded", on_entry_added, m);
+        if (r < 0)
+                return r;
+        return sd_event_add_time_relative(m->event, &m->heartbeat, CLOCK_MONOTONIC, m->config.heartbeat_usec, 0,
+                                          on_heartbeat, m);
+}
+
+int route_watch(Request *r) {
+        const char *last = req_header(r, "Last-Event-ID");
+        uint64_t after = 0;
+        Watcher *w;
+        int k;
+
+        if (last && parse_decimal(last, &after) < 0) {
+                req_reply_error(r, 400, "invalid_request", "Last-Event-ID must be a row id (a number).");
+                return 0;
+        }
+        k = manager_stream_acquire(r->manager, r->key->id);
+        if (k == -EBUSY) {
+                req_reply_error(r, 429, "too_many_streams",
+                                "This API key has %" PRIu64 " open streams already (MaxStreamsPerKey=).",
+                                r->manager->config.max_streams_per_key);
+                return 0;
+        }
+        if (k < 0)
+                return k;
+        r->counts_stream = true;
+
+        w = calloc(1, sizeof(Watcher));
+        if (!w)
+                return -ENOMEM;
+        w->manager = r->manager;
+        w->session_id = strdup(req_param(r, 0));
+        if (!w->session_id) {
+                free(w);
+                return -ENOMEM;
+        }
+        k = req_start_sse(r, (size_t) r->manager->config.watch_queue_max);
+        if (k < 0) {
+                free(w->session_id);
+                free(w);
+                return k;
+        }
+        /* Linked before the catch-up call, so nothing committed from now on can be missed. */
+        w->req = request_ref(r);
+        r->data = w;
+        r->on_close = watcher_on_close;
+        w->next = r->manager->watchers;
+        if (w->next)
+                w->next->prev = w;
+        r->manager->watchers = w;
+        (void) sse_comment(r->sse, "watching");
+
+        if (last) {
+                w->last_id = after;
+                w->catching_up = true;
+                k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_catch_up,
+                             on_catch_up, 0);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
+}

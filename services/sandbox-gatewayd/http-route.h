@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The gateway's route table: {method, path pattern, action, handler} rows and the matching of a request. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define ROUTE_PARAMS_MAX 4
+#define ROUTE_PARAM_MAX 128
+
+typedef struct Request Request;
+
+/* Handles a matched, authorized request. Returns 0 once it has answered (req_reply…) or started what
+ * will answer later (the connection is then suspended until it does); a negative errno makes a 500. */
+typedef int (*route_handler_t)(Request *req);
+
+typedef enum RouteFlags {
+        ROUTE_PUBLIC = 1 << 0,          /* no API key needed */
+        ROUTE_SANDBOX = 1 << 1,         /* param 0 is a sandbox id; the key's sandbox scope applies */
+        ROUTE_UPGRADE = 1 << 2,         /* may answer with 101 (WebSocket): the body is not read */
+        ROUTE_RAW_BODY = 1 << 3,        /* the body is data, not JSON */
+} RouteFlags;
+
+typedef struct Route {
+        const char *method;    /* "GET", "POST", … */
+        const char *pattern;   /* "/v1/sandboxes/{id}/exec": a {…} segment matches one non-empty segment */
+        int action;            /* GatewayAction, or -1 with ROUTE_PUBLIC */
+        const char *operation; /* the audit operation a denied request of this route is recorded as */
+        route_handler_t handler;
+        unsigned flags;
+} Route;
+
+typedef struct RouteMatch {
+        const Route *route;
+        size_t n_params;
+        char params[ROUTE_PARAMS_MAX][ROUTE_PARAM_MAX];
+} RouteMatch;
+
+/* Does path match pattern? Fills the {…} segments into ret (may be NULL). */
+bool route_pattern_match(const char *pattern, const char *path, RouteMatch *ret);
+
+/* Finds the route for method and path. Returns 0 and fills ret; -ENOENT if no pattern matches the path
+ * (404); -EOPNOTSUPP if some do but not with this method (405). */
+int route_find(const Route *table, size_t n, const char *method, const char *path, RouteMatch *ret);
+
+/* The methods the path allows, comma-separated ("GET, DELETE"), for the Allow header of a 405. */
+void route_allowed_methods(const Route *table, size_t n, const char *path, char *buf, size_t size);

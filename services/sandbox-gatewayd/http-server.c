@@ -1,0 +1,719 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* libmicrohttpd inside sd-event: requests, suspension while bus calls run, JSON answers, SSE streams. */
+#include "http-server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "ini-util.h"
+#include "log.h"
+#include "time-util.h"
+
+struct HttpServer {
+        Manager *manager;
+        struct MHD_Daemon *daemon;
+        sd_event_source *io, *timer, *kick;
+};
+
+struct SseStream {
+        Request *req;
+        char *buf;
+        size_t size, alloc, off;
+        size_t n_events, max_events;
+        bool finished, dropped, reader_suspended;
+};
+
+/* --- requests ----------------------------------------------------------------------------------- */
+
+static void sse_free(SseStream *s) {
+        if (!s)
+                return;
+        free(s->buf);
+        free(s);
+}
+
+Request *request_ref(Request *r) {
+        if (r)
+                r->n_ref++;
+        return r;
+}
+
+Request *request_unref(Request *r) {
+        if (!r || --r->n_ref > 0)
+                return NULL;
+        if (r->counts_stream && r->key)
+                manager_stream_release(r->manager, r->key->id);
+        if (r->data_free)
+                r->data_free(r->data);
+        if (r->response)
+                MHD_destroy_response(r->response);
+        sse_free(r->sse);
+        api_key_free(r->key);
+        free(r->account_id);
+        free(r->body);
+        free(r->path);
+        free(r);
+        return NULL;
+}
+
+const char *req_param(Request *r, size_t i) {
+        return i < r->match.n_params ? r->match.params[i] : NULL;
+}
+
+const char *req_query(Request *r, const char *name) {
+        return r->connection ? MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, name) : NULL;
+}
+
+const char *req_header(Request *r, const char *name) {
+        return r->connection ? MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, name) : NULL;
+}
+
+bool req_answered(Request *r) {
+        return r->response != NULL;
+}
+
+static void req_wake(Request *r) {
+        if (r->suspended && r->connection) {
+                r->suspended = false;
+                MHD_resume_connection(r->connection);
+                http_server_kick(r->manager->server);
+        }
+}
+
+static void req_set_response(Request *r, unsigned status, struct MHD_Response *resp) {
+        if (!resp) {
+                /* out of memory: nothing better to do than to let the connection go */
+                log_msg(LOG_ERR, "Cannot make a response for %s: out of memory.", r->request_id);
+                resp = MHD_create_response_from_buffer(0, (void *) "", MHD_RESPMEM_PERSISTENT);
+                status = 500;
+                if (!resp)
+                        return;
+        }
+        (void) MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+        (void) MHD_add_response_header(resp, "Cache-Control", "no-store");
+        r->response = resp;
+        r->status = status;
+        req_wake(r);
+}
+
+void req_reply_data(Request *r, unsigned status, const char *content_type, const void *data, size_t size) {
+        struct MHD_Response *resp;
+
+        if (r->response)
+                return;
+        resp = MHD_create_response_from_buffer(size, (void *) data, MHD_RESPMEM_MUST_COPY);
+        if (resp && content_type)
+                (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        req_set_response(r, status, resp);
+}
+
+void req_reply_json(Request *r, unsigned status, json_object *o) {
+        const char *s;
+        size_t len;
+
+        if (!o) {
+                json_object_put(o);
+                req_reply_error(r, 500, "internal", "Out of memory.");
+                return;
+        }
+        s = json_text(o, &len);
+        req_reply_data(r, status, "application/json", s, len);
+        json_object_put(o);
+}
+
+void req_reply_empty(Request *r, unsigned status) {
+        req_reply_data(r, status, NULL, "", 0);
+}
+
+static void req_reply_error_message(Request *r, unsigned status, const char *code, const char *message) {
+        _cleanup_free_ char *body = NULL;
+
+        if (r->response)
+                return;
+        body = http_error_body(status, code, message, r->request_id);
+        if (!body) {
+                req_set_response(r, 500, NULL);
+                return;
+        }
+        req_reply_data(r, status, "application/json", body, strlen(body));
+}
+
+void req_reply_error(Request *r, unsigned status, const char *code, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        req_reply_error_message(r, status, code, msg ?: "Out of memory.");
+}
+
+void req_reply_bus_error(Request *r, const sd_bus_error *e) {
+        const char *code;
+        unsigned status;
+
+        http_status_from_bus_error(e ? e->name : NULL, &status, &code);
+        if (e && e->name && streq(e->name, "org.freedesktop.DBus.Error.AccessDenied"))
+                /* the gateway's own rights on the bus: not the client's fault */
+                status = 502, code = "upstream_error";
+        if (status >= 500)
+                log_msg(LOG_WARNING, "Request %s %s (%s): %s: %s", r->method, strna(r->path), r->request_id,
+                        e ? strna(e->name) : "n/a", e ? strna(e->message) : "n/a");
+        req_reply_error_message(r, status, code, e && e->message ? e->message : "The bus call failed.");
+}
+
+void req_reply_errno(Request *r, int error) {
+        if (error == -ENOMEM)
+                req_reply_error(r, 500, "internal", "Out of memory.");
+        else
+                req_reply_error(r, 500, "internal", "Internal error: %s.", strerror(error < 0 ? -error : error));
+}
+
+int req_parse_json(Request *r, const JsonField *fields, size_t n_fields, json_object **ret) {
+        _cleanup_free_ char *error = NULL;
+        json_object *o = NULL;
+        int k;
+
+        k = json_parse_body(r->body ?: "", r->body_size, (unsigned) r->manager->config.json_depth_max, true, &o,
+                            &error);
+        if (k == -ENOMEM) {
+                req_reply_errno(r, k);
+                return k;
+        }
+        if (k < 0) {
+                req_reply_error(r, 400, "invalid_json", "%s", error ?: "The body is not valid JSON.");
+                return -EINVAL;
+        }
+        k = json_check_fields(o, fields, n_fields, &error);
+        if (k < 0) {
+                json_object_put(o);
+                req_reply_error(r, 400, "invalid_request", "%s", error ?: "Invalid request.");
+                return -EINVAL;
+        }
+        *ret = o;
+        return 0;
+}
+
+int req_append_context(Request *r, sd_bus_message *m) {
+        return sd_bus_message_append(m, "a{sv}", 3, "account_id", "s", strempty(r->account_id), "request_id",
+                                     "s", r->request_id, "source", "s", "agent");
+}
+
+typedef struct ReqCall {
+        Request *req;
+        bus_pool_build_t build;
+        req_reply_t reply;
+} ReqCall;
+
+static int req_call_build(sd_bus_message *m, void *userdata) {
+        ReqCall *c = userdata;
+        return c->build ? c->build(m, c->req) : 0;
+}
+
+static void req_call_reply(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        ReqCall *c = userdata;
+        Request *r = c->req;
+
+        c->reply(r, reply, error);
+        request_unref(r);
+        free(c);
+}
+
+int req_call(Request *r, const char *destination, const char *path, const char *interface, const char *member,
+             bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec) {
+        ReqCall *c;
+        int k;
+
+        c = malloc(sizeof(ReqCall));
+        if (!c)
+                return -ENOMEM;
+        *c = (ReqCall) { .req = request_ref(r), .build = build, .reply = reply };
+        k = bus_pool_call(r->manager->pool, destination, path, interface, member, req_call_build, req_call_reply,
+                          c, timeout_usec ?: GATEWAY_CALL_TIMEOUT_USEC);
+        if (k < 0) {
+                request_unref(r);
+                free(c);
+        }
+        return k;
+}
+
+/* --- SSE ---------------------------------------------------------------------------------------- */
+
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+        Request *r = cls;
+        SseStream *s = r->sse;
+        size_t n;
+
+        if (!s || s->dropped || !r->connection)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (s->off == s->size) {
+                if (s->finished)
+                        return MHD_CONTENT_READER_END_OF_STREAM;
+                /* Nothing to send: sleep until sse_send() wakes us (returning 0 awake would spin). */
+                s->reader_suspended = true;
+                MHD_suspend_connection(r->connection);
+                return 0;
+        }
+        n = MIN(max, s->size - s->off);
+        memcpy(buf, s->buf + s->off, n);
+        s->off += n;
+        if (s->off == s->size) {
+                s->off = s->size = 0;
+                s->n_events = 0; /* the client keeps up */
+        }
+        return (ssize_t) n;
+}
+
+static void sse_reader_free(void *cls) {
+        request_unref(cls);
+}
+
+static void sse_wake(SseStream *s) {
+        Request *r = s->req;
+
+        if (s->reader_suspended && r->connection) {
+                s->reader_suspended = false;
+                MHD_resume_connection(r->connection);
+                http_server_kick(r->manager->server);
+        }
+}
+
+int req_start_sse(Request *r, size_t max_events) {
+        struct MHD_Response *resp;
+        SseStream *s;
+
+        if (r->response || r->sse)
+                return -EBUSY;
+        s = calloc(1, sizeof(SseStream));
+        if (!s)
+                return -ENOMEM;
+        s->req = r;
+        s->max_events = max_events;
+        r->sse = s;
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, request_ref(r),
+                                                 sse_reader_free);
+        if (!resp) {
+                request_unref(r);
+                return -ENOMEM;
+        }
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        (void) MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        req_set_response(r, 200, resp);
+        return 0;
+}
+
+static int sse_append(SseStream *s, const char *p, size_t n) {
+        if (s->size + n > s->alloc) {
+                /* move what is left to the front before growing */
+                if (s->off > 0) {
+                        memmove(s->buf, s->buf + s->off, s->size - s->off);
+                        s->size -= s->off;
+                        s->off = 0;
+                }
+                if (s->size + n > s->alloc) {
+                        size_t a = MAX(s->alloc * 2, s->size + n + 256);
+                        char *b = realloc(s->buf, a);
+                        if (!b)
+                                return -ENOMEM;
+                        s->buf = b;
+                        s->alloc = a;
+                }
+        }
+        memcpy(s->buf + s->size, p, n);
+        s->size += n;
+        return 0;
+}
+
+static void sse_drop(SseStream *s) {
+        s->dropped = true;
+        free(s->buf);
+        s->buf = NULL;
+        s->size = s->alloc = s->off = 0;
+        sse_wake(s);
+}
+
+int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
+        int k = 0;
+
+        if (!s || s->dropped || s->finished)
+                return -EPIPE;
+        if (s->n_events >= s->max_events) {
+                /* the client does not read: let it go rather than hold its events for ever */
+                log_msg(LOG_INFO, "Dropping SSE stream of request %s: %zu events not read.", s->req->request_id,
+                        s->n_events);
+                sse_drop(s);
+                return -ENOBUFS;
+        }
+        if (id)
+                k = k ?: sse_append(s, "id: ", 4) ?: sse_append(s, id, strlen(id)) ?: sse_append(s, "\n", 1);
+        if (event)
+                k = k ?: sse_append(s, "event: ", 7) ?: sse_append(s, event, strlen(event)) ?: sse_append(s, "\n", 1);
+        /* our data is one line of JSON: no newlines to split */
+        k = k ?: sse_append(s, "data: ", 6) ?: sse_append(s, data, size) ?: sse_append(s, "\n\n", 2);
+        if (k < 0) {
+                sse_drop(s);
+                return k;
+        }
+        s->n_events++;
+        sse_wake(s);
+        return 0;
+}
+
+int sse_comment(SseStream *s, const char *text) {
+        int k;
+
+        if (!s || s->dropped || s->finished)
+                return -EPIPE;
+        k = sse_append(s, ": ", 2) ?: sse_append(s, text, strlen(text)) ?: sse_append(s, "\n\n", 2);
+        if (k < 0)
+                return k;
+        sse_wake(s);
+        return 0;
+}
+
+void sse_finish(SseStream *s) {
+        if (!s)
+                return;
+        s->finished = true;
+        sse_wake(s);
+}
+
+bool sse_dropped(SseStream *s) {
+        return !s || s->dropped || !s->req->connection;
+}
+
+size_t sse_queued(SseStream *s) {
+        return s ? s->n_events : 0;
+}
+
+/* --- dispatch ----------------------------------------------------------------------------------- */
+
+static bool request_id_acceptable(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                      strchr("._-", s[i])))
+                        return false;
+        return true;
+}
+
+void req_deny(Request *r, unsigned status, const char *code, const char *account, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL, *detail = NULL;
+        const Route *route = r->match.route;
+        json_object *d;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        if (!account)
+                account = r->account_id ?: "anonymous";
+        req_reply_error_message(r, status, code, msg ?: "Denied.");
+
+        d = json_object_new_object();
+        if (d) {
+                json_object_object_add(d, "method", json_object_new_string(r->method));
+                json_object_object_add(d, "path", json_object_new_string(strempty(r->path)));
+                json_object_object_add(d, "status", json_object_new_int((int) status));
+                json_object_object_add(d, "code", json_object_new_string(code));
+                json_object_object_add(d, "reason", json_object_new_string(msg ?: ""));
+                detail = strdup(json_text(d, NULL));
+                json_object_put(d);
+        }
+        manager_audit(r->manager, route && route->operation ? route->operation : "read", "denied",
+                      route && (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL, account, r->request_id,
+                      detail);
+}
+
+#define SESSION_REQUIRED_MESSAGE "Creating API keys needs a dashboard or CLI session, or an admin-scoped key."
+
+static void dispatch(Request *r) {
+        Manager *m = r->manager;
+        const Route *route = r->match.route;
+        const char *hdr, *secret, *sandbox;
+        int k;
+
+        if (r->route_error == -ENOENT)
+                return req_reply_error(r, 404, "not_found", "No route %s %s.", r->method, r->path);
+        if (r->route_error == -EOPNOTSUPP) {
+                char allow[128];
+                route_allowed_methods(gateway_routes, gateway_routes_count, r->path, allow, sizeof(allow));
+                req_reply_error(r, 405, "method_not_allowed", "%s does not take %s (allowed: %s).", r->path,
+                                r->method, allow);
+                if (r->response)
+                        (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_ALLOW, allow);
+                return;
+        }
+        if (r->body_too_large)
+                return req_reply_error(r, 413, "payload_too_large", "The body is larger than %" PRIu64 " bytes.",
+                                       m->config.max_body_bytes);
+
+        if (!(route->flags & ROUTE_PUBLIC)) {
+                hdr = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+                if (!hdr)
+                        return req_deny(r, 401, "unauthorized", "anonymous",
+                                    "Missing the Authorization: Bearer <API key> header.");
+                if (auth_parse_bearer(hdr, &secret) < 0)
+                        return req_deny(r, 401, "unauthorized", "anonymous",
+                                    "The Authorization header must be \"Bearer <API key>\".");
+                k = key_store_authenticate(m->keys, secret, now_usec(CLOCK_REALTIME), &r->key);
+                switch (k) {
+                case 0:
+                        break;
+                case -EINVAL:
+                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key is malformed.");
+                case -ENOKEY:
+                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key is not known.");
+                case -EKEYEXPIRED:
+                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key has expired.");
+                case -EKEYREVOKED:
+                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
+                default:
+                        log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
+                        return req_reply_error(r, 500, "internal", "Cannot check the API key.");
+                }
+                k = api_key_account_id(r->key, &r->account_id);
+                if (k < 0)
+                        return req_reply_errno(r, k);
+
+                sandbox = (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL;
+                if (route->action == GATEWAY_ACTION_API_KEY_ADMIN) {
+                        if (!api_key_allows(r->key, GATEWAY_ACTION_API_KEY_ADMIN, NULL))
+                                return req_deny(r, 403, "session_required", r->account_id, SESSION_REQUIRED_MESSAGE);
+                } else if (route->action == GATEWAY_ACTION_SANDBOX_DELETE &&
+                           !api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE, sandbox) &&
+                           api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE_OWN, sandbox)) {
+                        /* the handler compares the sandbox's owner with this key */
+                        r->own_only = true;
+                } else if (route->action >= 0 && !api_key_allows(r->key, route->action, sandbox)) {
+                        if (sandbox && api_key_allows(r->key, route->action, NULL) && r->key->sandboxes)
+                                return req_deny(r, 403, "forbidden", r->account_id,
+                                            "Sandbox %s is outside this API key's scope.", sandbox);
+                        return req_deny(r, 403, "forbidden", r->account_id, "This API key lacks the action '%s'.",
+                                    gateway_action_to_string(route->action));
+                }
+        }
+
+        k = route->handler(r);
+        if (k < 0 && !r->response) {
+                log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id, strerror(-k));
+                req_reply_errno(r, k);
+        }
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls) {
+        HttpServer *s = cls;
+        Manager *m = s->manager;
+        Request *r = *con_cls;
+
+        if (!r) {
+                const char *rid, *cl;
+
+                r = calloc(1, sizeof(Request));
+                if (!r)
+                        return MHD_NO;
+                r->n_ref = 1;
+                r->manager = m;
+                r->connection = conn;
+                r->started_at = now_usec(CLOCK_REALTIME);
+                snprintf(r->method, sizeof(r->method), "%s", method);
+                r->path = strdup(url);
+                rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+                if (rid && request_id_acceptable(rid))
+                        snprintf(r->request_id, sizeof(r->request_id), "%s", rid);
+                else if (request_id_new(r->request_id) < 0)
+                        snprintf(r->request_id, sizeof(r->request_id), "req_%016" PRIx64, r->started_at);
+                *con_cls = r;
+                if (!r->path)
+                        return MHD_NO;
+                r->route_error = route_find(gateway_routes, gateway_routes_count, method, url, &r->match);
+
+                /* A body announced too large is refused before it is sent. */
+                cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+                if (cl && r->route_error == 0) {
+                        uint64_t len;
+                        if (parse_decimal(cl, &len) >= 0 && len > m->config.max_body_bytes) {
+                                r->body_too_large = true;
+                                r->dispatched = true;
+                                req_reply_error(r, 413, "payload_too_large",
+                                                "The body is larger than %" PRIu64 " bytes.",
+                                                m->config.max_body_bytes);
+                                r->queued = true;
+                                return MHD_queue_response(conn, r->status, r->response);
+                        }
+                }
+                return MHD_YES;
+        }
+
+        if (*upload_data_size > 0) {
+                size_t n = *upload_data_size;
+                *upload_data_size = 0;
+                if (r->body_too_large || r->dispatched)
+                        return MHD_YES;
+                if (r->body_size + n > m->config.max_body_bytes) {
+                        r->body_too_large = true;
+                        free(r->body);
+                        r->body = NULL;
+                        r->body_size = r->body_alloc = 0;
+                        return MHD_YES;
+                }
+                if (r->body_size + n + 1 > r->body_alloc) {
+                        size_t a = MAX(r->body_alloc * 2, r->body_size + n + 1);
+                        a = MIN(a, m->config.max_body_bytes + 1);
+                        char *b = realloc(r->body, a);
+                        if (!b)
+                                return MHD_NO;
+                        r->body = b;
+                        r->body_alloc = a;
+                }
+                memcpy(r->body + r->body_size, upload_data, n);
+                r->body_size += n;
+                r->body[r->body_size] = 0;
+                return MHD_YES;
+        }
+
+        if (!r->dispatched) {
+                r->dispatched = true;
+                dispatch(r);
+        }
+        if (r->response && !r->queued) {
+                r->queued = true;
+                return MHD_queue_response(conn, r->status, r->response);
+        }
+        if (!r->response) {
+                /* waits for a bus call: sleep until req_wake() */
+                r->suspended = true;
+                MHD_suspend_connection(conn);
+        }
+        return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+        Request *r = *con_cls;
+
+        if (!r)
+                return;
+        *con_cls = NULL;
+        r->connection = NULL;
+        r->closed = true;
+        r->suspended = false;
+        if (r->sse)
+                r->sse->reader_suspended = false;
+        if (r->on_close)
+                r->on_close(r);
+        request_unref(r);
+}
+
+/* --- the server in sd-event --------------------------------------------------------------------- */
+
+static void server_run(HttpServer *s) {
+        MHD_UNSIGNED_LONG_LONG timeout;
+
+        (void) MHD_run(s->daemon);
+        if (MHD_get_timeout(s->daemon, &timeout) == MHD_YES) {
+                (void) sd_event_source_set_time_relative(s->timer, (uint64_t) timeout * USEC_PER_MSEC);
+                (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+        } else
+                (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+}
+
+static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        server_run(userdata);
+        return 0;
+}
+
+static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        server_run(userdata);
+        return 0;
+}
+
+static int on_kick(sd_event_source *src, void *userdata) {
+        server_run(userdata);
+        return 0;
+}
+
+void http_server_kick(HttpServer *s) {
+        if (s && s->kick)
+                (void) sd_event_source_set_enabled(s->kick, SD_EVENT_ONESHOT);
+}
+
+int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsigned max_connections,
+                    uint64_t connection_timeout_usec, HttpServer **ret) {
+        const union MHD_DaemonInfo *info;
+        unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE;
+        HttpServer *s;
+        int r;
+
+        s = calloc(1, sizeof(HttpServer));
+        if (!s)
+                return -ENOMEM;
+        s->manager = m;
+
+        if (listen_fd >= 0) {
+                int fl = fcntl(listen_fd, F_GETFL);
+                if (fl >= 0)
+                        (void) fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK);
+                s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_LISTEN_SOCKET, listen_fd,
+                                             MHD_OPTION_CONNECTION_LIMIT, max_connections,
+                                             MHD_OPTION_CONNECTION_TIMEOUT,
+                                             (unsigned) (connection_timeout_usec / USEC_PER_SEC),
+                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        } else {
+                if (sa->sa_family == AF_INET6)
+                        flags |= MHD_USE_IPv6;
+                s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR, sa,
+                                             MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_LIMIT,
+                                             max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                                             (unsigned) (connection_timeout_usec / USEC_PER_SEC),
+                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        }
+        if (!s->daemon) {
+                http_server_free(s);
+                return -EADDRNOTAVAIL;
+        }
+        info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info) {
+                http_server_free(s);
+                return -EOPNOTSUPP;
+        }
+        r = sd_event_add_io(m->event, &s->io, info->epoll_fd, EPOLLIN, on_io, s);
+        if (r >= 0)
+                r = sd_event_add_time_relative(m->event, &s->timer, CLOCK_MONOTONIC, 0, 0, on_timer, s);
+        if (r >= 0)
+                r = sd_event_add_defer(m->event, &s->kick, on_kick, s);
+        if (r < 0) {
+                http_server_free(s);
+                return r;
+        }
+        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+        (void) sd_event_source_set_enabled(s->kick, SD_EVENT_OFF);
+        /* after the bus, so that replies that wake connections are handled first */
+        (void) sd_event_source_set_priority(s->kick, SD_EVENT_PRIORITY_NORMAL + 5);
+        *ret = s;
+        return 0;
+}
+
+HttpServer *http_server_free(HttpServer *s) {
+        if (!s)
+                return NULL;
+        sd_event_source_disable_unref(s->io);
+        sd_event_source_disable_unref(s->timer);
+        sd_event_source_disable_unref(s->kick);
+        if (s->daemon)
+                MHD_stop_daemon(s->daemon);
+        free(s);
+        return NULL;
+}

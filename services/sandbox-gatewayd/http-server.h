@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* libmicrohttpd inside sd-event: requests, suspension while bus calls run, JSON answers, SSE streams. */
+#pragma once
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+
+#include "gateway-auth.h"
+#include "gatewayd-manager.h"
+#include "http-route.h"
+#include "http-util.h"
+#include "macro.h"
+
+typedef struct SseStream SseStream;
+
+struct Request {
+        unsigned n_ref;
+        Manager *manager;
+        struct MHD_Connection *connection; /* NULL once the client is gone */
+        RouteMatch match;
+        int route_error;    /* 0, -ENOENT (404), -EOPNOTSUPP (405) */
+        char method[16];
+        char *path;
+        char request_id[REQUEST_ID_MAX + 40];
+        uint64_t started_at; /* µs, realtime */
+
+        char *body;
+        size_t body_size, body_alloc;
+        bool body_too_large;
+
+        bool dispatched, suspended, queued, closed;
+        struct MHD_Response *response;
+        unsigned status;
+
+        ApiKey *key;       /* the authenticated key */
+        char *account_id;  /* "key:<id>" */
+        bool own_only;     /* DELETE with sandbox.delete-own only: the handler checks the owner */
+
+        void *data;                  /* the handler's state */
+        void (*data_free)(void *);
+
+        SseStream *sse;
+        void (*on_close)(Request *r); /* the client went away (watchers detach here) */
+        bool counts_stream;          /* holds one of the key's MaxStreamsPerKey= */
+};
+
+Request *request_ref(Request *r);
+Request *request_unref(Request *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Request *, request_unref);
+
+/* A request parameter: the path's {…} segments by index, the query by name (NULL if absent). */
+const char *req_param(Request *r, size_t i);
+const char *req_query(Request *r, const char *name);
+const char *req_header(Request *r, const char *name);
+
+/* Answers (once; later calls are ignored). The connection is resumed if it waits. */
+void req_reply_json(Request *r, unsigned status, json_object *o); /* takes o */
+void req_reply_empty(Request *r, unsigned status);
+void req_reply_data(Request *r, unsigned status, const char *content_type, const void *data, size_t size);
+_printf_(4, 5) void req_reply_error(Request *r, unsigned status, const char *code, const char *fmt, ...);
+/* A 401/403 refusal: answered, and recorded in the audit log as event "denied" (account NULL: the
+ * request's key, or "anonymous"). */
+_printf_(5, 6) void req_deny(Request *r, unsigned status, const char *code, const char *account, const char *fmt,
+                             ...);
+void req_reply_bus_error(Request *r, const sd_bus_error *e);
+void req_reply_errno(Request *r, int error);
+bool req_answered(Request *r);
+
+/* The body as JSON, checked against fields; on failure the request is answered (400) and -EINVAL
+ * returned. */
+int req_parse_json(Request *r, const JsonField *fields, size_t n_fields, json_object **ret);
+
+/* The caller context a{sv} for sandboxd/sandbox-auditd: account_id, request_id, source "agent". */
+int req_append_context(Request *r, sd_bus_message *m);
+
+/* Bus calls on behalf of the request (which is kept alive until reply has run). */
+typedef void (*req_reply_t)(Request *r, sd_bus_message *reply, const sd_bus_error *error);
+int req_call(Request *r, const char *destination, const char *path, const char *interface,
+             const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec);
+
+/* SSE: starts a 200 text/event-stream answer. Events are queued; the connection sleeps while there are
+ * none. max_events bounds the queue: past it the stream is dropped (closed). */
+int req_start_sse(Request *r, size_t max_events);
+int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size);
+int sse_comment(SseStream *s, const char *text);
+void sse_finish(SseStream *s);      /* ends the stream once everything queued is sent */
+bool sse_dropped(SseStream *s);
+size_t sse_queued(SseStream *s);
+
+/* The HTTP server itself. */
+int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsigned max_connections,
+                    uint64_t connection_timeout_usec, HttpServer **ret);
+HttpServer *http_server_free(HttpServer *s);
+void http_server_kick(HttpServer *s);
+
+/* The route table (gatewayd-routes.c). */
+extern const Route gateway_routes[];
+extern const size_t gateway_routes_count;

@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The gateway's pure HTTP/JSON helpers: error bodies, request ids, strict JSON, UTF-8, base64, bus errors. */
+#include "http-util.h"
+
+#include <errno.h>
+#include <gnutls/gnutls.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "macro.h"
+#include "time-util.h"
+
+_printf_(2, 3) static int set_error(char **ret_error, const char *fmt, ...) {
+        va_list ap;
+        char *s = NULL;
+
+        if (ret_error) {
+                va_start(ap, fmt);
+                if (vasprintf(&s, fmt, ap) < 0)
+                        s = NULL;
+                va_end(ap);
+                free(*ret_error);
+                *ret_error = s;
+        }
+        return -EINVAL;
+}
+
+int request_id_new(char ret[static REQUEST_ID_MAX]) {
+        static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+        uint8_t bytes[20];
+
+        /* Not a secret: an id to find a request in the logs. getrandom() does not block once the pool
+         * is initialised, which it is long before a gateway serves. */
+        if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t) sizeof(bytes))
+                return -errno ?: -EIO;
+        memcpy(ret, "req_", 4);
+        for (size_t i = 0; i < sizeof(bytes); i++)
+                ret[4 + i] = alphabet[bytes[i] & 31];
+        ret[4 + sizeof(bytes)] = 0;
+        return 0;
+}
+
+const char *http_status_code(unsigned status) {
+        switch (status) {
+        case 400: return "invalid_request";
+        case 401: return "unauthorized";
+        case 403: return "forbidden";
+        case 404: return "not_found";
+        case 405: return "method_not_allowed";
+        case 408: return "request_timeout";
+        case 409: return "conflict";
+        case 413: return "payload_too_large";
+        case 415: return "unsupported_media_type";
+        case 422: return "limit_exceeded";
+        case 429: return "too_many_streams";
+        case 502: return "upstream_error";
+        case 503: return "unavailable";
+        case 504: return "upstream_timeout";
+        default: return status >= 500 ? "internal" : "error";
+        }
+}
+
+char *http_error_body(unsigned status, const char *code, const char *message, const char *request_id) {
+        json_object *o;
+        char *s;
+
+        o = json_object_new_object();
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "event", json_object_new_string("error"));
+        json_object_object_add(o, "error", json_object_new_string(message ?: ""));
+        json_object_object_add(o, "code", json_object_new_string(code ?: http_status_code(status)));
+        json_object_object_add(o, "status", json_object_new_int((int) status));
+        json_object_object_add(o, "requestId", json_object_new_string(request_id ?: ""));
+        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+        return s;
+}
+
+const char *json_text(json_object *o, size_t *ret_len) {
+        return json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                                                 ret_len);
+}
+
+int json_parse_body(const char *body, size_t size, unsigned max_depth, bool empty_ok, json_object **ret,
+                    char **ret_error) {
+        struct json_tokener *tok;
+        json_object *o;
+        size_t i;
+
+        for (i = 0; i < size && strchr(" \t\r\n", body[i]); i++)
+                ;
+        if (i == size) {
+                if (!empty_ok)
+                        return set_error(ret_error, "The request needs a JSON body.");
+                o = json_object_new_object();
+                if (!o)
+                        return -ENOMEM;
+                *ret = o;
+                return 0;
+        }
+        if (memchr(body, 0, size))
+                return set_error(ret_error, "The body is not valid JSON: it contains a NUL byte.");
+        if (size > INT32_MAX)
+                return set_error(ret_error, "The body is too large.");
+
+        tok = json_tokener_new_ex((int) max_depth);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        o = json_tokener_parse_ex(tok, body, (int) size);
+        enum json_tokener_error jerr = json_tokener_get_error(tok);
+        size_t used = json_tokener_get_parse_end(tok);
+        json_tokener_free(tok);
+
+        if (!o || jerr != json_tokener_success) {
+                json_object_put(o);
+                if (jerr == json_tokener_error_depth)
+                        return set_error(ret_error, "The JSON body is nested deeper than %u levels.", max_depth);
+                if (jerr == json_tokener_continue)
+                        return set_error(ret_error, "The JSON body ends early.");
+                return set_error(ret_error, "The body is not valid JSON: %s.", json_tokener_error_desc(jerr));
+        }
+        for (; used < size; used++)
+                if (!strchr(" \t\r\n", body[used])) {
+                        json_object_put(o);
+                        return set_error(ret_error, "The body has data after its JSON value.");
+                }
+        *ret = o;
+        return 0;
+}
+
+static bool is_uint(json_object *v) {
+        if (!json_object_is_type(v, json_type_int))
+                return false;
+        /* json-c keeps integers above INT64_MAX as uint64; negative ones as int64 */
+        errno = 0;
+        int64_t i = json_object_get_int64(v);
+        if (i < 0)
+                return false;
+        return true;
+}
+
+static bool is_strv(json_object *v) {
+        if (!json_object_is_type(v, json_type_array))
+                return false;
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+                if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_string))
+                        return false;
+        return true;
+}
+
+int json_check_fields(json_object *o, const JsonField *fields, size_t n_fields, char **ret_error) {
+        if (!json_object_is_type(o, json_type_object))
+                return set_error(ret_error, "The JSON body must be an object.");
+
+        json_object_object_foreach(o, key, v) {
+                const JsonField *f = NULL;
+                for (size_t i = 0; i < n_fields; i++)
+                        if (streq(fields[i].name, key)) {
+                                f = &fields[i];
+                                break;
+                        }
+                if (!f)
+                        return set_error(ret_error, "Unknown field '%s'.", key);
+                switch (f->type) {
+                case JSON_FIELD_STRING:
+                        if (!json_object_is_type(v, json_type_string))
+                                return set_error(ret_error, "Field '%s' must be a string.", key);
+                        break;
+                case JSON_FIELD_UINT:
+                        if (!is_uint(v))
+                                return set_error(ret_error, "Field '%s' must be a non-negative integer.", key);
+                        break;
+                case JSON_FIELD_BOOL:
+                        if (!json_object_is_type(v, json_type_boolean))
+                                return set_error(ret_error, "Field '%s' must be true or false.", key);
+                        break;
+                case JSON_FIELD_STRV:
+                        if (!is_strv(v))
+                                return set_error(ret_error, "Field '%s' must be an array of strings.", key);
+                        break;
+                case JSON_FIELD_STRV_OR_STAR:
+                        if (!is_strv(v) && !(json_object_is_type(v, json_type_string) &&
+                                             streq(json_object_get_string(v), "*")))
+                                return set_error(ret_error, "Field '%s' must be \"*\" or an array of strings.",
+                                                 key);
+                        break;
+                case JSON_FIELD_STRMAP:
+                        if (!json_object_is_type(v, json_type_object))
+                                return set_error(ret_error, "Field '%s' must be an object of strings.", key);
+                        json_object_object_foreach(v, k2, v2) {
+                                (void) k2;
+                                if (!json_object_is_type(v2, json_type_string))
+                                        return set_error(ret_error, "Field '%s' must be an object of strings.",
+                                                         key);
+                        }
+                        break;
+                }
+        }
+        for (size_t i = 0; i < n_fields; i++)
+                if (fields[i].required && !json_object_object_get_ex(o, fields[i].name, NULL))
+                        return set_error(ret_error, "Field '%s' is required.", fields[i].name);
+        return 0;
+}
+
+uint64_t json_get_uint(json_object *o, const char *name) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, json_type_int))
+                return 0;
+        return json_object_get_uint64(v);
+}
+
+const char *json_get_string(json_object *o, const char *name) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, json_type_string))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+int json_get_strv(json_object *o, const char *name, char ***ret) {
+        json_object *v;
+        char **l;
+        size_t n;
+
+        if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, json_type_array)) {
+                *ret = NULL;
+                return 0;
+        }
+        n = json_object_array_length(v);
+        l = calloc(n + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                l[i] = strdup(json_object_get_string(json_object_array_get_idx(v, i)) ?: "");
+                if (!l[i]) {
+                        strv_free(l);
+                        return -ENOMEM;
+                }
+        }
+        *ret = l;
+        return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid; *ret_cut when n cut short a
+ * sequence that is valid so far. */
+static size_t utf8_seq(const uint8_t *p, size_t n, bool *ret_cut) {
+        uint8_t c = p[0], lo = 0x80, hi = 0xBF;
+        size_t len;
+
+        *ret_cut = false;
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xC2 && c <= 0xDF)
+                len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+                len = 3;
+                if (c == 0xE0)
+                        lo = 0xA0;
+                else if (c == 0xED)
+                        hi = 0x9F; /* no surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+                len = 4;
+                if (c == 0xF0)
+                        lo = 0x90;
+                else if (c == 0xF4)
+                        hi = 0x8F;
+        } else
+                return 0;
+
+        for (size_t i = 1; i < len; i++) {
+                if (i >= n) {
+                        *ret_cut = true;
+                        return 0;
+                }
+                if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF))
+                        return 0;
+        }
+        return len;
+}
+
+int utf8_sanitize(const uint8_t *data, size_t size, bool keep_tail, char **ret, size_t *ret_len,
+                  size_t *ret_consumed) {
+        char *out, *w;
+        size_t i = 0;
+
+        /* worst case: every byte becomes the 3 bytes of U+FFFD */
+        out = malloc(size * 3 + 1);
+        if (!out)
+                return -ENOMEM;
+        w = out;
+        while (i < size) {
+                bool cut;
+                size_t len = utf8_seq(data + i, size - i, &cut);
+                if (len > 0) {
+                        memcpy(w, data + i, len);
+                        w += len;
+                        i += len;
+                        continue;
+                }
+                if (cut && keep_tail)
+                        break;
+                memcpy(w, "\xEF\xBF\xBD", 3);
+                w += 3;
+                i++;
+        }
+        *w = 0;
+        *ret = out;
+        if (ret_len)
+                *ret_len = (size_t) (w - out);
+        if (ret_consumed)
+                *ret_consumed = i;
+        return 0;
+}
+
+int base64_encode_alloc(const uint8_t *data, size_t size, char **ret) {
+        gnutls_datum_t in = { .data = (unsigned char *) data, .size = (unsigned) size }, out = {};
+        char *s;
+
+        if (size > UINT32_MAX / 2)
+                return -E2BIG;
+        if (size == 0) {
+                s = strdup("");
+                if (!s)
+                        return -ENOMEM;
+                *ret = s;
+                return 0;
+        }
+        if (gnutls_base64_encode2(&in, &out) < 0)
+                return -ENOMEM;
+        s = malloc(out.size + 1);
+        if (!s) {
+                gnutls_free(out.data);
+                return -ENOMEM;
+        }
+        memcpy(s, out.data, out.size);
+        s[out.size] = 0;
+        gnutls_free(out.data);
+        *ret = s;
+        return 0;
+}
+
+int base64_decode_alloc(const char *s, uint8_t **ret, size_t *ret_size) {
+        size_t n = strlen(s);
+        gnutls_datum_t in = { .data = (unsigned char *) s, .size = (unsigned) n }, out = {};
+        uint8_t *d;
+
+        if (n > UINT32_MAX / 2)
+                return -E2BIG;
+        /* gnutls is lenient about some of these; the API is not */
+        if (n % 4 != 0)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+                      c == '/' || (c == '=' && i >= n - 2)))
+                        return -EINVAL;
+        }
+        if (n >= 2 && s[n - 2] == '=' && s[n - 1] != '=')
+                return -EINVAL;
+        if (n == 0) {
+                d = malloc(1);
+                if (!d)
+                        return -ENOMEM;
+                *ret = d;
+                *ret_size = 0;
+                return 0;
+        }
+        if (gnutls_base64_decode2(&in, &out) < 0)
+                return -EINVAL;
+        d = malloc(out.size + 1);
+        if (!d) {
+                gnutls_free(out.data);
+                return -ENOMEM;
+        }
+        memcpy(d, out.data, out.size);
+        *ret_size = out.size;
+        gnutls_free(out.data);
+        *ret = d;
+        return 0;
+}
+
+json_object *json_bytes(const uint8_t *data, size_t size, bool base64) {
+        _cleanup_free_ char *s = NULL;
+        size_t len = 0;
+
+        if (base64) {
+                if (base64_encode_alloc(data, size, &s) < 0)
+                        return NULL;
+                len = strlen(s);
+        } else if (utf8_sanitize(data, size, false, &s, &len, NULL) < 0)
+                return NULL;
+        return json_object_new_string_len(s, (int) len);
+}
+
+json_object *json_time(uint64_t usec) {
+        char buf[RFC3339_USEC_MAX];
+
+        if (usec == 0 || usec == UINT64_MAX || format_rfc3339_usec(usec, buf) < 0)
+                return NULL; /* json null */
+        return json_object_new_string(buf);
+}
+
+void http_status_from_bus_error(const char *name, unsigned *ret_status, const char **ret_code) {
+        static const struct {
+                const char *name;
+                unsigned status;
+                const char *code;
+        } map[] = {
+                { "org.sandboxd.sandbox1.NoSuchSandbox", 404, "not_found" },
+                { "org.sandboxd.sandbox1.NoSuchFile", 404, "not_found" },
+                { "org.sandboxd.sandbox1.FileExists", 409, "conflict" },
+                { "org.sandboxd.sandbox1.NameExists", 409, "conflict" },
+                { "org.sandboxd.sandbox1.NotRunning", 409, "conflict" },
+                { "org.sandboxd.sandbox1.LimitExceeded", 422, "limit_exceeded" },
+                { "org.sandboxd.audit1.NoSuchEntry", 404, "not_found" },
+                { "org.sandboxd.audit1.StorageFull", 503, "unavailable" },
+                { "org.freedesktop.DBus.Error.InvalidArgs", 400, "invalid_request" },
+                { "org.freedesktop.DBus.Error.AccessDenied", 403, "forbidden" },
+                { "org.freedesktop.DBus.Error.NoReply", 504, "upstream_timeout" },
+                { "org.freedesktop.DBus.Error.Timeout", 504, "upstream_timeout" },
+                { "org.freedesktop.DBus.Error.TimedOut", 504, "upstream_timeout" },
+                { "org.freedesktop.DBus.Error.ServiceUnknown", 503, "unavailable" },
+                { "org.freedesktop.DBus.Error.NameHasNoOwner", 503, "unavailable" },
+                { "org.freedesktop.DBus.Error.LimitsExceeded", 503, "unavailable" },
+                { "org.freedesktop.DBus.Error.NoMemory", 503, "unavailable" },
+        };
+
+        for (size_t i = 0; name && i < ELEMENTSOF(map); i++)
+                if (streq(map[i].name, name)) {
+                        *ret_status = map[i].status;
+                        *ret_code = map[i].code;
+                        return;
+                }
+        *ret_status = 502;
+        *ret_code = "upstream_error";
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The gateway's pure HTTP/JSON helpers: error bodies, request ids, strict JSON, UTF-8, base64, bus errors. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* "req_" + 20 characters of [a-z2-7]. */
+#define REQUEST_ID_MAX 32
+int request_id_new(char ret[static REQUEST_ID_MAX]);
+
+/* The reference API's error body, exactly:
+ * {"event":"error","error":message,"code":code,"status":status,"requestId":request_id}. */
+char *http_error_body(unsigned status, const char *code, const char *message, const char *request_id);
+
+/* The code a status has when nothing more specific is known ("not_found", "method_not_allowed", …). */
+const char *http_status_code(unsigned status);
+
+/* Parses a whole body as one JSON value: nesting deeper than max_depth, trailing garbage, or invalid
+ * UTF-8 in strings are errors. An empty body (only whitespace) is an empty object when empty_ok.
+ * Returns 0, or -EINVAL with *ret_error saying what (-ENOMEM). */
+int json_parse_body(const char *body, size_t size, unsigned max_depth, bool empty_ok, json_object **ret,
+                    char **ret_error);
+
+/* What a request object may hold: each field once, of its type; anything else is an error. */
+typedef enum JsonFieldType {
+        JSON_FIELD_STRING,
+        JSON_FIELD_UINT,     /* a non-negative integer (no fraction, no exponent overflow) */
+        JSON_FIELD_BOOL,
+        JSON_FIELD_STRV,     /* an array of strings */
+        JSON_FIELD_STRMAP,   /* an object whose values are strings */
+        JSON_FIELD_STRV_OR_STAR, /* "*" or an array of strings */
+} JsonFieldType;
+
+typedef struct JsonField {
+        const char *name;
+        JsonFieldType type;
+        bool required;
+} JsonField;
+
+/* Checks that o is an object whose members are all in fields with the right types and that every
+ * required one is present. Returns 0 or -EINVAL with *ret_error (e.g. "Unknown field 'x'.",
+ * "Field 'ttl_seconds' must be a non-negative integer."). */
+int json_check_fields(json_object *o, const JsonField *fields, size_t n_fields, char **ret_error);
+
+/* Reads a checked JSON_FIELD_UINT member (0 if absent). */
+uint64_t json_get_uint(json_object *o, const char *name);
+const char *json_get_string(json_object *o, const char *name);
+/* A NULL-terminated copy of a JSON_FIELD_STRV member (NULL if absent). */
+int json_get_strv(json_object *o, const char *name, char ***ret);
+
+/* Bytes → valid UTF-8: every invalid byte becomes U+FFFD. With keep_tail, an incomplete sequence at the
+ * very end is not converted but left for the next chunk: *ret_consumed says how many bytes were used
+ * (size otherwise). Returns 0 or -ENOMEM. */
+int utf8_sanitize(const uint8_t *data, size_t size, bool keep_tail, char **ret, size_t *ret_len,
+                  size_t *ret_consumed);
+
+/* Standard base64 with padding, both ways (gnutls). decode: -EINVAL for anything that is not base64. */
+int base64_encode_alloc(const uint8_t *data, size_t size, char **ret);
+int base64_decode_alloc(const char *s, uint8_t **ret, size_t *ret_size);
+
+/* Output bytes as a JSON string: UTF-8 (U+FFFD for invalid bytes) or, with base64, base64. */
+json_object *json_bytes(const uint8_t *data, size_t size, bool base64);
+
+/* µs since the epoch as an RFC 3339 µs UTC JSON string; 0 becomes null. */
+json_object *json_time(uint64_t usec);
+
+/* The HTTP answer to a D-Bus error of sandboxd or sandbox-auditd: status and code. */
+void http_status_from_bus_error(const char *bus_error_name, unsigned *ret_status, const char **ret_code);
+
+/* Plain JSON text (no slash escaping). The pointer belongs to o. */
+const char *json_text(json_object *o, size_t *ret_len);

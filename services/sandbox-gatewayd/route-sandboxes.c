@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Routes of sandboxes: create, list, get, update (TTL), delete (also delete-own), as sandboxd calls. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gatewayd-routes.h"
+#include "time-util.h"
+
+int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret) {
+        const char *id = "", *name = "", *type = "", *state = "", *network = "", *owner = "";
+        uint64_t created_at = 0, expires_at = 0;
+        json_object *o, *limits;
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                const char *key, **sp = NULL;
+                uint64_t *tp = NULL;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                if (r < 0)
+                        return r;
+                if (streq(key, "Id"))
+                        sp = &id;
+                else if (streq(key, "Name"))
+                        sp = &name;
+                else if (streq(key, "Type"))
+                        sp = &type;
+                else if (streq(key, "State"))
+                        sp = &state;
+                else if (streq(key, "Network"))
+                        sp = &network;
+                else if (streq(key, "Owner"))
+                        sp = &owner;
+                else if (streq(key, "CreatedAt"))
+                        tp = &created_at;
+                else if (streq(key, "ExpiresAt"))
+                        tp = &expires_at;
+                if (sp)
+                        r = sd_bus_message_read(reply, "v", "s", sp);
+                else if (tp)
+                        r = sd_bus_message_read(reply, "v", "t", tp);
+                else
+                        r = sd_bus_message_skip(reply, "v");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(reply);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return r;
+
+        o = json_object_new_object();
+        if (!o)
+                return -ENOMEM;
+        json_object_object_add(o, "id", json_object_new_string(id));
+        json_object_object_add(o, "name", json_object_new_string(name));
+        json_object_object_add(o, "type", json_object_new_string(type));
+        json_object_object_add(o, "state", json_object_new_string(state));
+        json_object_object_add(o, "network", json_object_new_string(network));
+        json_object_object_add(o, "owner", json_object_new_string(owner));
+        json_object_object_add(o, "created_at", json_time(created_at));
+        json_object_object_add(o, "expires_at", json_time(expires_at));
+        const SandboxType *t = sandboxd_config_find_type(&m->sandboxd, type);
+        if (t) {
+                limits = json_object_new_object();
+                json_object_object_add(limits, "cpu_quota_percent", json_object_new_int64(t->cpu_quota_percent));
+                json_object_object_add(limits, "memory_max", json_object_new_uint64(t->memory_max));
+                json_object_object_add(limits, "tasks_max", json_object_new_uint64(t->tasks_max));
+                json_object_object_add(limits, "timeout_seconds_default",
+                                       json_object_new_uint64(t->default_timeout_usec / USEC_PER_SEC));
+                json_object_object_add(limits, "timeout_seconds_max",
+                                       json_object_new_uint64(t->max_timeout_usec / USEC_PER_SEC));
+                json_object_object_add(o, "limits", limits);
+        } else
+                json_object_object_add(o, "limits", NULL);
+        *ret = o;
+        return 0;
+}
+
+/* --- fetching one sandbox: GetSandbox → Properties.GetAll → the object ------------------------- */
+
+typedef struct Fetch {
+        unsigned status;  /* of the answer */
+        char *path;
+        void (*then)(Request *r, json_object *sandbox); /* instead of answering, if set */
+} Fetch;
+
+static void fetch_free(void *p) {
+        Fetch *f = p;
+        if (!f)
+                return;
+        free(f->path);
+        free(f);
+}
+
+static int build_getall(sd_bus_message *m, void *userdata) {
+        return sd_bus_message_append(m, "s", SANDBOXD_SANDBOX_IFACE);
+}
+
+static void on_getall(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        Fetch *f = r->data;
+        json_object *o = NULL;
+        int k;
+
+        if (sd_bus_error_is_set(error)) {
+                /* the object went away between the two calls: it is gone */
+                if (streq_ptr(error->name, "org.freedesktop.DBus.Error.UnknownObject") ||
+                    streq_ptr(error->name, "org.freedesktop.DBus.Error.UnknownInterface"))
+                        return req_reply_error(r, 404, "not_found", "Sandbox %s does not exist.", req_param(r, 0));
+                return req_reply_bus_error(r, error);
+        }
+        k = sandbox_json_from_properties(r->manager, reply, &o);
+        if (k < 0)
+                return req_reply_errno(r, k);
+        if (f->then)
+                return f->then(r, o);
+        req_reply_json(r, f->status, o);
+}
+
+static int fetch_by_path(Request *r, const char *path) {
+        Fetch *f = r->data;
+        int k;
+
+        free(f->path);
+        f->path = strdup(path);
+        if (!f->path)
+                return -ENOMEM;
+        k = req_call(r, SANDBOXD_BUS_NAME, f->path, "org.freedesktop.DBus.Properties", "GetAll", build_getall,
+                     on_getall, 0);
+        return k;
+}
+
+static void on_get_sandbox(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        const char *path;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        k = sd_bus_message_read(reply, "o", &path);
+        if (k >= 0)
+                k = fetch_by_path(r, path);
+        if (k < 0)
+                req_reply_errno(r, k);
+}
+
+static int build_id(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        return sd_bus_message_append(m, "s", req_param(r, 0));
+}
+
+static int fetch_start(Request *r, unsigned status, void (*then)(Request *r, json_object *sandbox)) {
+        Fetch *f;
+
+        f = calloc(1, sizeof(Fetch));
+        if (!f)
+                return -ENOMEM;
+        f->status = status;
+        f->then = then;
+        r->data = f;
+        r->data_free = fetch_free;
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox", build_id,
+                        on_get_sandbox, 0);
+}
+
+int route_sandbox_get(Request *r) {
+        return fetch_start(r, 200, NULL);
+}
+
+/* --- create ------------------------------------------------------------------------------------- */
+
+static const JsonField create_fields[] = {
+        { "name", JSON_FIELD_STRING },
+        { "type", JSON_FIELD_STRING },
+        { "ttl_seconds", JSON_FIELD_UINT },
+        { "network", JSON_FIELD_STRING },
+};
+
+typedef struct Create {
+        Fetch fetch; /* first: the fetch after the create uses r->data as a Fetch */
+        json_object *body;
+} Create;
+
+static void create_free(void *p) {
+        Create *c = p;
+        if (!c)
+                return;
+        free(c->fetch.path);
+        json_object_put(c->body);
+        free(c);
+}
+
+static int build_create(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        Create *c = r->data;
+        const char *s;
+        int k;
+
+        k = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (k < 0)
+                return k;
+        if ((s = json_get_string(c->body, "name")))
+                k = sd_bus_message_append(m, "{sv}", "name", "s", s);
+        if (k >= 0 && (s = json_get_string(c->body, "type")))
+                k = sd_bus_message_append(m, "{sv}", "type", "s", s);
+        if (k >= 0 && (s = json_get_string(c->body, "network")))
+                k = sd_bus_message_append(m, "{sv}", "network", "s", s);
+        if (k >= 0 && json_object_object_get_ex(c->body, "ttl_seconds", NULL))
+                k = sd_bus_message_append(m, "{sv}", "ttl_seconds", "t", json_get_uint(c->body, "ttl_seconds"));
+        if (k >= 0)
+                k = sd_bus_message_append(m, "{sv}{sv}{sv}", "account_id", "s", r->account_id, "request_id", "s",
+                                          r->request_id, "source", "s", "agent");
+        if (k < 0)
+                return k;
+        return sd_bus_message_close_container(m);
+}
+
+static void on_created(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        const char *id, *path;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        k = sd_bus_message_read(reply, "so", &id, &path);
+        if (k >= 0)
+                k = fetch_by_path(r, path);
+        if (k < 0)
+                req_reply_errno(r, k);
+}
+
+int route_sandbox_create(Request *r) {
+        Create *c;
+        json_object *body;
+        int k;
+
+        k = req_parse_json(r, create_fields, ELEMENTSOF(create_fields), &body);
+        if (k < 0)
+                return 0;
+        if (json_object_object_get_ex(body, "ttl_seconds", NULL) && json_get_uint(body, "ttl_seconds") == 0) {
+                json_object_put(body);
+                req_reply_error(r, 400, "invalid_request", "Field 'ttl_seconds' must be at least 1.");
+                return 0;
+        }
+        c = calloc(1, sizeof(Create));
+        if (!c) {
+                json_object_put(body);
+                return -ENOMEM;
+        }
+        c->fetch.status = 201;
+        c->body = body;
+        r->data = c;
+        r->data_free = create_free;
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "CreateSandbox",
+                        build_create, on_created, 0);
+}
+
+/* --- list: one GetManagedObjects ---------------------------------------------------------------- */
+
+static void on_managed_objects(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        json_object *list, *o;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        list = json_object_new_array();
+        if (!list)
+                return req_reply_errno(r, -ENOMEM);
+
+        k = sd_bus_message_enter_container(reply, 'a', "{oa{sa{sv}}}");
+        while (k >= 0 && (k = sd_bus_message_enter_container(reply, 'e', "oa{sa{sv}}")) > 0) {
+                const char *path;
+                k = sd_bus_message_read(reply, "o", &path);
+                if (k < 0)
+                        break;
+                k = sd_bus_message_enter_container(reply, 'a', "{sa{sv}}");
+                while (k >= 0 && (k = sd_bus_message_enter_container(reply, 'e', "sa{sv}")) > 0) {
+                        const char *iface;
+                        k = sd_bus_message_read(reply, "s", &iface);
+                        if (k < 0)
+                                break;
+                        if (streq(iface, SANDBOXD_SANDBOX_IFACE)) {
+                                k = sandbox_json_from_properties(r->manager, reply, &o);
+                                if (k < 0)
+                                        break;
+                                json_object *id = json_object_object_get(o, "id");
+                                if (api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_READ, json_object_get_string(id)))
+                                        json_object_array_add(list, o);
+                                else
+                                        json_object_put(o);
+                        } else
+                                k = sd_bus_message_skip(reply, "a{sv}");
+                        if (k >= 0)
+                                k = sd_bus_message_exit_container(reply);
+                }
+                if (k >= 0)
+                        k = sd_bus_message_exit_container(reply);
+                if (k >= 0)
+                        k = sd_bus_message_exit_container(reply);
+        }
+        if (k < 0) {
+                json_object_put(list);
+                return req_reply_errno(r, k);
+        }
+        o = json_object_new_object();
+        json_object_object_add(o, "sandboxes", list);
+        req_reply_json(r, 200, o);
+}
+
+int route_sandbox_list(Request *r) {
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, "org.freedesktop.DBus.ObjectManager",
+                        "GetManagedObjects", NULL, on_managed_objects, 0);
+}
+
+/* --- update: SetTTL, then the object ------------------------------------------------------------ */
+
+static const JsonField update_fields[] = {
+        { "ttl_seconds", JSON_FIELD_UINT, .required = true },
+};
+
+static int build_set_ttl(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        Fetch *f = r->data;
+        int k;
+
+        k = sd_bus_message_append(m, "st", req_param(r, 0), (uint64_t) f->status);
+        if (k < 0)
+                return k;
+        return req_append_context(r, m);
+}
+
+static void on_ttl_set(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        Fetch *f = r->data;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        f->status = 200;
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox", build_id,
+                     on_get_sandbox, 0);
+        if (k < 0)
+                req_reply_errno(r, k);
+}
+
+int route_sandbox_update(Request *r) {
+        json_object *body;
+        uint64_t ttl;
+        Fetch *f;
+        int k;
+
+        k = req_parse_json(r, update_fields, ELEMENTSOF(update_fields), &body);
+        if (k < 0)
+                return 0;
+        ttl = json_get_uint(body, "ttl_seconds");
+        json_object_put(body);
+        if (ttl == 0 || ttl > UINT32_MAX) {
+                req_reply_error(r, 400, "invalid_request", "Field 'ttl_seconds' must be at least 1.");
+                return 0;
+        }
+        f = calloc(1, sizeof(Fetch));
+        if (!f)
+                return -ENOMEM;
+        f->status = (unsigned) ttl; /* carried to build_set_ttl, then the answer's status */
+        r->data = f;
+        r->data_free = fetch_free;
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "SetTTL", build_set_ttl,
+                        on_ttl_set, 0);
+}
+
+/* --- delete ------------------------------------------------------------------------------------- */
+
+static int build_delete(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        int k;
+
+        k = sd_bus_message_append(m, "s", req_param(r, 0));
+        if (k < 0)
+                return k;
+        return req_append_context(r, m);
+}
+
+static void on_deleted(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        req_reply_empty(r, 204);
+}
+
+static void delete_if_own(Request *r, json_object *sandbox) {
+        const char *owner = json_object_get_string(json_object_object_get(sandbox, "owner"));
+        int k;
+
+        if (!streq_ptr(owner, r->account_id)) {
+                json_object_put(sandbox);
+                return req_deny(r, 403, "forbidden", NULL,
+                                "This API key may delete only the sandboxes it created (sandbox.delete-own).");
+        }
+        json_object_put(sandbox);
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "DeleteSandbox", build_delete,
+                     on_deleted, 0);
+        if (k < 0)
+                req_reply_errno(r, k);
+}
+
+int route_sandbox_delete(Request *r) {
+        if (r->own_only)
+                return fetch_start(r, 204, delete_if_own);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "DeleteSandbox",
+                        build_delete, on_deleted, 0);
+}
