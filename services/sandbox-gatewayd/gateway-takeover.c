@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -124,13 +125,34 @@ int takeover_parse_size(const char *cols, const char *rows, unsigned *ret_cols, 
         return 0;
 }
 
-bool takeover_origin_allowed(const char *origin, char *const *allowed) {
+bool takeover_origin_allowed(const char *origin, const char *allowed) {
+        size_t n;
+
         if (!origin)
                 return true;
-        for (char *const *a = allowed; a && *a; a++)
-                if (streq(*a, "*") || streq(*a, origin))
+        n = strlen(origin);
+        for (const char *p = allowed; p && *p;) {
+                size_t k = strcspn(p, " ");
+                if ((k == 1 && *p == '*') || (k == n && n > 0 && strncmp(p, origin, n) == 0))
                         return true;
+                p += k;
+                p += strspn(p, " ");
+        }
         return false;
+}
+
+bool takeover_origin_is_host(const char *origin, const char *host) {
+        const char *rest;
+
+        if (!origin || isempty(host))
+                return false;
+        if (strncmp(origin, "http://", 7) == 0)
+                rest = origin + 7;
+        else if (strncmp(origin, "https://", 8) == 0)
+                rest = origin + 8;
+        else
+                return false;
+        return strcasecmp(rest, host) == 0;
 }
 
 /* --- the bridge --------------------------------------------------------------------------------- */

@@ -20,10 +20,15 @@ int takeover_parse_control(const char *data, size_t n, unsigned *ret_cols, unsig
 /* ?cols=&rows= of the upgrade request: both absent (80x24), or both decimal 1-1000. -EINVAL otherwise. */
 int takeover_parse_size(const char *cols, const char *rows, unsigned *ret_cols, unsigned *ret_rows);
 
-/* Is a browser's Origin allowed? allowed: NULL-terminated list of exact origins ("https://a.example"),
- * or "*" for any. No Origin (not a browser) is always allowed: those clients authenticate with the
- * Authorization header or a token, and cannot be driven by a page. */
-bool takeover_origin_allowed(const char *origin, char *const *allowed);
+/* Is a browser's Origin allowed? allowed: space-separated exact origins ("https://a.example"), or "*"
+ * for any; NULL or empty: none. No Origin (not a browser) is always allowed: such clients cannot be
+ * driven by someone else's page, and authenticate with the Authorization header or a token. */
+bool takeover_origin_allowed(const char *origin, const char *allowed);
+
+/* Is origin the gateway itself, "http://HOST" or "https://HOST" for the request's Host header? A page
+ * served from the gateway's own address is not a cross-site attacker (and clients such as Python's
+ * websocket-client send that Origin by default). */
+bool takeover_origin_is_host(const char *origin, const char *host);
 
 /* Called once when the session is over: both sides closed. The owner frees the bridge (and tells
  * libmicrohttpd to close the connection). */

@@ -101,6 +101,15 @@ static void req_set_response(Request *r, unsigned status, struct MHD_Response *r
         req_wake(r);
 }
 
+void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp) {
+        if (r->response) {
+                if (resp)
+                        MHD_destroy_response(resp);
+                return;
+        }
+        req_set_response(r, status, resp);
+}
+
 void req_reply_data(Request *r, unsigned status, const char *content_type, const void *data, size_t size) {
         struct MHD_Response *resp;
 

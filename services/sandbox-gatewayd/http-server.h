@@ -69,6 +69,9 @@ _printf_(5, 6) void req_deny(Request *r, unsigned status, const char *code, cons
 void req_reply_bus_error(Request *r, const sd_bus_error *e);
 void req_reply_errno(Request *r, int error);
 bool req_answered(Request *r);
+/* Answers with a response made by the caller (e.g. MHD_create_response_for_upgrade()), taking it; if
+ * the request was answered already, resp is destroyed. */
+void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp);
 
 /* The body as JSON, checked against fields; on failure the request is answered (400) and -EINVAL
  * returned. */

@@ -59,15 +59,27 @@ static void test_size_and_origin(void) {
         CHECK(takeover_parse_size("", "24", &c, &r) == -EINVAL);
         CHECK(takeover_parse_size("99999999999", "24", &c, &r) == -EINVAL);
 
-        char *allowed[] = { (char *) "https://console.example", NULL };
-        char *any[] = { (char *) "*", NULL };
+        const char *allowed = "https://a.example  https://console.example";
         CHECK(takeover_origin_allowed(NULL, NULL));
         CHECK(takeover_origin_allowed(NULL, allowed));
         CHECK(takeover_origin_allowed("https://console.example", allowed));
+        CHECK(takeover_origin_allowed("https://a.example", allowed));
         CHECK(!takeover_origin_allowed("https://evil.example", allowed));
         CHECK(!takeover_origin_allowed("https://console.example.evil", allowed));
+        CHECK(!takeover_origin_allowed("https://console", allowed));
+        CHECK(!takeover_origin_allowed("", allowed));
         CHECK(!takeover_origin_allowed("https://console.example", NULL));
-        CHECK(takeover_origin_allowed("https://anything", any));
+        CHECK(!takeover_origin_allowed("https://console.example", ""));
+        CHECK(takeover_origin_allowed("https://anything", "*"));
+        CHECK(takeover_origin_allowed("null", "https://a.example *"));
+
+        CHECK(takeover_origin_is_host("http://127.0.0.1:8790", "127.0.0.1:8790"));
+        CHECK(takeover_origin_is_host("https://Gateway.example", "gateway.example"));
+        CHECK(!takeover_origin_is_host("http://127.0.0.1:8791", "127.0.0.1:8790"));
+        CHECK(!takeover_origin_is_host("http://evil.example/127.0.0.1:8790", "127.0.0.1:8790"));
+        CHECK(!takeover_origin_is_host("ftp://127.0.0.1:8790", "127.0.0.1:8790"));
+        CHECK(!takeover_origin_is_host("http://127.0.0.1:8790", NULL));
+        CHECK(!takeover_origin_is_host(NULL, "127.0.0.1:8790"));
 }
 
 /* --- the bridge ---------------------------------------------------------------------------------- */
