@@ -840,6 +840,12 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
                 return -EINVAL;
         if (!m->shells && !(m->shells = hashmap_new()))
                 return -ENOMEM;
+        unsigned n_open = 0;
+        HASHMAP_FOREACH(sh, m->shells, i)
+                if (!sh->ended && streq(sh->sandbox_id, s->id))
+                        n_open++;
+        if (n_open >= SHELL_MAX_PER_SANDBOX)
+                return -EUSERS;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stream) < 0 ||
             socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0 || pipe2(fail, O_CLOEXEC) < 0)
                 return -errno;

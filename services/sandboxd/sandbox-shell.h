@@ -19,6 +19,8 @@ typedef struct Shell Shell;
 #define SHELL_COLS_DEFAULT 80
 #define SHELL_ROWS_DEFAULT 24
 #define SHELL_TERM_MAX 64
+/* Open shells per sandbox: each holds fds in sandboxd and a session in the sandbox. */
+#define SHELL_MAX_PER_SANDBOX 16
 
 typedef struct ShellSpec {
         unsigned cols, rows;
@@ -34,7 +36,7 @@ bool shell_size_is_valid(unsigned cols, unsigned rows);
 bool shell_term_is_valid(const char *term);
 
 /* Starts a login shell in the sandbox on a fresh PTY in its own scope. request gets (h stream, s unit)
- * once the shell is confined and in its scope, or an error. */
+ * once the shell is confined and in its scope, or an error. -EUSERS: SHELL_MAX_PER_SANDBOX are open. */
 int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request);
 
 /* -ENOENT: no such shell (or not the caller's); -ESRCH: it has ended. */

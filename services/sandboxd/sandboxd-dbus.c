@@ -839,6 +839,10 @@ static int method_open_shell(sd_bus_message *msg, Manager *m, Caller *c, CallInf
                 .opener = c->uid,
         };
         r = shell_open(s, &spec, msg);
+        if (r == -EUSERS)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Sandbox %s has %d shells open already, the maximum.", s->id,
+                                         SHELL_MAX_PER_SANDBOX);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not start the shell: %s", strerror(-r));
         return 1;

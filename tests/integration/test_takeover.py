@@ -280,6 +280,24 @@ def test_bad_input(mgr, sandbox):
     assert len(rows) >= 5
 
 
+def test_at_most_16_shells_per_sandbox(mgr, sandbox):
+    sid, _ = sandbox()
+    other, _ = sandbox()
+    shells = [Shell(mgr, sid) for _ in range(16)]
+    with pytest.raises(dbus.DBusException) as e:
+        Shell(mgr, sid)
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.LimitExceeded"
+    assert len([u for u in shell_units(sid) if not unit_gone(u)]) == 16
+    extra = Shell(mgr, other)  # per sandbox, not per daemon
+    for sh in shells[:1] + [extra]:
+        sh.send("exit\n")
+        sh.read_to_eof()
+        sh.close()
+    sh = Shell(mgr, sid)  # room again once one ended
+    for s in shells[1:] + [sh]:
+        s.close()
+
+
 def test_deleting_the_sandbox_ends_the_shell(mgr, sandbox):
     sid, _ = sandbox()
     sh = Shell(mgr, sid)
