@@ -34,19 +34,9 @@ const char *audit_storage_error_string(int error) {
         }
 }
 
-static int sender_uid(sd_bus_message *msg, uid_t *ret) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-        int r;
-
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
-        if (r < 0)
-                return r;
-        return sd_bus_creds_get_euid(creds, ret);
-}
-
 static int check_reader(Manager *m, sd_bus_message *msg, sd_bus_error *error) {
         uid_t uid;
-        int r = sender_uid(msg, &uid);
+        int r = manager_sender_uid(m, msg, &uid);
         if (r < 0)
                 return r;
         if (!manager_uid_may_read(m, uid))
@@ -235,7 +225,7 @@ static int method_record(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         uid_t uid;
         int r;
 
-        r = sender_uid(msg, &uid);
+        r = manager_sender_uid(m, msg, &uid);
         if (r < 0)
                 return r;
         if (!manager_uid_may_record(m, uid))
@@ -249,14 +239,109 @@ static int method_record(sd_bus_message *msg, void *userdata, sd_bus_error *erro
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s", why ?: "Invalid row.");
         if (r < 0)
                 return r;
-        r = manager_record(m, msg, &rec);
+        r = manager_record(m, msg, &rec, 1, false);
         if (r < 0)
                 return r;
         return 1; /* answered once the row is committed */
 }
 
+/* Rows of one RecordBatch: the array, each freed with audit_record_clear(). */
+typedef struct RecordArray {
+        AuditRecord *recs;
+        size_t n, allocated;
+} RecordArray;
+
+static void record_array_done(RecordArray *a) {
+        for (size_t i = 0; i < a->n; i++)
+                audit_record_clear(&a->recs[i]);
+        free(a->recs);
+        *a = (RecordArray) {};
+}
+
+/* error as "Row <i>: <what was wrong>", keeping its name; r passes through */
+static int row_error(sd_bus_error *error, const sd_bus_error *e, size_t i, int r) {
+        if (!sd_bus_error_is_set(e))
+                return r;
+        return sd_bus_error_setf(error, e->name, "Row %zu: %s", i, strna(e->message));
+}
+
+static int method_record_batch(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_(record_array_done) RecordArray a = {};
+        Manager *m = userdata;
+        uid_t uid;
+        int r;
+
+        r = manager_sender_uid(m, msg, &uid);
+        if (r < 0)
+                return r;
+        if (!manager_uid_may_record(m, uid))
+                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                        "Only root and sandbox-gateway may record audit rows.");
+
+        /* Every row is read and checked before any is stored: one bad row refuses the whole batch. */
+        r = sd_bus_message_enter_container(msg, 'a', "a{sv}");
+        if (r < 0)
+                return r;
+        for (;;) {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+
+                r = sd_bus_message_at_end(msg, false);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        break;
+                if (a.n >= AUDITD_BATCH_ROWS_MAX)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "A batch holds at most %u rows.", AUDITD_BATCH_ROWS_MAX);
+                if (a.n == a.allocated) {
+                        size_t na = MAX(a.allocated * 2, (size_t) 16);
+                        AuditRecord *nr = realloc(a.recs, na * sizeof(AuditRecord));
+                        if (!nr)
+                                return -ENOMEM;
+                        a.recs = nr;
+                        a.allocated = na;
+                }
+                a.recs[a.n++] = AUDIT_RECORD_INIT;
+                r = parse_row(msg, &a.recs[a.n - 1], &e);
+                if (r < 0)
+                        return row_error(error, &e, a.n - 1, r);
+        }
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < a.n; i++) {
+                _cleanup_free_ char *why = NULL;
+
+                r = audit_record_normalize(&a.recs[i], m->config.output_max, m->config.detail_max, &why);
+                if (r == -EINVAL)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Row %zu: %s", i,
+                                                 why ?: "Invalid row.");
+                if (r < 0)
+                        return r;
+        }
+        if (a.n == 0)
+                return sd_bus_reply_method_return(msg, "at", 0);
+        r = manager_record(m, msg, a.recs, a.n, true);
+        if (r < 0)
+                return r;
+        return 1; /* answered once the rows are committed */
+}
+
 int audit_reply_recorded(sd_bus_message *msg, uint64_t id) {
         return sd_bus_reply_method_return(msg, "t", id);
+}
+
+int audit_reply_recorded_batch(sd_bus_message *msg, const uint64_t *ids, size_t n) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append_array(reply, 't', ids, n * sizeof(uint64_t));
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
 }
 
 int audit_reply_storage_error(sd_bus_message *msg, int error) {
@@ -464,6 +549,8 @@ static const sd_bus_vtable log_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("Record", SD_BUS_ARGS("a{sv}", row), SD_BUS_RESULT("t", id), method_record,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("RecordBatch", SD_BUS_ARGS("aa{sv}", rows), SD_BUS_RESULT("at", ids),
+                                method_record_batch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetLog", SD_BUS_ARGS("a{sv}", filter, "t", limit, "t", offset),
                                 SD_BUS_RESULT("aa{sv}", rows), method_get_log, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetOutput", SD_BUS_ARGS("t", id), SD_BUS_RESULT("ay", stdout, "ay", stderr),

@@ -2,6 +2,7 @@
 /* sandbox-auditd on the bus: the Log vtable, its errors, the rows as a{sv}, and EntryAdded. */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
@@ -19,10 +20,15 @@ typedef struct Manager Manager;
 /* A GetLog reply stops adding rows beyond this many bytes (the system bus caps a message at 32 MiB). */
 #define AUDITD_REPLY_BYTES_MAX (UINT64_C(16) << 20)
 
+/* RecordBatch takes at most this many rows per call (the bus caps the message at 32 MiB anyway). */
+#define AUDITD_BATCH_ROWS_MAX 4096u
+
 int manager_bus_setup(Manager *m);
 
 /* Answers a Record call: the row's id, or StorageFull for a storage error (negative errno). */
 int audit_reply_recorded(sd_bus_message *msg, uint64_t id);
+/* Answers a RecordBatch call: the rows' ids, in the order of the rows. */
+int audit_reply_recorded_batch(sd_bus_message *msg, const uint64_t *ids, size_t n);
 int audit_reply_storage_error(sd_bus_message *msg, int error);
 /* A human-readable reason for a storage error, in SQLite's words. */
 const char *audit_storage_error_string(int error);

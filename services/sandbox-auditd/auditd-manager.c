@@ -2,6 +2,7 @@
 /* sandbox-auditd's state: the bus, the event loop, the store, rows waiting for their commit, retention. */
 #include "auditd-manager.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -18,18 +19,26 @@
 #include "time-util.h"
 #include "user-util.h"
 
+/* One Record or RecordBatch call waiting for its commit. */
 struct PendingRecord {
-        sd_bus_message *msg; /* holds what rec's borrowed pointers point into */
-        AuditRecord rec;
-        uint64_t id, recorded_at;
-        bool is_new;
+        sd_bus_message *msg; /* holds what the records' borrowed pointers point into */
+        bool batch;          /* RecordBatch: answered with (at), else (t) */
+        size_t n;
+        AuditRecord *recs;
+        uint64_t *ids;
+        bool *is_new;
+        uint64_t recorded_at;
         PendingRecord *next;
 };
 
 static PendingRecord *pending_free(PendingRecord *p) {
         if (!p)
                 return NULL;
-        audit_record_clear(&p->rec);
+        for (size_t i = 0; i < p->n; i++)
+                audit_record_clear(&p->recs[i]);
+        free(p->recs);
+        free(p->ids);
+        free(p->is_new);
         sd_bus_message_unref(p->msg);
         free(p);
         return NULL;
@@ -40,7 +49,97 @@ bool manager_uid_may_record(Manager *m, uid_t uid) {
 }
 
 bool manager_uid_may_read(Manager *m, uid_t uid) {
-        return uid == 0 || uid_in_group(uid, m->admin_gid);
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        size_t slot = uid % ELEMENTSOF(m->reader_cache);
+
+        if (uid == 0)
+                return true;
+        /* getpwuid + getgrouplist per GetLog would cost more than the query; membership changes are
+         * seen within a few seconds */
+        if (m->reader_cache[slot].until > now && m->reader_cache[slot].uid == uid)
+                return m->reader_cache[slot].reader;
+        bool reader = uid_in_group(uid, m->admin_gid);
+        m->reader_cache[slot].uid = uid;
+        m->reader_cache[slot].reader = reader;
+        m->reader_cache[slot].until = now + AUDITD_READER_CACHE_USEC;
+        return reader;
+}
+
+/* --- callers' credentials ----------------------------------------------------------------------- */
+
+typedef struct SenderUid {
+        uid_t uid;
+        char name[];
+} SenderUid;
+
+int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        const char *sender = sd_bus_message_get_sender(msg);
+        SenderUid *e;
+        uid_t uid;
+        int r;
+
+        /* A unique name is one connection, never reused on that bus, and a connection's uid never
+         * changes: dbus-daemon does not attach credentials to messages, so asking it costs a blocking
+         * round trip, once per client instead of once per row. */
+        if (sender && (e = hashmap_get(m->sender_uids, sender))) {
+                *ret = e->uid;
+                return 0;
+        }
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return r;
+        r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        if (sender && sender[0] == ':' && m->sender_uids) {
+                if (hashmap_size(m->sender_uids) >= AUDITD_SENDER_CACHE_MAX)
+                        manager_forget_sender(m, NULL); /* only if NameOwnerChanged went missing */
+                e = malloc(sizeof(SenderUid) + strlen(sender) + 1);
+                if (e) {
+                        e->uid = uid;
+                        strcpy(e->name, sender);
+                        if (hashmap_put(m->sender_uids, e->name, e) < 0)
+                                free(e);
+                }
+        }
+        *ret = uid;
+        return 0;
+}
+
+void manager_forget_sender(Manager *m, const char *name) {
+        SenderUid *e;
+
+        if (name) {
+                free(hashmap_remove(m->sender_uids, name));
+                return;
+        }
+        HASHMAP_FOREACH(e, m->sender_uids, state) {
+                (void) hashmap_remove(m->sender_uids, e->name);
+                free(e);
+        }
+}
+
+static int on_name_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *name, *old_owner, *new_owner;
+
+        if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) < 0)
+                return 0;
+        /* a connection left the bus: its unique name lost its owner */
+        if (name[0] == ':' && new_owner[0] == 0)
+                manager_forget_sender(m, name);
+        return 0;
+}
+
+int manager_watch_senders(Manager *m) {
+        /* arg2='': only names that lost their owner. Installed before the name is requested (the bus
+         * handles a connection's messages in order), so no caller can be remembered unwatched. */
+        return sd_bus_add_match_async(m->bus, &m->name_owner_slot,
+                                      "type='signal',sender='org.freedesktop.DBus',"
+                                      "path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',"
+                                      "member='NameOwnerChanged',arg2=''",
+                                      on_name_owner_changed, NULL, m);
 }
 
 /* --- group commit ------------------------------------------------------------------------------- */
@@ -66,12 +165,16 @@ static void answer_pending(Manager *m, int r) {
                 if (r < 0)
                         (void) audit_reply_storage_error(p->msg, r);
                 else {
-                        (void) audit_reply_recorded(p->msg, p->id);
-                        if (p->is_new) {
-                                AuditEntry e;
-                                audit_record_to_entry(&p->rec, p->id, p->recorded_at, &e);
-                                audit_emit_entry_added(m, &e);
-                        }
+                        if (p->batch)
+                                (void) audit_reply_recorded_batch(p->msg, p->ids, p->n);
+                        else
+                                (void) audit_reply_recorded(p->msg, p->ids[0]);
+                        for (size_t i = 0; i < p->n; i++)
+                                if (p->is_new[i]) {
+                                        AuditEntry e;
+                                        audit_record_to_entry(&p->recs[i], p->ids[i], p->recorded_at, &e);
+                                        audit_emit_entry_added(m, &e);
+                                }
                 }
                 pending_free(p);
         }
@@ -97,24 +200,40 @@ static int on_commit(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *rec) {
+int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n, bool batch) {
         PendingRecord *p;
-        int r;
+        int r = 0;
 
+        assert(batch || n == 1);
         p = calloc(1, sizeof(PendingRecord));
         if (!p)
                 return -ENOMEM;
+        p->recs = calloc(MAX(n, (size_t) 1), sizeof(AuditRecord));
+        p->ids = calloc(MAX(n, (size_t) 1), sizeof(uint64_t));
+        p->is_new = calloc(MAX(n, (size_t) 1), sizeof(bool));
+        if (!p->recs || !p->ids || !p->is_new) {
+                pending_free(p);
+                return -ENOMEM;
+        }
         p->msg = sd_bus_message_ref(msg);
-        p->rec = *rec;
-        rec->detail_capped = rec->output_truncated = NULL;
-        rec->normalized = false;
+        p->batch = batch;
+        p->n = n;
+        for (size_t i = 0; i < n; i++) {
+                p->recs[i] = recs[i];
+                recs[i].detail_capped = recs[i].output_truncated = NULL;
+                recs[i].normalized = false;
+        }
         p->recorded_at = now_usec(CLOCK_REALTIME);
 
         r = audit_store_begin(m->store);
-        if (r >= 0)
-                r = audit_store_insert(m->store, &p->rec, p->recorded_at, &p->id);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                r = audit_store_insert(m->store, &p->recs[i], p->recorded_at, &p->ids[i]);
+                if (r >= 0)
+                        p->is_new[i] = r > 0;
+        }
         if (r < 0) {
-                /* The transaction may be gone with it: fail the whole batch, nobody has an answer yet. */
+                /* The transaction may be gone with it: fail the whole group, nobody has an answer yet.
+                 * A batch's earlier rows go with it, so a batch is stored whole or not at all. */
                 audit_store_rollback(m->store);
                 storage_state(m, r);
                 answer_pending(m, r);
@@ -122,15 +241,16 @@ int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *rec) {
                 pending_free(p);
                 return 0;
         }
-        p->is_new = r > 0;
 
         if (m->pending_tail)
                 m->pending_tail->next = p;
         else
                 m->pending = p;
         m->pending_tail = p;
-        m->n_pending++;
-        m->pending_bytes += p->rec.stdout_size + p->rec.stderr_size + strlen(audit_record_detail(&p->rec));
+        m->n_pending += n;
+        for (size_t i = 0; i < n; i++)
+                m->pending_bytes += p->recs[i].stdout_size + p->recs[i].stderr_size +
+                                    strlen(audit_record_detail(&p->recs[i]));
 
         if (m->n_pending >= AUDITD_COMMIT_ROWS_MAX || m->pending_bytes >= AUDITD_COMMIT_BYTES_MAX)
                 manager_flush(m);
@@ -246,6 +366,11 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
 
         struct group *g = getgrnam("sandbox-admin");
         m->admin_gid = g ? g->gr_gid : (gid_t) -1;
+        m->sender_uids = hashmap_new();
+        if (!m->sender_uids) {
+                r = -ENOMEM;
+                goto fail;
+        }
         struct passwd *pw = getpwnam("sandbox-gateway");
         m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
         m->retention_batch = AUDITD_RETENTION_BATCH_MAX;
@@ -290,6 +415,10 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->retention_timer);
         sd_event_source_disable_unref(m->sigterm);
         sd_event_source_disable_unref(m->sigint);
+        if (m->sender_uids)
+                manager_forget_sender(m, NULL);
+        hashmap_free(m->sender_uids);
+        sd_bus_slot_unref(m->name_owner_slot);
         sd_bus_flush_close_unref(m->bus);
         audit_store_free(m->store);
         sd_event_unref(m->event);
@@ -311,6 +440,8 @@ int manager_startup(Manager *m) {
         }
 
         r = manager_bus_setup(m);
+        if (r >= 0)
+                r = manager_watch_senders(m);
         if (r < 0) {
                 log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
                 return r;

@@ -10,6 +10,7 @@
 
 #include "audit-config.h"
 #include "audit-store.h"
+#include "hashmap.h"
 
 #define AUDITD_STATE_DIR "/var/lib/sandbox-auditd"
 #define AUDITD_DB_FILE "audit.db"
@@ -23,6 +24,10 @@
 #define AUDITD_RETENTION_BATCH_MAX 1000u
 #define AUDITD_RETENTION_BATCH_MIN 16u
 
+/* Remembered callers: at most this many connections; a reader's group membership this long. */
+#define AUDITD_SENDER_CACHE_MAX 4096u
+#define AUDITD_READER_CACHE_USEC (UINT64_C(5) * UINT64_C(1000000))
+
 typedef struct PendingRecord PendingRecord;
 
 typedef struct Manager {
@@ -34,6 +39,16 @@ typedef struct Manager {
 
         gid_t admin_gid;  /* sandbox-admin, or (gid_t) -1 */
         uid_t gateway_uid; /* sandbox-gateway, or (uid_t) -1 */
+
+        /* Callers' credentials: a bus round trip per connection, not per call (a blocking one, which
+         * capped ingest at ~3,000 rows/s); an NSS lookup per reader uid at most every few seconds. */
+        Hashmap *sender_uids;        /* unique bus name → SenderUid, until NameOwnerChanged says it left */
+        sd_bus_slot *name_owner_slot;
+        struct {
+                uid_t uid;
+                bool reader;
+                uint64_t until; /* CLOCK_MONOTONIC µs */
+        } reader_cache[16];
 
         /* Group commit: stored rows whose callers wait for the commit. */
         PendingRecord *pending, *pending_tail;
@@ -58,14 +73,24 @@ Manager *manager_free(Manager *m);
 int manager_startup(Manager *m);
 int manager_run(Manager *m);
 
-/* Record: root and sandbox-gateway. Readers (GetLog, GetOutput): root and members of sandbox-admin. */
+/* Record: root and sandbox-gateway. Readers (GetLog, GetOutput): root and members of sandbox-admin
+ * (looked up at most every AUDITD_READER_CACHE_USEC per uid). */
 bool manager_uid_may_record(Manager *m, uid_t uid);
 bool manager_uid_may_read(Manager *m, uid_t uid);
 
-/* Stores the normalised rec in the current batch and answers msg once that is committed: with the id,
- * or with StorageFull if the row could not be stored. Takes over rec's allocations (rec is cleared);
- * its borrowed pointers must point into msg. Returns 0, or a negative errno if nothing was done. */
-int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *rec);
+/* The effective uid of a message's sender: asked of the bus once per connection, remembered until the
+ * connection leaves the bus (NameOwnerChanged). */
+int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret);
+/* Forgets one connection's uid (name: a unique name) or, with NULL, all of them. */
+void manager_forget_sender(Manager *m, const char *name);
+/* Subscribes to the bus's NameOwnerChanged so that callers who left are forgotten. */
+int manager_watch_senders(Manager *m);
+
+/* Stores the n normalised records in the current transaction and answers msg once that is committed:
+ * with the id (Record, n = 1) or the ids in order (batch: RecordBatch), or with StorageFull if they
+ * could not be stored (then none is). Takes over the records' allocations (each is cleared); their
+ * borrowed pointers must point into msg. Returns 0, or a negative errno if nothing was done. */
+int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n, bool batch);
 
 /* Commits the current batch now and answers its callers (before reads, retention and exit). */
 void manager_flush(Manager *m);

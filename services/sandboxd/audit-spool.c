@@ -4,10 +4,16 @@
  *
  * The spool is a SQLite table in WAL mode with synchronous=NORMAL: a committed row survives kill -9 of
  * sandboxd or of the logger; a power loss may take the last rows committed before it (they were in
- * the page cache, not yet on disk). A pump sends the oldest rows with Record, a bounded number in
- * flight on our one connection (which keeps them in order), and deletes each once the logger
- * acknowledged it. On any error it stops, waits (with backoff), and resends from the oldest row not
- * acknowledged: the logger stores nothing twice for a key it has, so delivery is exactly once. */
+ * the page cache, not yet on disk). A pump sends the oldest rows with RecordBatch — each call takes
+ * every row waiting (up to a bound), so a row arriving alone goes at once and a backlog drains in a
+ * few large calls — with a bounded number of calls in flight on our one connection (which keeps them
+ * in order), and deletes a call's rows once the logger acknowledged them. On any error it stops, waits
+ * (with backoff), and resends from the oldest row not acknowledged: the logger stores nothing twice
+ * for a key it has, so delivery is exactly once. A logger without RecordBatch gets one Record per row.
+ *
+ * A row the logger refuses as invalid (InvalidArgs: say its OutputMax= is below ours) would otherwise
+ * stop every row after it for good: it is moved to the table "refused" beside the spool, logged, and
+ * the others go on; refused rows are queued again when sandboxd next starts. */
 #include "audit-spool.h"
 
 #include <errno.h>
@@ -25,32 +31,43 @@
 #include "macro.h"
 #include "sandboxd-manager.h"
 #include "sqlite-util.h"
+#include "time-util.h"
 
 #define AUDIT_BUS_NAME "org.sandboxd.audit1"
 #define AUDIT_BUS_PATH "/org/sandboxd/audit1"
 #define AUDIT_INTERFACE "org.sandboxd.audit1.Log"
-#define MAX_IN_FLIGHT 32
+#define MAX_IN_FLIGHT 8
+/* Rows per RecordBatch (the logger's group commit takes 256), and bytes of output and detail per call
+ * beyond its first row: the system bus refuses messages over 32 MiB. */
+#define BATCH_ROWS 256
+#define BATCH_BYTES (UINT64_C(8) << 20)
 #define RETRY_MIN_USEC (100 * USEC_PER_MSEC)
 #define RETRY_MAX_USEC (10 * USEC_PER_SEC)
 #define RECORD_TIMEOUT_USEC (30 * USEC_PER_SEC)
 
+/* One call on the wire: the spool rows first..last (seqs are never reused, so no other row can appear
+ * in between), n of them. */
 typedef struct InFlight {
         AuditSpool *spool;
-        int64_t seq;
+        int64_t first, last;
+        unsigned n;
+        bool batch; /* RecordBatch, else Record */
         sd_bus_slot *slot;
 } InFlight;
 
 struct AuditSpool {
         Manager *manager;
         sqlite3 *db;
-        sqlite3_stmt *insert, *next, *delete, *count;
-        int64_t last_sent;        /* highest seq handed to the bus in this round */
+        sqlite3_stmt *insert, *next, *delete, *count, *nth, *refuse;
+        int64_t last_sent; /* highest seq handed to the bus in this round */
         unsigned n_in_flight;
         InFlight in_flight[MAX_IN_FLIGHT];
         sd_event_source *kick, *retry;
         uint64_t retry_usec;
         uint64_t pending;
         bool failing;
+        bool no_batch;       /* the logger has no RecordBatch: one Record per row */
+        int64_t single_until; /* rows up to this seq go one per call (to find one the logger refused) */
 };
 
 static const char *const migrations[] = {
@@ -61,7 +78,20 @@ static const char *const migrations[] = {
         " operation TEXT NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL,"
         " exit_code INTEGER NOT NULL, stdout BLOB, stderr BLOB,"
         " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL, request_id TEXT NOT NULL)",
+        /* rows the logger refused as invalid, with its reason; queued again at start-up */
+        "CREATE TABLE refused ("
+        " seq INTEGER PRIMARY KEY,"
+        " key TEXT NOT NULL UNIQUE,"
+        " session_id TEXT NOT NULL, account_id TEXT NOT NULL, source TEXT NOT NULL,"
+        " operation TEXT NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL,"
+        " exit_code INTEGER NOT NULL, stdout BLOB, stderr BLOB,"
+        " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL, request_id TEXT NOT NULL,"
+        " error TEXT NOT NULL, refused_at INTEGER NOT NULL)",
 };
+
+#define SPOOL_COLUMNS                                                                                       \
+        "key, session_id, account_id, source, operation, event, detail, exit_code, stdout, stderr,"         \
+        " started_at, duration_usec, request_id"
 
 AuditSpool *audit_spool_free(AuditSpool *s) {
         if (!s)
@@ -74,6 +104,8 @@ AuditSpool *audit_spool_free(AuditSpool *s) {
         sqlite3_finalize(s->next);
         sqlite3_finalize(s->delete);
         sqlite3_finalize(s->count);
+        sqlite3_finalize(s->nth);
+        sqlite3_finalize(s->refuse);
         sqlite3_close_v2(s->db);
         free(s);
         return NULL;
@@ -107,44 +139,151 @@ static void schedule_retry(AuditSpool *s) {
         s->retry_usec = s->retry_usec == 0 ? RETRY_MIN_USEC : MIN(s->retry_usec * 2, RETRY_MAX_USEC);
         (void) sd_event_now(s->manager->event, CLOCK_MONOTONIC, &now);
         if (!s->retry)
-                (void) sd_event_add_time(s->manager->event, &s->retry, CLOCK_MONOTONIC, now + s->retry_usec, 0,
-                                         on_retry, s);
+                (void) sd_event_add_time(s->manager->event, &s->retry, CLOCK_MONOTONIC, now + s->retry_usec,
+                                         0, on_retry, s);
         else {
                 (void) sd_event_source_set_time(s->retry, now + s->retry_usec);
                 (void) sd_event_source_set_enabled(s->retry, SD_EVENT_ONESHOT);
         }
 }
 
+/* Everything from the oldest row not acknowledged goes again: this call's rows and those of every call
+ * still in flight (whose answers, if they come, are harmless: a resent key stores nothing). */
+static void rewind_to(AuditSpool *s, int64_t first) {
+        int64_t oldest = first;
+
+        for (unsigned i = 0; i < MAX_IN_FLIGHT; i++)
+                if (s->in_flight[i].slot && s->in_flight[i].first < oldest)
+                        oldest = s->in_flight[i].first;
+        if (oldest - 1 < s->last_sent)
+                s->last_sent = oldest - 1;
+}
+
+/* How many ids the answer holds: 1 for Record, the array's length for RecordBatch. */
+static int answered_ids(sd_bus_message *reply, size_t *ret) {
+        const void *ids;
+        size_t size;
+        int r;
+
+        if (streq(sd_bus_message_get_signature(reply, true), "t")) {
+                *ret = 1;
+                return 0;
+        }
+        r = sd_bus_message_read_array(reply, 't', &ids, &size);
+        if (r < 0)
+                return r;
+        *ret = size / sizeof(uint64_t);
+        return 0;
+}
+
+/* Moves spool row seq to the table refused, with the logger's reason. */
+static int quarantine(AuditSpool *s, int64_t seq, const char *why) {
+        int r;
+
+        r = sqlite_errno(sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL));
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s->refuse, 1, strempty(why), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s->refuse, 2, (sqlite3_int64) now_usec(CLOCK_REALTIME));
+        sqlite3_bind_int64(s->refuse, 3, seq);
+        r = sqlite_step_done(s->refuse);
+        sqlite3_clear_bindings(s->refuse);
+        if (r >= 0) {
+                sqlite3_bind_int64(s->delete, 1, seq);
+                sqlite3_bind_int64(s->delete, 2, seq);
+                r = sqlite_step_done(s->delete);
+        }
+        if (r >= 0)
+                r = sqlite_errno(sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL));
+        if (r < 0)
+                (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return r;
+}
+
+/* The logger refused the call's rows first..last (n of them) as invalid: one of them is. RecordBatch
+ * says which ("Row <i>: …"); failing that, the rows go again one per call until the refusal names one.
+ * Returns 0 when the caller may go on sending, < 0 to treat the answer as any other error. */
+static int refuse_row(AuditSpool *s, int64_t first, int64_t last, unsigned n, const sd_bus_error *e) {
+        const char *msg = strempty(e->message);
+        unsigned long idx = 0;
+        int64_t seq = first;
+        int r;
+
+        if (n > 1) {
+                char *end;
+                if (strncmp(msg, "Row ", 4) != 0 || (idx = strtoul(msg + 4, &end, 10), *end != ':') ||
+                    idx >= n) {
+                        s->single_until = MAX(s->single_until, last);
+                        return 0;
+                }
+                sqlite3_bind_int64(s->nth, 1, first);
+                sqlite3_bind_int64(s->nth, 2, last);
+                sqlite3_bind_int64(s->nth, 3, (sqlite3_int64) idx);
+                int rc = sqlite3_step(s->nth);
+                seq = rc == SQLITE_ROW ? sqlite3_column_int64(s->nth, 0) : 0;
+                sqlite3_reset(s->nth);
+                if (seq == 0)
+                        return -ENOENT;
+        }
+        r = quarantine(s, seq, msg);
+        if (r < 0)
+                return r;
+        s->pending -= MIN(s->pending, (uint64_t) 1);
+        log_msg(LOG_ERR,
+                "The audit log refused a row as invalid (%s); it is kept aside in the spool (table refused)"
+                " and queued again when sandboxd next starts. The rows after it go on.",
+                msg);
+        return 0;
+}
+
 static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         InFlight *f = userdata;
         AuditSpool *s = f->spool;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
-        int64_t seq = f->seq;
+        int64_t first = f->first, last = f->last;
+        unsigned n = f->n;
+        bool batch = f->batch;
+        size_t got = 0;
 
         f->slot = sd_bus_slot_unref(f->slot);
-        f->seq = 0;
+        *f = (InFlight) {};
         s->n_in_flight--;
 
-        if (e) {
+        if (e && batch && sd_bus_error_has_name(e, SD_BUS_ERROR_UNKNOWN_METHOD)) {
+                /* a logger from before RecordBatch: the same rows again, one Record each */
+                if (!s->no_batch)
+                        log_msg(LOG_INFO, "The audit log has no RecordBatch; sending one row per call.");
+                s->no_batch = true;
+                rewind_to(s, first);
+                kick(s);
+                return 0;
+        }
+        if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_INVALID_ARGS) &&
+            refuse_row(s, first, last, n, e) >= 0) {
+                rewind_to(s, first);
+                kick(s);
+                return 0;
+        }
+        if (e || answered_ids(reply, &got) < 0 || got != n) {
                 /* Stop here; everything from the oldest unacknowledged row goes again later. */
                 if (!s->failing)
-                        log_msg(LOG_WARNING, "The audit log did not take a row (%s: %s); %" PRIu64
-                                " rows wait in the spool.", e->name, strna(e->message), s->pending);
-                int64_t oldest = seq;
-                for (unsigned i = 0; i < MAX_IN_FLIGHT; i++)
-                        if (s->in_flight[i].slot && s->in_flight[i].seq < oldest)
-                                oldest = s->in_flight[i].seq;
-                if (oldest - 1 < s->last_sent)
-                        s->last_sent = oldest - 1;
+                        log_msg(LOG_WARNING,
+                                "The audit log did not take a row (%s: %s); %" PRIu64
+                                " rows wait in the spool.",
+                                e ? e->name : "unexpected answer",
+                                e ? strna(e->message) : "not one id per row", s->pending);
+                rewind_to(s, first);
                 schedule_retry(s);
                 return 0;
         }
 
-        sqlite3_bind_int64(s->delete, 1, seq);
+        /* one transaction for the call's rows, not one per row */
+        sqlite3_bind_int64(s->delete, 1, first);
+        sqlite3_bind_int64(s->delete, 2, last);
         int rc = sqlite3_step(s->delete);
         sqlite3_reset(s->delete);
-        if (rc == SQLITE_DONE && sqlite3_changes(s->db) > 0 && s->pending > 0)
-                s->pending--;
+        if (rc == SQLITE_DONE)
+                s->pending -= MIN(s->pending, (uint64_t) sqlite3_changes(s->db));
         if (s->retry_usec > 0) {
                 log_msg(LOG_INFO, "The audit log takes rows again.");
                 s->retry_usec = 0;
@@ -153,21 +292,17 @@ static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_
         return 0;
 }
 
-static int send_row(AuditSpool *s, sqlite3_stmt *st, InFlight *f) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+static int append_row(sd_bus_message *m, sqlite3_stmt *st) {
+        static const char *const text[] = { "key",       "session_id", "account_id", "source",
+                                             "operation", "event",      "detail" };
         int r;
 
-        r = sd_bus_message_new_method_call(s->manager->bus, &m, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE,
-                                           "Record");
-        if (r < 0)
-                return r;
         r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r < 0)
                 return r;
-        static const char *const text[] = { "key", "session_id", "account_id", "source", "operation", "event",
-                                             "detail" };
         for (size_t i = 0; i < ELEMENTSOF(text); i++) {
-                r = sd_bus_message_append(m, "{sv}", text[i], "s", (const char *) sqlite3_column_text(st, 1 + i));
+                r = sd_bus_message_append(m, "{sv}", text[i], "s",
+                                          (const char *) sqlite3_column_text(st, 1 + (int) i));
                 if (r < 0)
                         return r;
         }
@@ -191,15 +326,76 @@ static int send_row(AuditSpool *s, sqlite3_stmt *st, InFlight *f) {
                 if (r < 0)
                         return r;
         }
-        r = sd_bus_message_append(m, "{sv}{sv}{sv}", "started_at", "t", (uint64_t) sqlite3_column_int64(st, 11),
-                                  "duration_usec", "t", (uint64_t) sqlite3_column_int64(st, 12), "request_id", "s",
-                                  (const char *) sqlite3_column_text(st, 13));
+        r = sd_bus_message_append(m, "{sv}{sv}{sv}",
+                                  "started_at", "t", (uint64_t) sqlite3_column_int64(st, 11),
+                                  "duration_usec", "t", (uint64_t) sqlite3_column_int64(st, 12),
+                                  "request_id", "s", (const char *) sqlite3_column_text(st, 13));
         if (r < 0)
                 return r;
-        r = sd_bus_message_close_container(m);
+        return sd_bus_message_close_container(m);
+}
+
+/* Sends the rows after s->last_sent (up to BATCH_ROWS and BATCH_BYTES; one if !batch) in one call.
+ * Returns 1 if it sent some, 0 if there were none, or a negative errno. */
+static int send_rows(AuditSpool *s, InFlight *f) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        sqlite3_stmt *st = s->next;
+        bool batch = !s->no_batch;
+        uint64_t bytes = 0;
+        unsigned n = 0;
+        int64_t first = 0, last = 0;
+        int rc, r;
+
+        r = sd_bus_message_new_method_call(s->manager->bus, &m, AUDIT_BUS_NAME, AUDIT_BUS_PATH,
+                                           AUDIT_INTERFACE, batch ? "RecordBatch" : "Record");
         if (r < 0)
                 return r;
-        return sd_bus_call_async(s->manager->bus, &f->slot, m, on_recorded, f, RECORD_TIMEOUT_USEC);
+        if (batch) {
+                r = sd_bus_message_open_container(m, 'a', "a{sv}");
+                if (r < 0)
+                        return r;
+        }
+        sqlite3_bind_int64(st, 1, s->last_sent);
+        /* one row per call while looking for a row the logger refused */
+        sqlite3_bind_int64(st, 2, batch && s->last_sent >= s->single_until ? BATCH_ROWS : 1);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                /* output and detail: what makes a row big */
+                uint64_t size = (uint64_t) sqlite3_column_bytes(st, 7);
+                size += (uint64_t) sqlite3_column_bytes(st, 9) + (uint64_t) sqlite3_column_bytes(st, 10);
+                if (n > 0 && bytes + size > BATCH_BYTES)
+                        break; /* the next call takes it */
+                r = append_row(m, st);
+                if (r < 0)
+                        break;
+                if (n == 0)
+                        first = sqlite3_column_int64(st, 0);
+                last = sqlite3_column_int64(st, 0);
+                bytes += size;
+                n++;
+        }
+        sqlite3_reset(st);
+        if (r < 0)
+                return r;
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                return sqlite_errno(rc);
+        if (n == 0)
+                return 0;
+        if (batch) {
+                r = sd_bus_message_close_container(m);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_call_async(s->manager->bus, &f->slot, m, on_recorded, f, RECORD_TIMEOUT_USEC);
+        if (r < 0)
+                return r;
+        f->spool = s;
+        f->first = first;
+        f->last = last;
+        f->n = n;
+        f->batch = batch;
+        s->n_in_flight++;
+        s->last_sent = last;
+        return 1;
 }
 
 static void pump(AuditSpool *s) {
@@ -212,24 +408,14 @@ static void pump(AuditSpool *s) {
                                 f = &s->in_flight[i];
                 if (!f)
                         return;
-                sqlite3_bind_int64(s->next, 1, s->last_sent);
-                int rc = sqlite3_step(s->next);
-                if (rc != SQLITE_ROW) {
-                        sqlite3_reset(s->next);
+                int r = send_rows(s, f);
+                if (r == 0)
                         return; /* nothing more to send */
-                }
-                int64_t seq = sqlite3_column_int64(s->next, 0);
-                int r = send_row(s, s->next, f);
-                sqlite3_reset(s->next);
                 if (r < 0) {
-                        log_msg(LOG_WARNING, "Could not send an audit row: %s", strerror(-r));
+                        log_msg(LOG_WARNING, "Could not send audit rows: %s", strerror(-r));
                         schedule_retry(s);
                         return;
                 }
-                f->spool = s;
-                f->seq = seq;
-                s->n_in_flight++;
-                s->last_sent = seq;
         }
 }
 
@@ -257,11 +443,35 @@ int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
                                            "SELECT seq, key, session_id, account_id, source, operation,"
                                            " event, detail, exit_code, stdout, stderr, started_at,"
                                            " duration_usec, request_id FROM spool WHERE seq > ?"
-                                           " ORDER BY seq LIMIT 1",
+                                           " ORDER BY seq LIMIT ?",
                                            &s->next)) < 0 ||
-            (r = sqlite_prepare_persistent(s->db, "DELETE FROM spool WHERE seq = ?", &s->delete)) < 0 ||
-            (r = sqlite_prepare_persistent(s->db, "SELECT count(*) FROM spool", &s->count)) < 0)
+            (r = sqlite_prepare_persistent(s->db, "DELETE FROM spool WHERE seq BETWEEN ? AND ?",
+                                           &s->delete)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "SELECT count(*) FROM spool", &s->count)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "SELECT seq FROM spool WHERE seq BETWEEN ? AND ?"
+                                           " ORDER BY seq LIMIT 1 OFFSET ?",
+                                           &s->nth)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "INSERT INTO refused (seq, " SPOOL_COLUMNS ", error, refused_at)"
+                                           " SELECT seq, " SPOOL_COLUMNS ", ?, ? FROM spool WHERE seq = ?",
+                                           &s->refuse)) < 0)
                 goto fail;
+        /* Rows the logger refused before: perhaps it takes them now (its configuration changed). They go
+         * after everything else, with new sequence numbers. */
+        r = sqlite_errno(sqlite3_exec(s->db,
+                                      "BEGIN IMMEDIATE;"
+                                      " INSERT INTO spool (" SPOOL_COLUMNS ") SELECT " SPOOL_COLUMNS
+                                      " FROM refused ORDER BY seq;"
+                                      " DELETE FROM refused;"
+                                      " COMMIT",
+                                      NULL, NULL, NULL));
+        if (r < 0) {
+                /* they stay aside until the next start; the spool itself works */
+                (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                log_msg(LOG_WARNING, "Could not queue the audit rows the logger refused again: %s",
+                        strerror(-r));
+        }
         if (sqlite3_step(s->count) == SQLITE_ROW)
                 s->pending = (uint64_t) sqlite3_column_int64(s->count, 0);
         sqlite3_reset(s->count);
@@ -309,8 +519,8 @@ int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         if (rc != SQLITE_DONE) {
-                log_msg(LOG_ERR, "Could not spool an audit row (%s %s): %s", row->operation, strempty(row->session_id),
-                        sqlite3_errmsg(s->db));
+                log_msg(LOG_ERR, "Could not spool an audit row (%s %s): %s", row->operation,
+                        strempty(row->session_id), sqlite3_errmsg(s->db));
                 return sqlite_errno(rc);
         }
         s->pending++;

@@ -206,3 +206,57 @@ def test_nothing_of_the_logger_from_inside(mgr, sandbox):
     assert code != 0
     code, out, err, _ = mgr.exec(sid, ["timeout", "2", "busctl", "--system", "monitor", "org.sandboxd.audit1"])
     assert code != 0 and b"EntryAdded" not in out
+
+
+def test_backlog_drains_in_order(mgr, sandbox):
+    """While the logger cannot start, rows wait in the spool; once it can, the pump delivers the backlog
+    (in RecordBatch calls) in the order of the operations, each row once."""
+    sid, _ = sandbox()
+    run("systemctl", "mask", "--runtime", "sandbox-auditd")  # bus activation fails while masked
+    try:
+        run("systemctl", "stop", "sandbox-auditd")
+        for i in range(300):
+            code, out, _, _ = mgr.exec(sid, ["echo", str(i)])
+            assert code == 0
+        assert spooled() >= 300
+    finally:
+        run("systemctl", "unmask", "--runtime", "sandbox-auditd")
+    run("systemctl", "start", "sandbox-auditd")
+    wait_for(lambda: spooled() == 0, timeout=120, what="the backlog to drain")
+    rows = sorted(log(sid, operation="exec", limit=1000), key=lambda r: int(r["id"]))
+    assert [json.loads(r["detail"])["argv"][1] for r in rows] == [str(i) for i in range(300)]
+
+
+def test_refused_row_does_not_stop_the_others(mgr, sandbox):
+    """A row the logger refuses as invalid (here its OutputMax= is below sandboxd's) is kept aside in the
+    spool and logged; the rows after it still arrive; sandboxd queues it again when it next starts."""
+    sid, _ = sandbox()
+    dropin = "/etc/sandboxd/sandbox-auditd.conf.d/50-test-refused.conf"
+    os.makedirs(os.path.dirname(dropin), exist_ok=True)
+    with open(dropin, "w") as f:
+        f.write("[Log]\nOutputMax=1K\n")
+
+    def refused():
+        return int(run("sqlite3", SPOOL, "SELECT count(*) FROM refused").stdout.strip())
+
+    def markers():
+        return [json.loads(r["detail"])["argv"][-1] for r in log(sid, operation="exec")]
+
+    try:
+        run("systemctl", "restart", "sandbox-auditd")
+        code, out, _, _ = mgr.exec(sid, ["sh", "-c", "head -c 3000 /dev/zero | tr '\\0' x; : big"])
+        assert code == 0 and len(out) == 3000
+        for i in range(3):
+            assert mgr.exec(sid, ["echo", f"after-{i}"])[0] == 0
+        wait_for(lambda: spooled() == 0 and refused() == 1, what="the refused row kept aside")
+        assert markers() == ["after-2", "after-1", "after-0"], "the rows after it arrived, in order"
+        journal = run("journalctl", "-u", "sandboxd", "--no-pager", "-n", "200").stdout
+        assert "refused a row as invalid" in journal and "at most 1024" in journal
+    finally:
+        os.unlink(dropin)
+        run("systemctl", "restart", "sandbox-auditd")
+    run("systemctl", "restart", "sandboxd")
+    wait_for(lambda: spooled() == 0 and refused() == 0 and len(markers()) == 4, timeout=60,
+             what="the refused row delivered once the logger takes it")
+    big = [r for r in log(sid, operation="exec") if json.loads(r["detail"])["argv"][-1].endswith(": big")]
+    assert len(big) == 1 and int(big[0]["stdout_size"]) == 3000

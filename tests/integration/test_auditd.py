@@ -462,6 +462,9 @@ def test_gateway_may_record(users):
         assert [(x["id"], x["account_id"], x["operation"]) for x in rows] == [(rid, "key_123", "api_key.create")]
         r = busctl("GetLog", "a{sv}tt", "1", "session_id", "s", s, "10", "0", user="sandbox-gateway")
         assert r.returncode == 0 and f'"id" t {rid}' in r.stdout, r.stderr
+        r = busctl("RecordBatch", "aa{sv}", "1", "4", "key", "s", f"{s}-h", "session_id", "s", s, "operation",
+                   "s", "api_key.revoke", "event", "s", "finished", user="sandbox-gateway")
+        assert r.returncode == 0 and r.stdout.startswith("at 1 "), r.stderr
     finally:
         if not had_gateway:
             run("userdel", "sandbox-gateway", check=False)
@@ -636,3 +639,118 @@ def test_example_sink_resumes(tmp_path):
     assert [x["id"] for x in lines] == first + more + [last], "each row once, in order"
     assert lines[4]["output_truncated"] == {"stdout": "xxxx", "stderr": ""}
     assert all(x["session_id"] == s and x["detail"] == {} for x in lines)
+
+
+# --- RecordBatch ---------------------------------------------------------------------------------------
+
+
+def record_batch(rows, **kw):
+    return [int(i) for i in iface().RecordBatch(dbus.Array([row_dict(**r) for r in rows], signature="a{sv}"),
+                                                **kw)]
+
+
+def exec_row(key, s, **fields):
+    return {"key": key, "session_id": s, "operation": "exec", "event": "finished", **fields}
+
+
+def test_record_batch_ids_keys_and_signals():
+    s = session()
+    first = record(key=f"{s}-0", session_id=s, exit_code=7)
+    got = []
+    rows = [exec_row(f"{s}-1", s, stdout=b"one\n", detail='{"n": 1}'),
+            exec_row(f"{s}-0", s, exit_code=9),              # stored already: its first id, nothing stored
+            exec_row(f"{s}-2", s, event="failed", exit_code=2, stderr=b"two"),
+            exec_row(f"{s}-1", s, exit_code=3),              # repeated within the batch: the same id
+            exec_row(f"{s}-3", s, operation="write", detail='{"path": "/tmp/x"}')]
+    sig = collect_signals(lambda: got.extend(record_batch(rows)), 3, session_id=s)
+    assert len(got) == 5
+    assert got[1] == first and got[3] == got[0], "a key stored already returns the id it was stored with"
+    new = [got[0], got[2], got[4]]
+    assert first < new[0] < new[1] < new[2], "new rows get increasing ids, in the batch's order"
+    assert [g[0] for g in sig] == new, "one EntryAdded per stored row, in id order, none for repeated keys"
+    stored = {r["id"]: r for r in get_log(session_id=s)}
+    assert sorted(stored) == [first, *new]
+    assert stored[first]["exit_code"] == 7, "a repeated key changes nothing"
+    assert stored[got[0]]["exit_code"] == 0 and stored[got[2]]["event"] == "failed"
+    assert stored[got[4]]["operation"] == "write" and stored[got[4]]["detail"] == '{"path": "/tmp/x"}'
+    for rid, _, row in sig:
+        assert row == stored[rid], "the signal carries the row as GetLog returns it"
+    assert get_output(got[0]) == (b"one\n", b"") and get_output(got[2]) == (b"", b"two")
+
+    # the same batch again (a spool resending after a lost answer): the same ids, nothing new
+    again = collect_signals(lambda: got.__setitem__(slice(None), record_batch(rows)), 0, session_id=s,
+                            timeout=1.0)
+    assert got == [new[0], first, new[1], new[0], new[2]] and again == []
+    assert len(get_log(session_id=s)) == 4
+    assert record_batch([]) == []
+
+
+def test_record_batch_is_all_or_nothing():
+    s = session()
+    good = [exec_row(f"{s}-a", s), exec_row(f"{s}-c", s)]
+    for bad, message in [
+        ({"key": f"{s}-b", "session_id": s, "operation": "rm", "event": "finished"},
+         "Row 1: Unknown operation 'rm'"),
+        (exec_row(f"{s}-b", s, detail="{oops"), "Row 1: detail is not valid JSON"),
+        ({"session_id": s, "operation": "exec", "event": "finished"}, "Row 1: key is required"),
+        (exec_row(f"{s}-b", s, stdout=b"x" * (1024 * 1024 + 1)), "Row 1: stdout is 1048577 bytes"),
+        (exec_row(f"{s}-b", s, bogus="x"), "Row 1: Unknown row field 'bogus'"),
+    ]:
+        name, msg = error_of(record_batch, [good[0], bad, good[1]])
+        assert name == INVALID and message in msg, (bad, name, msg)
+    # a field of the wrong type, spelled with busctl
+    r = busctl("RecordBatch", "aa{sv}", "2",
+               "3", "key", "s", f"{s}-a", "operation", "s", "exec", "event", "s", "finished",
+               "3", "key", "s", f"{s}-b", "operation", "s", "exec", "event", "i", "1")
+    want = "Row 1: Row field 'event' must be of type 's', not 'i'"
+    assert r.returncode != 0 and want in r.stderr, r.stderr
+    name, msg = error_of(record_batch, [exec_row(f"{s}-{i}", s) for i in range(4097)], timeout=60)
+    assert name == INVALID and "at most 4096 rows" in msg
+    assert get_log(session_id=s) == [], "nothing of a refused batch is stored"
+    # and the good rows, alone, go in
+    assert len(set(record_batch(good))) == 2 and len(get_log(session_id=s)) == 2
+
+
+def test_record_batch_access(users):
+    reader = users("audit-batch-reader", admin=True)
+    reload_bus()
+    s = session()
+    args = ["RecordBatch", "aa{sv}", "1", "4", "key", "s", f"{s}-x", "session_id", "s", s, "operation", "s",
+            "exec", "event", "s", "failed"]
+    for user in ("nobody", reader):
+        r = busctl(*args, user=user)
+        assert r.returncode != 0 and "Access denied" in r.stderr, (user, r.stderr)
+    assert get_log(session_id=s) == []
+    r = busctl(*args)
+    assert r.returncode == 0 and r.stdout.startswith("at 1 "), r.stderr
+    assert len(get_log(session_id=s)) == 1
+
+
+def test_reader_membership_is_seen_again(users):
+    """Readers' group membership is remembered for a few seconds, not for ever."""
+    u = users("audit-late-reader")
+    reload_bus()
+    r = busctl("GetLog", "a{sv}tt", "0", "1", "0", user=u)
+    assert r.returncode != 0 and "Access denied" in r.stderr
+    run("usermod", "-a", "-G", "sandbox-admin", u)
+    reload_bus()
+    wait_for(lambda: busctl("GetLog", "a{sv}tt", "0", "1", "0", user=u).returncode == 0, timeout=30,
+             interval=0.5, what="the new member to be let in")
+
+
+def test_introspection_matches_the_contract():
+    """What the running logger says it has is what dbus/org.sandboxd.audit1.xml promises."""
+    import xml.etree.ElementTree as ET
+
+    def members(root):
+        iface = next(i for i in root.iter("interface") if i.get("name") == IFACE)
+        def args(m):
+            default = "out" if m.tag == "signal" else "in"
+            return tuple((a.get("direction", default), a.get("type"), a.get("name")) for a in m.iter("arg"))
+        return {(m.tag, m.get("name"), args(m)) for m in iface if m.tag in ("method", "signal")}
+
+    xml = dbus.Interface(dbus.SystemBus().get_object(BUS_NAME, PATH, introspect=False),
+                         "org.freedesktop.DBus.Introspectable").Introspect()
+    contract = ET.parse("/usr/share/dbus-1/interfaces/org.sandboxd.audit1.xml").getroot()
+    assert members(ET.fromstring(str(xml))) == members(contract)
+    assert ("method", "RecordBatch", (("in", "aa{sv}", "rows"), ("out", "at", "ids"))) in members(contract)
