@@ -24,11 +24,11 @@
 #include "macro.h"
 
 #define TO_CLIENT_HIGH_WATER (1024 * 1024)
-#define TO_CLIENT_LOW_WATER (256 * 1024)
+#define TO_CLIENT_LOW_WATER  (256 * 1024)
 #define TO_STREAM_HIGH_WATER (256 * 1024)
 
-#define SANDBOXD_BUS_NAME "org.sandboxd.sandbox1"
-#define SANDBOXD_BUS_PATH "/org/sandboxd/sandbox1"
+#define SANDBOXD_BUS_NAME          "org.sandboxd.sandbox1"
+#define SANDBOXD_BUS_PATH          "/org/sandboxd/sandbox1"
 #define SANDBOXD_MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
 
 struct TakeoverBridge {
@@ -71,8 +71,8 @@ int takeover_parse_control(const char *data, size_t n, unsigned *ret_cols, unsig
                 return -ENOMEM;
         o = json_tokener_parse_ex(tok, data, (int) n);
         /* One whole value and nothing after it. */
-        if (!o || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) != n ||
-            !json_object_is_type(o, json_type_object))
+        if (!o || json_tokener_get_error(tok) != json_tokener_success ||
+            json_tokener_get_parse_end(tok) != n || !json_object_is_type(o, json_type_object))
                 goto done;
         json_object_object_foreach(o, key, val) {
                 if (streq(key, "type"))
@@ -84,7 +84,8 @@ int takeover_parse_control(const char *data, size_t n, unsigned *ret_cols, unsig
                 else
                         goto done;
         }
-        if (!type || !json_object_is_type(type, json_type_string) || !streq(json_object_get_string(type), "resize"))
+        if (!type || !json_object_is_type(type, json_type_string) ||
+            !streq(json_object_get_string(type), "resize"))
                 goto done;
         if (parse_dimension(cols, &c) < 0 || parse_dimension(rows, &r) < 0)
                 goto done;
@@ -221,7 +222,8 @@ static void bridge_stream_ended(TakeoverBridge *b) {
                 return;
         if (b->bus && b->unit &&
             sd_bus_call_method_async(b->bus, &b->wait_slot, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
-                                     SANDBOXD_MANAGER_INTERFACE, "WaitShell", on_shell_waited, b, "s", b->unit) >= 0)
+                                     SANDBOXD_MANAGER_INTERFACE, "WaitShell", on_shell_waited, b, "s",
+                                     b->unit) >= 0)
                 return;
         bridge_close_normally(b);
 }
@@ -286,8 +288,9 @@ static void on_ws_text(WebSocket *ws, const char *data, size_t n, void *userdata
 
         if (takeover_parse_control(data, n, &cols, &rows) < 0) {
                 /* Bad input ends the session clearly rather than being ignored. */
-                (void) websocket_close(ws, WS_CLOSE_POLICY_VIOLATION,
-                                       "bad control message: expected {\"type\":\"resize\",\"cols\":N,\"rows\":M}");
+                (void) websocket_close(
+                        ws, WS_CLOSE_POLICY_VIOLATION,
+                        "bad control message: expected {\"type\":\"resize\",\"cols\":N,\"rows\":M}");
                 bridge_close_stream(b);
                 return;
         }
@@ -363,7 +366,8 @@ TakeoverBridge *takeover_bridge_free(TakeoverBridge *b) {
         return NULL;
 }
 
-void takeover_bridge_result(TakeoverBridge *b, uint16_t *ret_sent, uint16_t *ret_received, int *ret_exit_code) {
+void takeover_bridge_result(TakeoverBridge *b, uint16_t *ret_sent, uint16_t *ret_received,
+                            int *ret_exit_code) {
         *ret_sent = b->code_sent;
         *ret_received = b->code_received;
         *ret_exit_code = b->exit_code;

@@ -11,7 +11,7 @@
 
 typedef struct TakeoverBridge TakeoverBridge;
 
-#define TAKEOVER_SIZE_MAX 1000  /* as sandboxd's ResizeShell */
+#define TAKEOVER_SIZE_MAX 1000 /* as sandboxd's ResizeShell */
 
 /* A client's control message: {"type":"resize","cols":N,"rows":M}, N and M 1-1000. 0 and the size, or
  * -EINVAL (not JSON, not an object, unknown type, missing or bad field, unknown field). */
@@ -43,4 +43,5 @@ int takeover_bridge_new(sd_event *event, sd_bus *bus, int ws_fd, const void *ext
 TakeoverBridge *takeover_bridge_free(TakeoverBridge *b);
 
 /* How the session ended, for the owner's log: the close codes, and the shell's exit code (-1 unknown). */
-void takeover_bridge_result(TakeoverBridge *b, uint16_t *ret_sent, uint16_t *ret_received, int *ret_exit_code);
+void takeover_bridge_result(TakeoverBridge *b, uint16_t *ret_sent, uint16_t *ret_received,
+                            int *ret_exit_code);

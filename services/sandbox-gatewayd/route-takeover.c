@@ -22,10 +22,10 @@
 #include "time-util.h"
 #include "websocket.h"
 
-#define TAKEOVER_ROUTE "takeover"
-#define TAKEOVER_MAX_MESSAGE (1024 * 1024)
+#define TAKEOVER_ROUTE              "takeover"
+#define TAKEOVER_MAX_MESSAGE        (1024 * 1024)
 #define TAKEOVER_CLOSE_TIMEOUT_USEC (5 * USEC_PER_SEC)
-#define TERM_FOR_BROWSERS "xterm-256color"
+#define TERM_FOR_BROWSERS           "xterm-256color"
 
 /* --- POST …/takeover-token ---------------------------------------------------------------------- */
 
@@ -41,8 +41,9 @@ static void on_sandbox_for_token(Request *r, sd_bus_message *reply, const sd_bus
 
         if (sd_bus_error_is_set(error))
                 return req_reply_bus_error(r, error);
-        k = key_store_token_create(r->manager->keys, r->key, req_param(r, 0), TAKEOVER_ROUTE, now_usec(CLOCK_REALTIME),
-                                   r->manager->config.takeover_token_ttl_usec, &token, &expires_at);
+        k = key_store_token_create(r->manager->keys, r->key, req_param(r, 0), TAKEOVER_ROUTE,
+                                   now_usec(CLOCK_REALTIME), r->manager->config.takeover_token_ttl_usec,
+                                   &token, &expires_at);
         if (k < 0) {
                 log_msg(LOG_ERR, "Cannot store a takeover token: %s", strerror(-k));
                 return req_reply_error(r, 500, "internal", "Cannot store the token.");
@@ -116,8 +117,11 @@ static void on_bridge_done(TakeoverBridge *b, void *userdata) {
         int exit_code;
 
         takeover_bridge_result(b, &sent, &received, &exit_code);
-        log_msg(LOG_INFO, "Takeover %s of sandbox %s by %s (%s) ended after %" PRIu64 " s: close %u sent, %u received, "
-                "exit code %d.", strna(t->unit), t->sandbox, strna(t->account_id), t->request_id,
+        log_msg(LOG_INFO,
+                "Takeover %s of sandbox %s by %s (%s) ended after %" PRIu64
+                " s: close %u sent, %u received, "
+                "exit code %d.",
+                strna(t->unit), t->sandbox, strna(t->account_id), t->request_id,
                 (now_usec(CLOCK_MONOTONIC) - t->started) / USEC_PER_SEC, sent, received, exit_code);
         t->bridge = takeover_bridge_free(t->bridge);
         (void) MHD_upgrade_action(t->urh, MHD_UPGRADE_ACTION_CLOSE);
@@ -140,10 +144,12 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *req_c
         t->urh = urh;
         t->started = now_usec(CLOCK_MONOTONIC);
         if (t->stream_fd >= 0)
-                k = takeover_bridge_new(m->event, m->bus, sock, extra_in, extra_in_size, TAKE_FD(t->stream_fd),
-                                        t->unit, &config, on_bridge_done, t, &t->bridge);
+                k = takeover_bridge_new(m->event, m->bus, sock, extra_in, extra_in_size,
+                                        TAKE_FD(t->stream_fd), t->unit, &config, on_bridge_done, t,
+                                        &t->bridge);
         if (k < 0) {
-                log_msg(LOG_ERR, "Cannot start takeover %s (%s): %s", strna(t->unit), t->request_id, strerror(-k));
+                log_msg(LOG_ERR, "Cannot start takeover %s (%s): %s", strna(t->unit), t->request_id,
+                        strerror(-k));
                 (void) MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
                 http_server_kick(m->server);
                 takeover_unref(t);
@@ -157,13 +163,10 @@ static int build_open_shell(sd_bus_message *m, void *userdata) {
         Request *r = userdata;
         Takeover *t = r->data;
 
-        return sd_bus_message_append(m, "sa{sv}", req_param(r, 0), 6,
-                                     "cols", "u", (uint32_t) t->cols,
-                                     "rows", "u", (uint32_t) t->rows,
-                                     "term", "s", TERM_FOR_BROWSERS,
-                                     "account_id", "s", strempty(r->account_id),
-                                     "request_id", "s", r->request_id,
-                                     "source", "s", "human_takeover");
+        return sd_bus_message_append(m, "sa{sv}", req_param(r, 0), 6, "cols", "u", (uint32_t) t->cols,
+                                     "rows", "u", (uint32_t) t->rows, "term", "s", TERM_FOR_BROWSERS,
+                                     "account_id", "s", strempty(r->account_id), "request_id", "s",
+                                     r->request_id, "source", "s", "human_takeover");
 }
 
 static void on_shell_opened(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
@@ -287,7 +290,8 @@ int route_takeover(Request *r) {
         origin = req_header(r, "Origin");
         if (!takeover_origin_allowed(origin, r->manager->config.takeover_origins) &&
             !takeover_origin_is_host(origin, req_header(r, MHD_HTTP_HEADER_HOST))) {
-                req_deny(r, 403, "forbidden", NULL, "Origin %s may not open a takeover (TakeoverOrigins=).", origin);
+                req_deny(r, 403, "forbidden", NULL, "Origin %s may not open a takeover (TakeoverOrigins=).",
+                         origin);
                 return 0;
         }
 
@@ -297,8 +301,9 @@ int route_takeover(Request *r) {
         key = req_header(r, "Sec-WebSocket-Key");
         if (!upgrade || !header_has_token(upgrade, "websocket") || !connection ||
             !header_has_token(connection, "upgrade")) {
-                req_reply_error(r, 426, "upgrade_required",
-                                "This route is a WebSocket: send Connection: Upgrade and Upgrade: websocket.");
+                req_reply_error(
+                        r, 426, "upgrade_required",
+                        "This route is a WebSocket: send Connection: Upgrade and Upgrade: websocket.");
                 if (r->response)
                         (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_UPGRADE, "websocket");
                 return 0;
@@ -330,7 +335,8 @@ int route_takeover(Request *r) {
         k = takeover_parse_size(req_query(r, "cols"), req_query(r, "rows"), &t->cols, &t->rows);
         if (k < 0) {
                 req_reply_error(r, 400, "invalid_request",
-                                "cols and rows go together, each a whole number from 1 to %d.", TAKEOVER_SIZE_MAX);
+                                "cols and rows go together, each a whole number from 1 to %d.",
+                                TAKEOVER_SIZE_MAX);
                 return 0;
         }
         return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "OpenShell",
@@ -417,7 +423,8 @@ int route_takeover_recording(Request *r) {
         r->data = id;
         r->data_free = free;
         if (parse_decimal(req_param(r, 1), id) < 0 || *id == 0) {
-                req_reply_error(r, 404, "not_found", "No takeover '%s' (the id of its audit row).", req_param(r, 1));
+                req_reply_error(r, 404, "not_found", "No takeover '%s' (the id of its audit row).",
+                                req_param(r, 1));
                 return 0;
         }
         return req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_find_row,

@@ -33,9 +33,9 @@ struct WebSocket {
         uint8_t *extra;
         size_t extra_size, extra_pos;
         bool paused, closed;
-        uint64_t last_heard;            /* CLOCK_MONOTONIC µs of the last bytes from the peer */
-        uint64_t msg_bytes;             /* of the data message being received, over its frames */
-        bool close_pending;             /* websocket_close() waits for the queued messages */
+        uint64_t last_heard; /* CLOCK_MONOTONIC µs of the last bytes from the peer */
+        uint64_t msg_bytes;  /* of the data message being received, over its frames */
+        bool close_pending;  /* websocket_close() waits for the queued messages */
         uint16_t close_code;
         char close_reason[124];
         size_t low_water;
@@ -78,7 +78,6 @@ int websocket_accept_key(const char *key, char ret[static WS_ACCEPT_LEN + 1]) {
         return 0;
 }
 
-
 /* --- wslay's I/O ------------------------------------------------------------------------------ */
 
 static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *userdata) {
@@ -99,7 +98,8 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
-                        wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
+                        wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK
+                                                                   : WSLAY_ERR_CALLBACK_FAILURE);
                         return -1;
                 }
                 if (n == 0) {
@@ -112,23 +112,26 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         }
 }
 
-static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags, void *userdata) {
+static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                       void *userdata) {
         WebSocket *ws = userdata;
 
         for (;;) {
-                ssize_t n = send(ws->fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL | (flags & WSLAY_MSG_MORE ? MSG_MORE : 0));
+                ssize_t n = send(ws->fd, data, len,
+                                 MSG_DONTWAIT | MSG_NOSIGNAL | (flags & WSLAY_MSG_MORE ? MSG_MORE : 0));
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
-                        wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
+                        wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK
+                                                                   : WSLAY_ERR_CALLBACK_FAILURE);
                         return -1;
                 }
                 return n;
         }
 }
 
-static void frame_start_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_start_arg *arg,
-                           void *userdata) {
+static void frame_start_cb(wslay_event_context_ptr ctx,
+                           const struct wslay_event_on_frame_recv_start_arg *arg, void *userdata) {
         WebSocket *ws = userdata;
 
         /* Refused before its payload is read: a peer cannot make us buffer more than max_message. wslay's
@@ -147,7 +150,8 @@ static void frame_start_cb(wslay_event_context_ptr ctx, const struct wslay_event
         }
 }
 
-static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg, void *userdata) {
+static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
+                   void *userdata) {
         WebSocket *ws = userdata;
 
         if (!wslay_event_get_read_enabled(ctx) && arg->opcode != WSLAY_CONNECTION_CLOSE)
@@ -178,8 +182,8 @@ static void websocket_finish(WebSocket *ws) {
         ws->ping_timer = sd_event_source_disable_unref(ws->ping_timer);
         ws->close_timer = sd_event_source_disable_unref(ws->close_timer);
         uint16_t sent = wslay_event_get_close_sent(ws->ctx) ? wslay_event_get_status_code_sent(ws->ctx) : 0;
-        uint16_t received = wslay_event_get_close_received(ws->ctx) ? wslay_event_get_status_code_received(ws->ctx)
-                                                                   : 0;
+        uint16_t received =
+                wslay_event_get_close_received(ws->ctx) ? wslay_event_get_status_code_received(ws->ctx) : 0;
         if (ws->cb.on_closed)
                 ws->cb.on_closed(ws, sent, received, ws->userdata);
 }
@@ -265,7 +269,6 @@ static int on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) 
         return 0;
 }
 
-
 static int on_ping_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         WebSocket *ws = userdata;
 
@@ -274,7 +277,7 @@ static int on_ping_timer(sd_event_source *es, uint64_t usec, void *userdata) {
                 (void) websocket_close(ws, WS_CLOSE_GOING_AWAY, "no answer to pings");
                 return 0;
         }
-        struct wslay_event_msg ping = { .opcode = WSLAY_PING, .msg = (const uint8_t *) "", .msg_length = 0 };
+        struct wslay_event_msg ping = {.opcode = WSLAY_PING, .msg = (const uint8_t *) "", .msg_length = 0};
         (void) wslay_event_queue_msg(ws->ctx, &ping);
         (void) sd_event_source_set_time(es, usec + ws->config.ping_interval_usec);
         (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
@@ -296,8 +299,9 @@ static int on_defer(sd_event_source *es, void *userdata) {
         return 0;
 }
 
-int websocket_new(sd_event *event, int fd, const void *extra, size_t extra_size, const WebSocketConfig *config,
-                  const WebSocketCallbacks *callbacks, void *userdata, WebSocket **ret) {
+int websocket_new(sd_event *event, int fd, const void *extra, size_t extra_size,
+                  const WebSocketConfig *config, const WebSocketCallbacks *callbacks, void *userdata,
+                  WebSocket **ret) {
         static const struct wslay_event_callbacks wcb = {
                 .recv_callback = recv_cb,
                 .send_callback = send_cb,
@@ -341,8 +345,8 @@ int websocket_new(sd_event *event, int fd, const void *extra, size_t extra_size,
         if (r >= 0 && extra_size > 0)
                 r = sd_event_add_defer(event, &ws->defer, on_defer, ws);
         if (r >= 0 && config->ping_interval_usec > 0)
-                r = sd_event_add_time_relative(event, &ws->ping_timer, CLOCK_MONOTONIC, config->ping_interval_usec, 0,
-                                               on_ping_timer, ws);
+                r = sd_event_add_time_relative(event, &ws->ping_timer, CLOCK_MONOTONIC,
+                                               config->ping_interval_usec, 0, on_ping_timer, ws);
         if (r < 0) {
                 websocket_free(ws);
                 return r;
@@ -368,7 +372,7 @@ WebSocket *websocket_free(WebSocket *ws) {
 }
 
 static int queue(WebSocket *ws, uint8_t opcode, const void *data, size_t n) {
-        struct wslay_event_msg msg = { .opcode = opcode, .msg = data, .msg_length = n };
+        struct wslay_event_msg msg = {.opcode = opcode, .msg = data, .msg_length = n};
 
         if (ws->closed || ws->close_pending)
                 return -ENOTCONN;

@@ -129,14 +129,15 @@ static void append_line(Asciicast *a, uint64_t elapsed_usec, const char *line, s
                 return;
         }
         a->truncated = true;
-        int k = snprintf(a->buf + a->len, a->max - a->len, "[%" PRIu64 ".%06" PRIu64 ", \"m\", \"truncated\"]\n",
-                         elapsed_usec / 1000000, elapsed_usec % 1000000);
+        int k = snprintf(a->buf + a->len, a->max - a->len,
+                         "[%" PRIu64 ".%06" PRIu64 ", \"m\", \"truncated\"]\n", elapsed_usec / 1000000,
+                         elapsed_usec % 1000000);
         if (k > 0 && (size_t) k < a->max - a->len)
                 a->len += k;
 }
 
-int asciicast_start(Asciicast *a, size_t max, unsigned cols, unsigned rows, uint64_t timestamp, const char *term,
-                    const char *shell, const char *title) {
+int asciicast_start(Asciicast *a, size_t max, unsigned cols, unsigned rows, uint64_t timestamp,
+                    const char *term, const char *shell, const char *title) {
         if (max < ASCIICAST_MIN_MAX || cols == 0 || rows == 0)
                 return -EINVAL;
 
@@ -147,8 +148,9 @@ int asciicast_start(Asciicast *a, size_t max, unsigned cols, unsigned rows, uint
         if (!buf)
                 return -ENOMEM;
 
-        size_t n = (size_t) snprintf(buf, max, "{\"version\": 2, \"width\": %u, \"height\": %u, \"timestamp\": %" PRIu64,
-                                     cols, rows, timestamp);
+        size_t n = (size_t) snprintf(
+                buf, max, "{\"version\": 2, \"width\": %u, \"height\": %u, \"timestamp\": %" PRIu64, cols,
+                rows, timestamp);
         if (term || shell) {
                 memcpy(buf + n, ", \"env\": {", 10);
                 n += 10;
@@ -175,7 +177,7 @@ int asciicast_start(Asciicast *a, size_t max, unsigned cols, unsigned rows, uint
         buf[n++] = '\n';
 
         free(a->buf);
-        *a = (Asciicast) { .buf = buf, .len = n, .max = max };
+        *a = (Asciicast){.buf = buf, .len = n, .max = max};
         return 0;
 }
 
@@ -218,8 +220,8 @@ void asciicast_output(Asciicast *a, uint64_t elapsed_usec, const void *data, siz
 
 void asciicast_resize(Asciicast *a, uint64_t elapsed_usec, unsigned cols, unsigned rows) {
         char line[96];
-        int k = snprintf(line, sizeof(line), "[%" PRIu64 ".%06" PRIu64 ", \"r\", \"%ux%u\"]", elapsed_usec / 1000000,
-                         elapsed_usec % 1000000, cols, rows);
+        int k = snprintf(line, sizeof(line), "[%" PRIu64 ".%06" PRIu64 ", \"r\", \"%ux%u\"]",
+                         elapsed_usec / 1000000, elapsed_usec % 1000000, cols, rows);
         append_line(a, elapsed_usec, line, (size_t) k);
 }
 

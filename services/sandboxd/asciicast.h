@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* A terminal session recorded as asciicast v2 (a JSON header line, then one JSON array per event), capped. */
+/* A terminal session recorded as asciicast v2 (a JSON header line, then one JSON array per event), capped.
+ */
 #pragma once
 
 #include <stdbool.h>
@@ -19,7 +20,8 @@ typedef struct Asciicast {
         size_t carry_len;
 } Asciicast;
 
-#define ASCIICAST_INIT { .buf = NULL }
+#define ASCIICAST_INIT \
+        { .buf = NULL }
 
 /* Room a recording needs at least: the header and the truncation marker. */
 #define ASCIICAST_MIN_MAX 1024
@@ -27,8 +29,8 @@ typedef struct Asciicast {
 /* Writes the header: {"version": 2, "width", "height", "timestamp" (s since the epoch), "env": {"TERM",
  * "SHELL"}, "title"}. term, shell and title may be NULL (left out). -EINVAL if max is below
  * ASCIICAST_MIN_MAX or the size is 0; -ENOMEM. */
-int asciicast_start(Asciicast *a, size_t max, unsigned cols, unsigned rows, uint64_t timestamp, const char *term,
-                    const char *shell, const char *title);
+int asciicast_start(Asciicast *a, size_t max, unsigned cols, unsigned rows, uint64_t timestamp,
+                    const char *term, const char *shell, const char *title);
 
 /* [elapsed, "o", data]: what the terminal showed. */
 void asciicast_output(Asciicast *a, uint64_t elapsed_usec, const void *data, size_t n);
@@ -46,4 +48,4 @@ void asciicast_done(Asciicast *a);
  * encoded as U+FFFD unless ret_incomplete is given, which then gets how many trailing bytes were left
  * out because they may begin a character completed by more input. */
 size_t asciicast_json_string(char *dst, const unsigned char *s, size_t n, size_t *ret_incomplete);
-#define asciicast_json_string_max(n) ((n) * 6 + 2)
+#define asciicast_json_string_max(n) ((n) *6 + 2)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Human takeover: an interactive login shell in a sandbox on a PTY that sandboxd relays, records and hangs up.
+/* Human takeover: a login shell in a sandbox on a PTY that sandboxd relays, records and hangs up.
  *
  * The shell is forked and confined like every Exec (sandbox-exec.c): born in the sandbox's PID namespace
  * with sandboxd as its parent, it joins the sandbox's other namespaces, becomes a session leader, drops
@@ -51,13 +51,17 @@
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
 
-#define RELAY_HIGH_WATER (256 * 1024)     /* per direction: past this, stop reading the side that fills it */
-#define HANGUP_KILL_USEC (2 * USEC_PER_SEC) /* a shell still alive this long after a hangup gets SIGKILL */
-#define RESULT_KEEP_USEC (60 * USEC_PER_SEC) /* WaitShell finds an ended shell this long */
-#define DRAIN_USEC (10 * USEC_PER_SEC)       /* a caller that reads nothing of the last output gets cut off */
-#define SHELL_PATH "/bin/bash"
+/* Per direction: past this, stop reading the side that fills it. */
+#define RELAY_HIGH_WATER (256 * 1024)
+/* A shell still alive this long after a hang-up gets SIGKILL. */
+#define HANGUP_KILL_USEC (2 * USEC_PER_SEC)
+/* WaitShell finds an ended shell this long. */
+#define RESULT_KEEP_USEC (60 * USEC_PER_SEC)
+/* A caller that reads nothing of the last output gets cut off after this. */
+#define DRAIN_USEC          (10 * USEC_PER_SEC)
+#define SHELL_PATH          "/bin/bash"
 #define SHELL_FALLBACK_PATH "/bin/sh"
-#define TERM_DEFAULT "xterm-256color"
+#define TERM_DEFAULT        "xterm-256color"
 
 typedef struct ShellFailure {
         int error;
@@ -78,22 +82,22 @@ struct Shell {
         sd_event_source *child_source, *ready_source, *master_source, *sock_source, *kill_timer, *keep_timer,
                 *drain_timer;
         int go_fd, err_fd;
-        int master_fd;        /* the PTY master, from the child */
-        int sock_fd;          /* our end of the caller's socketpair */
-        int peer_fd;          /* the caller's end, until it is sent */
+        int master_fd; /* the PTY master, from the child */
+        int sock_fd;   /* our end of the caller's socketpair */
+        int peer_fd;   /* the caller's end, until it is sent */
         char *to_client, *to_pty;
         size_t to_client_len, to_pty_len;
         bool master_eof, sock_eof;
         JobWait *job;
 
         bool ready, scope_up, started, exited, hung_up, ended;
-        const char *ended_by;  /* "shell", "client", "sandboxd" */
+        const char *ended_by; /* "shell", "client", "sandboxd" */
         siginfo_t status;
         int exit_code, signal;
         uint64_t duration_usec;
 
         Asciicast rec;
-        bool rec_truncated;    /* kept when the recording itself is gone (into the audit row) */
+        bool rec_truncated; /* kept when the recording itself is gone (into the audit row) */
         sd_bus_message *request;
         sd_bus_message **waiters;
         size_t n_waiters;
@@ -112,8 +116,8 @@ bool shell_term_is_valid(const char *term) {
         if (n == 0 || n > SHELL_TERM_MAX)
                 return false;
         for (const char *p = term; *p; p++)
-                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-                      *p == '_' || *p == '+' || *p == '-'))
+                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                      *p == '.' || *p == '_' || *p == '+' || *p == '-'))
                         return false;
         return true;
 }
@@ -153,7 +157,8 @@ static Shell *shell_free(Shell *sh) {
         sh->err_fd = safe_close(sh->err_fd);
         sh->peer_fd = safe_close(sh->peer_fd);
         for (size_t i = 0; i < sh->n_waiters; i++) {
-                (void) sd_bus_reply_method_errorf(sh->waiters[i], SD_BUS_ERROR_FAILED, "sandboxd is shutting down.");
+                (void) sd_bus_reply_method_errorf(sh->waiters[i], SD_BUS_ERROR_FAILED,
+                                                  "sandboxd is shutting down.");
                 sd_bus_message_unref(sh->waiters[i]);
         }
         free(sh->waiters);
@@ -195,7 +200,7 @@ typedef struct ShellChildArgs {
 } ShellChildArgs;
 
 static _noreturn_ void child_fail(int err_fd, const char *step, int error) {
-        ShellFailure f = { .error = error, .step = step };
+        ShellFailure f = {.error = error, .step = step};
         (void) !write(err_fd, &f, sizeof(f));
         _exit(127);
 }
@@ -205,7 +210,7 @@ static _noreturn_ void child_fail(int err_fd, const char *step, int error) {
 /* The master goes to sandboxd with our "ready". */
 static int send_ready(int sock, int fd) {
         char c = 'r';
-        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+        struct iovec iov = {.iov_base = &c, .iov_len = 1};
         union {
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int))];
@@ -252,7 +257,7 @@ static _noreturn_ void shell_child(const ShellChildArgs *a) {
         /* The user's terminal, as login would make it. */
         if (fchown(slave, a->uid, (gid_t) a->uid) < 0 || fchmod(slave, 0600) < 0)
                 CHILD_FAIL("chown the terminal", errno);
-        struct winsize ws = { .ws_row = a->rows, .ws_col = a->cols };
+        struct winsize ws = {.ws_row = a->rows, .ws_col = a->cols};
         if (ioctl(slave, TIOCSWINSZ, &ws) < 0)
                 CHILD_FAIL("set the terminal size", errno);
         if (ioctl(slave, TIOCSCTTY, 0) < 0)
@@ -261,7 +266,7 @@ static _noreturn_ void shell_child(const ShellChildArgs *a) {
                 CHILD_FAIL("set up stdio", errno);
 
         /* From here on exactly what an Exec's child does. */
-        int keep[] = { a->go_fd, a->err_fd, master };
+        int keep[] = {a->go_fd, a->err_fd, master};
         r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
         if (r < 0)
                 CHILD_FAIL("close file descriptors", -r);
@@ -289,9 +294,9 @@ static _noreturn_ void shell_child(const ShellChildArgs *a) {
 
         /* A login shell: argv[0] starts with '-'. */
         environ = a->envp;
-        execve(SHELL_PATH, (char *[]) { (char *) "-bash", NULL }, a->envp);
+        execve(SHELL_PATH, (char *[]){(char *) "-bash", NULL}, a->envp);
         if (errno == ENOENT)
-                execve(SHELL_FALLBACK_PATH, (char *[]) { (char *) "-sh", NULL }, a->envp);
+                execve(SHELL_FALLBACK_PATH, (char *[]){(char *) "-sh", NULL}, a->envp);
         CHILD_FAIL("execute the shell", errno);
 }
 
@@ -399,7 +404,8 @@ static int on_master_event(sd_event_source *es, int fd, uint32_t revents, void *
                 }
         }
         if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-                if (master_read_some(sh) > 0 || ((revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN))) {
+                if (master_read_some(sh) > 0 ||
+                    ((revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN))) {
                         /* Every process of the session closed the terminal; the shell's exit follows. */
                         sh->master_eof = true;
                         sh->to_pty_len = 0;
@@ -500,11 +506,10 @@ static void shell_audit(Shell *sh, const char *event, const char *error_name, co
 }
 
 static int reply_result(Shell *sh, sd_bus_message *request) {
-        return sd_bus_reply_method_return(request, "ia{sv}", sh->exit_code, 4,
-                                          "signal", "i", sh->signal,
-                                          "duration_usec", "t", sh->duration_usec,
-                                          "ended_by", "s", strempty(sh->ended_by),
-                                          "recording_truncated", "b", (int) (sh->rec.truncated || sh->rec_truncated));
+        return sd_bus_reply_method_return(request, "ia{sv}", sh->exit_code, 4, "signal", "i", sh->signal,
+                                          "duration_usec", "t", sh->duration_usec, "ended_by", "s",
+                                          strempty(sh->ended_by), "recording_truncated", "b",
+                                          (int) (sh->rec.truncated || sh->rec_truncated));
 }
 
 static int on_keep_expired(sd_event_source *es, uint64_t usec, void *userdata) {
@@ -532,8 +537,9 @@ static void shell_maybe_end(Shell *sh) {
         (void) unit_stop_nowait(sh->manager, sh->unit);
 
         shell_audit(sh, "finished", NULL, NULL);
-        log_sandbox(LOG_INFO, sh->sandbox_id, "Shell %s of sandbox %s ended (%s, exit code %d) after %" PRIu64 " ms.",
-                    sh->unit, sh->sandbox_id, sh->ended_by, sh->exit_code, sh->duration_usec / USEC_PER_MSEC);
+        log_sandbox(LOG_INFO, sh->sandbox_id,
+                    "Shell %s of sandbox %s ended (%s, exit code %d) after %" PRIu64 " ms.", sh->unit,
+                    sh->sandbox_id, sh->ended_by, sh->exit_code, sh->duration_usec / USEC_PER_MSEC);
 
         for (size_t i = 0; i < sh->n_waiters; i++) {
                 (void) reply_result(sh, sh->waiters[i]);
@@ -543,8 +549,8 @@ static void shell_maybe_end(Shell *sh) {
         /* Kept a while for WaitShell; the recording is in the audit row already. */
         sh->rec_truncated = sh->rec.truncated;
         asciicast_done(&sh->rec);
-        if (sd_event_add_time_relative(sh->manager->event, &sh->keep_timer, CLOCK_MONOTONIC, RESULT_KEEP_USEC, 0,
-                                       on_keep_expired, sh) < 0)
+        if (sd_event_add_time_relative(sh->manager->event, &sh->keep_timer, CLOCK_MONOTONIC,
+                                       RESULT_KEEP_USEC, 0, on_keep_expired, sh) < 0)
                 shell_free(sh);
 }
 
@@ -582,8 +588,8 @@ static void shell_hangup(Shell *sh, const char *by) {
         sh->master_fd = safe_close(sh->master_fd);
         (void) kill(sh->pid, SIGHUP);
         (void) unit_stop_nowait(sh->manager, sh->unit);
-        (void) sd_event_add_time_relative(sh->manager->event, &sh->kill_timer, CLOCK_MONOTONIC, HANGUP_KILL_USEC, 0,
-                                          on_kill_timer, sh);
+        (void) sd_event_add_time_relative(sh->manager->event, &sh->kill_timer, CLOCK_MONOTONIC,
+                                          HANGUP_KILL_USEC, 0, on_kill_timer, sh);
 }
 
 /* --- setup ---------------------------------------------------------------------------------------- */
@@ -660,8 +666,8 @@ static int on_child_exit(sd_event_source *es, const siginfo_t *si, void *userdat
         }
         relay_update(sh);
         if (sh->to_client_len > 0)
-                (void) sd_event_add_time_relative(sh->manager->event, &sh->drain_timer, CLOCK_MONOTONIC, DRAIN_USEC,
-                                                  0, on_drain_timer, sh);
+                (void) sd_event_add_time_relative(sh->manager->event, &sh->drain_timer, CLOCK_MONOTONIC,
+                                                  DRAIN_USEC, 0, on_drain_timer, sh);
         shell_maybe_end(sh);
         return 0;
 }
@@ -675,7 +681,8 @@ static int shell_start_relay(Shell *sh) {
         r = sd_event_add_io(m->event, &sh->master_source, sh->master_fd, EPOLLIN, on_master_event, sh);
         if (r < 0)
                 return r;
-        r = sd_event_add_io(m->event, &sh->sock_source, sh->sock_fd, EPOLLIN | EPOLLRDHUP, on_sock_event, sh);
+        r = sd_event_add_io(m->event, &sh->sock_source, sh->sock_fd, EPOLLIN | EPOLLRDHUP, on_sock_event,
+                            sh);
         if (r < 0)
                 return r;
         relay_update(sh);
@@ -736,8 +743,9 @@ static void on_scope_started(Manager *m, const char *result, const sd_bus_error 
                         return;
                 }
                 (void) kill(sh->pid, SIGKILL);
-                shell_reply_error(sh, SD_BUS_ERROR_FAILED, "Could not start the shell's scope",
-                                  error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO);
+                shell_reply_error(
+                        sh, SD_BUS_ERROR_FAILED, "Could not start the shell's scope",
+                        error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO);
                 return; /* the child's exit frees us */
         }
         sh->scope_up = true;
@@ -756,7 +764,7 @@ static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *u
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int))];
         } control = {};
-        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+        struct iovec iov = {.iov_base = &c, .iov_len = 1};
         struct msghdr mh = {
                 .msg_iov = &iov,
                 .msg_iovlen = 1,
@@ -787,15 +795,11 @@ static int append_scope_props(sd_bus_message *msg, void *userdata) {
         char desc[256];
 
         snprintf(desc, sizeof(desc), "sandbox %s shell", sh->sandbox_id);
-        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
-                                     "Description", "s", desc,
-                                     "Slice", "s", sh->slice,
-                                     "PIDs", "au", 1, (uint32_t) sh->pid,
-                                     "TasksMax", "t", sh->tasks_max,
-                                     "MemoryMax", "t", sh->memory_max,
-                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
-                                     "CollectMode", "s", "inactive-or-failed",
-                                     "SendSIGHUP", "b", 1);
+        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)", "Description", "s", desc,
+                                     "Slice", "s", sh->slice, "PIDs", "au", 1, (uint32_t) sh->pid,
+                                     "TasksMax", "t", sh->tasks_max, "MemoryMax", "t", sh->memory_max,
+                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC, "CollectMode", "s",
+                                     "inactive-or-failed", "SendSIGHUP", "b", 1);
 }
 
 static char **shell_env(const char *term) {
@@ -826,8 +830,8 @@ fail:
 
 int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
         Manager *m = s->manager;
-        _cleanup_close_pair_ int stream[2] = { -EBADF, -EBADF }, go[2] = { -EBADF, -EBADF },
-                                 fail[2] = { -EBADF, -EBADF };
+        _cleanup_close_pair_ int stream[2] = {-EBADF, -EBADF}, go[2] = {-EBADF, -EBADF},
+                                 fail[2] = {-EBADF, -EBADF};
         _cleanup_strv_free_ char **env = NULL;
         const char *term = spec->term ?: TERM_DEFAULT;
         Shell *sh;
@@ -842,8 +846,8 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
                 return -ENOMEM;
         unsigned n_open = 0;
         HASHMAP_FOREACH(sh, m->shells, i)
-                if (!sh->ended && streq(sh->sandbox_id, s->id))
-                        n_open++;
+        if (!sh->ended && streq(sh->sandbox_id, s->id))
+                n_open++;
         if (n_open >= SHELL_MAX_PER_SANDBOX)
                 return -EUSERS;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stream) < 0 ||
@@ -877,11 +881,13 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
                 free(sh);
                 return -ENOMEM;
         }
-        snprintf(sh->unit, sizeof(sh->unit), "sandbox-%s-shell-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
+        snprintf(sh->unit, sizeof(sh->unit), "sandbox-%s-shell-%" PRIu64 ".scope", s->id,
+                 sandbox_next_unit_number(s));
 
         ShellChildArgs a = {
                 .init_pidfd = s->init_pidfd,
-                .ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
+                .ns_flags =
+                        CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
                 .go_fd = go[0],
                 .err_fd = fail[1],
                 .uid = s->uid,
@@ -958,7 +964,7 @@ int shell_resize(Manager *m, const char *unit, uid_t caller, unsigned cols, unsi
         sh->cols = cols;
         sh->rows = rows;
         if (sh->master_fd >= 0) {
-                struct winsize ws = { .ws_row = rows, .ws_col = cols };
+                struct winsize ws = {.ws_row = rows, .ws_col = cols};
                 /* The kernel sends SIGWINCH to the terminal's foreground process group. */
                 if (ioctl(sh->master_fd, TIOCSWINSZ, &ws) < 0)
                         return -errno;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Human takeover: an interactive login shell in a sandbox on a PTY that sandboxd relays, records and hangs up. */
+/* Human takeover: a login shell in a sandbox on a PTY that sandboxd relays, records and hangs up. */
 #pragma once
 
 #include <stdbool.h>
@@ -14,20 +14,20 @@ typedef struct Shell Shell;
 #define SANDBOXD_ERROR_NO_SUCH_SHELL "org.sandboxd.sandbox1.NoSuchShell"
 
 /* Terminal sizes outside these are refused: a winsize holds 16 bits, and no real terminal is wider. */
-#define SHELL_COLS_MAX 1000
-#define SHELL_ROWS_MAX 1000
+#define SHELL_COLS_MAX     1000
+#define SHELL_ROWS_MAX     1000
 #define SHELL_COLS_DEFAULT 80
 #define SHELL_ROWS_DEFAULT 24
-#define SHELL_TERM_MAX 64
+#define SHELL_TERM_MAX     64
 /* Open shells per sandbox: each holds fds in sandboxd and a session in the sandbox. */
 #define SHELL_MAX_PER_SANDBOX 16
 
 typedef struct ShellSpec {
         unsigned cols, rows;
-        const char *term;           /* TERM in the shell; NULL: xterm-256color */
-        const Caller *caller;       /* for the audit row */
-        uint64_t started_at;        /* when the call came in, µs since the epoch */
-        uid_t opener;               /* may resize and wait for it (and root) */
+        const char *term;     /* TERM in the shell; NULL: xterm-256color */
+        const Caller *caller; /* for the audit row */
+        uint64_t started_at;  /* when the call came in, µs since the epoch */
+        uid_t opener;         /* may resize and wait for it (and root) */
 } ShellSpec;
 
 bool shell_size_is_valid(unsigned cols, unsigned rows);

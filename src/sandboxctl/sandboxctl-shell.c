@@ -26,14 +26,14 @@
 #include "macro.h"
 #include "time-util.h"
 
-#define BUS_NAME "org.sandboxd.sandbox1"
-#define BUS_PATH "/org/sandboxd/sandbox1"
+#define BUS_NAME          "org.sandboxd.sandbox1"
+#define BUS_PATH          "/org/sandboxd/sandbox1"
 #define MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
 
-#define EXIT_USAGE 2
-#define EXIT_SHELL_FAILED 255   /* like ssh: any other status is the remote shell's */
-#define INPUT_HIGH_WATER (64 * 1024)
-#define ESCAPE_CHAR 0x1d        /* ^] three times within a second ends the session, as machinectl's */
+#define EXIT_USAGE         2
+#define EXIT_SHELL_FAILED  255 /* like ssh: any other status is the remote shell's */
+#define INPUT_HIGH_WATER   (64 * 1024)
+#define ESCAPE_CHAR        0x1d /* ^] three times within a second ends the session, as machinectl's */
 #define ESCAPE_WINDOW_USEC USEC_PER_SEC
 
 /* The terminal as we found it; restored exactly once, from wherever we leave. */
@@ -74,17 +74,17 @@ typedef struct Session {
         char *to_sock;
         size_t to_sock_len;
         bool in_eof, remote_eof;
-        int exit_signal;       /* a signal ended us */
-        int error;             /* a local failure ended us */
+        int exit_signal; /* a signal ended us */
+        int error;       /* a local failure ended us */
         unsigned n_escape;
         uint64_t escape_start;
 } Session;
 
 static void session_update(Session *s) {
         if (s->in_source)
-                (void) sd_event_source_set_enabled(s->in_source,
-                                                   !s->in_eof && s->to_sock_len < INPUT_HIGH_WATER ? SD_EVENT_ON
-                                                                                                  : SD_EVENT_OFF);
+                (void) sd_event_source_set_enabled(
+                        s->in_source,
+                        !s->in_eof && s->to_sock_len < INPUT_HIGH_WATER ? SD_EVENT_ON : SD_EVENT_OFF);
         if (s->sock_source)
                 (void) sd_event_source_set_io_events(s->sock_source,
                                                      EPOLLIN | (s->to_sock_len > 0 ? EPOLLOUT : 0));
@@ -220,7 +220,8 @@ static int on_winch(sd_event_source *es, const struct signalfd_siginfo *si, void
         if (ioctl(s->in_fd, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0 || ws.ws_row == 0)
                 return 0;
         (void) sd_bus_call_method_async(s->bus, NULL, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "ResizeShell",
-                                        on_resized, s, "suu", s->unit, (uint32_t) ws.ws_col, (uint32_t) ws.ws_row);
+                                        on_resized, s, "suu", s->unit, (uint32_t) ws.ws_col,
+                                        (uint32_t) ws.ws_row);
         return 0;
 }
 
@@ -234,8 +235,10 @@ static int on_exit_signal(sd_event_source *es, const struct signalfd_siginfo *si
 static void usage(FILE *f) {
         fputs("sandboxctl shell [OPTIONS...] SANDBOX\n\n"
               "Opens an interactive login shell in a sandbox (id or name), as its user, in its namespaces:\n"
-              "it sees the agent's files and processes. The session is recorded in the audit log (operation\n"
-              "takeover; `sandboxctl log --output=ROW` prints the recording, asciicast v2). Exit the shell, or\n"
+              "it sees the agent's files and processes. The session is recorded in the audit log "
+              "(operation\n"
+              "takeover; `sandboxctl log --output=ROW` prints the recording, asciicast v2). Exit the shell, "
+              "or\n"
               "press ^] three times within a second, to leave; closing the session hangs the shell up.\n"
               "The exit status is the shell's; 255 if the shell could not be opened.\n\n"
               "  -h --help                   Show this help\n"
@@ -247,9 +250,9 @@ static void usage(FILE *f) {
 int verb_shell(int argc, char *argv[]) {
         enum { ARG_TERM = 0x100 };
         static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "quiet", no_argument, NULL, 'q' },
-                { "term", required_argument, NULL, ARG_TERM },
+                {"help", no_argument, NULL, 'h'},
+                {"quiet", no_argument, NULL, 'q'},
+                {"term", required_argument, NULL, ARG_TERM},
                 {},
         };
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL, *wait_bus = NULL;
@@ -277,7 +280,8 @@ int verb_shell(int argc, char *argv[]) {
                         return EXIT_USAGE;
                 }
         if (optind != argc - 1) {
-                fprintf(stderr, "sandboxctl: shell: expected one SANDBOX; usage: sandboxctl shell [-q] SANDBOX\n");
+                fprintf(stderr,
+                        "sandboxctl: shell: expected one SANDBOX; usage: sandboxctl shell [-q] SANDBOX\n");
                 return EXIT_USAGE;
         }
         id = argv[optind];
@@ -285,22 +289,21 @@ int verb_shell(int argc, char *argv[]) {
                 term = "xterm-256color";
 
         bool in_tty = isatty(STDIN_FILENO);
-        struct winsize ws = { .ws_col = 80, .ws_row = 24 };
+        struct winsize ws = {.ws_col = 80, .ws_row = 24};
         if (in_tty && (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0 || ws.ws_row == 0))
-                ws = (struct winsize) { .ws_col = 80, .ws_row = 24 };
+                ws = (struct winsize){.ws_col = 80, .ws_row = 24};
 
         r = sd_bus_open_system(&bus);
         if (r < 0) {
-                fprintf(stderr, "sandboxctl: shell: Failed to connect to the system bus: %s\n", strerror(-r));
+                fprintf(stderr, "sandboxctl: shell: Failed to connect to the system bus: %s\n",
+                        strerror(-r));
                 return EXIT_SHELL_FAILED;
         }
         r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "OpenShell");
         if (r >= 0)
-                r = sd_bus_message_append(m, "sa{sv}", id, 4,
-                                          "cols", "u", (uint32_t) ws.ws_col,
-                                          "rows", "u", (uint32_t) ws.ws_row,
-                                          "term", "s", term,
-                                          "source", "s", "human_takeover");
+                r = sd_bus_message_append(m, "sa{sv}", id, 4, "cols", "u", (uint32_t) ws.ws_col, "rows", "u",
+                                          (uint32_t) ws.ws_row, "term", "s", term, "source", "s",
+                                          "human_takeover");
         if (r < 0) {
                 fprintf(stderr, "sandboxctl: shell: Failed to build the call: %s\n", strerror(-r));
                 return EXIT_SHELL_FAILED;
@@ -309,8 +312,10 @@ int verb_shell(int argc, char *argv[]) {
         if (r < 0) {
                 fprintf(stderr, "sandboxctl: shell: %s%s\n",
                         sd_bus_error_is_set(&error) ? error.message : strerror(-r),
-                        sd_bus_error_has_names(&error, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER)
-                                ? " (is sandboxd running?)" : "");
+                        sd_bus_error_has_names(&error, SD_BUS_ERROR_SERVICE_UNKNOWN,
+                                               SD_BUS_ERROR_NAME_HAS_NO_OWNER)
+                                ? " (is sandboxd running?)"
+                                : "");
                 return EXIT_SHELL_FAILED;
         }
         r = sd_bus_message_read(reply, "hs", &fd, &unit);
@@ -344,7 +349,7 @@ int verb_shell(int argc, char *argv[]) {
         if (r >= 0)
                 r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
         s.event = event;
-        const int exit_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+        const int exit_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(exit_signals); i++)
                 r = sd_event_add_signal(event, NULL, exit_signals[i], on_exit_signal, &s);
         if (r >= 0 && in_tty)
@@ -364,8 +369,10 @@ int verb_shell(int argc, char *argv[]) {
         }
 
         if (!quiet)
-                fprintf(stderr, "Connected to sandbox %s (%s). Exit the shell or press ^] three times within 1s "
-                        "to leave.\r\n", id, unit);
+                fprintf(stderr,
+                        "Connected to sandbox %s (%s). Exit the shell or press ^] three times within 1s "
+                        "to leave.\r\n",
+                        id, unit);
         if (in_tty) {
                 r = terminal_make_raw(STDIN_FILENO);
                 if (r < 0) {
@@ -400,8 +407,8 @@ int verb_shell(int argc, char *argv[]) {
         int32_t code = EXIT_SHELL_FAILED;
         r = sd_bus_open_system(&wait_bus);
         if (r >= 0)
-                r = sd_bus_call_method(wait_bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "WaitShell", &wait_error, &wait_reply, "s",
-                               unit);
+                r = sd_bus_call_method(wait_bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "WaitShell",
+                                       &wait_error, &wait_reply, "s", unit);
         if (r >= 0)
                 r = sd_bus_message_read(wait_reply, "i", &code);
         if (r < 0) {

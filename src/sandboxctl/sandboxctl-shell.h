@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* "sandboxctl shell SANDBOX": an interactive login shell in a sandbox, through sandboxd's OpenShell stream. */
+/* "sandboxctl shell SANDBOX": an interactive login shell in a sandbox, through sandboxd's OpenShell stream.
+ */
 #pragma once
 
 /* argv[0] is "shell". Parses its own options; returns the process exit status: the shell's, 255 if it

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test for asciicast: the header, output events with any bytes, split characters, resizes and the cap. */
+/* Unit test for asciicast: the header, output events with any bytes, split characters, resizes and the cap.
+ */
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -38,7 +39,8 @@ static void test_header_and_events(void) {
         Asciicast a = ASCIICAST_INIT;
         json_object *lines[16];
 
-        CHECK(asciicast_start(&a, 1 << 20, 120, 40, 1764700000, "xterm-256color", "/bin/bash", "sb_x \"shell\"") == 0);
+        CHECK(asciicast_start(&a, 1 << 20, 120, 40, 1764700000, "xterm-256color", "/bin/bash",
+                              "sb_x \"shell\"") == 0);
         asciicast_output(&a, 1500000, "hi\r\n\x1b[0m\"q\"\\", 12);
         asciicast_resize(&a, 2000001, 100, 30);
         asciicast_output(&a, 3000000, "\x01\x7f", 2);
@@ -53,10 +55,12 @@ static void test_header_and_events(void) {
                 CHECK(json_object_object_get_ex(lines[0], "version", &v) && json_object_get_int(v) == 2);
                 CHECK(json_object_object_get_ex(lines[0], "width", &v) && json_object_get_int(v) == 120);
                 CHECK(json_object_object_get_ex(lines[0], "height", &v) && json_object_get_int(v) == 40);
-                CHECK(json_object_object_get_ex(lines[0], "timestamp", &v) && json_object_get_int64(v) == 1764700000);
+                CHECK(json_object_object_get_ex(lines[0], "timestamp", &v) &&
+                      json_object_get_int64(v) == 1764700000);
                 CHECK(json_object_object_get_ex(lines[0], "title", &v));
                 CHECK_STR(json_object_get_string(v), "sb_x \"shell\"");
-                CHECK(json_object_object_get_ex(lines[0], "env", &v) && json_object_object_get_ex(v, "TERM", &v));
+                CHECK(json_object_object_get_ex(lines[0], "env", &v) &&
+                      json_object_object_get_ex(v, "TERM", &v));
                 CHECK_STR(json_object_get_string(v), "xterm-256color");
 
                 CHECK(json_object_get_double(json_object_array_get_idx(lines[1], 0)) == 1.5);
@@ -92,8 +96,9 @@ static void test_utf8(void) {
                 CHECK_STR(event_field(lines[2], 2), "\xc3\xa9");
                 CHECK_STR(event_field(lines[3], 2), "\xe2\x82\xac!");
                 /* six bytes that are not UTF-8: six replacement characters */
-                CHECK_STR(event_field(lines[4], 2), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
-                                                    "\xef\xbf\xbd.");
+                CHECK_STR(event_field(lines[4], 2),
+                          "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                          "\xef\xbf\xbd.");
                 CHECK_STR(event_field(lines[5], 2), "\xef\xbf\xbd\xef\xbf\xbd");
         }
         free_lines(lines, n);

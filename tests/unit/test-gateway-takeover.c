@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test for gateway-takeover: control messages, size and Origin checks, and the bridge between a
- * WebSocket and a shell stream (socketpairs standing in for the client and for sandboxd). */
+/* Unit test for gateway-takeover: control messages, size and Origin checks, the WebSocket-to-stream bridge.
+ *
+ * Socketpairs stand in for the client and for sandboxd. */
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -18,10 +19,10 @@
 
 static void test_control(void) {
         unsigned c = 0, r = 0;
-#define OK(s, ec, er)                                                                                       \
-        do {                                                                                                \
-                CHECK(takeover_parse_control(s, strlen(s), &c, &r) == 0);                                   \
-                CHECK(c == (ec) && r == (er));                                                              \
+#define OK(s, ec, er)                                                     \
+        do {                                                              \
+                CHECK(takeover_parse_control(s, strlen(s), &c, &r) == 0); \
+                CHECK(c == (ec) && r == (er));                            \
         } while (0)
 #define BAD(s) CHECK(takeover_parse_control(s, strlen(s), &c, &r) == -EINVAL)
         OK("{\"type\":\"resize\",\"cols\":120,\"rows\":40}", 120, 40);
@@ -41,7 +42,8 @@ static void test_control(void) {
         BAD("{\"type\":\"resize\",\"cols\":80,\"rows\":40} {}");
         BAD("{\"type\":\"resize\",\"cols\":80,\"rows\":40");
         /* a length that stops inside the text */
-        CHECK(takeover_parse_control("{\"type\":\"resize\",\"cols\":80,\"rows\":40}", 10, &c, &r) == -EINVAL);
+        CHECK(takeover_parse_control("{\"type\":\"resize\",\"cols\":80,\"rows\":40}", 10, &c, &r) ==
+              -EINVAL);
 #undef OK
 #undef BAD
 }
@@ -85,7 +87,7 @@ static void test_size_and_origin(void) {
 /* --- the bridge ---------------------------------------------------------------------------------- */
 
 static size_t client_frame(uint8_t *out, uint8_t first, const void *payload, size_t n, bool masked) {
-        static const uint8_t mask[4] = { 0xa1, 0xb2, 0xc3, 0xd4 };
+        static const uint8_t mask[4] = {0xa1, 0xb2, 0xc3, 0xd4};
         size_t o = 0;
         out[o++] = first;
         out[o++] = (uint8_t) ((masked ? 0x80 : 0) | n); /* short frames only */
@@ -117,7 +119,7 @@ static void on_done(TakeoverBridge *b, void *userdata) {
 
 static int poll_fd;
 static bool readable(void *arg) {
-        struct pollfd p = { .fd = poll_fd, .events = POLLIN };
+        struct pollfd p = {.fd = poll_fd, .events = POLLIN};
         return poll(&p, 1, 0) == 1;
 }
 static bool is_done(void *arg) {
@@ -166,13 +168,13 @@ static ssize_t stream_read(Fixture *f, char *buf, size_t n) {
 }
 
 static void fixture_open(Fixture *f) {
-        WebSocketConfig config = { .max_message = 65536, .close_timeout_usec = USEC_PER_SEC };
-        *f = (Fixture) {};
+        WebSocketConfig config = {.max_message = 65536, .close_timeout_usec = USEC_PER_SEC};
+        *f = (Fixture){};
         CHECK(sd_event_new(&f->e) >= 0);
         CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->ws) == 0);
         CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->stream) == 0);
-        CHECK(takeover_bridge_new(f->e, NULL, f->ws[0], NULL, 0, f->stream[0], "sandbox-sb_x-shell-1.scope", &config,
-                                  on_done, f, &f->b) == 0);
+        CHECK(takeover_bridge_new(f->e, NULL, f->ws[0], NULL, 0, f->stream[0], "sandbox-sb_x-shell-1.scope",
+                                  &config, on_done, f, &f->b) == 0);
 }
 
 static void fixture_close(Fixture *f) {
@@ -206,7 +208,7 @@ static void test_bridge_shell_exits(void) {
         CHECK(server_frame(&f, &op, buf, &n) == 0);
         CHECK(op == 0x8 && n >= 2 && ((uint8_t) buf[0] << 8 | (uint8_t) buf[1]) == 1000);
         CHECK(n == 2 + strlen("shell ended") && memcmp(buf + 2, "shell ended", n - 2) == 0);
-        uint8_t code[2] = { 0x03, 0xe8 };
+        uint8_t code[2] = {0x03, 0xe8};
         client_send(f.ws[1], 0x88, code, 2, true);
         CHECK(run_until(f.e, is_done, &f));
         uint16_t sent, received;
@@ -233,7 +235,8 @@ static void check_hangup(const char *what, uint8_t first, const char *payload, b
                 CHECK(server_frame(&f, &op, buf, &n) == 0);
                 CHECK(op == 0x8 && n >= 2);
                 if (n >= 2 && ((uint8_t) buf[0] << 8 | (uint8_t) buf[1]) != expected_close)
-                        fprintf(stderr, "%s: close code %d\n", what, (uint8_t) buf[0] << 8 | (uint8_t) buf[1]);
+                        fprintf(stderr, "%s: close code %d\n", what,
+                                (uint8_t) buf[0] << 8 | (uint8_t) buf[1]);
                 CHECK(n >= 2 && ((uint8_t) buf[0] << 8 | (uint8_t) buf[1]) == expected_close);
                 f.ws[1] = safe_close(f.ws[1]);
         }

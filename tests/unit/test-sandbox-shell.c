@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test for sandbox-shell's input checks: terminal sizes and TERM values (the rest needs root and a bus). */
+/* Unit test for sandbox-shell's input checks: terminal sizes and TERM values (the rest needs root). */
 #include <stdio.h>
 
 #include "macro.h"

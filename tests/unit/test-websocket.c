@@ -41,11 +41,11 @@ static void on_closed(WebSocket *ws, uint16_t sent, uint16_t received, void *use
         s->received = received;
 }
 
-static const WebSocketCallbacks callbacks = { on_binary, on_text, on_closed };
+static const WebSocketCallbacks callbacks = {on_binary, on_text, on_closed};
 
 /* A client frame: masked unless told otherwise. */
 static size_t client_frame(uint8_t *out, uint8_t first, const void *payload, size_t n, bool masked) {
-        static const uint8_t mask[4] = { 0x12, 0x34, 0x56, 0x78 };
+        static const uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78};
         size_t o = 0;
 
         out[o++] = first;
@@ -88,7 +88,7 @@ static bool is_closed(void *arg) {
 
 static int client_fd_for_pred;
 static bool client_readable(void *arg) {
-        struct pollfd p = { .fd = client_fd_for_pred, .events = POLLIN };
+        struct pollfd p = {.fd = client_fd_for_pred, .events = POLLIN};
         return poll(&p, 1, 0) == 1;
 }
 
@@ -132,9 +132,9 @@ typedef struct Pair {
 } Pair;
 
 static void pair_open(Pair *p, const void *extra, size_t extra_size, uint64_t ping) {
-        WebSocketConfig config = { .max_message = 1024, .ping_interval_usec = ping,
-                                   .close_timeout_usec = USEC_PER_SEC };
-        *p = (Pair) {};
+        WebSocketConfig config = {
+                .max_message = 1024, .ping_interval_usec = ping, .close_timeout_usec = USEC_PER_SEC};
+        *p = (Pair){};
         CHECK(sd_event_new(&p->e) >= 0);
         CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->fds) == 0);
         CHECK(websocket_new(p->e, p->fds[0], extra, extra_size, &config, &callbacks, &p->seen, &p->ws) == 0);
@@ -156,7 +156,8 @@ static void test_accept_key(void) {
         CHECK(websocket_accept_key("", a) == -EINVAL);
         CHECK(websocket_accept_key("dGhlIHNhbXBsZSBub25jZQ=", a) == -EINVAL);
         CHECK(websocket_accept_key("dGhlIHNhbXBsZSBub25jZQ!=", a) == -EINVAL);
-        CHECK(websocket_accept_key("dGhlIHNhbXBsZSBub25jZR==", a) == -EINVAL); /* 16 bytes leave 4 bits zero */
+        CHECK(websocket_accept_key("dGhlIHNhbXBsZSBub25jZR==", a) ==
+              -EINVAL); /* 16 bytes leave 4 bits zero */
         CHECK(websocket_accept_key("dGhlIHNhbXBsZSBub25jZQ===", a) == -EINVAL);
 }
 
@@ -196,7 +197,7 @@ static void test_messages(void) {
         CHECK(op == 0x8 && close_code(payload, n) == 1000);
         CHECK(n == 2 + strlen("shell exited") && memcmp(payload + 2, "shell exited", n - 2) == 0);
         CHECK(websocket_send_binary(p.ws, "late", 4) == -ENOTCONN);
-        uint8_t code[2] = { 0x03, 0xe8 };
+        uint8_t code[2] = {0x03, 0xe8};
         client_send(p.fds[1], 0x88, code, 2, true);
         CHECK(run_until(p.e, is_closed, &p.seen));
         CHECK_INT(p.seen.sent, 1000);
@@ -218,7 +219,7 @@ static void check_protocol_error(uint8_t first, const void *data, size_t n, bool
         CHECK(op == 0x8);
         CHECK_INT(close_code(payload, m), 1002);
         CHECK(p.seen.n_binary == 0 && p.seen.n_text == 0); /* nothing of it was delivered */
-        close(p.fds[1]); /* the client gives up */
+        close(p.fds[1]);                                   /* the client gives up */
         p.fds[1] = -1;
         CHECK(run_until(p.e, is_closed, &p.seen));
         CHECK_INT(p.seen.sent, 1002);
