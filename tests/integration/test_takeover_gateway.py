@@ -276,3 +276,17 @@ def test_client_gone_and_protocol_errors_hang_up(mgr, sandbox, gateway):
     s.ws.send(json.dumps({"type": "kill"}))
     s.read_to_close()
     assert s.close_code == 1008
+
+
+def test_large_output_arrives_whole(mgr, sandbox, gateway):
+    sid, _ = sandbox()
+    s = Session(ws_url(sid), gateway["admin"])
+    # Far more than every buffer on the way (sandboxd, the bridge, the sockets): held back, not dropped.
+    s.send("head -c 20000000 /dev/zero | tr '\\000' x; echo; echo DONE; exit\n")
+    # Read nothing while it writes: the queues fill and the writer stalls (a pause, not a measurement).
+    wait_for(lambda: b"head -c 20000000" in mgr.exec(sid, ["ps", "-eo", "args"])[1], what="the writer")
+    time.sleep(1)
+    assert b"head -c 20000000" in mgr.exec(sid, ["ps", "-eo", "args"])[1]  # still blocked on its output
+    out = s.read_to_close()
+    assert out.count(b"x") >= 20000000
+    assert re.search(rb"[\r\n]DONE\r\n", out) and s.close_code == 1000
