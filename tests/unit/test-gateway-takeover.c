@@ -3,6 +3,7 @@
  *
  * Socketpairs stand in for the client and for sandboxd. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -253,10 +254,53 @@ static void test_bridge_hangups(void) {
         check_hangup("bad control", 0x81, "{\"type\":\"kill\"}", true, false, 1008);
 }
 
+/* A client that reads nothing holds the shell back: the bridge queues about 1 MiB, then stops reading
+ * the stream, so what sandboxd may write stalls well short of what it has. Reading resumes it. */
+static void test_bridge_backpressure(void) {
+        static char chunk[65536];
+        Fixture f;
+        size_t written = 0, got = 0;
+        unsigned idle = 0;
+
+        fixture_open(&f);
+        memset(chunk, 'x', sizeof(chunk));
+        (void) fcntl(f.stream[1], F_SETFL, O_NONBLOCK);
+        while (written < 64 * 1024 * 1024 && idle < 20) {
+                ssize_t k = write(f.stream[1], chunk, sizeof(chunk));
+                if (k > 0) {
+                        written += (size_t) k;
+                        idle = 0;
+                } else
+                        idle++;
+                (void) sd_event_run(f.e, 5 * USEC_PER_MSEC);
+        }
+        CHECK(idle >= 20);                /* it stalled */
+        CHECK(written < 8 * 1024 * 1024); /* after queues and socket buffers, not 64 MiB */
+
+        /* The client reads: everything flows again (4 MiB more than had stalled). */
+        size_t target = written + 4 * 1024 * 1024;
+        (void) fcntl(f.ws[1], F_SETFL, O_NONBLOCK);
+        for (unsigned rounds = 0; rounds < 1000000 && got < target; rounds++) {
+                char buf[65536];
+                ssize_t k = read(f.ws[1], buf, sizeof(buf));
+                if (k > 0)
+                        got += (size_t) k;
+                if (written < target) {
+                        k = write(f.stream[1], chunk, sizeof(chunk));
+                        if (k > 0)
+                                written += (size_t) k;
+                }
+                (void) sd_event_run(f.e, 0);
+        }
+        CHECK(got >= target); /* frames with their headers: at least the data */
+        fixture_close(&f);
+}
+
 int main(void) {
         test_control();
         test_size_and_origin();
         test_bridge_shell_exits();
         test_bridge_hangups();
+        test_bridge_backpressure();
         return test_finish("test-gateway-takeover");
 }
