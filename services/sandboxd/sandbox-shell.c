@@ -182,6 +182,8 @@ void shell_free_all(Manager *m) {
                         sh->exit_code = -1;
                         asciicast_finish(&sh->rec, shell_elapsed(sh));
                         shell_audit(sh, "finished", NULL, NULL);
+                        /* Sent when the bus is flushed on our way out: the session's processes end. */
+                        (void) unit_stop_nowait(sh->manager, sh->unit);
                 }
                 shell_free(sh);
         }

@@ -514,3 +514,24 @@ def test_context_is_honoured_only_from_root_and_the_gateway(mgr, sandbox):
             "sa{sv}", sid, "0", check=False)
     assert r.returncode != 0 and ("Access denied" in r.stderr or "AccessDenied" in r.stderr), r.stderr
     assert shell_units(sid) == units
+
+
+def test_stopping_sandboxd_ends_and_records_the_shell(mgr, sandbox):
+    sid, _ = sandbox()
+    sh = Shell(mgr, sid)
+    sh.send("echo before-restart\n")
+    sh.read_until(rb"[\r\n]before-restart\r\n")
+    run("systemctl", "restart", "sandboxd.service")
+    sh.read_to_eof()  # the relay was sandboxd: the stream ends with it
+    wait_for(lambda: unit_gone(sh.unit), what=f"{sh.unit} to stop")
+    rows = wait_for(lambda: takeover_rows(sid), timeout=60, what="the takeover row")
+    detail = json.loads(str(rows[0]["detail"]))
+    assert detail["ended_by"] == "sandboxd" and int(rows[0]["exit_code"]) == -1
+    rec, _ = audit().GetOutput(dbus.UInt64(rows[0]["id"]), byte_arrays=True)
+    assert "before-restart" in cast_output(bytes(rec))[2]
+    # the sandbox itself lives on, and takes a new shell
+    sh.close()
+    sh = Shell(mgr, sid)
+    sh.send("exit\n")
+    sh.read_to_eof()
+    sh.close()
