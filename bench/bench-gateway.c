@@ -346,6 +346,42 @@ static void *worker_main(void *p) {
         return NULL;
 }
 
+/* The same load straight on sandboxd's bus interface, one connection per client: what the gateway adds. */
+typedef struct BusWorker {
+        pthread_t thread;
+        const char *sandbox;
+        uint64_t deadline;
+        atomic_uint_fast64_t *ok, *errors;
+} BusWorker;
+
+static void *bus_worker_main(void *p) {
+        BusWorker *w = p;
+        sd_bus *bus = NULL;
+
+        if (sd_bus_open_system(&bus) < 0) {
+                atomic_fetch_add(w->errors, 1);
+                return NULL;
+        }
+        while (now_nsec() < w->deadline && !interrupted) {
+                sd_bus_error error = SD_BUS_ERROR_NULL;
+                sd_bus_message *reply = NULL;
+                int exit_code = -1;
+                int r = sd_bus_call_method(bus, "org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
+                                           "org.sandboxd.sandbox1.Manager", "Exec", &error, &reply, "sasa{sv}",
+                                           w->sandbox, 1, "true", 0);
+                if (r >= 0)
+                        r = sd_bus_message_read(reply, "i", &exit_code);
+                if (r >= 0 && exit_code == 0)
+                        atomic_fetch_add(w->ok, 1);
+                else if (atomic_fetch_add(w->errors, 1) < 5)
+                        fprintf(stderr, "bench-gateway: bus Exec: %s\n", error.message ?: strerror(-MIN(r, 0)));
+                sd_bus_error_free(&error);
+                sd_bus_message_unref(reply);
+        }
+        sd_bus_flush_close_unref(bus);
+        return NULL;
+}
+
 /* --- main ----------------------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
@@ -438,8 +474,8 @@ int main(int argc, char *argv[]) {
         }
 
         /* Throughput: one sandbox, many keep-alive clients, `true` again and again. */
-        atomic_uint_fast64_t ok = 0, errors = 0;
-        double elapsed = 0;
+        atomic_uint_fast64_t ok = 0, errors = 0, bus_ok = 0, bus_errors = 0;
+        double elapsed = 0, bus_elapsed = 0;
         _cleanup_free_ char *sb_body = NULL, *sb = NULL;
         if (ret == EXIT_SUCCESS && !interrupted) {
                 int status = 0;
@@ -469,6 +505,23 @@ int main(int argc, char *argv[]) {
                         pthread_join(w[i].thread, NULL);
                 elapsed = (double) (now_nsec() - t0) / 1e9;
                 free(w);
+                if (!interrupted) {
+                        BusWorker *bw = calloc(clients, sizeof(BusWorker));
+                        fprintf(stderr, "bench-gateway: %u bus clients call Exec `true` for %u s…\n", clients, seconds);
+                        uint64_t b0 = now_nsec(), bdeadline = b0 + (uint64_t) seconds * UINT64_C(1000000000);
+                        unsigned bstarted = 0;
+                        for (unsigned i = 0; bw && i < clients; i++) {
+                                bw[i] = (BusWorker) { .sandbox = sb, .deadline = bdeadline, .ok = &bus_ok,
+                                                      .errors = &bus_errors };
+                                if (pthread_create(&bw[i].thread, NULL, bus_worker_main, &bw[i]) != 0)
+                                        break;
+                                bstarted++;
+                        }
+                        for (unsigned i = 0; i < bstarted; i++)
+                                pthread_join(bw[i].thread, NULL);
+                        bus_elapsed = (double) (now_nsec() - b0) / 1e9;
+                        free(bw);
+                }
                 int status = 0;
                 char del[128];
                 snprintf(del, sizeof(del), "/v1/sandboxes/%s", sb);
@@ -488,6 +541,10 @@ int main(int argc, char *argv[]) {
         printf("exec throughput, %u keep-alive clients, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64
                " errors\n",
                clients, elapsed, rate, (uint_fast64_t) ok, (uint_fast64_t) errors);
+        double bus_rate = bus_elapsed > 0 ? (double) bus_ok / bus_elapsed : NAN;
+        printf("the same straight on sandboxd's bus, %u connections, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64
+               " errors; gateway / bus: %.2f\n",
+               clients, bus_elapsed, bus_rate, (uint_fast64_t) bus_ok, (uint_fast64_t) bus_errors, rate / bus_rate);
         printf("targets: cycle p50 <= %.0f ms: %s; >= %.0f execs/s: %s; 0 errors: %s\n", TARGET_CYCLE_P50_MS,
                r50 <= TARGET_CYCLE_P50_MS ? "met" : "NOT MET", TARGET_EXECS_PER_SEC,
                rate >= TARGET_EXECS_PER_SEC ? "met" : "NOT MET", errors == 0 && ok > 0 ? "met" : "NOT MET");

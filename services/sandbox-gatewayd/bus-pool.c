@@ -117,7 +117,16 @@ static int on_drain(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+static int open_system(sd_bus **ret, void *userdata) {
+        return sd_bus_open_system(ret);
+}
+
 int bus_pool_new(sd_event *event, unsigned n_connections, BusPool **ret) {
+        return bus_pool_new_with(event, n_connections, open_system, NULL, ret);
+}
+
+int bus_pool_new_with(sd_event *event, unsigned n_connections, bus_pool_open_t open, void *userdata,
+                      BusPool **ret) {
         BusPool *p;
         int r;
 
@@ -134,7 +143,7 @@ int bus_pool_new(sd_event *event, unsigned n_connections, BusPool **ret) {
         }
         for (unsigned i = 0; i < n_connections; i++) {
                 p->buses[i].pool = p;
-                r = sd_bus_open_system(&p->buses[i].bus);
+                r = open(&p->buses[i].bus, userdata);
                 if (r < 0)
                         goto fail;
                 p->n_buses++;

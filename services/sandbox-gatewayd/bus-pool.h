@@ -19,6 +19,11 @@ typedef int (*bus_pool_build_t)(sd_bus_message *m, void *userdata);
 typedef void (*bus_pool_reply_t)(sd_bus_message *reply, const sd_bus_error *error, void *userdata);
 
 int bus_pool_new(sd_event *event, unsigned n_connections, BusPool **ret);
+/* The same with connections made by open (the tests' peer-to-peer buses); bus_pool_new uses
+ * sd_bus_open_system. */
+typedef int (*bus_pool_open_t)(sd_bus **ret, void *userdata);
+int bus_pool_new_with(sd_event *event, unsigned n_connections, bus_pool_open_t open, void *userdata,
+                      BusPool **ret);
 BusPool *bus_pool_free(BusPool *p);
 
 /* Calls destination's method on the least busy connection now, or as soon as one has room. build runs

@@ -114,23 +114,44 @@ static void on_keys_changed(const char *operation, const ApiKey *k, const char *
 
 /* --- streams per key ---------------------------------------------------------------------------- */
 
+/* The map stores key pointers without copying: each entry owns its key string. */
+typedef struct StreamCount {
+        uint64_t n;
+        char key[];
+} StreamCount;
+
 int manager_stream_acquire(Manager *m, const char *key_id) {
-        uintptr_t n = (uintptr_t) hashmap_get(m->streams, key_id);
+        StreamCount *c = hashmap_get(m->streams, key_id);
         int r;
 
-        if (n >= m->config.max_streams_per_key)
-                return -EBUSY;
-        r = hashmap_put(m->streams, key_id, (void *) (n + 1));
-        return r < 0 ? r : 0;
+        if (c) {
+                if (c->n >= m->config.max_streams_per_key)
+                        return -EBUSY;
+                c->n++;
+                return 0;
+        }
+        c = malloc(sizeof(StreamCount) + strlen(key_id) + 1);
+        if (!c)
+                return -ENOMEM;
+        c->n = 1;
+        strcpy(c->key, key_id);
+        r = hashmap_put(m->streams, c->key, c);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
+        return 0;
 }
 
 void manager_stream_release(Manager *m, const char *key_id) {
-        uintptr_t n = (uintptr_t) hashmap_get(m->streams, key_id);
+        StreamCount *c = hashmap_get(m->streams, key_id);
 
-        if (n <= 1)
+        if (!c)
+                return;
+        if (--c->n == 0) {
                 (void) hashmap_remove(m->streams, key_id);
-        else
-                (void) hashmap_put(m->streams, key_id, (void *) (n - 1));
+                free(c);
+        }
 }
 
 uint64_t manager_exec_call_timeout(Manager *m, const char *type, uint64_t timeout_seconds) {
@@ -226,7 +247,14 @@ Manager *manager_free(Manager *m) {
         sd_bus_slot_unref(m->keys_slot);
         bus_pool_free(m->pool);
         sd_bus_flush_close_unref(m->bus);
+        sd_bus_flush_close_unref(m->signal_bus);
         key_store_free(m->keys);
+        if (m->streams) {
+                size_t state = 0;
+                void *v;
+                while (hashmap_iterate(m->streams, &state, &v, NULL))
+                        free(v);
+        }
         hashmap_free(m->streams);
         sd_event_unref(m->event);
         free(m->state_dir);
@@ -272,6 +300,13 @@ int manager_startup(Manager *m) {
         r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)
                 return r;
+        r = sd_bus_open_system(&m->signal_bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(m->signal_bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
+                return r;
+        }
         r = bus_pool_new(m->event, (unsigned) m->config.bus_connections, &m->pool);
         if (r < 0) {
                 log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));

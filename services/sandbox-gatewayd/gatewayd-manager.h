@@ -33,7 +33,9 @@ typedef struct Watcher Watcher;
 
 typedef struct Manager {
         sd_event *event;
-        sd_bus *bus;      /* owns org.sandboxd.gateway1, serves Keys, receives EntryAdded */
+        sd_bus *bus;      /* owns org.sandboxd.gateway1, serves Keys */
+        /* receives EntryAdded: not the bus that owns our name, whose bus policy lets only root send to it */
+        sd_bus *signal_bus;
         BusPool *pool;    /* requests' calls */
         GatewayConfig config;
         SandboxdConfig sandboxd;

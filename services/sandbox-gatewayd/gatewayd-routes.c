@@ -15,8 +15,7 @@ const Route gateway_routes[] = {
         { "DELETE", "/v1/sandboxes/{id}", GATEWAY_ACTION_SANDBOX_DELETE, "sandbox.delete", route_sandbox_delete,
           ROUTE_SANDBOX },
         { "POST", "/v1/sandboxes/{id}/exec", GATEWAY_ACTION_EXEC, "exec", route_exec, ROUTE_SANDBOX },
-        { "PUT", "/v1/sandboxes/{id}/files", GATEWAY_ACTION_FILE_WRITE, "write", route_file_put,
-          ROUTE_SANDBOX | ROUTE_RAW_BODY },
+        { "PUT", "/v1/sandboxes/{id}/files", GATEWAY_ACTION_FILE_WRITE, "write", route_file_put, ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/files", GATEWAY_ACTION_FILE_READ, "read", route_file_get, ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/log", GATEWAY_ACTION_LOG_READ, "log.read", route_log_sandbox, ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/watch", GATEWAY_ACTION_LOG_READ, "log.read", route_watch, ROUTE_SANDBOX },
@@ -29,7 +28,7 @@ const Route gateway_routes[] = {
           ROUTE_SANDBOX },
         /* Public to dispatch(): the route authenticates itself, by the Authorization header or ?token=. */
         { "GET", "/v1/sandboxes/{id}/takeover", GATEWAY_ACTION_TAKEOVER, "takeover", route_takeover,
-          ROUTE_PUBLIC | ROUTE_SANDBOX | ROUTE_UPGRADE },
+          ROUTE_PUBLIC | ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/takeovers/{n}/recording", GATEWAY_ACTION_TAKEOVER, "takeover",
           route_takeover_recording, ROUTE_SANDBOX },
 };

@@ -12,6 +12,10 @@ int route_sandbox_list(Request *r);
 int route_sandbox_get(Request *r);
 int route_sandbox_update(Request *r);
 int route_sandbox_delete(Request *r);
+/* Audit rows name sandboxes by id: if the path's {id} is a sandbox's name, this looks its id up, puts it in
+ * place and runs the route's handler again. Returns 1 if it did (the answer comes later), 0 if the path
+ * has an id already, or a negative errno. */
+int req_resolve_sandbox_name(Request *r);
 /* Reads a sandbox's properties (a{sv}, the Sandbox interface's GetAll) into the REST sandbox object. */
 int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret);
 

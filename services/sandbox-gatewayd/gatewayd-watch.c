@@ -101,10 +101,21 @@ int audit_row_to_json(sd_bus_message *m, json_object **ret, uint64_t *ret_id) {
 typedef struct LogQuery {
         const char *session_id; /* from the path, or the query */
         uint64_t limit, offset;
-        const char *text[5];    /* account_id, operation, source, event, session_id (query) */
+        char *text[5];          /* account_id, operation, source, event, session_id (query); copies, as a
+                                 * queued call is built after the query may be gone */
         uint64_t since, until, after_id;
         bool has_since, has_until, has_after;
 } LogQuery;
+
+static void log_query_free(void *p) {
+        LogQuery *q = p;
+
+        if (!q)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(q->text); i++)
+                free(q->text[i]);
+        free(q);
+}
 
 static const char *const text_filters[] = { "account_id", "operation", "source", "event", "session_id" };
 
@@ -194,7 +205,7 @@ static int log_start(Request *r, const char *session_id) {
         if (!q)
                 return -ENOMEM;
         r->data = q;
-        r->data_free = free;
+        r->data_free = log_query_free;
         q->session_id = session_id;
         q->limit = LOG_LIMIT_DEFAULT;
         if (query_uint(r, "limit", &q->limit, NULL) < 0 || query_uint(r, "offset", &q->offset, NULL) < 0 ||
@@ -207,8 +218,11 @@ static int log_start(Request *r, const char *session_id) {
                                 LOG_LIMIT_MAX);
                 return 0;
         }
-        for (size_t i = 0; i < ELEMENTSOF(text_filters); i++)
-                q->text[i] = req_query(r, text_filters[i]);
+        for (size_t i = 0; i < ELEMENTSOF(text_filters); i++) {
+                const char *v = req_query(r, text_filters[i]);
+                if (v && !(q->text[i] = strdup(v)))
+                        return -ENOMEM;
+        }
         if (session_id && q->text[4]) {
                 req_reply_error(r, 400, "invalid_request", "Unknown query parameter 'session_id' on this route.");
                 return 0;
@@ -226,6 +240,9 @@ static int log_start(Request *r, const char *session_id) {
 }
 
 int route_log_sandbox(Request *r) {
+        int k = req_resolve_sandbox_name(r);
+        if (k != 0)
+                return k < 0 ? k : 0;
         return log_start(r, req_param(r, 0));
 }
 
@@ -360,14 +377,26 @@ static int watcher_hold(Watcher *w, uint64_t id, const char *text) {
         return 0;
 }
 
-static void watcher_send(Watcher *w, uint64_t id, const char *text) {
+static void watcher_send(Watcher *w, uint64_t id, const char *text, bool catch_up) {
         char idbuf[32];
 
         if (id <= w->last_id)
                 return; /* already sent (catch-up and live overlap) */
         snprintf(idbuf, sizeof(idbuf), "%" PRIu64, id);
-        (void) sse_send(w->req->sse, idbuf, "entry", text, strlen(text));
+        if (catch_up)
+                (void) sse_send_unbounded(w->req->sse, idbuf, "entry", text, strlen(text));
+        else
+                (void) sse_send(w->req->sse, idbuf, "entry", text, strlen(text));
         w->last_id = id;
+}
+
+/* Ends a stream with an error event (the error body) after what is queued. */
+static void watcher_fail(Request *r, unsigned status, const char *code, const char *message) {
+        _cleanup_free_ char *body = http_error_body(status, code, message, r->request_id);
+
+        if (body)
+                (void) sse_send_unbounded(r->sse, NULL, "error", body, strlen(body));
+        sse_finish(r->sse);
 }
 
 static int pending_cmp(const void *a, const void *b) {
@@ -394,14 +423,10 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
         if (!w || r->closed)
                 return;
         if (sd_bus_error_is_set(error)) {
-                _cleanup_free_ char *body = NULL;
                 unsigned status;
                 const char *code;
                 http_status_from_bus_error(error->name, &status, &code);
-                body = http_error_body(status, code, error->message, r->request_id);
-                if (body)
-                        (void) sse_send(r->sse, NULL, "error", body, strlen(body));
-                sse_finish(r->sse);
+                watcher_fail(r, status, code, error->message);
                 return;
         }
         k = sd_bus_message_enter_container(reply, 'a', "a{sv}");
@@ -416,7 +441,15 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
                 n++;
         }
         if (k < 0) {
-                sse_finish(r->sse);
+                watcher_fail(r, 500, "internal", "Cannot read the audit log's rows.");
+                return;
+        }
+        if (w->n_held > w->manager->config.watch_queue_max) {
+                /* Held in memory and sent at once: more than a stream's queue may hold is refused
+                 * rather than sent with a gap. */
+                watcher_fail(r, 409, "too_far_behind",
+                             "More rows were written after Last-Event-ID than a stream holds (WatchQueueMax=): "
+                             "page them from GET /v1/sandboxes/{id}/log?after_id=, then watch again.");
                 return;
         }
         if (n == CATCH_UP_PAGE) {
@@ -433,7 +466,7 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
         qsort(w->held, w->n_held, sizeof(Pending), pending_cmp);
         w->catching_up = false;
         for (size_t i = 0; i < w->n_held; i++) {
-                watcher_send(w, w->held[i].id, w->held[i].text);
+                watcher_send(w, w->held[i].id, w->held[i].text, true);
                 free(w->held[i].text);
         }
         w->n_held = 0;
@@ -467,7 +500,7 @@ static int on_entry_added(sd_bus_message *msg, void *userdata, sd_bus_error *ret
                 if (w->catching_up)
                         (void) watcher_hold(w, id, text);
                 else
-                        watcher_send(w, id, text);
+                        watcher_send(w, id, text, false);
         }
         return 0;
 }
@@ -486,7 +519,7 @@ static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
 int watchers_setup(Manager *m) {
         int r;
 
-        r = sd_bus_match_signal(m->bus, &m->entry_match, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE,
+        r = sd_bus_match_signal(m->signal_bus, &m->entry_match, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE,
                                 "EntryAdded", on_entry_added, m);
         if (r < 0)
                 return r;
@@ -499,6 +532,10 @@ int route_watch(Request *r) {
         uint64_t after = 0;
         Watcher *w;
         int k;
+
+        k = req_resolve_sandbox_name(r);
+        if (k != 0)
+                return k < 0 ? k : 0;
 
         if (last && parse_decimal(last, &after) < 0) {
                 req_reply_error(r, 400, "invalid_request", "Last-Event-ID must be a row id (a number).");

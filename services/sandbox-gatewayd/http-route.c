@@ -66,8 +66,10 @@ void route_allowed_methods(const Route *table, size_t n, const char *path, char 
                 if (!route_pattern_match(table[i].pattern, path, NULL))
                         continue;
                 int k = snprintf(buf + used, size - used, "%s%s", used > 0 ? ", " : "", table[i].method);
-                if (k < 0 || (size_t) k >= size - used)
+                if (k < 0 || (size_t) k >= size - used) {
+                        buf[used] = 0; /* whole methods only */
                         return;
+                }
                 used += (size_t) k;
         }
 }

@@ -17,8 +17,6 @@ typedef int (*route_handler_t)(Request *req);
 typedef enum RouteFlags {
         ROUTE_PUBLIC = 1 << 0,          /* no API key needed */
         ROUTE_SANDBOX = 1 << 1,         /* param 0 is a sandbox id; the key's sandbox scope applies */
-        ROUTE_UPGRADE = 1 << 2,         /* may answer with 101 (WebSocket): the body is not read */
-        ROUTE_RAW_BODY = 1 << 3,        /* the body is data, not JSON */
 } RouteFlags;
 
 typedef struct Route {

@@ -26,6 +26,8 @@ struct SseStream {
         size_t size, alloc, off;
         size_t n_events, max_events;
         bool finished, dropped, reader_suspended;
+        /* While the stream sleeps MHD does not look at its socket: this notices a client that leaves. */
+        sd_event_source *hangup;
 };
 
 /* --- requests ----------------------------------------------------------------------------------- */
@@ -33,6 +35,7 @@ struct SseStream {
 static void sse_free(SseStream *s) {
         if (!s)
                 return;
+        sd_event_source_disable_unref(s->hangup);
         free(s->buf);
         free(s);
 }
@@ -50,7 +53,7 @@ Request *request_unref(Request *r) {
                 manager_stream_release(r->manager, r->key->id);
         if (r->data_free)
                 r->data_free(r->data);
-        if (r->response)
+        if (r->response && !r->queued)
                 MHD_destroy_response(r->response);
         sse_free(r->sse);
         api_key_free(r->key);
@@ -254,6 +257,26 @@ int req_call(Request *r, const char *destination, const char *path, const char *
 
 /* --- SSE ---------------------------------------------------------------------------------------- */
 
+static void sse_drop(SseStream *s);
+
+static int on_hangup(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        SseStream *s = userdata;
+
+        s->hangup = sd_event_source_disable_unref(s->hangup);
+        sse_drop(s);
+        return 0;
+}
+
+static void sse_watch_hangup(SseStream *s) {
+        const union MHD_ConnectionInfo *info;
+
+        if (s->hangup || !s->req->connection)
+                return;
+        info = MHD_get_connection_info(s->req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info)
+                (void) sd_event_add_io(s->req->manager->event, &s->hangup, info->connect_fd, EPOLLRDHUP, on_hangup, s);
+}
+
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         Request *r = cls;
         SseStream *s = r->sse;
@@ -266,6 +289,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 /* Nothing to send: sleep until sse_send() wakes us (returning 0 awake would spin). */
                 s->reader_suspended = true;
+                sse_watch_hangup(s);
                 MHD_suspend_connection(r->connection);
                 return 0;
         }
@@ -347,12 +371,13 @@ static void sse_drop(SseStream *s) {
         sse_wake(s);
 }
 
-int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
+static int sse_send_internal(SseStream *s, const char *id, const char *event, const char *data, size_t size,
+                             bool bounded) {
         int k = 0;
 
         if (!s || s->dropped || s->finished)
                 return -EPIPE;
-        if (s->n_events >= s->max_events) {
+        if (bounded && s->n_events >= s->max_events) {
                 /* the client does not read: let it go rather than hold its events for ever */
                 log_msg(LOG_INFO, "Dropping SSE stream of request %s: %zu events not read.", s->req->request_id,
                         s->n_events);
@@ -372,6 +397,14 @@ int sse_send(SseStream *s, const char *id, const char *event, const char *data, 
         s->n_events++;
         sse_wake(s);
         return 0;
+}
+
+int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
+        return sse_send_internal(s, id, event, data, size, true);
+}
+
+int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
+        return sse_send_internal(s, id, event, data, size, false);
 }
 
 int sse_comment(SseStream *s, const char *text) {
@@ -520,6 +553,17 @@ static void dispatch(Request *r) {
         }
 }
 
+/* Hands the response to MHD, which keeps it as long as it needs it: an SSE response refers to its
+ * request, so holding it here too would keep both alive for ever. r->response stays set (answered). */
+static enum MHD_Result queue(Request *r) {
+        enum MHD_Result ret;
+
+        ret = MHD_queue_response(r->connection, r->status, r->response);
+        MHD_destroy_response(r->response);
+        r->queued = true;
+        return ret;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls) {
@@ -559,8 +603,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                                 req_reply_error(r, 413, "payload_too_large",
                                                 "The body is larger than %" PRIu64 " bytes.",
                                                 m->config.max_body_bytes);
-                                r->queued = true;
-                                return MHD_queue_response(conn, r->status, r->response);
+                                return queue(r);
                         }
                 }
                 return MHD_YES;
@@ -597,10 +640,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 r->dispatched = true;
                 dispatch(r);
         }
-        if (r->response && !r->queued) {
-                r->queued = true;
-                return MHD_queue_response(conn, r->status, r->response);
-        }
+        if (r->response && !r->queued)
+                return queue(r);
         if (!r->response) {
                 /* waits for a bus call: sleep until req_wake() */
                 r->suspended = true;
@@ -619,8 +660,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->connection = NULL;
         r->closed = true;
         r->suspended = false;
-        if (r->sse)
+        if (r->sse) {
                 r->sse->reader_suspended = false;
+                /* MHD closes the socket after this */
+                r->sse->hangup = sd_event_source_disable_unref(r->sse->hangup);
+        }
         if (r->on_close)
                 r->on_close(r);
         request_unref(r);
@@ -633,6 +677,13 @@ static void server_run(HttpServer *s) {
 
         (void) MHD_run(s->daemon);
         if (MHD_get_timeout(s->daemon, &timeout) == MHD_YES) {
+                /* 0: MHD has connections ready to go on (a resumed one is not back in its epoll set
+                 * yet); run again right after the other events rather than in a timer's slack */
+                if (timeout == 0) {
+                        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+                        http_server_kick(s);
+                        return;
+                }
                 (void) sd_event_source_set_time_relative(s->timer, (uint64_t) timeout * USEC_PER_MSEC);
                 (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
         } else
@@ -700,7 +751,8 @@ int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsign
         }
         r = sd_event_add_io(m->event, &s->io, info->epoll_fd, EPOLLIN, on_io, s);
         if (r >= 0)
-                r = sd_event_add_time_relative(m->event, &s->timer, CLOCK_MONOTONIC, 0, 0, on_timer, s);
+                /* accuracy 1 µs: sd-event's default slack of 250 ms would be added to MHD's timeouts */
+                r = sd_event_add_time_relative(m->event, &s->timer, CLOCK_MONOTONIC, 0, 1, on_timer, s);
         if (r >= 0)
                 r = sd_event_add_defer(m->event, &s->kick, on_kick, s);
         if (r < 0) {

@@ -33,7 +33,7 @@ struct Request {
         bool body_too_large;
 
         bool dispatched, suspended, queued, closed;
-        struct MHD_Response *response;
+        struct MHD_Response *response; /* once queued, MHD's: only tells that there is an answer */
         unsigned status;
 
         ApiKey *key;       /* the authenticated key */
@@ -60,6 +60,9 @@ const char *req_header(Request *r, const char *name);
 /* Answers (once; later calls are ignored). The connection is resumed if it waits. */
 void req_reply_json(Request *r, unsigned status, json_object *o); /* takes o */
 void req_reply_empty(Request *r, unsigned status);
+/* Any response of the caller's making (takes it), e.g. MHD_create_response_for_upgrade() with 101 for a
+ * WebSocket: the daemon runs with MHD_ALLOW_UPGRADE, and the X-Request-Id header is added as always. */
+void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp);
 void req_reply_data(Request *r, unsigned status, const char *content_type, const void *data, size_t size);
 _printf_(4, 5) void req_reply_error(Request *r, unsigned status, const char *code, const char *fmt, ...);
 /* A 401/403 refusal: answered, and recorded in the audit log as event "denied" (account NULL: the
@@ -69,9 +72,6 @@ _printf_(5, 6) void req_deny(Request *r, unsigned status, const char *code, cons
 void req_reply_bus_error(Request *r, const sd_bus_error *e);
 void req_reply_errno(Request *r, int error);
 bool req_answered(Request *r);
-/* Answers with a response made by the caller (e.g. MHD_create_response_for_upgrade()), taking it; if
- * the request was answered already, resp is destroyed. */
-void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp);
 
 /* The body as JSON, checked against fields; on failure the request is answered (400) and -EINVAL
  * returned. */
@@ -89,6 +89,8 @@ int req_call(Request *r, const char *destination, const char *path, const char *
  * none. max_events bounds the queue: past it the stream is dropped (closed). */
 int req_start_sse(Request *r, size_t max_events);
 int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size);
+/* The same, not subject to max_events (a bounded batch the caller decided to send at once), but counted. */
+int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size);
 int sse_comment(SseStream *s, const char *text);
 void sse_finish(SseStream *s);      /* ends the stream once everything queued is sent */
 bool sse_dropped(SseStream *s);

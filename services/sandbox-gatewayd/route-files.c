@@ -21,6 +21,7 @@ static int query_bool(Request *r, const char *name) {
 }
 
 typedef struct FileOp {
+        char *path; /* copied: a queued call is built after the request's query may be gone */
         uint32_t mode;
         int create_dirs, append;
         uint64_t offset, length;
@@ -28,7 +29,10 @@ typedef struct FileOp {
 } FileOp;
 
 static void file_op_free(void *p) {
-        free(p);
+        FileOp *op = p;
+        if (op)
+                free(op->path);
+        free(op);
 }
 
 static int build_write(sd_bus_message *m, void *userdata) {
@@ -36,7 +40,7 @@ static int build_write(sd_bus_message *m, void *userdata) {
         FileOp *op = r->data;
         int k;
 
-        k = sd_bus_message_append(m, "ss", req_param(r, 0), req_query(r, "path"));
+        k = sd_bus_message_append(m, "ss", req_param(r, 0), op->path);
         if (k >= 0)
                 k = sd_bus_message_append_array(m, 'y', r->body ?: "", r->body_size);
         if (k >= 0)
@@ -63,6 +67,11 @@ static int file_op_start(Request *r, FileOp **ret) {
         op = calloc(1, sizeof(FileOp));
         if (!op)
                 return -ENOMEM;
+        op->path = strdup(path);
+        if (!op->path) {
+                free(op);
+                return -ENOMEM;
+        }
         r->data = op;
         r->data_free = file_op_free;
         *ret = op;
@@ -109,7 +118,7 @@ static int build_read(sd_bus_message *m, void *userdata) {
         FileOp *op = r->data;
         int k;
 
-        k = sd_bus_message_append(m, "ss", req_param(r, 0), req_query(r, "path"));
+        k = sd_bus_message_append(m, "ss", req_param(r, 0), op->path);
         if (k < 0)
                 return k;
         k = sd_bus_message_open_container(m, 'a', "{sv}");

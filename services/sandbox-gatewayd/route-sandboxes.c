@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Routes of sandboxes: create, list, get, update (TTL), delete (also delete-own), as sandboxd calls. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gatewayd-routes.h"
+#include "sandbox-id.h"
 #include "time-util.h"
 
 int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret) {
@@ -412,4 +414,68 @@ int route_sandbox_delete(Request *r) {
                 return fetch_start(r, 204, delete_if_own);
         return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "DeleteSandbox",
                         build_delete, on_deleted, 0);
+}
+
+/* --- a sandbox's name in the path, where the id is needed --------------------------------------- */
+
+static void rerun(Request *r) {
+        int k;
+
+        if (r->closed)
+                return; /* the client left while we looked: nothing to start for it */
+        free(r->data);
+        r->data = NULL;
+        r->data_free = NULL;
+        k = r->match.route->handler(r);
+        if (k < 0 && !req_answered(r))
+                req_reply_errno(r, k);
+}
+
+static void on_id(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        const char *id;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        k = sd_bus_message_read(reply, "v", "s", &id);
+        if (k < 0)
+                return req_reply_errno(r, k);
+        if (!sandbox_id_is_valid(id))
+                return req_reply_error(r, 502, "upstream_error", "sandboxd gave the id '%s'.", id);
+        snprintf(r->match.params[0], sizeof(r->match.params[0]), "%s", id);
+        rerun(r);
+}
+
+static int build_get_id(sd_bus_message *m, void *userdata) {
+        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_IFACE, "Id");
+}
+
+static void on_path(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        const char *path;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        k = sd_bus_message_read(reply, "o", &path);
+        if (k >= 0) {
+                free(r->data);
+                r->data = strdup(path);
+                r->data_free = free;
+                k = r->data ? 0 : -ENOMEM;
+        }
+        if (k >= 0)
+                k = req_call(r, SANDBOXD_BUS_NAME, r->data, "org.freedesktop.DBus.Properties", "Get", build_get_id,
+                             on_id, 0);
+        if (k < 0)
+                req_reply_errno(r, k);
+}
+
+int req_resolve_sandbox_name(Request *r) {
+        int k;
+
+        if (sandbox_id_is_valid(req_param(r, 0)))
+                return 0;
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox", build_id, on_path,
+                     0);
+        return k < 0 ? k : 1;
 }

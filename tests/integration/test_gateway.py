@@ -1,0 +1,476 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# sandbox-gatewayd over real HTTP (requests, curl, raw sockets): the reference flow, response shapes,
+# encodings, streamed exec, log pages, watch with resume, many watchers beside one that never reads, and
+# bad input that must change nothing.
+import base64
+import json
+import re
+import selectors
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import run, systemctl_show, wait_for
+from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401,F811
+                             gateway_pid, gateway_up, raw_request)
+
+SESSION_REQUIRED = {"event": "error",
+                    "error": "Creating API keys needs a dashboard or CLI session, or an admin-scoped key.",
+                    "code": "session_required", "status": 403}
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+SANDBOX_FIELDS = {"id", "name", "type", "state", "network", "owner", "created_at", "expires_at", "limits"}
+RESULT_FIELDS = {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "duration_ms",
+                 "timed_out", "oom_killed"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def up():
+    gateway_up()
+    yield
+
+
+@pytest.fixture(scope="module")
+def admin():
+    secret, _ = cli_key("--preset", "admin", "--ttl", "1d")
+    return Client(secret)
+
+
+@pytest.fixture
+def sandboxes(admin):
+    """Sandboxes made through the gateway, deleted afterwards with the admin key."""
+    made = []
+
+    def make(client=None, **body):
+        body.setdefault("type", "small")
+        r = (client or admin).post("/v1/sandboxes", body)
+        assert r.status_code == 201, r.text
+        made.append(r.json()["id"])
+        return r.json()
+
+    yield make
+    for sid in made:
+        admin.delete(f"/v1/sandboxes/{sid}")
+
+
+def exec_(client, sid, **body):
+    r = client.post(f"/v1/sandboxes/{sid}/exec", body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_reference_flow(admin):
+    runner, key = admin.mint(name="runner", preset="runner", ttl_seconds=7200)
+    assert key["role"] == "member" and key["expiresAt"] is not None
+
+    r = runner.post("/v1/sandboxes", {"type": "small"})
+    assert r.status_code == 201, r.text
+    sb = r.json()
+    sid = sb["id"]
+    assert sb["owner"] == f"key:{key['id']}" and sb["state"] == "running"
+
+    task = b"import sys, time\nprint('task ran', sum(range(10)))\nsys.stdout.flush()\ntime.sleep(3)\n"
+    r = runner.put(f"/v1/sandboxes/{sid}/files", task, params={"path": "task.py"})
+    assert r.status_code == 204, r.text
+
+    # The exec runs in a thread while the test looks at its scope (the sandbox's first Exec has a scope of
+    # its own, with the type's limits).
+    result = {}
+    t = threading.Thread(target=lambda: result.update(exec_(runner, sid, argv=["python3", "task.py"])))
+    t.start()
+
+    def scope():
+        out = run("systemctl", "list-units", "--type=scope", "--all", "--plain", "--no-legend",
+                  f"sandbox-{sid}-exec-*").stdout.split()
+        units = sorted(u for u in out if u.startswith(f"sandbox-{sid}-exec-"))
+        return units[0] if units else None
+
+    unit = wait_for(scope, what="the exec's scope")
+    props = systemctl_show(unit, "TasksMax", "MemoryMax", "RuntimeMaxUSec")
+    t.join()
+    assert props == {"TasksMax": "256", "MemoryMax": str(1 << 30), "RuntimeMaxUSec": "20s"}
+    assert result["exit_code"] == 0 and result["stdout"] == "task ran 45\n", result
+
+    r = runner.delete(f"/v1/sandboxes/{sid}")
+    assert r.status_code == 204, r.text
+    assert_error(admin.get(f"/v1/sandboxes/{sid}"), 404, "not_found")
+
+    # The runner may not mint keys, least of all an admin key: exactly the reference API's answer.
+    r = runner.post("/v1/api-keys", {"preset": "admin"})
+    body = assert_error(r, 403, "session_required")
+    assert {k: v for k, v in body.items() if k != "requestId"} == SESSION_REQUIRED
+    assert body["requestId"].startswith("req_")
+    # nothing was made
+    assert all(k["role"] != "admin" or k["id"] != key["id"] for k in admin.get("/v1/api-keys").json()["api_keys"])
+
+
+def test_shapes(admin, sandboxes):
+    sb = sandboxes(name="shape-test", ttl_seconds=600)
+    assert set(sb) == SANDBOX_FIELDS
+    assert sb["name"] == "shape-test" and sb["type"] == "small" and sb["network"] == "none"
+    assert TIME_RE.match(sb["created_at"]) and TIME_RE.match(sb["expires_at"])
+    assert sb["limits"]["memory_max"] == 1 << 30 and sb["limits"]["tasks_max"] == 256
+
+    r = admin.get(f"/v1/sandboxes/{sb['id']}")
+    assert r.status_code == 200 and r.json() == sb
+    assert re.match(r"^req_[a-z2-7]{20}$", r.headers["X-Request-Id"])
+
+    listed = admin.get("/v1/sandboxes").json()
+    assert set(listed) == {"sandboxes"}
+    assert sb in listed["sandboxes"]
+
+    r = admin.patch(f"/v1/sandboxes/{sb['id']}", {"ttl_seconds": 7200})
+    assert r.status_code == 200, r.text
+    assert r.json()["expires_at"] > sb["expires_at"]
+
+    # a request id of the client's own is kept
+    r = admin.get("/v1/sandboxes", headers={"X-Request-Id": "my-trace.42"})
+    assert r.headers["X-Request-Id"] == "my-trace.42"
+
+    # by name where an id goes: sandboxd takes either; the log (rows name the id) is looked up by id
+    assert admin.get("/v1/sandboxes/shape-test").json() == admin.get(f"/v1/sandboxes/{sb['id']}").json()
+    exec_(admin, "shape-test", command="true")
+    log_ids(admin, sb["id"], 1)  # the exec's row is there (recorded after the reply)
+    by_name = admin.get("/v1/sandboxes/shape-test/log").json()["entries"]
+    assert by_name and by_name == admin.get(f"/v1/sandboxes/{sb['id']}/log").json()["entries"]
+    assert_error(admin.get("/v1/sandboxes/no-such-name/log"), 404, "not_found")
+
+    res = exec_(admin, sb["id"], command="echo out; echo err >&2; exit 3")
+    assert set(res) == RESULT_FIELDS
+    assert res["exit_code"] == 3 and res["stdout"] == "out\n" and res["stderr"] == "err\n"
+
+    # files round trip, binary safe
+    data = bytes(range(256)) * 4
+    assert admin.put(f"/v1/sandboxes/{sb['id']}/files", data, params={"path": "/tmp/bin"}).status_code == 204
+    r = admin.get(f"/v1/sandboxes/{sb['id']}/files", params={"path": "/tmp/bin"})
+    assert r.status_code == 200 and r.content == data
+    r = admin.get(f"/v1/sandboxes/{sb['id']}/files", params={"path": "/tmp/bin", "offset": 10, "length": 5})
+    assert r.content == data[10:15]
+    assert_error(admin.get(f"/v1/sandboxes/{sb['id']}/files", params={"path": "/tmp/nope"}), 404, "not_found")
+
+
+def test_encodings(admin, sandboxes):
+    sid = sandboxes()["id"]
+    # invalid UTF-8 becomes U+FFFD; base64 gives the bytes
+    script = "printf 'a\\377b\\303'; printf '\\316\\273' >&2"
+    res = exec_(admin, sid, command=script)
+    assert res["stdout"] == "a\ufffdb\ufffd" and res["stderr"] == "\u03bb"
+    res = exec_(admin, sid, command=script, encoding="base64")
+    assert base64.b64decode(res["stdout"]) == b"a\xffb\xc3"
+    assert base64.b64decode(res["stderr"]) == "\u03bb".encode()
+    # stdin both ways
+    res = exec_(admin, sid, argv=["cat"], stdin="h\u00e9llo")
+    assert res["stdout"] == "h\u00e9llo"
+    raw = b"\x00\x01\xfe\xff"
+    res = exec_(admin, sid, argv=["cat"], stdin=base64.b64encode(raw).decode(), encoding="base64")
+    assert base64.b64decode(res["stdout"]) == raw
+    assert_error(admin.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["cat"], "stdin": "***", "encoding": "base64"}),
+                 400, "invalid_request")
+    assert_error(admin.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["cat"], "encoding": "latin1"}),
+                 400, "invalid_request")
+
+
+def parse_sse(text):
+    events = []
+    for block in text.split("\n\n"):
+        ev = {}
+        for line in block.split("\n"):
+            if line and not line.startswith(":"):
+                k, _, v = line.partition(": ")
+                ev[k] = v
+        if ev:
+            events.append(ev)
+    return events
+
+
+def test_streamed_exec(admin, sandboxes):
+    sid = sandboxes()["id"]
+    # a multi-byte character split across two writes stays one character
+    cmd = "printf 'one\\n'; sleep 0.2; printf '\\316'; sleep 0.2; printf '\\273\\n'; echo warn >&2; exit 7"
+    r = admin.post(f"/v1/sandboxes/{sid}/exec", {"command": cmd}, headers={"Accept": "text/event-stream"},
+                   stream=True)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "text/event-stream"
+    events = parse_sse(r.content.decode())
+    out = "".join(json.loads(e["data"])["data"] for e in events if e["event"] == "stdout")
+    err = "".join(json.loads(e["data"])["data"] for e in events if e["event"] == "stderr")
+    assert out == "one\n\u03bb\n" and err == "warn\n"
+    assert events[-1]["event"] == "exit"
+    res = json.loads(events[-1]["data"])
+    assert set(res) == RESULT_FIELDS and res["exit_code"] == 7
+
+    # the same with curl and ?stream=true, base64
+    p = curl("-N", "-H", f"Authorization: Bearer {admin.secret}", "-d",
+             json.dumps({"command": "printf '\\377'", "encoding": "base64"}),
+             f"{BASE}/v1/sandboxes/{sid}/exec?stream=true")
+    events = parse_sse(p.stdout)
+    assert [e.get("event") for e in events] == ["stdout", "exit"], p.stdout + p.stderr
+    assert base64.b64decode(json.loads(events[0]["data"])["data"]) == b"\xff"
+
+    # errors before the command runs are plain JSON errors
+    r = admin.post("/v1/sandboxes/sb_aaaaaaaaaa/exec", {"command": "true"}, headers={"Accept": "text/event-stream"})
+    assert_error(r, 404, "not_found")
+
+
+def test_log_pages_and_output(admin, sandboxes):
+    sid = sandboxes()["id"]
+    for i in range(5):
+        exec_(admin, sid, command=f"echo line{i}")
+    rows = wait_for(lambda: (lambda j: len(j["entries"]) >= 6 and j)(
+        admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 100}).json()), what="rows")
+    ids = [e["id"] for e in rows["entries"]]
+    assert ids == sorted(ids, reverse=True)
+
+    p1 = admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 2, "offset": 0}).json()
+    p2 = admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 2, "offset": 2}).json()
+    assert (p1["limit"], p1["offset"], p2["offset"]) == (2, 0, 2)
+    assert [e["id"] for e in p1["entries"] + p2["entries"]] == ids[:4]
+    e = p1["entries"][0]
+    assert e["session_id"] == sid and e["operation"] == "exec" and TIME_RE.match(e["started_at"])
+    assert isinstance(e["detail"], dict) and isinstance(e["output_truncated"], dict)
+
+    g = admin.get("/v1/log", params={"session_id": sid, "operation": "exec", "limit": 10}).json()
+    assert [x["id"] for x in g["entries"]] == [x["id"] for x in rows["entries"] if x["operation"] == "exec"]
+
+    out = admin.get(f"/v1/log/{e['id']}/output")
+    assert out.status_code == 200 and out.json()["stdout"] == "line4\n"
+    assert base64.b64decode(admin.get(f"/v1/log/{e['id']}/output?encoding=base64").json()["stdout"]) == b"line4\n"
+    assert_error(admin.get("/v1/log/999999999/output"), 404, "not_found")
+    assert_error(admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": "x"}), 400, "invalid_request")
+    assert_error(admin.get(f"/v1/sandboxes/{sid}/log", params={"since": "yesterday"}), 400, "invalid_request")
+
+
+def open_watch(secret, sid, last_id=None, rcvbuf=None):
+    headers = ["Accept: text/event-stream"]
+    if last_id is not None:
+        headers.append(f"Last-Event-ID: {last_id}")
+    return raw_request("GET", f"/v1/sandboxes/{sid}/watch", secret, headers, rcvbuf=rcvbuf)
+
+
+def read_until(readers, pred, timeout=60):
+    sel = selectors.DefaultSelector()
+    for rd in readers:
+        rd.sock.setblocking(False)
+        sel.register(rd.sock, selectors.EVENT_READ, rd)
+    end = time.monotonic() + timeout
+    try:
+        while not pred():
+            if time.monotonic() > end:
+                raise AssertionError("timed out reading watch streams")
+            for key, _ in sel.select(timeout=1):
+                try:
+                    key.data.feed(key.fileobj.recv(65536))
+                except BlockingIOError:
+                    pass
+                if key.data.closed:
+                    sel.unregister(key.fileobj)
+    finally:
+        sel.close()
+
+
+def log_ids(client, sid, n_exec):
+    """The sandbox's row ids, oldest first, once its log holds n_exec exec rows (sandboxd records
+    after its replies, so rows arrive a little later than the answers)."""
+    def rows():
+        e = client.get(f"/v1/sandboxes/{sid}/log", params={"limit": 1000}).json()["entries"]
+        return sum(x["operation"] == "exec" for x in e) >= n_exec and e
+    return sorted(x["id"] for x in wait_for(rows, what=f"{n_exec} exec rows"))
+
+
+def test_watch_live_and_resume(admin, sandboxes):
+    sid = sandboxes()["id"]
+    w = SseReader(open_watch(admin.secret, sid))
+    read_until([w], lambda: w.headers_done and w.comments >= 1)
+    assert w.status == 200
+    for i in range(3):
+        exec_(admin, sid, command=f"echo {i}")
+    seen = log_ids(admin, sid, 3)
+    read_until([w], lambda: w.events and int(w.events[-1]["id"]) >= seen[-1])
+    first = [int(e["id"]) for e in w.events]
+    assert all(e["event"] == "entry" for e in w.events)
+    assert [json.loads(e["data"])["id"] for e in w.events] == first
+    assert first == [i for i in seen if i >= first[0]] and first[-1] == seen[-1]
+    w.sock.close()
+
+    # rows written while nobody watches, then resume after the last one seen
+    for i in range(4):
+        exec_(admin, sid, command=f"echo later{i}")
+    w2 = SseReader(open_watch(admin.secret, sid, last_id=first[-1]))
+    exec_(admin, sid, command="echo live")
+    expected = [i for i in log_ids(admin, sid, 8) if i > first[-1]]
+    read_until([w2], lambda: len(w2.events) >= len(expected))
+    got = [int(e["id"]) for e in w2.events]
+    assert got == expected, (got, expected)  # no gap, no duplicate, in order
+    assert json.loads(w2.events[-1]["data"])["output_truncated"]["stdout"] == "live\n"
+    w2.sock.close()
+    assert_error(admin.get(f"/v1/sandboxes/{sid}/watch", headers={"Last-Event-ID": "abc"}), 400, "invalid_request")
+
+
+def test_many_watchers_and_one_that_never_reads(admin, sandboxes):
+    sid = sandboxes()["id"]
+    # This one asks and never reads, with a tiny receive buffer.
+    stalled = open_watch(admin.secret, sid, rcvbuf=1024)
+    readers = [SseReader(open_watch(admin.secret, sid)) for _ in range(200)]
+    read_until(readers, lambda: all(r.headers_done and r.comments >= 1 for r in readers))
+    assert all(r.status == 200 for r in readers)
+
+    n = 20
+    for i in range(n):
+        # each row carries 1 KiB of output, so the stalled client's buffers fill
+        exec_(admin, sid, command=f"head -c 1024 /dev/zero | tr '\\0' x; echo {i}")
+    all_ids = log_ids(admin, sid, n)
+    read_until(readers, lambda: all(r.events and int(r.events[-1]["id"]) >= all_ids[-1] for r in readers),
+               timeout=120)
+    first_exec = all_ids[-n]
+    for r in readers:
+        ids = [int(e["id"]) for e in r.events]
+        # every row from the first one it saw (the sandbox's creation row may come before or after it
+        # started watching), each once, in order
+        assert ids[0] <= first_exec and ids == [i for i in all_ids if i >= ids[0]], ids
+    for r in readers:
+        r.sock.close()
+    stalled.close()
+    # and the gateway still answers
+    assert admin.get("/v1/sandboxes").status_code == 200
+
+
+def test_many_requests_at_once_queue(admin, sandboxes):
+    """Many requests at once, more than the bus connections carry (4 x 120 calls); none fails."""
+    sid = sandboxes()["id"]
+    n = 600
+    socks = []
+    for i in range(n):
+        path = f"/v1/sandboxes/{sid}" if i % 2 else f"/v1/sandboxes/{sid}/log?limit=1"
+        socks.append(raw_request("GET", path, admin.secret, ["Connection: close"]))
+    statuses = []
+    for s in socks:
+        s.settimeout(120)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        statuses.append(int(data.split(b" ", 2)[1]))
+    assert statuses == [200] * n
+
+
+def test_delete_own(admin, sandboxes):
+    a, _ = admin.mint(preset="runner", ttl_seconds=600)
+    b, _ = admin.mint(preset="runner", ttl_seconds=600)
+    sid = sandboxes(client=a)["id"]
+    assert_error(b.delete(f"/v1/sandboxes/{sid}"), 403, "forbidden")
+    assert admin.get(f"/v1/sandboxes/{sid}").status_code == 200
+    assert a.delete(f"/v1/sandboxes/{sid}").status_code == 204
+
+
+def test_denied_is_audited(admin):
+    r = Client("sbx_live_" + "a" * 52).get("/v1/sandboxes", headers={"X-Request-Id": "denied-probe-1"})
+    assert_error(r, 401, "unauthorized")
+    rows = wait_for(lambda: admin.get("/v1/log", params={"event": "denied", "operation": "sandbox.read"}).json()
+                    ["entries"] and [e for e in admin.get("/v1/log", params={"event": "denied", "limit": 1000})
+                                     .json()["entries"] if e["request_id"] == "denied-probe-1"], what="denied row")
+    assert rows[0]["operation"] == "sandbox.read" and rows[0]["account_id"] == "anonymous"
+
+
+def test_bad_input(admin, sandboxes):
+    pid = gateway_pid()
+    before = admin.get("/v1/sandboxes").json()
+    s = admin.s
+
+    def post_raw(path, data):
+        return s.post(BASE + path, data=data, headers={"Content-Type": "application/json"}, timeout=60)
+
+    assert_error(post_raw("/v1/sandboxes", b"{"), 400, "invalid_json")
+    assert_error(post_raw("/v1/sandboxes", b"{\"type\": \"small\"} x"), 400, "invalid_json")
+    assert_error(post_raw("/v1/sandboxes", b"[" * 100 + b"]" * 100), 400, "invalid_json")
+    assert_error(post_raw("/v1/sandboxes", b"{\"name\":\"\xff\"}"), 400, "invalid_json")
+    assert_error(post_raw("/v1/sandboxes", b"[]"), 400, "invalid_request")
+    assert_error(admin.post("/v1/sandboxes", {"type": 5}), 400, "invalid_request")
+    assert_error(admin.post("/v1/sandboxes", {"ttl_seconds": -1}), 400, "invalid_request")
+    assert_error(admin.post("/v1/sandboxes", {"ttl_seconds": 1.5}), 400, "invalid_request")
+    assert_error(admin.post("/v1/sandboxes", {"colour": "blue"}), 400, "invalid_request")
+    assert_error(admin.post("/v1/sandboxes", {"type": "enormous"}), 400, "invalid_request")
+    assert_error(admin.get("/v1/nothing"), 404, "not_found")
+    assert_error(admin.get("/v1/sandboxes/x/y/z"), 404, "not_found")
+    r = admin.req("PUT", "/v1/sandboxes")
+    assert_error(r, 405, "method_not_allowed")
+    assert set(r.headers["Allow"].split(", ")) == {"GET", "POST"}
+    sid = sandboxes()["id"]
+    assert_error(admin.post(f"/v1/sandboxes/{sid}/exec", {"argv": "ls"}), 400, "invalid_request")
+    assert_error(admin.post(f"/v1/sandboxes/{sid}/exec", {}), 400, "invalid_request")
+    assert_error(admin.post(f"/v1/sandboxes/{sid}/exec", {"command": "x", "argv": ["y"]}), 400, "invalid_request")
+    assert_error(admin.post(f"/v1/sandboxes/{sid}/exec", {"command": "true", "env": {"A": 1}}), 400,
+                 "invalid_request")
+    assert_error(admin.patch(f"/v1/sandboxes/{sid}", {}), 400, "invalid_request")
+    assert_error(admin.put(f"/v1/sandboxes/{sid}/files", b"x"), 400, "invalid_request")
+    assert_error(admin.put(f"/v1/sandboxes/{sid}/files", b"x", params={"path": "/tmp/a", "mode": "999"}),
+                 400, "invalid_request")
+    assert_error(admin.post("/v1/api-keys", {"preset": "superuser"}), 400, "invalid_request")
+    assert_error(admin.delete("/v1/api-keys/key_nosuchkey"), 404, "not_found")
+    # nothing changed, nothing crashed
+    after = admin.get("/v1/sandboxes").json()
+    assert [x["id"] for x in after["sandboxes"]] == [x["id"] for x in before["sandboxes"]] + [sid]
+    assert gateway_pid() == pid
+
+
+def test_limits(admin, sandboxes, gateway_config):
+    gateway_config("MaxBodyBytes=64K\nMaxStreamsPerKey=3\nConnectionTimeoutSec=2\nWatchQueueMax=3\n")
+    pid = gateway_pid()
+    sid = sandboxes()["id"]
+
+    # 413: announced by Content-Length, and sent chunked
+    assert_error(admin.put(f"/v1/sandboxes/{sid}/files", b"x" * (65 * 1024), params={"path": "/tmp/big"}),
+                 413, "payload_too_large")
+    r = admin.put(f"/v1/sandboxes/{sid}/files", iter([b"y" * 40000, b"y" * 40000]), params={"path": "/tmp/big"})
+    assert_error(r, 413, "payload_too_large")
+    assert_error(admin.get(f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/big"}), 404, "not_found")
+
+    # 429 past MaxStreamsPerKey=, and a stream that ends gives its place back
+    streams = [SseReader(open_watch(admin.secret, sid)) for _ in range(3)]
+    read_until(streams, lambda: all(s.headers_done for s in streams))
+    assert_error(admin.get(f"/v1/sandboxes/{sid}/watch"), 429, "too_many_streams")
+    other, _ = admin.mint(preset="member", ttl_seconds=600)
+    w = SseReader(open_watch(other.secret, sid))
+    read_until([w], lambda: w.headers_done)
+    assert w.status == 200
+    streams[0].sock.close()
+    wait_for(lambda: admin.get(f"/v1/sandboxes/{sid}/watch", stream=True, timeout=5).status_code == 200,
+             what="a freed stream slot")
+    for s in streams[1:] + [w]:
+        s.sock.close()
+
+    # a watch that sleeps (nothing to send) is not a stalled client: it outlives ConnectionTimeoutSec=
+    w = SseReader(open_watch(admin.secret, sid))
+    read_until([w], lambda: w.headers_done)
+    time.sleep(4)
+    exec_(admin, sid, command="echo after-sleep")
+    read_until([w], lambda: len(w.events) >= 1)
+    assert json.loads(w.events[0]["data"])["output_truncated"]["stdout"] == "after-sleep\n"
+    w.sock.close()
+
+    # resuming further back than a stream's queue holds: an error event, not a gap
+    for i in range(4):
+        exec_(admin, sid, command="true")
+    w = SseReader(open_watch(admin.secret, sid, last_id=int(w.events[0]["id"])))
+    read_until([w], lambda: w.closed or any(e["event"] == "error" for e in w.events))
+    assert [e["event"] for e in w.events] == ["error"]
+    err = json.loads(w.events[0]["data"])
+    assert err["code"] == "too_far_behind" and err["status"] == 409
+    w.sock.close()
+
+    # a client that stalls in the middle of its request is closed
+    s = socket.create_connection(("127.0.0.1", 8790))
+    s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    s.settimeout(30)
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    assert b"201" not in data
+    assert gateway_pid() == pid
+    assert admin.get("/v1/sandboxes").status_code == 200

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Tests of sandbox-gatewayd's configuration: defaults, files and drop-ins, bad values, Listen= addresses. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "gatewayd-config.h"
+#include "macro.h"
+#include "test-util.h"
+#include "time-util.h"
+
+static char dir[] = "/tmp/test-gatewayd-config.XXXXXX";
+
+static const char *write_file(const char *name, const char *text) {
+        static char paths[4][512];
+        static unsigned n;
+        char *path = paths[n++ % 4];
+        FILE *f;
+
+        snprintf(path, sizeof(paths[0]), "%s/%s", dir, name);
+        f = fopen(path, "we");
+        if (!f)
+                abort();
+        fputs(text, f);
+        fclose(f);
+        return path;
+}
+
+static void test_defaults(void) {
+        GatewayConfig c;
+
+        gateway_config_defaults(&c);
+        CHECK_STR(c.listen, "127.0.0.1:8790");
+        CHECK_U64(c.max_body_bytes, UINT64_C(16) << 20);
+        CHECK_U64(c.max_streams_per_key, 256);
+        CHECK_U64(c.watch_queue_max, 1024);
+        CHECK_U64(c.heartbeat_usec, 15 * USEC_PER_SEC);
+        CHECK_U64(c.takeover_token_ttl_usec, 30 * USEC_PER_SEC);
+        CHECK_U64(c.json_depth_max, 32);
+        /* missing files are fine */
+        CHECK(gateway_config_load(&c, "/nonexistent/x.conf", "/nonexistent/x.conf.d", NULL) == 0);
+}
+
+static void test_load(void) {
+        char dropins[600], *error = NULL;
+        GatewayConfig c;
+        const char *main_path;
+
+        gateway_config_defaults(&c);
+        main_path = write_file("main.conf", "[Gateway]\nListen=0.0.0.0:9000\nMaxBodyBytes=1M\nMaxStreamsPerKey=3\n"
+                                            "ConnectionTimeoutSec=2min\nHeartbeatSec=5s\nWatchQueueMax=10\n");
+        snprintf(dropins, sizeof(dropins), "%s/d", dir);
+        CHECK(mkdir(dropins, 0755) == 0);
+        write_file("d/10-a.conf", "[Gateway]\nMaxStreamsPerKey=7\nTakeoverTokenTTLSec=45\n");
+        CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
+        CHECK_STR(c.listen, "0.0.0.0:9000");
+        CHECK_U64(c.max_body_bytes, UINT64_C(1) << 20);
+        CHECK_U64(c.max_streams_per_key, 7);
+        CHECK_U64(c.connection_timeout_usec, 120 * USEC_PER_SEC);
+        CHECK_U64(c.heartbeat_usec, 5 * USEC_PER_SEC);
+        CHECK_U64(c.watch_queue_max, 10);
+        CHECK_U64(c.takeover_token_ttl_usec, 45 * USEC_PER_SEC);
+}
+
+static void expect_error(const char *text, const char *message) {
+        char *error = NULL;
+        GatewayConfig c, before;
+
+        gateway_config_defaults(&c);
+        before = c;
+        CHECK_INT(gateway_config_load(&c, write_file("bad.conf", text), NULL, &error), -EINVAL);
+        CHECK(error && strstr(error, message));
+        if (error && !strstr(error, message))
+                fprintf(stderr, "  got: %s\n", error);
+        CHECK(memcmp(&c, &before, sizeof(c)) == 0); /* untouched */
+        free(error);
+}
+
+static void test_bad(void) {
+        expect_error("[Gateway]\nMaxBodyBytes=lots\n", "bad.conf:2: Invalid MaxBodyBytes=lots");
+        expect_error("[Gateway]\nMaxBodyBytes=1G\n", "out of range");
+        expect_error("[Gateway]\nMaxStreamsPerKey=0\n", "out of range");
+        expect_error("[Gateway]\nListen=localhost\n", "Invalid Listen=localhost");
+        expect_error("[Gateway]\nListen=1.2.3.4:99999\n", "Invalid Listen=");
+        expect_error("[Gateway]\nColour=blue\n", "Unknown key Colour=");
+        expect_error("[Server]\nListen=1.2.3.4:1\n", "Unknown section [Server]");
+}
+
+static void test_listen(void) {
+        struct sockaddr_storage sa;
+        unsigned len;
+
+        CHECK(gateway_parse_listen("127.0.0.1:8790", &sa, &len) == 0);
+        CHECK(sa.ss_family == AF_INET && len == sizeof(struct sockaddr_in));
+        CHECK(ntohs(((struct sockaddr_in *) &sa)->sin_port) == 8790);
+        CHECK(gateway_parse_listen("[::1]:80", &sa, &len) == 0);
+        CHECK(sa.ss_family == AF_INET6 && ntohs(((struct sockaddr_in6 *) &sa)->sin6_port) == 80);
+        CHECK_INT(gateway_parse_listen("::1:80", &sa, &len), -EINVAL);
+        CHECK_INT(gateway_parse_listen("127.0.0.1", &sa, &len), -EINVAL);
+        CHECK_INT(gateway_parse_listen("127.0.0.1:0", &sa, &len), -EINVAL);
+        CHECK_INT(gateway_parse_listen("127.0.0.1:-1", &sa, &len), -EINVAL);
+        CHECK_INT(gateway_parse_listen(":80", &sa, &len), -EINVAL);
+        CHECK_INT(gateway_parse_listen("[::1]80", &sa, &len), -EINVAL);
+        CHECK_INT(gateway_parse_listen(NULL, &sa, &len), -EINVAL);
+}
+
+int main(void) {
+        test_mkdtemp(dir);
+        test_defaults();
+        test_load();
+        test_bad();
+        test_listen();
+        test_rm_rf(dir);
+        return test_finish("test-gatewayd-config");
+}

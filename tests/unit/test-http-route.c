@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Tests of the gateway's route matching: patterns, parameters, 404 against 405, the Allow list. */
+#include <errno.h>
+#include <string.h>
+
+#include "http-route.h"
+#include "macro.h"
+#include "test-util.h"
+
+static int handler(Request *r) {
+        return 0;
+}
+
+static const Route table[] = {
+        { "POST", "/v1/sandboxes", 0, "sandbox.create", handler, 0 },
+        { "GET", "/v1/sandboxes", 1, "sandbox.read", handler, 0 },
+        { "GET", "/v1/sandboxes/{id}", 1, "sandbox.read", handler, ROUTE_SANDBOX },
+        { "DELETE", "/v1/sandboxes/{id}", 3, "sandbox.delete", handler, ROUTE_SANDBOX },
+        { "POST", "/v1/sandboxes/{id}/exec", 5, "exec", handler, ROUTE_SANDBOX },
+        { "GET", "/v1/sandboxes/{id}/takeovers/{n}/recording", 9, "takeover", handler, ROUTE_SANDBOX },
+        { "GET", "/v1/log/{row}/output", 8, "log.read", handler, 0 },
+};
+
+static void test_patterns(void) {
+        RouteMatch m = {};
+
+        CHECK(route_pattern_match("/v1/sandboxes", "/v1/sandboxes", &m) && m.n_params == 0);
+        CHECK(!route_pattern_match("/v1/sandboxes", "/v1/sandboxes/", NULL));
+        CHECK(!route_pattern_match("/v1/sandboxes", "/v1/sandboxe", NULL));
+        CHECK(!route_pattern_match("/v1/sandboxes", "/v1/sandboxesx", NULL));
+        CHECK(route_pattern_match("/v1/sandboxes/{id}", "/v1/sandboxes/sb_abc", &m));
+        CHECK(m.n_params == 1 && streq(m.params[0], "sb_abc"));
+        CHECK(!route_pattern_match("/v1/sandboxes/{id}", "/v1/sandboxes/", NULL));
+        CHECK(!route_pattern_match("/v1/sandboxes/{id}", "/v1/sandboxes/a/b", NULL));
+        CHECK(route_pattern_match("/v1/sandboxes/{id}/takeovers/{n}/recording", "/v1/sandboxes/sb_x/takeovers/7/recording",
+                                  &m));
+        CHECK(m.n_params == 2 && streq(m.params[0], "sb_x") && streq(m.params[1], "7"));
+        CHECK(!route_pattern_match("/v1/sandboxes/{id}/exec", "/v1/sandboxes//exec", NULL));
+
+        char longseg[300] = "/v1/sandboxes/";
+        memset(longseg + strlen(longseg), 'a', 200);
+        CHECK(!route_pattern_match("/v1/sandboxes/{id}", longseg, NULL));
+}
+
+static void test_find(void) {
+        RouteMatch m = {};
+        char allow[64];
+
+        CHECK(route_find(table, ELEMENTSOF(table), "GET", "/v1/sandboxes", &m) == 0 && m.route == &table[1]);
+        CHECK(route_find(table, ELEMENTSOF(table), "POST", "/v1/sandboxes", &m) == 0 && m.route == &table[0]);
+        CHECK(route_find(table, ELEMENTSOF(table), "DELETE", "/v1/sandboxes/sb_q", &m) == 0 && m.route == &table[3]);
+        CHECK(streq(m.params[0], "sb_q"));
+        CHECK(route_find(table, ELEMENTSOF(table), "GET", "/v1/log/12/output", &m) == 0 && streq(m.params[0], "12"));
+        CHECK_INT(route_find(table, ELEMENTSOF(table), "PUT", "/v1/sandboxes", &m), -EOPNOTSUPP);
+        CHECK_INT(route_find(table, ELEMENTSOF(table), "GET", "/v1/sandboxes/sb_q/exec", &m), -EOPNOTSUPP);
+        CHECK_INT(route_find(table, ELEMENTSOF(table), "GET", "/v1/nothing", &m), -ENOENT);
+        CHECK_INT(route_find(table, ELEMENTSOF(table), "GET", "/", &m), -ENOENT);
+        CHECK_INT(route_find(table, ELEMENTSOF(table), "get", "/v1/sandboxes", &m), -EOPNOTSUPP);
+
+        route_allowed_methods(table, ELEMENTSOF(table), "/v1/sandboxes", allow, sizeof(allow));
+        CHECK_STR(allow, "POST, GET");
+        route_allowed_methods(table, ELEMENTSOF(table), "/v1/sandboxes/x", allow, sizeof(allow));
+        CHECK_STR(allow, "GET, DELETE");
+        route_allowed_methods(table, ELEMENTSOF(table), "/nothing", allow, sizeof(allow));
+        CHECK_STR(allow, "");
+        route_allowed_methods(table, ELEMENTSOF(table), "/v1/sandboxes", allow, 6);
+        CHECK_STR(allow, "POST");
+}
+
+int main(void) {
+        test_patterns();
+        test_find();
+        return test_finish("test-http-route");
+}

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Tests of the gateway's HTTP/JSON helpers: request ids, error bodies, strict JSON, UTF-8, base64, times. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http-util.h"
+#include "macro.h"
+#include "test-util.h"
+
+static void test_request_id(void) {
+        char a[REQUEST_ID_MAX], b[REQUEST_ID_MAX];
+
+        CHECK(request_id_new(a) == 0);
+        CHECK(request_id_new(b) == 0);
+        CHECK_INT(strlen(a), 24);
+        CHECK(strncmp(a, "req_", 4) == 0);
+        CHECK(strspn(a + 4, "abcdefghijklmnopqrstuvwxyz234567") == 20);
+        CHECK(strcmp(a, b) != 0);
+}
+
+static void test_error_body(void) {
+        char *s = http_error_body(403, "session_required",
+                                  "Creating API keys needs a dashboard or CLI session, or an admin-scoped key.",
+                                  "req_abc");
+        CHECK_STR(s, "{\"event\":\"error\",\"error\":\"Creating API keys needs a dashboard or CLI session, or an "
+                     "admin-scoped key.\",\"code\":\"session_required\",\"status\":403,\"requestId\":\"req_abc\"}");
+        free(s);
+        /* quotes and slashes in messages stay valid JSON, slashes unescaped */
+        s = http_error_body(404, NULL, "No route GET /v1/\"x\".", "req_1");
+        CHECK_STR(s, "{\"event\":\"error\",\"error\":\"No route GET /v1/\\\"x\\\".\",\"code\":\"not_found\","
+                     "\"status\":404,\"requestId\":\"req_1\"}");
+        free(s);
+        CHECK_STR(http_status_code(405), "method_not_allowed");
+        CHECK_STR(http_status_code(413), "payload_too_large");
+        CHECK_STR(http_status_code(429), "too_many_streams");
+        CHECK_STR(http_status_code(500), "internal");
+}
+
+static int parse(const char *s, unsigned depth, bool empty_ok) {
+        json_object *o = NULL;
+        char *error = NULL;
+        int r = json_parse_body(s, strlen(s), depth, empty_ok, &o, &error);
+        CHECK((r == 0) == (o != NULL));
+        CHECK((r < 0) == (error != NULL));
+        json_object_put(o);
+        free(error);
+        return r;
+}
+
+static void test_json_parse(void) {
+        char deep[200];
+
+        CHECK_INT(parse("{\"a\":1}", 32, false), 0);
+        CHECK_INT(parse("  {\"a\":[1,2,{\"b\":null}]}\n", 32, false), 0);
+        CHECK_INT(parse("", 32, true), 0);
+        CHECK_INT(parse("  \n", 32, false), -EINVAL);
+        CHECK_INT(parse("{", 32, false), -EINVAL);
+        CHECK_INT(parse("{} {}", 32, false), -EINVAL);
+        CHECK_INT(parse("{\"a\":1} x", 32, false), -EINVAL);
+        CHECK_INT(parse("{\"a\":\"\xff\"}", 32, false), -EINVAL);
+        CHECK_INT(parse("[1,]", 32, false), -EINVAL);
+        memset(deep, '[', 40);
+        memset(deep + 40, ']', 40);
+        deep[80] = 0;
+        CHECK_INT(parse(deep, 32, false), -EINVAL);
+        CHECK_INT(parse(deep, 64, false), 0);
+        /* NUL inside the body */
+        json_object *o = NULL;
+        CHECK_INT(json_parse_body("{}\0{}", 5, 32, false, &o, NULL), -EINVAL);
+}
+
+static int check(const char *json, char **ret_error) {
+        static const JsonField fields[] = {
+                { "s", JSON_FIELD_STRING, .required = true },
+                { "u", JSON_FIELD_UINT },
+                { "b", JSON_FIELD_BOOL },
+                { "l", JSON_FIELD_STRV },
+                { "m", JSON_FIELD_STRMAP },
+                { "x", JSON_FIELD_STRV_OR_STAR },
+        };
+        json_object *o = json_tokener_parse(json);
+        int r = json_check_fields(o, fields, ELEMENTSOF(fields), ret_error);
+        json_object_put(o);
+        return r;
+}
+
+static void test_json_fields(void) {
+        char *e = NULL;
+
+        CHECK_INT(check("{\"s\":\"a\",\"u\":5,\"b\":true,\"l\":[\"x\"],\"m\":{\"k\":\"v\"},\"x\":\"*\"}", NULL), 0);
+        CHECK_INT(check("{\"s\":\"a\",\"x\":[\"sb_1\"],\"u\":18446744073709551615}", NULL), 0);
+        CHECK_INT(check("{\"s\":\"a\",\"zz\":1}", &e), -EINVAL);
+        CHECK_STR(e, "Unknown field 'zz'.");
+        CHECK_INT(check("{\"u\":1}", &e), -EINVAL);
+        CHECK_STR(e, "Field 's' is required.");
+        CHECK_INT(check("{\"s\":1}", &e), -EINVAL);
+        CHECK_STR(e, "Field 's' must be a string.");
+        CHECK_INT(check("{\"s\":\"a\",\"u\":-1}", &e), -EINVAL);
+        CHECK_STR(e, "Field 'u' must be a non-negative integer.");
+        CHECK_INT(check("{\"s\":\"a\",\"u\":1.5}", NULL), -EINVAL);
+        CHECK_INT(check("{\"s\":\"a\",\"u\":\"1\"}", NULL), -EINVAL);
+        CHECK_INT(check("{\"s\":\"a\",\"b\":1}", NULL), -EINVAL);
+        CHECK_INT(check("{\"s\":\"a\",\"l\":[\"x\",2]}", NULL), -EINVAL);
+        CHECK_INT(check("{\"s\":\"a\",\"m\":{\"k\":1}}", NULL), -EINVAL);
+        CHECK_INT(check("{\"s\":\"a\",\"x\":\"all\"}", NULL), -EINVAL);
+        CHECK_INT(check("[1]", &e), -EINVAL);
+        CHECK_STR(e, "The JSON body must be an object.");
+        free(e);
+
+        json_object *o = json_tokener_parse("{\"u\":42,\"s\":\"x\",\"l\":[\"a\",\"b\"]}");
+        char **l = NULL;
+        CHECK_U64(json_get_uint(o, "u"), 42);
+        CHECK_U64(json_get_uint(o, "none"), 0);
+        CHECK_STR(json_get_string(o, "s"), "x");
+        CHECK(json_get_string(o, "u") == NULL);
+        CHECK(json_get_strv(o, "l", &l) == 0 && l && streq(l[0], "a") && streq(l[1], "b") && !l[2]);
+        strv_free(l);
+        CHECK(json_get_strv(o, "none", &l) == 0 && !l);
+        json_object_put(o);
+}
+
+static void test_utf8(void) {
+        char *s = NULL;
+        size_t len, used;
+
+        CHECK(utf8_sanitize((const uint8_t *) "h\xc3\xa9llo \xce\xbb \xf0\x9f\x98\x80", 15, false, &s, &len, &used) == 0);
+        CHECK_STR(s, "h\xc3\xa9llo \xce\xbb \xf0\x9f\x98\x80");
+        CHECK_U64(used, 15);
+        free(s);
+        /* invalid bytes, overlong forms and surrogates each become U+FFFD */
+        CHECK(utf8_sanitize((const uint8_t *) "a\xff" "b\xc0\xaf" "c\xed\xa0\x80", 9, false, &s, &len, NULL) == 0);
+        CHECK_STR(s, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+        free(s);
+        /* a sequence cut at the end: kept for the next chunk, or replaced at the very end */
+        CHECK(utf8_sanitize((const uint8_t *) "ab\xe2\x82", 4, true, &s, &len, &used) == 0);
+        CHECK_STR(s, "ab");
+        CHECK_U64(used, 2);
+        free(s);
+        CHECK(utf8_sanitize((const uint8_t *) "ab\xe2\x82", 4, false, &s, &len, &used) == 0);
+        CHECK_STR(s, "ab\xef\xbf\xbd\xef\xbf\xbd");
+        CHECK_U64(used, 4);
+        free(s);
+        /* an invalid byte at the end is not "incomplete" */
+        CHECK(utf8_sanitize((const uint8_t *) "a\x80", 2, true, &s, &len, &used) == 0);
+        CHECK_STR(s, "a\xef\xbf\xbd");
+        CHECK_U64(used, 2);
+        free(s);
+
+        json_object *j = json_bytes((const uint8_t *) "x\xffy", 3, false);
+        CHECK_STR(json_object_get_string(j), "x\xef\xbf\xbdy");
+        json_object_put(j);
+        j = json_bytes((const uint8_t *) "x\xffy", 3, true);
+        CHECK_STR(json_object_get_string(j), "eP95");
+        json_object_put(j);
+}
+
+static void test_base64(void) {
+        uint8_t all[256], *d = NULL;
+        char *s = NULL;
+        size_t n;
+
+        for (int i = 0; i < 256; i++)
+                all[i] = (uint8_t) i;
+        for (size_t len = 0; len <= 256; len += 37) {
+                CHECK(base64_encode_alloc(all, len, &s) == 0);
+                CHECK(base64_decode_alloc(s, &d, &n) == 0);
+                CHECK_U64(n, len);
+                CHECK(memcmp(d, all, len) == 0);
+                free(s);
+                free(d);
+        }
+        CHECK(base64_encode_alloc((const uint8_t *) "hello", 5, &s) == 0);
+        CHECK_STR(s, "aGVsbG8=");
+        free(s);
+        CHECK_INT(base64_decode_alloc("aGVsbG8", &d, &n), -EINVAL);   /* no padding */
+        CHECK_INT(base64_decode_alloc("aGV*bG8=", &d, &n), -EINVAL);  /* bad character */
+        CHECK_INT(base64_decode_alloc("a=Vs", &d, &n), -EINVAL);      /* padding inside */
+        CHECK_INT(base64_decode_alloc("aGVsbG8=\n", &d, &n), -EINVAL);
+        CHECK(base64_decode_alloc("", &d, &n) == 0 && n == 0);
+        free(d);
+}
+
+static void test_time(void) {
+        json_object *t = json_time(UINT64_C(1793451801590139));
+        CHECK_STR(json_object_get_string(t), "2026-10-31T13:03:21.590139Z");
+        json_object_put(t);
+        CHECK(json_time(0) == NULL);
+}
+
+static void test_bus_errors(void) {
+        const char *code;
+        unsigned status;
+
+        http_status_from_bus_error("org.sandboxd.sandbox1.NoSuchSandbox", &status, &code);
+        CHECK(status == 404 && streq(code, "not_found"));
+        http_status_from_bus_error("org.freedesktop.DBus.Error.InvalidArgs", &status, &code);
+        CHECK(status == 400 && streq(code, "invalid_request"));
+        http_status_from_bus_error("org.sandboxd.sandbox1.LimitExceeded", &status, &code);
+        CHECK(status == 422 && streq(code, "limit_exceeded"));
+        http_status_from_bus_error("org.sandboxd.sandbox1.NotRunning", &status, &code);
+        CHECK(status == 409 && streq(code, "conflict"));
+        http_status_from_bus_error("org.freedesktop.DBus.Error.NoReply", &status, &code);
+        CHECK(status == 504 && streq(code, "upstream_timeout"));
+        http_status_from_bus_error("org.freedesktop.DBus.Error.ServiceUnknown", &status, &code);
+        CHECK(status == 503 && streq(code, "unavailable"));
+        http_status_from_bus_error("com.example.Whatever", &status, &code);
+        CHECK(status == 502 && streq(code, "upstream_error"));
+        http_status_from_bus_error(NULL, &status, &code);
+        CHECK(status == 502);
+}
+
+int main(void) {
+        test_request_id();
+        test_error_body();
+        test_json_parse();
+        test_json_fields();
+        test_utf8();
+        test_base64();
+        test_time();
+        test_bus_errors();
+        return test_finish("test-http-util");
+}
