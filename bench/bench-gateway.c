@@ -232,10 +232,16 @@ static int mint_admin_key(sd_bus *bus, char **ret_secret, char **ret_id) {
 
 /* --- the two cycles -------------------------------------------------------------------------- */
 
-static int rest_cycle(Conn *c, const char *key) {
+/* Each step's time (ms) of the last REST cycle: create, PUT, exec, delete. */
+enum { STEP_CREATE, STEP_PUT, STEP_EXEC, STEP_DELETE, _STEP_MAX };
+static const char *const step_names[_STEP_MAX] = { "POST /v1/sandboxes", "PUT .../files", "POST .../exec (python3)",
+                                                   "DELETE /v1/sandboxes/{id}" };
+
+static int rest_cycle(Conn *c, const char *key, double steps[static _STEP_MAX]) {
         _cleanup_free_ char *body = NULL, *id = NULL;
         char path[256];
         int status, r;
+        uint64_t t0 = now_nsec(), t1, t2, t3;
 
         r = http(c, "POST", "/v1/sandboxes", key, "{\"type\":\"small\",\"ttl_seconds\":900}", &status, &body);
         if (r < 0 || status != 201)
@@ -246,11 +252,13 @@ static int rest_cycle(Conn *c, const char *key) {
                 return -EBADMSG;
         free(body);
         body = NULL;
+        t1 = now_nsec();
 
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/files?path=/tmp/task.py", id);
         r = http(c, "PUT", path, key, TASK_PY, &status, NULL);
         if (r < 0 || status >= 300)
                 fprintf(stderr, "bench-gateway: PUT: %s %d\n", strerror(-MIN(r, 0)), status), r = -EIO;
+        t2 = now_nsec();
 
         if (r >= 0) {
                 snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
@@ -260,6 +268,7 @@ static int rest_cycle(Conn *c, const char *key) {
                         fprintf(stderr, "bench-gateway: exec: %s %d %s\n", strerror(-MIN(r, 0)), status, strna(body)),
                                 r = -EIO;
         }
+        t3 = now_nsec();
 
         int status2 = 0;
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
@@ -268,6 +277,10 @@ static int rest_cycle(Conn *c, const char *key) {
                 fprintf(stderr, "bench-gateway: delete %s: %s %d\n", id, strerror(-MIN(r2, 0)), status2);
                 return -EIO;
         }
+        steps[STEP_CREATE] = (double) (t1 - t0) / 1e6;
+        steps[STEP_PUT] = (double) (t2 - t1) / 1e6;
+        steps[STEP_EXEC] = (double) (t3 - t2) / 1e6;
+        steps[STEP_DELETE] = (double) (now_nsec() - t3) / 1e6;
         return r;
 }
 
@@ -444,6 +457,10 @@ int main(int argc, char *argv[]) {
 
         Conn *conn = calloc(1, sizeof(Conn));
         double *rest = calloc(cycles, sizeof(double)), *shell = calloc(cycles, sizeof(double));
+        double *step_samples[_STEP_MAX];
+        for (size_t i = 0; i < _STEP_MAX; i++)
+                if (!(step_samples[i] = calloc(cycles, sizeof(double))))
+                        return EXIT_FAILURE;
         if (!conn || !rest || !shell)
                 return EXIT_FAILURE;
         conn->fd = -EBADF;
@@ -454,8 +471,9 @@ int main(int argc, char *argv[]) {
         fprintf(stderr, "bench-gateway: %u warm-up and %u measured cycles of each kind…\n", warmup, cycles);
         size_t nrest = 0, nshell = 0;
         for (unsigned i = 0; i < warmup + cycles && !interrupted; i++) {
+                double steps[_STEP_MAX];
                 uint64_t t0 = now_nsec();
-                r = rest_cycle(conn, key);
+                r = rest_cycle(conn, key, steps);
                 uint64_t t1 = now_nsec();
                 if (r < 0) {
                         ret = EXIT_FAILURE;
@@ -468,6 +486,8 @@ int main(int argc, char *argv[]) {
                         break;
                 }
                 if (i >= warmup) {
+                        for (size_t k = 0; k < _STEP_MAX; k++)
+                                step_samples[k][nrest] = steps[k];
                         rest[nrest++] = (double) (t1 - t0) / 1e6;
                         shell[nshell++] = (double) (t2 - t1) / 1e6;
                 }
@@ -536,6 +556,13 @@ int main(int argc, char *argv[]) {
         double rate = elapsed > 0 ? (double) ok / elapsed : NAN;
         printf("reference cycle (create, PUT task.py, exec python3, delete), %zu cycles each, alternating:\n", nrest);
         printf("  %-44s p50 %8.2f ms   p99 %8.2f ms\n", "REST through sandbox-gatewayd", r50, r99);
+        for (size_t k = 0; k < _STEP_MAX; k++) {
+                char label[64];
+                snprintf(label, sizeof(label), "  of which %s", step_names[k]);
+                printf("  %-44s p50 %8.2f ms   p99 %8.2f ms\n", label, percentile(step_samples[k], nrest, 0.5),
+                       percentile(step_samples[k], nrest, 0.99));
+                free(step_samples[k]);
+        }
         printf("  %-44s p50 %8.2f ms   p99 %8.2f ms\n", "shell + systemd-run --scope", s50, s99);
         printf("  ratio (shell / REST)                         p50 %8.2f      p99 %8.2f\n", s50 / r50, s99 / r99);
         printf("exec throughput, %u keep-alive clients, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-daemon.h>
 
 #include "gatewayd-routes.h"
 #include "ini-util.h"
@@ -15,6 +16,8 @@
 
 #define LOG_LIMIT_DEFAULT 50
 #define LOG_LIMIT_MAX 1000
+/* A key limited to some sandboxes pages a merge of their logs: each one's first offset + limit rows. */
+#define LOG_MERGED_OFFSET_MAX 10000
 /* Catching up after Last-Event-ID reads pages of this many rows. */
 #define CATCH_UP_PAGE 1000
 
@@ -105,6 +108,12 @@ typedef struct LogQuery {
                                  * queued call is built after the query may be gone */
         uint64_t since, until, after_id;
         bool has_since, has_until, has_after;
+
+        /* /v1/log with a key limited to some sandboxes: one GetLog per sandbox, merged by id */
+        char **scope;           /* the key's sandboxes, NULL otherwise */
+        size_t next_build, n_pending;
+        json_object *merged;
+        bool failed;
 } LogQuery;
 
 static void log_query_free(void *p) {
@@ -114,6 +123,8 @@ static void log_query_free(void *p) {
                 return;
         for (size_t i = 0; i < ELEMENTSOF(q->text); i++)
                 free(q->text[i]);
+        strv_free(q->scope);
+        json_object_put(q->merged);
         free(q);
 }
 
@@ -124,11 +135,14 @@ static int build_get_log(sd_bus_message *m, void *userdata) {
         LogQuery *q = r->data;
         int k;
 
+        /* calls are built in the order they were made, so the n-th build is the n-th sandbox's */
+        const char *session = q->scope ? q->scope[q->next_build++] : q->session_id;
+
         k = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (k >= 0 && q->session_id)
-                k = sd_bus_message_append(m, "{sv}", "session_id", "s", q->session_id);
+        if (k >= 0 && session)
+                k = sd_bus_message_append(m, "{sv}", "session_id", "s", session);
         for (size_t i = 0; k >= 0 && i < ELEMENTSOF(text_filters); i++)
-                if (q->text[i] && !(i == 4 && q->session_id))
+                if (q->text[i] && !(i == 4 && session))
                         k = sd_bus_message_append(m, "{sv}", text_filters[i], "s", q->text[i]);
         if (k >= 0 && q->has_since)
                 k = sd_bus_message_append(m, "{sv}", "since", "t", q->since);
@@ -139,8 +153,59 @@ static int build_get_log(sd_bus_message *m, void *userdata) {
         if (k >= 0)
                 k = sd_bus_message_close_container(m);
         if (k >= 0)
-                k = sd_bus_message_append(m, "tt", q->limit, q->offset);
+                /* merged pages need every sandbox's first offset + limit rows */
+                k = sd_bus_message_append(m, "tt", q->scope ? q->limit + q->offset : q->limit,
+                                          q->scope ? UINT64_C(0) : q->offset);
         return k;
+}
+
+static int row_id_cmp_desc(const void *a, const void *b) {
+        json_object *x = *(json_object *const *) a, *y = *(json_object *const *) b;
+        uint64_t i = json_object_get_uint64(json_object_object_get(x, "id")),
+                 j = json_object_get_uint64(json_object_object_get(y, "id"));
+        return i > j ? -1 : i < j;
+}
+
+static void on_log_part(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        LogQuery *q = r->data;
+        json_object *o, *entries;
+        int k = 0;
+
+        q->n_pending--;
+        if (sd_bus_error_is_set(error)) {
+                if (!q->failed)
+                        req_reply_bus_error(r, error);
+                q->failed = true;
+        }
+        if (!q->failed && reply) {
+                k = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+                while (k >= 0 && (k = sd_bus_message_peek_type(reply, NULL, NULL)) > 0) {
+                        k = audit_row_to_json(reply, &o, NULL);
+                        if (k >= 0)
+                                json_object_array_add(q->merged, o);
+                }
+                if (k < 0) {
+                        req_reply_errno(r, k);
+                        q->failed = true;
+                }
+        }
+        if (q->n_pending > 0 || q->failed)
+                return;
+
+        json_object_array_sort(q->merged, row_id_cmp_desc);
+        entries = json_object_new_array();
+        for (size_t i = q->offset; entries && i < json_object_array_length(q->merged) && i < q->offset + q->limit; i++)
+                json_object_array_add(entries, json_object_get(json_object_array_get_idx(q->merged, i)));
+        o = json_object_new_object();
+        if (!o || !entries) {
+                json_object_put(o);
+                json_object_put(entries);
+                return req_reply_errno(r, -ENOMEM);
+        }
+        json_object_object_add(o, "entries", entries);
+        json_object_object_add(o, "limit", json_object_new_uint64(q->limit));
+        json_object_object_add(o, "offset", json_object_new_uint64(q->offset));
+        req_reply_json(r, 200, o);
 }
 
 static void on_log(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
@@ -230,9 +295,38 @@ static int log_start(Request *r, const char *session_id) {
         /* A key limited to some sandboxes reads only their rows. */
         if (r->key->sandboxes) {
                 const char *sid = session_id ?: q->text[4];
-                if (!sid || !api_key_allows(r->key, GATEWAY_ACTION_LOG_READ, sid)) {
-                        req_deny(r, 403, "forbidden", NULL,
-                                 "This API key is limited to some sandboxes: give session_id= of one of them.");
+                if (sid && !api_key_allows(r->key, GATEWAY_ACTION_LOG_READ, sid)) {
+                        req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.", sid);
+                        return 0;
+                }
+                if (!sid) {
+                        int k;
+
+                        if (q->offset > LOG_MERGED_OFFSET_MAX) {
+                                req_reply_error(r, 400, "invalid_request",
+                                                "With an API key limited to some sandboxes, 'offset' goes up to %d "
+                                                "(or give session_id=).", LOG_MERGED_OFFSET_MAX);
+                                return 0;
+                        }
+                        q->scope = strv_copy(r->key->sandboxes);
+                        q->merged = json_object_new_array();
+                        if (!q->scope || !q->merged)
+                                return -ENOMEM;
+                        if (!q->scope[0]) {
+                                /* no sandbox at all: an empty page */
+                                q->n_pending = 1;
+                                on_log_part(r, NULL, NULL);
+                                return 0;
+                        }
+                        for (char **i = q->scope; *i; i++) {
+                                k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog",
+                                             build_get_log, on_log_part, 0);
+                                if (k < 0) {
+                                        q->failed = true;
+                                        return q->n_pending > 0 ? (req_reply_errno(r, k), 0) : k;
+                                }
+                                q->n_pending++;
+                        }
                         return 0;
                 }
         }
@@ -507,10 +601,14 @@ static int on_entry_added(sd_bus_message *msg, void *userdata, sd_bus_error *ret
 
 static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        size_t n = 0;
 
-        for (Watcher *w = m->watchers; w; w = w->next)
+        for (Watcher *w = m->watchers; w; w = w->next, n++)
                 if (!sse_dropped(w->req->sse))
                         (void) sse_comment(w->req->sse, "heartbeat");
+        /* systemctl status shows it */
+        (void) sd_notifyf(false, "STATUS=Serving HTTP: %zu watch streams, %zu bus calls waiting for a connection.",
+                          n, bus_pool_queued(m->pool));
         (void) sd_event_source_set_time_relative(s, m->config.heartbeat_usec);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;

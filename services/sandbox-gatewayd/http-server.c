@@ -26,6 +26,9 @@ struct SseStream {
         size_t size, alloc, off;
         size_t n_events, max_events;
         bool finished, dropped, reader_suspended;
+        void (*on_drain)(void *userdata); /* the client read what was queued, down to low_water bytes */
+        void *drain_userdata;
+        size_t low_water;
         /* While the stream sleeps MHD does not look at its socket: this notices a client that leaves. */
         sd_event_source *hangup;
 };
@@ -300,6 +303,8 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                 s->off = s->size = 0;
                 s->n_events = 0; /* the client keeps up */
         }
+        if (s->on_drain && s->size - s->off <= s->low_water)
+                s->on_drain(s->drain_userdata);
         return (ssize_t) n;
 }
 
@@ -424,6 +429,16 @@ void sse_finish(SseStream *s) {
                 return;
         s->finished = true;
         sse_wake(s);
+}
+
+size_t sse_buffered(SseStream *s) {
+        return s ? s->size - s->off : 0;
+}
+
+void sse_set_drain_callback(SseStream *s, size_t low_water, void (*cb)(void *userdata), void *userdata) {
+        s->low_water = low_water;
+        s->on_drain = cb;
+        s->drain_userdata = userdata;
 }
 
 bool sse_dropped(SseStream *s) {

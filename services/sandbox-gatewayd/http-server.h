@@ -95,6 +95,10 @@ int sse_comment(SseStream *s, const char *text);
 void sse_finish(SseStream *s);      /* ends the stream once everything queued is sent */
 bool sse_dropped(SseStream *s);
 size_t sse_queued(SseStream *s);
+/* Bytes queued and not yet sent; cb runs whenever the client has read the queue down to low_water bytes
+ * (a producer that paused itself resumes there). */
+size_t sse_buffered(SseStream *s);
+void sse_set_drain_callback(SseStream *s, size_t low_water, void (*cb)(void *userdata), void *userdata);
 
 /* The HTTP server itself. */
 int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsigned max_connections,

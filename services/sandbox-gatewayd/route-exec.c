@@ -10,6 +10,11 @@
 #include "log.h"
 #include "time-util.h"
 
+/* Output queued for a client that reads slower than the command writes: past the high mark the pipes are
+ * not read (sandboxd, and then the command, wait), below the low mark they are again. */
+#define STREAM_HIGH_WATER (UINT64_C(1) << 20)
+#define STREAM_LOW_WATER (UINT64_C(256) << 10)
+
 static const JsonField exec_fields[] = {
         { "command", JSON_FIELD_STRING },
         { "argv", JSON_FIELD_STRV },
@@ -34,6 +39,7 @@ typedef struct Exec {
         uint8_t *stdin_data;
         size_t stdin_size;
         bool base64, stream, stream_started;
+        bool draining; /* the command is done: take all that is left, whatever the client's pace */
         int out_fds[2]; /* write ends, for the call */
         ExecPipe pipes[2];
 } Exec;
@@ -166,15 +172,27 @@ static json_object *exec_result(Exec *e, int32_t exit_code, const void *out, siz
 
 /* --- streaming ---------------------------------------------------------------------------------- */
 
+static void pipes_enable(Exec *e, bool on) {
+        for (int i = 0; i < 2; i++)
+                if (e->pipes[i].source)
+                        (void) sd_event_source_set_enabled(e->pipes[i].source, on ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+static void on_stream_drained(void *userdata) {
+        pipes_enable(userdata, true);
+}
+
 static int stream_start(Exec *e) {
         Request *r = e->req;
         int k;
 
         if (e->stream_started)
                 return 0;
+        /* bounded by bytes (the high water mark), not by events */
         k = req_start_sse(r, SIZE_MAX);
         if (k < 0)
                 return k;
+        sse_set_drain_callback(r->sse, STREAM_LOW_WATER, on_stream_drained, e);
         e->stream_started = true;
         return 0;
 }
@@ -221,6 +239,8 @@ static void stream_output(Exec *e, int i, const uint8_t *data, size_t size, bool
         s = json_text(o, &len);
         (void) sse_send(e->req->sse, NULL, i == 0 ? "stdout" : "stderr", s, len);
         json_object_put(o);
+        if (sse_buffered(e->req->sse) >= STREAM_HIGH_WATER)
+                pipes_enable(e, false);
 }
 
 /* Reads what pipe i has now. Returns > 0 while it may have more later, 0 at EOF/error. */
@@ -231,9 +251,14 @@ static int pipe_read(Exec *e, int i) {
         if (p->fd < 0)
                 return 0;
         for (;;) {
+                int enabled = SD_EVENT_ON;
                 ssize_t n = read(p->fd, buf, sizeof(buf));
                 if (n > 0) {
                         stream_output(e, i, buf, (size_t) n, false);
+                        /* paused by the high water mark: leave the rest in the pipe */
+                        if (p->source && sd_event_source_get_enabled(p->source, &enabled) >= 0 &&
+                            enabled == SD_EVENT_OFF && !e->draining)
+                                return 1;
                         continue;
                 }
                 if (n < 0 && errno == EINTR)
@@ -293,6 +318,7 @@ static void on_exec_reply(Request *r, sd_bus_message *reply, const sd_bus_error 
 
         /* The command is done: what it wrote is in the pipes. Background processes may keep them open,
          * so take what is there and stop. */
+        e->draining = true;
         for (int i = 0; i < 2; i++) {
                 (void) pipe_read(e, i);
                 exec_pipe_close(&e->pipes[i]);

@@ -212,6 +212,25 @@ def test_streamed_exec(admin, sandboxes):
     assert_error(r, 404, "not_found")
 
 
+def test_streamed_exec_slow_reader_loses_nothing(admin, sandboxes):
+    """8 MiB of output to a client that pauses: the gateway stops reading the pipes (and the command waits)
+    past its high-water mark, and every byte still arrives, in order."""
+    sid = sandboxes()["id"]
+    size = 8 << 20
+    s = raw_request("POST", f"/v1/sandboxes/{sid}/exec?stream=true", admin.secret,
+                    ["Content-Type: application/json"],
+                    json.dumps({"command": f"head -c {size} /dev/zero | tr '\\0' x; echo done >&2",
+                                "timeout_seconds": 120}).encode(), rcvbuf=4096)
+    time.sleep(2)  # not a measurement: the client just does not read for a while
+    rd = SseReader(s)
+    read_until([rd], lambda: rd.closed or any(e["event"] == "exit" for e in rd.events), timeout=300)
+    out = "".join(json.loads(e["data"])["data"] for e in rd.events if e["event"] == "stdout")
+    err = "".join(json.loads(e["data"])["data"] for e in rd.events if e["event"] == "stderr")
+    assert len(out) == size and set(out) == {"x"} and err == "done\n"
+    assert json.loads(rd.events[-1]["data"])["exit_code"] == 0
+    s.close()
+
+
 def test_log_pages_and_output(admin, sandboxes):
     sid = sandboxes()["id"]
     for i in range(5):
@@ -356,6 +375,29 @@ def test_many_requests_at_once_queue(admin, sandboxes):
     assert statuses == [200] * n
 
 
+def test_scoped_key_reads_only_its_sandboxes(admin, sandboxes):
+    a, b, c = (sandboxes()["id"] for _ in range(3))
+    for sid in (a, b, c):
+        for i in range(2):
+            exec_(admin, sid, command=f"echo {sid} {i}")
+    for sid in (a, b, c):
+        log_ids(admin, sid, 2)
+    scoped, _ = admin.mint(preset="member", sandboxes=[a, b], ttl_seconds=600)
+
+    assert {x["id"] for x in scoped.get("/v1/sandboxes").json()["sandboxes"]} == {a, b}
+    everything = [e for e in admin.get("/v1/log", params={"limit": 1000}).json()["entries"]
+                  if e["session_id"] in (a, b)]
+    page = scoped.get("/v1/log", params={"limit": 1000}).json()
+    assert page["entries"] == everything and page["offset"] == 0
+    p2 = scoped.get("/v1/log", params={"limit": 2, "offset": 2}).json()["entries"]
+    assert p2 == everything[2:4]
+    assert [e["id"] for e in scoped.get("/v1/log", params={"session_id": a}).json()["entries"]] == \
+        [e["id"] for e in everything if e["session_id"] == a][:50]
+    assert_error(scoped.get("/v1/log", params={"session_id": c}), 403, "forbidden")
+    assert_error(scoped.get(f"/v1/sandboxes/{c}/log"), 403, "forbidden")
+    assert_error(scoped.get(f"/v1/sandboxes/{c}"), 403, "forbidden")
+
+
 def test_delete_own(admin, sandboxes):
     a, _ = admin.mint(preset="runner", ttl_seconds=600)
     b, _ = admin.mint(preset="runner", ttl_seconds=600)
@@ -377,6 +419,7 @@ def test_denied_is_audited(admin):
 def test_bad_input(admin, sandboxes):
     pid = gateway_pid()
     before = admin.get("/v1/sandboxes").json()
+    keys_before = admin.get("/v1/api-keys").json()["api_keys"]
     s = admin.s
 
     def post_raw(path, data):
@@ -408,10 +451,15 @@ def test_bad_input(admin, sandboxes):
     assert_error(admin.put(f"/v1/sandboxes/{sid}/files", b"x", params={"path": "/tmp/a", "mode": "999"}),
                  400, "invalid_request")
     assert_error(admin.post("/v1/api-keys", {"preset": "superuser"}), 400, "invalid_request")
+    assert_error(admin.post("/v1/api-keys", {"actions": "exec"}), 400, "invalid_request")
+    assert_error(admin.post("/v1/api-keys", {"ttl_seconds": 0}), 400, "invalid_request")
+    assert_error(admin.post("/v1/api-keys", {"sandboxes": "some"}), 400, "invalid_request")
+    assert_error(post_raw("/v1/api-keys", b"{" * 50), 400, "invalid_json")
     assert_error(admin.delete("/v1/api-keys/key_nosuchkey"), 404, "not_found")
     # nothing changed, nothing crashed
     after = admin.get("/v1/sandboxes").json()
     assert [x["id"] for x in after["sandboxes"]] == [x["id"] for x in before["sandboxes"]] + [sid]
+    assert admin.get("/v1/api-keys").json()["api_keys"] == keys_before
     assert gateway_pid() == pid
 
 
@@ -453,6 +501,7 @@ def test_limits(admin, sandboxes, gateway_config):
     # resuming further back than a stream's queue holds: an error event, not a gap
     for i in range(4):
         exec_(admin, sid, command="true")
+    log_ids(admin, sid, 5)  # all four rows are in the log before the resume reads it
     w = SseReader(open_watch(admin.secret, sid, last_id=int(w.events[0]["id"])))
     read_until([w], lambda: w.closed or any(e["event"] == "error" for e in w.events))
     assert [e["event"] for e in w.events] == ["error"]

@@ -406,7 +406,7 @@ def test_key_nowhere_inside_sandbox(world):
 def ctl(*args, check=True, user=None):
     cmd = ["sandboxctl", "api-key", *args]
     if user:
-        cmd = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups", *cmd]
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user if user != 'nobody' else 'nogroup'}", "--init-groups", *cmd]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if check:
         assert r.returncode == 0, f"{cmd}: {r.returncode} {r.stderr}"
@@ -426,6 +426,16 @@ def test_sandboxctl_api_key():
                                         "exec", "file.write"], "sandboxes": "*"}
     for t in (key["createdAt"], key["expiresAt"]):
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", t)
+
+    # Only its hash is stored: the secret's random part is in none of the gateway's files, its id is.
+    state = "/var/lib/sandbox-gatewayd"
+    blobs = b""
+    for f in os.listdir(state):
+        with open(os.path.join(state, f), "rb") as fh:
+            blobs += fh.read()
+    assert key["id"].encode() in blobs
+    assert secret[len("sbx_live_"):].encode() not in blobs
+    assert os.stat(os.path.join(state, "keys.db")).st_mode & 0o777 == 0o600
 
     # The key works over HTTP; its secret is shown once: never in list, text or JSON.
     assert Api(secret).req("GET", "/v1/sandboxes").status_code == 200
@@ -462,17 +472,31 @@ def test_sandboxctl_api_key():
     assert len(list_keys()) == n
 
 
-def test_keys_interface_root_only():
-    r = ctl("list", check=False, user="nobody")
-    assert r.returncode != 0
-    for method, sig, args in (("ListKeys", "", []), ("CreateKey", "a{sv}", ["0"]), ("RevokeKey", "s", ["key_x"])):
-        cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "busctl", "call",
-               KEYS[0], KEYS[1], KEYS[2], method]
-        if sig:
-            cmd += [sig, *args]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        assert p.returncode != 0 and ("Access denied" in p.stderr or "AccessDenied" in p.stderr), p.stderr
-    # A sandbox-admin member is not root either: the daemon's own check and the policy agree.
+@pytest.fixture
+def admin_member():
+    """A host user in sandbox-admin (which may use sandboxd and read the audit log), removed afterwards."""
+    name = "sbx-keys-test"
+    run("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--groups", "sandbox-admin", name)
+    yield name
+    run("userdel", name, check=False)
+
+
+def test_keys_interface_root_only(admin_member):
+    """Only root may manage keys: not nobody, not a sandbox-admin member, not the gateway's own user."""
+    n = len(list_keys())
+    for user in ("nobody", admin_member, "sandbox-gateway"):
+        r = ctl("create", "--preset", "admin", check=False, user=user)
+        assert r.returncode != 0 and "root" in r.stderr, (user, r.stderr)
+        for method, sig, args in (("ListKeys", "", []), ("CreateKey", "a{sv}", ["0"]),
+                                  ("RevokeKey", "s", ["key_aaaaaaaaaaaaaaaaaaaa"])):
+            cmd = ["setpriv", f"--reuid={user}", f"--regid={user if user != 'nobody' else 'nogroup'}",
+                   "--init-groups", "busctl", "call", *KEYS, method]
+            if sig:
+                cmd += [sig, *args]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            assert p.returncode != 0 and ("Access denied" in p.stderr or "AccessDenied" in p.stderr), (user, p.stderr)
+    assert len(list_keys()) == n
+    # Root's bad input: InvalidArgs saying what, NoSuchKey for an unknown id.
     unknown_field = subprocess.run(["busctl", "call", *KEYS, "CreateKey", "a{sv}", "1", "colour", "s", "blue"],
                                    capture_output=True, text=True)
     assert unknown_field.returncode != 0 and "Unknown key spec field 'colour'" in unknown_field.stderr
@@ -491,6 +515,31 @@ def served_routes():
     with open(os.path.join(SRC, "services", "sandbox-gatewayd", "gatewayd-routes.c")) as f:
         text = f.read()
     return {(m, p, "ROUTE_PUBLIC" in rest) for m, p, rest in re.findall(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)"([^}]*)\}', text)}
+
+
+def served_actions():
+    """{(METHOD, path shape): action wire name} from the gateway's route table."""
+    with open(os.path.join(SRC, "services", "sandbox-gatewayd", "gatewayd-routes.c")) as f:
+        text = f.read()
+    names = {a.upper().replace(".", "_").replace("-", "_"): a for a in ALL_ACTIONS}
+    return {(m, re.sub(r"\{[^}]+\}", "{}", p)): names.get(a, a)
+            for m, p, a in re.findall(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)",\s*GATEWAY_ACTION_([A-Z_]+)', text)}
+
+
+def test_served_actions_follow_the_design():
+    """Each route the gateway serves needs the action DESIGN.md's table names for it."""
+    design = {(m, re.sub(r"\{[^}]+\}", "{}", p)): a for m, p, a, _ in ROUTES}
+    served = served_actions()
+    assert len(served) >= 10, served
+    for route, action in served.items():
+        tool_route = (route[0], re.sub(r"/tools/[a-z_]+$", "/tools/{}", route[1]))
+        if route in design:
+            assert design[route] == action, (route, action, design[route])
+        elif tool_route[1] != route[1] or route[1].endswith("/tools/{}"):
+            # one route per tool, or one for all whose action depends on the tool
+            assert action in ("file.read", "file.write"), (route, action)
+        else:
+            raise AssertionError(f"{route} is served but not in DESIGN.md's route table")
 
 
 def openapi_routes():
