@@ -737,16 +737,19 @@ static int run_floor(sd_bus *bus, uint64_t *ret_reply_nsec, sd_bus_error *error)
 
 typedef struct Config {
         unsigned iterations, warmup, cycles, live;
+        unsigned pause_ms; /* between create+delete pairs in the paced run */
         bool json;
 } Config;
 
 typedef struct Results {
         Samples exec, exec_cmd, sdrun; /* Exec client wall; of which the command; systemd-run wall */
         Samples floor, floor_reply;    /* a bare transient scope from this client; until systemd answered */
-        Samples create, delete, cycle; /* create+delete pairs: each half, and the pair */
+        Samples create, delete, cycle; /* create+delete pairs, one every pause_ms: each half, the pair */
+        Samples burst_create, burst_delete, burst_cycle; /* the same, back to back */
         Samples live_create, live_delete; /* creating and deleting the K live sandboxes */
         unsigned live_wanted, live_made;
         double live_fill_ms, live_drain_ms; /* wall time to create them all, and to delete them all */
+        double units_gone_ms; /* after the last DeleteSandbox reply, until systemd had collected the units */
         uint64_t rss_before_kib, rss_live_kib, rss_after_kib;
         size_t left_listed, left_units, left_workspaces, cleanup_failed;
         bool exec_done, cycle_done, live_done;
@@ -838,13 +841,15 @@ static int phase_exec(sd_bus *bus, const Config *cfg, Results *res) {
         return 0;
 }
 
-static int phase_cycle(sd_bus *bus, const Config *cfg, Results *res) {
+static int cycle_run(sd_bus *bus, unsigned cycles, unsigned pause_ms, Samples *create, Samples *delete,
+                     Samples *cycle) {
         int r;
 
-        fprintf(stderr, "create+delete: %u pairs...\n", cfg->cycles);
-        for (unsigned i = 0; i < cfg->cycles && !interrupted; i++) {
+        for (unsigned i = 0; i < cycles && !interrupted; i++) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
                 char id[64];
+                if (pause_ms > 0)
+                        (void) usleep(pause_ms * 1000);
                 uint64_t t0 = now_nsec();
                 r = call_create(bus, id, &error);
                 uint64_t t1 = now_nsec();
@@ -858,13 +863,27 @@ static int phase_cycle(sd_bus *bus, const Config *cfg, Results *res) {
                         print_bus_error("DeleteSandbox", &error, r);
                         return r;
                 }
-                if (samples_add(&res->create, nsec_to_ms(t1 - t0)) < 0 ||
-                    samples_add(&res->delete, nsec_to_ms(t2 - t1)) < 0 ||
-                    samples_add(&res->cycle, nsec_to_ms(t2 - t0)) < 0)
+                if (samples_add(create, nsec_to_ms(t1 - t0)) < 0 || samples_add(delete, nsec_to_ms(t2 - t1)) < 0 ||
+                    samples_add(cycle, nsec_to_ms(t2 - t0)) < 0)
                         return -ENOMEM;
         }
-        if (interrupted)
-                return -EINTR;
+        return interrupted ? -EINTR : 0;
+}
+
+/* Paced first (one pair every pause_ms: the rate sandboxd's pool of sandboxes made ahead keeps up
+ * with), then back to back (the pool runs dry after PoolSize= pairs and creation waits for systemd). */
+static int phase_cycle(sd_bus *bus, const Config *cfg, Results *res) {
+        int r;
+
+        fprintf(stderr, "create+delete: %u pairs, one every %u ms...\n", cfg->cycles, cfg->pause_ms);
+        r = cycle_run(bus, cfg->cycles, cfg->pause_ms, &res->create, &res->delete, &res->cycle);
+        if (r < 0)
+                return r;
+        fprintf(stderr, "create+delete: %u pairs back to back...\n", cfg->cycles);
+        (void) usleep(1000 * 1000); /* let the pool refill */
+        r = cycle_run(bus, cfg->cycles, 0, &res->burst_create, &res->burst_delete, &res->burst_cycle);
+        if (r < 0)
+                return r;
         res->cycle_done = true;
         return 0;
 }
@@ -942,9 +961,20 @@ static int phase_live(sd_bus *bus, const Config *cfg, Results *res) {
         r = count_listed(bus, ids, res->live_made, &res->left_listed);
         if (r < 0)
                 ret = ret ?: r;
-        r = count_units(bus, ids, res->live_made, &res->left_units);
-        if (r < 0)
-                ret = ret ?: r;
+        /* DeleteSandbox answers once every process of the sandbox is gone; systemd collects the empty
+         * units in the background. They must be gone soon after, not at once: poll for up to 60 s. */
+        uint64_t units_t0 = now_nsec();
+        for (;;) {
+                r = count_units(bus, ids, res->live_made, &res->left_units);
+                if (r < 0) {
+                        ret = ret ?: r;
+                        break;
+                }
+                if (res->left_units == 0 || interrupted || now_nsec() - units_t0 > UINT64_C(60) * 1000000000)
+                        break;
+                (void) usleep(100 * 1000);
+        }
+        res->units_gone_ms = nsec_to_ms(now_nsec() - units_t0);
         res->left_workspaces = count_workspaces(ids, res->live_made);
         if (read_rss_kib(pid, &res->rss_after_kib) < 0)
                 res->rss_after_kib = 0;
@@ -1011,7 +1041,9 @@ static void report(const Config *cfg, const Results *res) {
         Stats ex = samples_stats(&res->exec), cmd = samples_stats(&res->exec_cmd),
               sr = samples_stats(&res->sdrun), cr = samples_stats(&res->create),
               de = samples_stats(&res->delete), cy = samples_stats(&res->cycle),
-              lc = samples_stats(&res->live_create), ld = samples_stats(&res->live_delete);
+              lc = samples_stats(&res->live_create), ld = samples_stats(&res->live_delete),
+              bcr = samples_stats(&res->burst_create), bde = samples_stats(&res->burst_delete),
+              bcy = samples_stats(&res->burst_cycle);
         bool have_exec = ex.n > 0 && sr.n > 0;
         double ratio50 = have_exec ? sr.p50 / ex.p50 : NAN, ratio99 = have_exec ? sr.p99 / ex.p99 : NAN;
         bool have_rss = res->live_made > 0 && res->rss_live_kib > 0;
@@ -1039,12 +1071,17 @@ static void report(const Config *cfg, const Results *res) {
                 print_json_stats("create", &cr, false);
                 print_json_stats("delete", &de, false);
                 print_json_stats("create_delete", &cy, false);
+                printf("\"create_delete_pause_ms\":%u,", cfg->pause_ms);
+                print_json_stats("burst_create", &bcr, false);
+                print_json_stats("burst_delete", &bde, false);
+                print_json_stats("burst_create_delete", &bcy, false);
                 print_json_stats("live_create", &lc, false);
                 print_json_stats("live_create_first100", &lc_first, false);
                 print_json_stats("live_create_last100", &lc_last, false);
                 print_json_stats("live_delete", &ld, false);
                 json_number("live_fill_s", res->live_fill_ms / 1e3, res->live_made > 0);
                 json_number("live_drain_s", res->live_drain_ms / 1e3, res->live_made > 0);
+                json_number("live_units_gone_s", res->units_gone_ms / 1e3, res->live_made > 0);
                 printf("\"delete_window\":%d,", DELETE_WINDOW);
                 json_number("rss_before_mib", (double) res->rss_before_kib / 1024.0,
                             res->rss_before_kib > 0);
@@ -1082,10 +1119,14 @@ static void report(const Config *cfg, const Results *res) {
         print_row("systemd-run --scope /bin/true", &sr);
         print_row("bare scope from this client (floor)", &fl);
         print_row("  of which StartTransientUnit's reply", &flr);
-        print_row("CreateSandbox", &cr);
+        char b[64];
+        snprintf(b, sizeof(b), "CreateSandbox (a pair every %u ms)", cfg->pause_ms);
+        print_row(b, &cr);
         print_row("DeleteSandbox", &de);
         print_row("CreateSandbox+DeleteSandbox", &cy);
-        char b[64];
+        print_row("CreateSandbox (back to back)", &bcr);
+        print_row("DeleteSandbox", &bde);
+        print_row("CreateSandbox+DeleteSandbox", &bcy);
         snprintf(b, sizeof(b), "CreateSandbox, filling to %u", res->live_made);
         print_row(b, &lc);
         snprintf(b, sizeof(b), "DeleteSandbox, draining %u, %d at once", res->live_made, DELETE_WINDOW);
@@ -1104,8 +1145,9 @@ static void report(const Config *cfg, const Results *res) {
                (double) res->rss_before_kib / 1024.0, rss_mib, res->live_made,
                (double) res->rss_after_kib / 1024.0);
         if (res->live_made > 0)
-                printf("  after deletion: %zu listed, %zu units, %zu workspaces left\n", res->left_listed,
-                       res->left_units, res->left_workspaces);
+                printf("  after deletion: %zu listed, %zu workspaces left at once; %zu units left %.1f s later "
+                       "(systemd collects them in the background)\n",
+                       res->left_listed, res->left_workspaces, res->left_units, res->units_gone_ms / 1e3);
         if (res->live_error[0])
                 printf("  live sandboxes: stopped at %u of %u: %s\n", res->live_made, res->live_wanted,
                        res->live_error);
@@ -1124,8 +1166,9 @@ static void report(const Config *cfg, const Results *res) {
         else
                 printf("    Exec p50 <= 2 ms                            %9s     not measured\n", "-");
         if (cy.n > 0)
-                printf("    CreateSandbox+DeleteSandbox p50 <= 10 ms    %8.2f ms   %s\n", cy.p50,
-                       met(t_cycle));
+                printf("    CreateSandbox+DeleteSandbox p50 <= 10 ms    %8.2f ms   %s (paced; back to back "
+                       "%.2f ms)\n",
+                       cy.p50, met(t_cycle), bcy.p50);
         else
                 printf("    CreateSandbox+DeleteSandbox p50 <= 10 ms    %9s     not measured\n", "-");
         if (rss_counts)
@@ -1149,7 +1192,9 @@ static void help(void) {
                "only if something failed to run.\n\n"
                "  -n --iterations=N   Exec and systemd-run rounds, alternating (default 300)\n"
                "  -w --warmup=N       unmeasured rounds first (default 10)\n"
-               "  -c --cycles=M       CreateSandbox+DeleteSandbox pairs (default 50)\n"
+               "  -c --cycles=M       CreateSandbox+DeleteSandbox pairs, paced and then back to back\n"
+               "                      (default 50 each)\n"
+               "  -p --pause=MS       pause before each paced pair (default 100)\n"
                "  -l --live=K         sandboxes alive at once for the RSS figure (default 1000; 0 skips)\n"
                "     --json           print the figures as one JSON object\n"
                "  -h --help           show this help\n");
@@ -1171,20 +1216,22 @@ int main(int argc, char *argv[]) {
                 {"warmup", required_argument, NULL, 'w'},
                 {"cycles", required_argument, NULL, 'c'},
                 {"live", required_argument, NULL, 'l'},
+                {"pause", required_argument, NULL, 'p'},
                 {"json", no_argument, NULL, 'j'},
                 {"help", no_argument, NULL, 'h'},
                 {},
         };
-        Config cfg = {.iterations = 300, .warmup = 10, .cycles = 50, .live = 1000};
+        Config cfg = {.iterations = 300, .warmup = 10, .cycles = 50, .live = 1000, .pause_ms = 100};
         Results res = {};
         sd_bus *bus = NULL;
         int c, r, ret = 0;
 
-        while ((c = getopt_long(argc, argv, "n:w:c:l:h", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "n:w:c:l:p:h", options, NULL)) >= 0) {
                 unsigned *target = c == 'n'   ? &cfg.iterations
                                    : c == 'w' ? &cfg.warmup
                                    : c == 'c' ? &cfg.cycles
                                    : c == 'l' ? &cfg.live
+                                   : c == 'p' ? &cfg.pause_ms
                                               : NULL;
                 if (target) {
                         if (parse_uint(optarg, 1000000, target) < 0) {
@@ -1235,7 +1282,8 @@ int main(int argc, char *argv[]) {
                 free(made.ids[i]);
         free(made.ids);
         Samples *all[] = {&res.exec,   &res.exec_cmd, &res.sdrun, &res.floor,       &res.floor_reply,
-                          &res.create, &res.delete,   &res.cycle, &res.live_create, &res.live_delete};
+                          &res.create, &res.delete,   &res.cycle, &res.live_create, &res.live_delete,
+                          &res.burst_create, &res.burst_delete, &res.burst_cycle};
         for (size_t i = 0; i < ELEMENTSOF(all); i++)
                 samples_done(all[i]);
         sd_bus_flush_close_unref(bus);

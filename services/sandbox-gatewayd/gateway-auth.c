@@ -304,6 +304,26 @@ bool api_key_allows(const ApiKey *k, GatewayAction a, const char *sandbox_id) {
         return true;
 }
 
+bool api_key_covers(const ApiKey *k, const ApiKey *other) {
+        if (!k || !other)
+                return false;
+        if (streq(k->id, other->id))
+                return true;
+        if (other->role == KEY_ROLE_ADMIN && k->role != KEY_ROLE_ADMIN)
+                return false;
+        /* The same bounds as minting, but for expiry: an older, shorter-lived key is no wider. */
+        if (other->actions & key_role_actions(other->role) & ~(k->actions & key_role_actions(k->role)))
+                return false;
+        if (k->sandboxes) {
+                if (!other->sandboxes)
+                        return false;
+                for (char **i = other->sandboxes; *i; i++)
+                        if (!strv_contains(k->sandboxes, *i))
+                                return false;
+        }
+        return true;
+}
+
 int api_key_account_id(const ApiKey *k, char **ret) {
         char *s;
 

@@ -91,6 +91,10 @@ KeyState api_key_state(const ApiKey *k, uint64_t now);
  * revocation (api_key_state does). sandbox.delete-own is decided by the caller, who knows the owner. */
 bool api_key_allows(const ApiKey *k, GatewayAction a, const char *sandbox_id);
 
+/* Does k hold every right other holds (role, actions, sandboxes)? A key covers itself. The gateway lets a
+ * key list and revoke only the keys it covers, as it could only have minted those. */
+bool api_key_covers(const ApiKey *k, const ApiKey *other);
+
 /* The owner string the gateway puts in the caller context's account_id, "key:<id>". */
 int api_key_account_id(const ApiKey *k, char **ret);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Routes of API keys: mint (never more rights than the caller's), list, revoke; each change audited. */
+/* Routes of API keys: mint, list and revoke, never beyond the caller's own rights; each change audited. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +71,9 @@ int route_key_create(Request *r) {
                              &error);
         json_object_put(body);
         if (e == -EPERM) {
-                req_deny(r, 403, "session_required", NULL, SESSION_REQUIRED_MESSAGE);
+                /* The router already answered session_required to keys without api-key.admin: this key
+                 * may mint keys, just not this one, and it is told why. */
+                req_deny(r, 403, "forbidden", NULL, "%s", error ?: "The new key would exceed this key's rights.");
                 return 0;
         }
         if (e == -EINVAL) {
@@ -107,6 +109,8 @@ int route_key_list(Request *r) {
         list = json_object_new_array();
         for (ApiKey **k = keys; list && *k; k++) {
                 json_object *ko;
+                if (!api_key_covers(r->key, *k))
+                        continue; /* a narrower admin key sees only what it could have minted */
                 e = api_key_to_json(*k, &ko);
                 if (e < 0)
                         break;
@@ -135,6 +139,11 @@ int route_key_revoke(Request *r) {
         }
         if (e < 0)
                 return e;
+        if (!api_key_covers(r->key, k)) {
+                req_deny(r, 403, "forbidden", NULL,
+                         "API key '%s' holds rights this key does not have: it cannot revoke it.", id);
+                return 0;
+        }
         e = key_store_revoke(r->manager->keys, id, now_usec(CLOCK_REALTIME));
         if (e == -ENOENT) {
                 req_reply_error(r, 404, "not_found", "No API key '%s'.", id);

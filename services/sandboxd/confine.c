@@ -315,36 +315,29 @@ static int capabilities_verify_zero(void) {
                 if (data[i].effective != 0 || data[i].permitted != 0 || data[i].inheritable != 0)
                         return -EPERM;
 
+        /* The ambient set needs no check of its own: the kernel keeps it a subset of permitted and
+         * inheritable, both empty now. */
         for (unsigned long cap = 0; cap < CAP_NUMBER_MAX; cap++) {
                 int b = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
                 if (b < 0 && errno == EINVAL)
                         break; /* past the kernel's last capability */
                 if (b != 0)
                         return -EPERM;
-
-                int a = prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0);
-                if (a > 0)
-                        return -EPERM;
         }
         return 0;
 }
 
-/* Walks capabilities until PR_CAPBSET_READ says EINVAL, which it does exactly past the running
+/* Drops capabilities until PR_CAPBSET_DROP says EINVAL, which it does exactly past the running
  * kernel's last one: no /proc/sys/kernel/cap_last_cap needed (it may not be mounted in the child's
- * mount namespace), and no guessed maximum that a newer kernel outgrows. */
+ * mount namespace), and no guessed maximum that a newer kernel outgrows. Dropping one that is not in
+ * the set succeeds too, so no read first: this runs on every command's start. */
 static int bounding_set_drop_all(void) {
-        for (unsigned long cap = 0; cap < CAP_NUMBER_MAX; cap++) {
-                int b = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-                if (b < 0) {
+        for (unsigned long cap = 0; cap < CAP_NUMBER_MAX; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
                         if (errno == EINVAL)
                                 return 0;
                         return negative_errno();
                 }
-                if (b == 0)
-                        continue;
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-                        return negative_errno();
-        }
         return 0;
 }
 
@@ -558,6 +551,30 @@ int confine_close_all_fds_except(const int *keep, size_t n_keep) {
         return 0;
 }
 
+/* After confine_signals_prepare(): the signals that were not SIG_DFL then. */
+static bool signals_prepared = false;
+static sigset_t signals_changed;
+
+int confine_signals_prepare(void) {
+        struct sigaction old;
+
+        if (sigemptyset(&signals_changed) < 0)
+                return negative_errno();
+        for (int sig = 1; sig < _NSIG; sig++) {
+                if (sig == SIGKILL || sig == SIGSTOP)
+                        continue;
+                if (sigaction(sig, NULL, &old) < 0) {
+                        if (errno == EINVAL)
+                                continue; /* glibc's own (32, 33) */
+                        return negative_errno();
+                }
+                if (old.sa_handler != SIG_DFL)
+                        (void) sigaddset(&signals_changed, sig);
+        }
+        signals_prepared = true;
+        return 0;
+}
+
 int confine_reset_signals(void) {
         struct sigaction sa = {
                 .sa_handler = SIG_DFL,
@@ -567,6 +584,8 @@ int confine_reset_signals(void) {
         (void) sigemptyset(&sa.sa_mask);
         for (int sig = 1; sig < _NSIG; sig++) {
                 if (sig == SIGKILL || sig == SIGSTOP)
+                        continue;
+                if (signals_prepared && sigismember(&signals_changed, sig) != 1)
                         continue;
                 /* EINVAL for the signals glibc keeps for itself (32, 33); the kernel resets those on
                  * execve like every handled signal. */

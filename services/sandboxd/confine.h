@@ -64,5 +64,11 @@ int confine_close_all_fds_except(const int *keep, size_t n_keep);
 
 /* Resets every signal's disposition to SIG_DFL (sandboxd ignores some, e.g. SIGPIPE, and SIG_IGN
  * survives execve) and unblocks all signals (sd-event blocks SIGCHLD and friends, and the mask survives
- * execve too). */
+ * execve too). After confine_signals_prepare(), only the signals that were not SIG_DFL then are reset:
+ * 2 system calls instead of 65. */
 int confine_reset_signals(void);
+
+/* Optional, in sandboxd itself once its signal dispositions are final (after main() set them up; a
+ * disposition changed later would not be reset in children): notes which signals are not SIG_DFL,
+ * for confine_reset_signals(). */
+int confine_signals_prepare(void);

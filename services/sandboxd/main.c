@@ -80,6 +80,11 @@ int main(int argc, char *argv[]) {
                 log_msg(LOG_ERR, "Could not compile the sandbox seccomp filter: %s", strerror(-r));
                 goto finish;
         }
+        r = confine_signals_prepare();
+        if (r < 0) {
+                log_msg(LOG_ERR, "Could not read the signal dispositions: %s", strerror(-r));
+                goto finish;
+        }
         r = manager_startup(m);
         if (r < 0) {
                 log_msg(LOG_ERR, "Failed to start: %s", strerror(-r));

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,9 +77,10 @@ struct Exec {
         uint64_t start_mono, start_real, deadline;
         JobWait *job;
         WarmScope *warm;  /* a scope made ahead for us, or NULL: we ask for our own */
-        bool ready;       /* the child is confined and waits for go */
+        bool ready;       /* the child is confined and waits for go (or, self_entered, runs on) */
+        bool self_entered; /* the child writes itself into the warm scope and needs no go */
         bool scope_up;    /* systemd's start job for its scope is done */
-        bool started;     /* go was sent: the command runs */
+        bool started;     /* go was sent, or a self-entered child said 'r': the command runs */
         bool exited, timed_out, replied;
         siginfo_t status;
         OomWatch oom;
@@ -144,6 +146,9 @@ typedef struct ChildArgs {
         int ns_flags;
         int stdin_fd, stdout_fd, stderr_fd;
         int go_fd, err_fd;
+        const int *cgroup_fds;   /* a warm scope's cgroup v1 "tasks" files, to enter first thing */
+        size_t n_cgroup_fds;
+        bool wait_go;            /* no warm scope: wait until sandboxd says its scope is up */
         uid_t uid;
         const char *cwd;
         char **argv;
@@ -158,6 +163,8 @@ static _noreturn_ void child_fail_step(int err_fd, int stage, const char *step, 
 
 #define child_fail(fd, stage, error) child_fail_step(fd, stage, __func__, error)
 #define CHILD_FAIL(step, error) child_fail_step(a->err_fd, EXEC_STAGE_SETUP, step, error)
+/* What clone3() says where it or CLONE_INTO_CGROUP is missing (or filtered). */
+#define CLONE3_UNSUPPORTED(e) ((e) == ENOSYS || (e) == EINVAL || (e) == E2BIG || (e) == EPERM)
 
 extern char **environ;
 
@@ -167,6 +174,10 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
 
         if (confine_reset_signals() < 0)
                 CHILD_FAIL("reset signals", errno);
+        /* Into the warm scope before anything else, while still root: "0" is the writer itself. */
+        for (size_t i = 0; i < a->n_cgroup_fds; i++)
+                if (write(a->cgroup_fds[i], "0", 1) != 1)
+                        CHILD_FAIL("enter the command's scope", errno);
         /* The sandbox's mount, IPC, UTS (and network) namespaces; the PID namespace we were born in. */
         if (setns(a->init_pidfd, a->ns_flags) < 0)
                 CHILD_FAIL("join the sandbox's namespaces", errno);
@@ -192,17 +203,122 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         if (r < 0)
                 CHILD_FAIL("install the seccomp filter", -r);
 
-        /* Ready: confined, waiting only for our scope. sandboxd lets us go once systemd has put us in
-         * it; EOF means: give up. */
+        /* Ready: confined. In a warm scope we are in place already and run on; otherwise we wait for
+         * sandboxd to let us go once systemd has put us in our scope (EOF means: give up). */
         if (write(a->go_fd, "r", 1) != 1)
                 CHILD_FAIL("report readiness", errno);
-        if (read(a->go_fd, &go, 1) != 1)
+        if (a->wait_go && read(a->go_fd, &go, 1) != 1)
                 _exit(127);
         close(a->go_fd);
 
         environ = a->envp;
         execvp(a->argv[0], a->argv);
         child_fail(a->err_fd, EXEC_STAGE_EXEC, errno);
+}
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+/* struct clone_args up to its cgroup field (CLONE_ARGS_SIZE_VER2), spelled out: <linux/sched.h> and
+ * glibc's <sched.h> do not mix. */
+struct clone_args_v2 {
+        uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+                set_tid_size, cgroup;
+};
+
+#if defined(__x86_64__)
+/* clone3() with the child on a stack of its own, which glibc does not offer: the child starts at the
+ * instruction after the syscall with the new stack, calls fn(arg) and exits with its result. rdx (fn)
+ * and r8 (arg) survive the syscall; rcx and r11 do not. Returns what the syscall returned. */
+long sandbox_clone3_call(struct clone_args_v2 *args, size_t size, int (*fn)(void *), void *arg);
+__asm__(".text\n"
+        ".globl sandbox_clone3_call\n"
+        ".hidden sandbox_clone3_call\n"
+        ".type sandbox_clone3_call, @function\n"
+        "sandbox_clone3_call:\n"
+        "        .cfi_startproc\n"
+        "        movq %rcx, %r8\n"
+        "        movl $435, %eax\n" /* __NR_clone3 */
+        "        syscall\n"
+        "        testq %rax, %rax\n"
+        "        jz 1f\n"
+        "        ret\n"
+        "1:\n"
+        "        .cfi_undefined rip\n"
+        "        xorl %ebp, %ebp\n"
+        "        movq %r8, %rdi\n"
+        "        call *%rdx\n"
+        "        movl %eax, %edi\n"
+        "        movl $60, %eax\n" /* __NR_exit */
+        "        syscall\n"
+        "        hlt\n"
+        "        .cfi_endproc\n"
+        "        .size sandbox_clone3_call, .-sandbox_clone3_call\n");
+
+static int exec_child_entry(void *userdata) {
+        exec_child(userdata);
+}
+
+#define CHILD_STACK_SIZE (256 * 1024)
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+#endif
+
+/* The child, born in cgroup2_fd's cgroup if that is not -EBADF: no migration afterwards, so none of
+ * the global lock a write to cgroup.procs takes (and the RCU grace period its first taker after a quiet
+ * spell waits out: 8-16 ms here). Such a child does not wait for our go either, so on x86-64 it
+ * shares our memory until it execs, like vfork() (we are suspended meanwhile, a fraction of a
+ * millisecond), on a stack of its own: no copy of our page tables, no copy-on-write faults charged to
+ * its memory cgroup, nothing to tear down at its exec. It writes nothing of ours but that stack, errno
+ * and environ (exec_start() restores it). Returns the pid, or -1 with errno; 0 in the child never
+ * returns. */
+static pid_t spawn_child(const ChildArgs *a, int cgroup2_fd) {
+        if (cgroup2_fd >= 0) {
+                struct clone_args_v2 args = {
+                        .flags = CLONE_INTO_CGROUP,
+                        .exit_signal = SIGCHLD,
+                        .cgroup = (uint64_t) cgroup2_fd,
+                };
+                long pid;
+#if defined(__x86_64__)
+                static void *stack = NULL;
+                if (!stack) {
+                        void *p = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+                        if (p != MAP_FAILED)
+                                stack = p;
+                }
+                if (stack) {
+#if defined(__SANITIZE_ADDRESS__)
+                        /* The last child's frames never returned (it exec'd): their redzones are still
+                         * poisoned in the shadow memory we share, and would be taken for overflows. */
+                        __asan_unpoison_memory_region(stack, CHILD_STACK_SIZE);
+#endif
+                        args.flags |= CLONE_VM | CLONE_VFORK;
+                        args.stack = (uint64_t) (uintptr_t) stack;
+                        args.stack_size = CHILD_STACK_SIZE;
+                        pid = sandbox_clone3_call(&args, sizeof(args), exec_child_entry, (void *) a);
+                        if (pid < 0) {
+                                errno = (int) -pid;
+                                return -1;
+                        }
+                        return (pid_t) pid;
+                }
+#endif
+                /* Like fork(), minus glibc's atfork handlers, which the child does not need: it only
+                 * makes system calls until it execs. */
+                pid = syscall(SYS_clone3, &args, sizeof(args));
+                if (pid == 0)
+                        exec_child(a);
+                return (pid_t) pid;
+        }
+        pid_t pid = fork();
+        if (pid == 0)
+                exec_child(a);
+        return pid;
 }
 
 /* --- output ------------------------------------------------------------------------------------- */
@@ -474,6 +590,11 @@ static void exec_finish(Exec *e) {
                 (void) sd_bus_reply_method_errno(e->request, r, NULL);
         e->replied = true;
 done:
+        /* The next Exec's scope, once this one is answered (not while its command runs, which it
+         * would compete with for the CPU): a command with the type's limits then waits for no
+         * systemd job. Not after a call that failed: that leaves no unit behind. */
+        if (e->sandbox && e->started)
+                (void) warm_scope_prepare_default(e->sandbox);
         exec_free(e);
 }
 
@@ -497,9 +618,15 @@ static void exec_stop_scope_then_finish(Exec *e) {
                 exec_maybe_finish(e);
 }
 
+static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *userdata);
+
 static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
         Exec *e = userdata;
 
+        /* A child in a warm scope says 'r' and runs on: that may be in the same batch of events as its
+         * exit. Take the 'r' first, so we know the command ran. */
+        if (e->self_entered && e->ready_source)
+                (void) on_child_ready(e->ready_source, e->go_fd, EPOLLIN, e);
         e->status = *si;
         e->exited = true;
         e->child_source = sd_event_source_disable_unref(e->child_source);
@@ -575,17 +702,22 @@ static void exec_watch_oom(Exec *e) {
 static void exec_maybe_go(Exec *e) {
         Manager *m = e->manager;
 
-        if (!e->ready || !e->scope_up || e->started || e->exited)
+        if (!e->ready || !e->scope_up || e->started)
                 return;
-        if (e->warm) {
-                int r = warm_scope_enter(e->warm, e->pid);
-                if (r < 0) {
-                        (void) kill(e->pid, SIGKILL);
-                        exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not move the command into its scope", -r);
-                        return;
-                }
-                exec_watch_oom(e);
+        if (e->self_entered) {
+                /* It is in the warm scope and runs the command already: the placeholder may go, and
+                 * the time counts from the fork. */
+                warm_scope_release(e->warm);
+                e->started = true;
+                e->deadline = e->start_mono + e->timeout_usec;
+                if (e->timeout_usec > 0)
+                        (void) sd_event_add_time(m->event, &e->deadline_source, CLOCK_MONOTONIC, e->deadline, 0,
+                                                 on_deadline, e);
+                e->go_fd = safe_close(e->go_fd);
+                return;
         }
+        if (e->exited)
+                return;
         e->started = true;
         e->start_mono = now_usec(CLOCK_MONOTONIC);
         e->deadline = e->start_mono + e->timeout_usec;
@@ -595,12 +727,6 @@ static void exec_maybe_go(Exec *e) {
         if (write(e->go_fd, "g", 1) != 1)
                 (void) kill(e->pid, SIGKILL);
         e->go_fd = safe_close(e->go_fd);
-
-        /* The next Exec's scope, while this one runs: a command with the type's limits then waits
-         * for no systemd job. */
-        const SandboxType *t = e->sandbox ? sandboxd_config_find_type(&m->config, e->sandbox->type) : NULL;
-        if (t)
-                (void) warm_scope_prepare(e->sandbox, t->tasks_max, t->memory_max, t->max_timeout_usec);
 }
 
 static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
@@ -769,6 +895,21 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
                 snprintf(e->unit, sizeof(e->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id,
                          sandbox_next_unit_number(s));
 
+        /* With a warm scope the child enters it itself, before anything else: it is born in the
+         * scope's cgroup2 cgroup, and writes itself into the cgroup v1 hierarchies' ones. */
+        int cgroup_fds[17];
+        size_t n_cgroup_fds = 0;
+        _cleanup_close_ int cgroup2_fd = -EBADF;
+        if (e->warm) {
+                r = warm_scope_open_cgroups(e->warm, cgroup_fds, ELEMENTSOF(cgroup_fds) - 1, &n_cgroup_fds,
+                                            &cgroup2_fd);
+                if (r < 0) {
+                        exec_free(e);
+                        return r;
+                }
+                e->self_entered = true;
+        }
+
         ChildArgs a = {
                 .init_pidfd = s->init_pidfd,
                 .ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
@@ -777,6 +918,9 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
                 .stderr_fd = err[1],
                 .go_fd = go[0],
                 .err_fd = fail[1],
+                .cgroup_fds = cgroup_fds,
+                .n_cgroup_fds = n_cgroup_fds,
+                .wait_go = !e->warm,
                 .uid = s->uid,
                 .cwd = spec->cwd ?: SANDBOXD_SANDBOX_HOME,
                 .argv = spec->argv,
@@ -789,12 +933,25 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
                 exec_free(e);
                 return r;
         }
-        pid_t pid = fork();
+        char **saved_environ = environ;
+        pid_t pid = spawn_child(&a, cgroup2_fd);
+        if (pid < 0 && cgroup2_fd >= 0 && CLONE3_UNSUPPORTED(errno)) {
+                /* No clone3() or no CLONE_INTO_CGROUP (before Linux 5.7): the child writes itself into
+                 * the cgroup2 hierarchy too, the slow way. */
+                int fd = openat(cgroup2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        cgroup_fds[n_cgroup_fds++] = fd;
+                        a.n_cgroup_fds = n_cgroup_fds;
+                        pid = spawn_child(&a, -EBADF);
+                } else
+                        errno = EIO;
+        }
         int fork_errno = errno;
-        if (pid == 0)
-                exec_child(&a);
+        environ = saved_environ; /* a child sharing our memory set it for its execvp() */
         if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
                 abort(); /* we could never fork a helper of our own again */
+        for (size_t i = 0; i < n_cgroup_fds; i++)
+                safe_close(cgroup_fds[i]);
         if (pid < 0) {
                 exec_free(e);
                 return -fork_errno;
@@ -824,7 +981,10 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         r = sd_event_add_io(m->event, &e->ready_source, e->go_fd, EPOLLIN, on_child_ready, e);
         if (r < 0)
                 goto fail_kill;
-        if (!e->warm) {
+        if (e->warm)
+                /* The child is in the scope, or fails before it runs anything. */
+                exec_watch_oom(e);
+        else {
                 /* systemd sets up the scope while the child confines itself. */
                 r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
                 if (r < 0)

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -42,6 +43,7 @@ static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
 DEFINE_STRING_TABLE(sandbox_state, SandboxState, _SANDBOX_STATE_MAX);
 
 #define EXEC_NUMBER_BLOCK 1024
+#define POOL_RETRY_USEC (5 * USEC_PER_SEC)
 
 int proc_starttime(pid_t pid, uint64_t *ret) {
         char path[64], buf[2048];
@@ -86,6 +88,11 @@ Sandbox *sandbox_free(Sandbox *s) {
                         (void) hashmap_remove(s->manager->sandboxes, s->id);
                 if (s->name && hashmap_get(s->manager->sandbox_names, s->name) == s)
                         (void) hashmap_remove(s->manager->sandbox_names, s->name);
+                for (Sandbox **p = &s->manager->pool; *p; p = &(*p)->pool_next)
+                        if (*p == s) {
+                                *p = s->pool_next;
+                                break;
+                        }
         }
         exec_detach_all(s);
         warm_scope_free(s->warm);
@@ -111,7 +118,7 @@ Sandbox *sandbox_free(Sandbox *s) {
 }
 
 static int sandbox_alloc(Manager *m, const char *id, const char *name, const char *type, const char *owner,
-                         Sandbox **ret) {
+                         bool pooled, Sandbox **ret) {
         Sandbox *s;
         char buf[512];
         int r;
@@ -128,11 +135,19 @@ static int sandbox_alloc(Manager *m, const char *id, const char *name, const cha
         s->owner = strdup(owner);
         snprintf(buf, sizeof(buf), "sandbox-%s.slice", id);
         s->slice = strdup(buf);
-        snprintf(buf, sizeof(buf), "%s/sandboxes/%s", m->state_dir, id);
+        snprintf(buf, sizeof(buf), "%s/%s/%s", m->state_dir, pooled ? "pool" : "sandboxes", id);
         s->workspace = strdup(buf);
         if (!s->name || !s->type || !s->owner || !s->slice || !s->workspace) {
                 sandbox_free(s);
                 return -ENOMEM;
+        }
+        if (pooled) {
+                /* In no table: nothing on the bus can find it until it is claimed. */
+                s->pooled = true;
+                s->pool_next = m->pool;
+                m->pool = s;
+                *ret = s;
+                return 0;
         }
         r = hashmap_put(m->sandboxes, s->id, s);
         if (r < 0) {
@@ -223,7 +238,9 @@ int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec) {
         if (r < 0)
                 return r;
         s->expires_at = expires;
-        return sandbox_arm_ttl(s);
+        r = sandbox_arm_ttl(s);
+        sandbox_emit_changed(s, "ExpiresAt");
+        return r;
 }
 
 /* --- init's life ---------------------------------------------------------------------------------- */
@@ -234,9 +251,17 @@ static void sandbox_init_died(Sandbox *s) {
         s->init_source = sd_event_source_disable_unref(s->init_source);
         s->child_source = sd_event_source_disable_unref(s->child_source);
         s->init_pidfd = safe_close(s->init_pidfd);
+        if (s->state == SANDBOX_RUNNING && s->pooled) {
+                /* Nobody owns it yet: it goes, and the pool makes another. */
+                log_sandbox(LOG_WARNING, s->id, "Init of pooled sandbox %s died; removing it.", s->id);
+                s->state = SANDBOX_FAILED;
+                (void) sandbox_delete(s, NULL, "sandbox.delete", NULL);
+                return;
+        }
         if (s->state == SANDBOX_RUNNING) {
                 log_sandbox(LOG_WARNING, s->id, "Init of sandbox %s died; the sandbox is marked failed.", s->id);
                 s->state = SANDBOX_FAILED;
+                sandbox_emit_changed(s, "State");
         }
         if (s->state == SANDBOX_STOPPING && s->killing_init) {
                 /* Its PID namespace died with it: every process of the sandbox is gone now. Its units
@@ -325,10 +350,14 @@ static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
 
         char message[512];
 
-        log_sandbox(LOG_ERR, s->id, "Creating sandbox %s failed: %s: %s", s->id, step, strerror(error));
+        bool pooled = s->pooled;
+
+        log_sandbox(LOG_ERR, s->id, "Creating %ssandbox %s failed: %s: %s", pooled ? "pooled " : "", s->id, step,
+                    strerror(error));
         snprintf(message, sizeof(message), "Could not create the sandbox: %s: %s", step, strerror(error));
-        sandbox_audit(s, &s->create_caller, "sandbox.create", "failed", SD_BUS_ERROR_FAILED, message,
-                      s->create_started, s->create_mono);
+        if (!pooled)
+                sandbox_audit(s, &s->create_caller, "sandbox.create", "failed", SD_BUS_ERROR_FAILED, message,
+                              s->create_started, s->create_mono);
         if (s->create_request) {
                 (void) sd_bus_reply_method_errorf(s->create_request, SD_BUS_ERROR_FAILED, "%s", message);
                 s->create_request = sd_bus_message_unref(s->create_request);
@@ -340,6 +369,8 @@ static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
         (void) namespace_remove_workspace(s->workspace);
         manager_release_uid(m, s->uid);
         sandbox_free(s);
+        if (pooled)
+                sandbox_pool_schedule(m, POOL_RETRY_USEC); /* not in a tight loop if it keeps failing */
 }
 
 static int sandbox_persist(Sandbox *s) {
@@ -375,6 +406,12 @@ static void sandbox_started(Sandbox *s) {
         s->init_pidfd = pidfd_open(s->init_pid, 0);
         if (s->init_pidfd < 0)
                 return sandbox_create_failed(s, "open a pidfd for the init", errno);
+        if (s->pooled) {
+                /* Stored, timed and announced when claimed. */
+                s->state = SANDBOX_RUNNING;
+                log_sandbox(LOG_DEBUG, s->id, "Pooled sandbox %s (type %s) is ready.", s->id, s->type);
+                return;
+        }
         r = sandbox_persist(s);
         if (r < 0)
                 return sandbox_create_failed(s, "store the sandbox", -r);
@@ -488,6 +525,113 @@ static void on_init_scope(Manager *m, const char *result, const sd_bus_error *er
         s->go_fd = safe_close(s->go_fd);
 }
 
+/* --- the pool ------------------------------------------------------------------------------------
+
+ * Creating a sandbox takes systemd two units and the sandbox a mount namespace: tens of milliseconds
+ * on a busy host. So sandboxd keeps PoolSize= sandboxes per type made ahead (network "none", the
+ * default), in no table and under <state>/pool/ rather than sandboxes/, so nothing sees them. A
+ * CreateSandbox that one fits claims it: the workspace moves to sandboxes/ (the sandbox's own mounts
+ * follow the directory, not its path), it gets its name, owner and TTL, is stored and announced; the
+ * pool is refilled in the background. Pooled sandboxes are not stored: a new sandboxd removes what
+ * an old one left in pool/ (sandbox_pool_startup()). */
+
+static Sandbox *pool_find(Manager *m, const char *id) {
+        for (Sandbox *p = m->pool; p; p = p->pool_next)
+                if (streq(p->id, id))
+                        return p;
+        return NULL;
+}
+
+/* 1: claimed (the request is answered, or will be); 0: none fits, create one; negative: failed, nothing
+ * changed. */
+static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *request, Sandbox **ret) {
+        _cleanup_free_ char *workspace = NULL, *name = NULL, *owner = NULL;
+        char buf[4096];
+        Sandbox *s = NULL;
+        int r;
+
+        for (Sandbox *p = m->pool; p && !s; p = p->pool_next)
+                if (p->state == SANDBOX_RUNNING && p->init_pidfd >= 0 && streq(p->type, spec->type) &&
+                    p->private_network == spec->private_network)
+                        s = p;
+        if (!s)
+                return 0;
+
+        snprintf(buf, sizeof(buf), "%s/sandboxes/%s", m->state_dir, s->id);
+        workspace = strdup(buf);
+        name = strdup(spec->name ?: s->id);
+        owner = strdup(spec->owner);
+        if (!workspace || !name || !owner)
+                return -ENOMEM;
+        if (rename(s->workspace, workspace) < 0) {
+                log_sandbox(LOG_WARNING, s->id, "Could not move pooled sandbox %s into place: %m; removing it.",
+                            s->id);
+                (void) sandbox_delete(s, NULL, "sandbox.delete", NULL);
+                return 0;
+        }
+
+        /* From here on it is an ordinary sandbox: out of the pool, into the tables. */
+        for (Sandbox **p = &m->pool; *p; p = &(*p)->pool_next)
+                if (*p == s) {
+                        *p = s->pool_next;
+                        break;
+                }
+        s->pool_next = NULL;
+        s->pooled = false;
+        free(s->workspace);
+        s->workspace = TAKE_PTR(workspace);
+        free(s->name);
+        s->name = TAKE_PTR(name);
+        free(s->owner);
+        s->owner = TAKE_PTR(owner);
+        s->created_at = now_usec(CLOCK_REALTIME);
+        s->expires_at = spec->ttl_usec > 0 ? s->created_at + spec->ttl_usec : 0;
+        s->create_started = s->created_at;
+        s->create_mono = now_usec(CLOCK_MONOTONIC);
+        if (spec->caller)
+                s->create_caller = *spec->caller;
+        else
+                caller_system(&s->create_caller);
+        s->create_request = sd_bus_message_ref(request);
+        r = hashmap_put(m->sandboxes, s->id, s);
+        if (r >= 0)
+                r = hashmap_put(m->sandbox_names, s->name, s);
+        if (r < 0) {
+                sandbox_create_failed(s, "register the sandbox", -r);
+                return 1;
+        }
+        r = sandbox_persist(s);
+        if (r < 0) {
+                sandbox_create_failed(s, "store the sandbox", -r);
+                return 1;
+        }
+        r = sandbox_arm_ttl(s);
+        if (r < 0) {
+                (void) sandbox_store_delete(m->store, s->id);
+                sandbox_create_failed(s, "arm the TTL timer", -r);
+                return 1;
+        }
+
+        log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s, from the pool.",
+                    s->id, s->name, s->type, (unsigned) s->uid, s->private_network ? "none" : "host", s->owner);
+        sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
+                      s->create_mono);
+        if (s->create_request) {
+                (void) sandbox_reply_created(s, s->create_request);
+                s->create_request = sd_bus_message_unref(s->create_request);
+        }
+        sandbox_emit_new(s);
+        /* The slice was described with the id alone; give it the name (nobody waits for this). */
+        snprintf(buf, sizeof(buf), "sandbox %s (%s)", s->id, s->name);
+        (void) sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                        "org.freedesktop.systemd1.Manager", "SetUnitProperties", NULL, NULL,
+                                        "sba(sv)", s->slice, 1, 1, "Description", "s", buf);
+        sandbox_pool_schedule(m, 0);
+        if (ret)
+                *ret = s;
+        return 1;
+}
+
 int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *request, Sandbox **ret) {
         _cleanup_close_pair_ int go[2] = { -EBADF, -EBADF }, rep[2] = { -EBADF, -EBADF };
         char id[SANDBOX_ID_LEN + 1];
@@ -495,16 +639,22 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         uid_t uid;
         int r;
 
+        if (!spec->pooled) {
+                r = pool_claim(m, spec, request, ret);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
+
         do {
                 r = sandbox_id_generate(id);
                 if (r < 0)
                         return r;
-        } while (hashmap_get(m->sandboxes, id));
+        } while (hashmap_get(m->sandboxes, id) || pool_find(m, id));
 
         r = manager_allocate_uid(m, &uid);
         if (r < 0)
                 return r;
-        r = sandbox_alloc(m, id, spec->name ?: id, spec->type, spec->owner, &s);
+        r = sandbox_alloc(m, id, spec->name ?: id, spec->type, spec->owner, spec->pooled, &s);
         if (r < 0) {
                 manager_release_uid(m, uid);
                 return r;
@@ -603,6 +753,14 @@ static void sandbox_finish_delete(Sandbox *s) {
         r = namespace_remove_workspace(s->workspace);
         if (r < 0)
                 log_sandbox(LOG_WARNING, s->id, "Could not remove all of %s: %s", s->workspace, strerror(-r));
+        if (s->pooled) {
+                /* Never stored, claimed or announced: nothing to record. */
+                manager_release_uid(m, s->uid);
+                log_sandbox(LOG_INFO, s->id, "Removed pooled sandbox %s.", s->id);
+                sandbox_free(s);
+                sandbox_pool_schedule(m, POOL_RETRY_USEC);
+                return;
+        }
         r = sandbox_store_delete(m->store, s->id);
         if (r < 0)
                 log_sandbox(LOG_ERR, s->id, "Could not remove sandbox %s from the store: %s", s->id, strerror(-r));
@@ -640,6 +798,7 @@ int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, c
         if (s->state == SANDBOX_STOPPING)
                 return 0;
         s->state = SANDBOX_STOPPING;
+        sandbox_emit_changed(s, "State");
         s->delete_operation = operation;
         s->delete_started = now_usec(CLOCK_REALTIME);
         s->delete_mono = now_usec(CLOCK_MONOTONIC);
@@ -691,7 +850,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         Sandbox *s;
         int r;
 
-        r = sandbox_alloc(m, id, name, type, owner, &s);
+        r = sandbox_alloc(m, id, name, type, owner, false, &s);
         if (r < 0)
                 return r;
         s->uid = uid;
@@ -725,4 +884,110 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
                 return r;
         log_sandbox(LOG_INFO, id, "Adopted sandbox %s (init %d).", id, (int) init_pid);
         return 0;
+}
+
+/* --- filling the pool ------------------------------------------------------------------------------ */
+
+static void pool_fill(Manager *m) {
+        int r;
+
+        if (m->exiting)
+                return;
+        for (size_t i = 0; i < m->config.n_types; i++) {
+                const SandboxType *t = &m->config.types[i];
+                unsigned have = 0;
+
+                for (Sandbox *p = m->pool; p; p = p->pool_next)
+                        if (streq(p->type, t->name) &&
+                            (p->state == SANDBOX_STARTING || p->state == SANDBOX_RUNNING))
+                                have++;
+                for (; have < t->pool_size; have++) {
+                        SandboxCreateSpec spec = {
+                                .type = t->name,
+                                .owner = "",
+                                .private_network = true,
+                                .pooled = true,
+                        };
+                        r = sandbox_create(m, &spec, NULL, NULL);
+                        if (r < 0) {
+                                log_msg(LOG_WARNING, "Could not make a sandbox of type %s for the pool: %s",
+                                        t->name, strerror(-r));
+                                sandbox_pool_schedule(m, POOL_RETRY_USEC);
+                                return;
+                        }
+                }
+        }
+}
+
+static int on_pool_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        pool_fill(userdata);
+        return 0;
+}
+
+void sandbox_pool_schedule(Manager *m, uint64_t delay_usec) {
+        uint64_t when = now_usec(CLOCK_MONOTONIC) + delay_usec, cur;
+        int enabled, r;
+
+        if (m->exiting)
+                return;
+        if (m->pool_timer) {
+                if (sd_event_source_get_enabled(m->pool_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF &&
+                    sd_event_source_get_time(m->pool_timer, &cur) >= 0 && cur <= when)
+                        return; /* due sooner anyway */
+                (void) sd_event_source_set_time(m->pool_timer, when);
+                (void) sd_event_source_set_enabled(m->pool_timer, SD_EVENT_ONESHOT);
+                return;
+        }
+        r = sd_event_add_time(m->event, &m->pool_timer, CLOCK_MONOTONIC, when, 0, on_pool_timer, m);
+        if (r >= 0)
+                /* After every pending bus call: callers first, the pool when there is time. */
+                (void) sd_event_source_set_priority(m->pool_timer, SD_EVENT_PRIORITY_IDLE);
+}
+
+int sandbox_pool_startup(Manager *m) {
+        char path[4096];
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+
+        snprintf(path, sizeof(path), "%s/pool", m->state_dir);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        d = opendir(path);
+        if (!d)
+                return -errno;
+        /* What an earlier sandboxd made ahead and nobody claimed: never stored, so never adopted. Its
+         * slice goes (the init scope stops with SIGKILL) and so does its workspace. */
+        while ((de = readdir(d))) {
+                char unit[UNIT_NAME_MAX], ws[sizeof(path) + 16];
+
+                if (!sandbox_id_is_valid(de->d_name))
+                        continue;
+                /* %.13s: a valid id is that long, and the compiler cannot know it */
+                snprintf(unit, sizeof(unit), "sandbox-%.13s.slice", de->d_name);
+                (void) unit_stop_nowait(m, unit);
+                snprintf(ws, sizeof(ws), "%.4000s/%.13s", path, de->d_name);
+                /* Its init may still be dying: its uid (the home's owner) is not the next one out. */
+                char home[sizeof(ws) + 8];
+                struct stat st;
+                snprintf(home, sizeof(home), "%s/home", ws);
+                if (lstat(home, &st) >= 0)
+                        manager_uid_seen(m, st.st_uid);
+                int r = namespace_remove_workspace(ws);
+                log_sandbox(LOG_INFO, de->d_name, "Removed pooled sandbox %s left by an earlier sandboxd%s%s.",
+                            de->d_name, r < 0 ? ": " : "", r < 0 ? strerror(-r) : "");
+        }
+        sandbox_pool_schedule(m, 0);
+        return 0;
+}
+
+void sandbox_pool_drain(Manager *m) {
+        /* Sandboxes outlive sandboxd, but nobody could ever claim these: end them now (the next start
+         * removes their workspaces). */
+        for (Sandbox *p = m->pool; p; p = p->pool_next) {
+                if (p->init_pidfd >= 0)
+                        (void) pidfd_send_signal(p->init_pidfd, SIGKILL, NULL, 0);
+                else if (p->child_pid > 0)
+                        (void) kill(p->child_pid, SIGKILL);
+                (void) unit_stop_nowait(m, p->slice);
+        }
 }

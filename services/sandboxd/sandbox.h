@@ -67,6 +67,9 @@ typedef struct Sandbox {
         Caller delete_caller;
         uint64_t delete_started, delete_mono;
 
+        bool pooled;          /* made ahead, waiting in the pool: in no table, invisible on the bus */
+        struct Sandbox *pool_next;
+
         Exec *execs;   /* running Execs, linked through Exec.next */
         WarmScope *warm;  /* the next Exec's scope, if made ahead (warm-scope.c) */
 } Sandbox;
@@ -78,9 +81,11 @@ typedef struct SandboxCreateSpec {
         uint64_t ttl_usec;
         bool private_network;
         const Caller *caller;
+        bool pooled;   /* make one for the pool (no request, no audit row, no signal) */
 } SandboxCreateSpec;
 
-/* Starts creating a sandbox; request gets its reply once it is running (or failed). */
+/* Starts creating a sandbox; request gets its reply once it is running (or failed). A sandbox of a
+ * type and network that the pool holds ready is claimed instead, and the reply sent right away. */
 int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *request, Sandbox **ret);
 
 /* Stops everything of the sandbox and removes it; request (may be NULL) gets an empty reply then.
@@ -99,6 +104,16 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
                   uint64_t init_start, uint64_t exec_next);
 
 Sandbox *sandbox_free(Sandbox *s);
+
+/* The pool of sandboxes made ahead (PoolSize= per type, network "none"): at start-up, removes what a
+ * previous sandboxd left in <state>/pool/ and starts filling it. */
+int sandbox_pool_startup(Manager *m);
+
+/* At exit: ends the pooled sandboxes' inits and asks systemd to stop their slices. */
+void sandbox_pool_drain(Manager *m);
+
+/* Tops the pool up soon (after delay_usec), in the background. */
+void sandbox_pool_schedule(Manager *m, uint64_t delay_usec);
 
 /* Next unit number for an Exec or shell, persisted in blocks so a restart never reuses one. */
 uint64_t sandbox_next_unit_number(Sandbox *s);

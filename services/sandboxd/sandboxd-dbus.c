@@ -1011,13 +1011,13 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Id", "s", property_id, offsetof(Sandbox, id), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Name", "s", property_string_ptr, offsetof(Sandbox, name), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Type", "s", property_string_ptr, offsetof(Sandbox, type), SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("State", "s", property_state, 0, 0),
+        SD_BUS_PROPERTY("State", "s", property_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Uid", "u", NULL, offsetof(Sandbox, uid), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Unit", "s", property_string_ptr, offsetof(Sandbox, slice), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Network", "s", property_network, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Owner", "s", property_string_ptr, offsetof(Sandbox, owner), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("CreatedAt", "t", NULL, offsetof(Sandbox, created_at), SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("ExpiresAt", "t", NULL, offsetof(Sandbox, expires_at), 0),
+        SD_BUS_PROPERTY("ExpiresAt", "t", NULL, offsetof(Sandbox, expires_at), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
 };
 
@@ -1035,6 +1035,18 @@ void sandbox_emit_removed(Sandbox *s) {
         if (path)
                 (void) sd_bus_emit_signal(s->manager->bus, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
                                           "SandboxRemoved", "so", s->id, path);
+}
+
+void sandbox_emit_changed(Sandbox *s, const char *property) {
+        _cleanup_free_ char *path = NULL;
+
+        /* A pooled sandbox is not on the bus yet. */
+        if (s->pooled || !hashmap_get(s->manager->sandboxes, s->id))
+                return;
+        path = sandbox_bus_path(s);
+        if (path)
+                (void) sd_bus_emit_properties_changed(s->manager->bus, path, SANDBOXD_SANDBOX_INTERFACE, property,
+                                                      NULL);
 }
 
 int manager_bus_setup(Manager *m) {

@@ -24,6 +24,8 @@ int manager_bus_setup(Manager *m);
 
 void sandbox_emit_new(Sandbox *s);
 void sandbox_emit_removed(Sandbox *s);
+/* PropertiesChanged for State or ExpiresAt of the sandbox's object (nothing for a pooled one). */
+void sandbox_emit_changed(Sandbox *s, const char *property);
 
 /* Replies to a CreateSandbox call now that the sandbox runs. */
 int sandbox_reply_created(Sandbox *s, sd_bus_message *request);

@@ -60,6 +60,15 @@ void manager_reserve_uid(Manager *m, uid_t uid) {
                 return;
         size_t i = uid - m->config.uid_min;
         m->uid_used[i / 8] |= 1u << (i % 8);
+        manager_uid_seen(m, uid);
+}
+
+void manager_uid_seen(Manager *m, uid_t uid) {
+        /* The round robin goes on after the highest uid the last run used, so that a uid freed at
+         * start-up (a sandbox that could not be adopted) is not the first one handed out again. */
+        if (uid < m->config.uid_min || uid > m->config.uid_max || uid < m->uid_next)
+                return;
+        m->uid_next = uid == m->config.uid_max ? m->config.uid_min : uid + 1;
 }
 
 void manager_release_uid(Manager *m, uid_t uid) {
@@ -168,6 +177,8 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         Manager *m = userdata;
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down; sandboxes keep running.");
         m->exiting = true;
+        sandbox_pool_drain(m);
+        unit_flush_stops(m);
         return sd_event_exit(m->event, 0);
 }
 
@@ -249,6 +260,10 @@ Manager *manager_free(Manager *m) {
         /* Sandboxes outlive us: only our bookkeeping goes. */
         while (m->sandboxes && hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL))
                 sandbox_free(s);
+        while (m->pool)
+                sandbox_free(m->pool);
+        m->pool_timer = sd_event_source_disable_unref(m->pool_timer);
+        unit_flush_stops(m);
         if (m->jobs)
                 manager_free_jobs(m);
         if (m->early_jobs)
@@ -343,6 +358,9 @@ int manager_startup(Manager *m) {
         if (r < 0)
                 return r;
         remove_strays(m);
+        r = sandbox_pool_startup(m);
+        if (r < 0)
+                return r;
 
         /* Last, and synchronously: once the name is ours, callers find everything in place. */
         r = sd_bus_request_name(m->bus, SANDBOXD_BUS_NAME, 0);

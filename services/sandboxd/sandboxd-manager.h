@@ -32,9 +32,13 @@ typedef struct Manager {
         AuditSpool *audit;
 
         Hashmap *sandboxes;         /* id → Sandbox */
+        Sandbox *pool;              /* sandboxes made ahead, linked through pool_next (sandbox.c) */
+        sd_event_source *pool_timer;
         Hashmap *sandbox_names;     /* name → Sandbox */
         Hashmap *jobs;              /* systemd job path → JobWait */
         Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
+        unsigned background_stops;  /* unit_stop_nowait() jobs in flight (unit.c) */
+        struct QueuedStop *stop_queue, *stop_queue_tail;
         Hashmap *sender_uids;       /* unique bus name → SenderUid (names are never reused) */
         Hashmap *shells;            /* unit name → Shell (sandbox-shell.c), made on first use */
         struct {
@@ -64,6 +68,8 @@ int manager_run(Manager *m);
 
 int manager_allocate_uid(Manager *m, uid_t *ret);
 void manager_reserve_uid(Manager *m, uid_t uid);
+/* Notes a uid that a sandbox of an earlier run had: new uids are handed out after it. */
+void manager_uid_seen(Manager *m, uid_t uid);
 void manager_release_uid(Manager *m, uid_t uid);
 void manager_clear_early_jobs(Manager *m);
 

@@ -214,10 +214,68 @@ int unit_stop(Manager *m, const char *name, job_done_t cb, void *userdata, JobWa
         return 0;
 }
 
+/* Background stops in flight at once. systemd tracks the sender of every job it queues with a match
+ * rule of its own on its bus connection, and the system bus allows a connection 512 of them: with a
+ * burst of deletions (1000 sandboxes, 64 at a time) fire-and-forget stops piled up jobs until systemd
+ * hit that limit and dropped its bus connection. So the stops wait their turn here. */
+#define BACKGROUND_STOPS_MAX 32
+
+typedef struct QueuedStop {
+        struct QueuedStop *next;
+        char name[];
+} QueuedStop;
+
+static void background_stop_done(Manager *m, const char *result, const sd_bus_error *error, void *userdata);
+
+static int background_stop_send(Manager *m, const char *name) {
+        int r = unit_stop(m, name, background_stop_done, NULL, NULL);
+        if (r >= 0)
+                m->background_stops++;
+        return r;
+}
+
+static void background_stop_done(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        if (m->background_stops > 0)
+                m->background_stops--;
+        while (m->stop_queue && m->background_stops < BACKGROUND_STOPS_MAX) {
+                QueuedStop *q = m->stop_queue;
+                m->stop_queue = q->next;
+                if (!m->stop_queue)
+                        m->stop_queue_tail = NULL;
+                (void) background_stop_send(m, q->name);
+                free(q);
+        }
+}
+
 int unit_stop_nowait(Manager *m, const char *name) {
-        return sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                        "org.freedesktop.systemd1.Manager", "StopUnit", NULL, NULL, "ss", name,
-                                        "replace");
+        if (m->background_stops < BACKGROUND_STOPS_MAX && !m->stop_queue)
+                return background_stop_send(m, name);
+
+        QueuedStop *q = malloc(sizeof(QueuedStop) + strlen(name) + 1);
+        if (!q)
+                return -ENOMEM;
+        q->next = NULL;
+        strcpy(q->name, name);
+        if (m->stop_queue_tail)
+                m->stop_queue_tail->next = q;
+        else
+                m->stop_queue = q;
+        m->stop_queue_tail = q;
+        return 0;
+}
+
+void unit_flush_stops(Manager *m) {
+        /* At exit: whatever still waits goes out now, not waited for (best effort: sandboxd stops
+         * sandboxes only in bursts of deletions, and the next start removes leftovers it knows of). */
+        while (m->stop_queue) {
+                QueuedStop *q = m->stop_queue;
+                m->stop_queue = q->next;
+                (void) sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1",
+                                                "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                                                "StopUnit", NULL, NULL, "ss", q->name, "replace");
+                free(q);
+        }
+        m->stop_queue_tail = NULL;
 }
 
 void manager_free_jobs(Manager *m) {

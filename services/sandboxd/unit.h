@@ -25,8 +25,12 @@ int unit_start_transient(Manager *m, const char *name, append_props_t append, ap
 int unit_stop(Manager *m, const char *name, job_done_t cb, void *userdata, JobWait **ret);
 void job_wait_cancel(JobWait *w);
 
-/* Fire-and-forget stop; errors are ignored (the unit may be gone already). */
+/* Stop in the background; errors are ignored (the unit may be gone already). At most a few such
+ * stops are in flight at once, the rest wait in a queue (see unit.c). */
 int unit_stop_nowait(Manager *m, const char *name);
+
+/* At exit: sends every queued background stop without waiting for it. */
+void unit_flush_stops(Manager *m);
 
 void manager_free_jobs(Manager *m);
 

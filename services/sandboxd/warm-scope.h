@@ -2,6 +2,7 @@
 /* Warm scopes: the next Exec's scope, made ahead of time, so a command waits for no systemd job. */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -12,6 +13,10 @@ typedef struct WarmScope WarmScope;
  * max_timeout_usec: the longest timeout an Exec may ask for; the scope's RuntimeMaxUSec= bound. */
 int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec);
 
+/* warm_scope_prepare() with the limits of the sandbox's type, which is what an Exec that asks for
+ * nothing else gets. */
+int warm_scope_prepare_default(Sandbox *s);
+
 /* Hands over the sandbox's ready scope if its limits are these; NULL otherwise. */
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
 
@@ -20,6 +25,16 @@ const char *warm_scope_unit(const WarmScope *w);
 /* Moves pid into the scope's cgroups (every hierarchy, exactly where the placeholder is) and lets
  * the placeholder go. The Exec's own deadline is the caller's to enforce. */
 int warm_scope_enter(WarmScope *w, pid_t pid);
+
+/* The way an Exec uses it: opens what the forked child needs to enter the scope itself before it runs
+ * anything of the caller's. fds: the cgroup v1 hierarchies' "tasks" files, *ret_n of them (at most
+ * n_max), for the child to write "0" into; *ret_cgroup2_fd: the scope's cgroup2 directory, for
+ * clone3(CLONE_INTO_CGROUP), or -EBADF if there is no cgroup2 hierarchy. All O_CLOEXEC, the caller's to
+ * close. Hierarchies where a child of sandboxd already is in the right place are left out. Once the
+ * child said it is in, warm_scope_release() lets the placeholder go. */
+#define WARM_SCOPE_FDS_MAX 16
+int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd);
+void warm_scope_release(WarmScope *w);
 
 /* Frees it; an unused scope empties (its placeholder exits) and systemd collects it. */
 WarmScope *warm_scope_free(WarmScope *w);

@@ -22,6 +22,7 @@ static const SandboxType builtin_types[] = {
                 .tasks_max = 256,
                 .max_timeout_usec = 1 * USEC_PER_HOUR,
                 .default_timeout_usec = 20 * USEC_PER_SEC,
+                .pool_size = 2,
         },
         {
                 .name = "medium",
@@ -252,6 +253,16 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 return 0;
         }
 
+        if (streq(key, "PoolSize")) {
+                r = parse_decimal(value, &v);
+                if (r >= 0 && v > SANDBOX_POOL_SIZE_MAX)
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "a number from 0 to 64");
+                t->pool_size = (unsigned) v;
+                return 0;
+        }
+
         return ini_error(l->error, at, "Unknown key %s= in section [Type:%s]", key, t->name);
 }
 
@@ -279,6 +290,7 @@ static int section_type(Loader *l, const IniPosition *at, const char *name, size
          * none at all. */
         SandboxType *t = &c->types[c->n_types];
         *t = builtin_types[0];
+        t->pool_size = 0; /* sandboxes made ahead are asked for, never inherited */
         strcpy(t->name, name);
         *ret_idx = c->n_types++;
         return 0;

@@ -35,7 +35,10 @@ typedef struct SandboxType {
         uint64_t tasks_max;
         uint64_t max_timeout_usec;     /* cap on an Exec's timeout */
         uint64_t default_timeout_usec; /* an Exec's timeout when the caller gives none */
+        unsigned pool_size;            /* sandboxes of this type (network "none") made ahead */
 } SandboxType;
+
+#define SANDBOX_POOL_SIZE_MAX 64
 
 typedef struct SandboxdConfig {
         uid_t uid_min, uid_max;
@@ -52,8 +55,8 @@ typedef struct SandboxdConfig {
 } SandboxdConfig;
 
 /* Built-in defaults: the values documented in sandboxd.conf(5), and the types small (100%, 1G, 256
- * tasks, timeouts 1h max / 20s default), medium (200%, 4G, 1024, 6h / 60s), large (400%, 16G, 4096,
- * 24h / 120s). */
+ * tasks, timeouts 1h max / 20s default, pool of 2), medium (200%, 4G, 1024, 6h / 60s, no pool), large
+ * (400%, 16G, 4096, 24h / 120s, no pool). */
 void sandboxd_config_defaults(SandboxdConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical (strcmp) order, on top of what c
@@ -62,7 +65,8 @@ void sandboxd_config_defaults(SandboxdConfig *c);
  *
  * Format: "[Manager]" and "[Type:<name>]" sections of Key=Value lines; '#' or ';' starts a comment at
  * the start of a line, or after whitespace within a value; whitespace around keys and values is
- * ignored. A type section for a new name defines a type (up to 16), starting from small's values.
+ * ignored. A type section for a new name defines a type (up to 16), starting from small's values,
+ * except PoolSize=, which starts at 0.
  *
  * Returns 0 and updates c; or, leaving c untouched: -EINVAL for a bad file (unknown section or key,
  * bad value, inconsistent result), with *ret_error = "file:line: what is wrong"; a negative errno if a

@@ -331,7 +331,9 @@ def test_no_escalation_through_rest(admin, world):
                  {"actions": ["exec"], "sandboxes": [world["sb_other"]], "ttl_seconds": 60},
                  {"actions": ["exec"], "sandboxes": [world["sb"]]},                 # never expires
                  {"actions": ["exec"], "sandboxes": [world["sb"]], "ttl_seconds": 7200}):  # outlives it
-        expect_error(api.req("POST", "/v1/api-keys", json=spec), 403, "session_required")
+        # it may mint keys, so it is told what exceeds its own rights
+        body = expect_error(api.req("POST", "/v1/api-keys", json=spec), 403, "forbidden")
+        assert any(w in body["error"].lower() for w in ("actions", "sandbox", "expire")), body
     assert sorted(k["id"] for k in list_keys()) == before
     # Within its rights it may.
     r = api.req("POST", "/v1/api-keys", json={"actions": ["exec"], "sandboxes": [world["sb"]], "ttl_seconds": 60})
@@ -339,7 +341,17 @@ def test_no_escalation_through_rest(admin, world):
     made = r.json()
     assert set(made) == {"secret", "apiKey"} and made["apiKey"]["scope"] == {"actions": ["exec"],
                                                                               "sandboxes": [world["sb"]]}
-    revoke(made["apiKey"]["id"])
+    # It lists and revokes only keys within its own rights: the one it made, not the admin's.
+    listed = api.req("GET", "/v1/api-keys")
+    assert listed.status_code == 200, listed.text
+    assert {k["id"] for k in listed.json()["api_keys"]} == {limited["id"], made["apiKey"]["id"]}
+    wider = [k["id"] for k in list_keys() if k["id"] not in (limited["id"], made["apiKey"]["id"])]
+    assert wider
+    body = expect_error(api.req("DELETE", f"/v1/api-keys/{wider[0]}"), 403, "forbidden")
+    assert wider[0] in body["error"]
+    assert next(k for k in list_keys() if k["id"] == wider[0])["revokedAt"] is None
+    assert api.req("DELETE", f"/v1/api-keys/{made['apiKey']['id']}").status_code == 204
+    assert next(k for k in list_keys() if k["id"] == made["apiKey"]["id"])["revokedAt"] is not None
     revoke(limited["id"])
 
 

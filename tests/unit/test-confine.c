@@ -616,6 +616,29 @@ static int child_close_fds_proc(void) {
 static void handler(int sig) {
 }
 
+/* After confine_signals_prepare(), only what was not SIG_DFL then is reset; the result for those is
+ * the same as without it. */
+static int child_reset_signals_prepared(void) {
+        int failures = 0;
+        struct sigaction sa = { .sa_handler = handler }, old;
+        sigset_t mask;
+
+        CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+        CHECK(signal(SIGPIPE, SIG_IGN) != SIG_ERR);
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        CHECK(sigprocmask(SIG_BLOCK, &mask, NULL) == 0);
+        CHECK(confine_signals_prepare() == 0);
+        CHECK(signal(SIGUSR2, SIG_IGN) != SIG_ERR); /* too late: documented as not reset */
+
+        CHECK(confine_reset_signals() == 0);
+        CHECK(sigaction(SIGUSR1, NULL, &old) == 0 && old.sa_handler == SIG_DFL);
+        CHECK(sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL);
+        CHECK(sigaction(SIGUSR2, NULL, &old) == 0 && old.sa_handler == SIG_IGN);
+        CHECK(sigprocmask(SIG_SETMASK, NULL, &mask) == 0 && sigisemptyset(&mask));
+        return failures;
+}
+
 static int child_reset_signals(void) {
         int failures = 0;
         struct sigaction sa = { .sa_handler = handler };
@@ -699,6 +722,8 @@ int main(void) {
         failures += run_test("confine_close_all_fds_except() with close_range", child_close_fds_close_range);
         failures += run_test("confine_close_all_fds_except() via /proc/self/fd", child_close_fds_proc);
         failures += run_test("confine_reset_signals()", child_reset_signals);
+        failures += run_test("confine_reset_signals() after confine_signals_prepare()",
+                             child_reset_signals_prepared);
         failures += run_test("full sequence, then exec", child_full_sequence);
 
         out("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);

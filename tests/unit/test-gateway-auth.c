@@ -263,6 +263,29 @@ static void test_state_and_allows(void) {
         CHECK_STR(account, "key:key_aaaaaaaaaaaaaaaaaaaa");
 }
 
+static void test_covers(void) {
+        char *one[] = { "sb_abcdefgh23", NULL }, *two[] = { "sb_abcdefgh23", "sb_zzzzzzzz77", NULL };
+        ApiKey admin = { .id = "key_aaaaaaaaaaaaaaaaaaaa", .role = KEY_ROLE_ADMIN, .actions = GATEWAY_ACTIONS_ALL };
+        ApiKey scoped = { .id = "key_bbbbbbbbbbbbbbbbbbbb", .role = KEY_ROLE_ADMIN,
+                          .actions = BIT(API_KEY_ADMIN) | BIT(EXEC), .sandboxes = one };
+        ApiKey runner = { .id = "key_cccccccccccccccccccc", .role = KEY_ROLE_MEMBER, .actions = BIT(EXEC),
+                          .sandboxes = one };
+
+        CHECK(api_key_covers(&admin, &scoped) && api_key_covers(&admin, &runner));
+        CHECK(api_key_covers(&scoped, &scoped));
+        CHECK(api_key_covers(&scoped, &runner));
+        CHECK(!api_key_covers(&scoped, &admin));   /* every sandbox, every action */
+        CHECK(!api_key_covers(&runner, &scoped));  /* a member never covers an admin key */
+        runner.actions |= BIT(FILE_READ);
+        CHECK(!api_key_covers(&scoped, &runner));  /* an action the scoped key lacks */
+        runner.actions = BIT(EXEC);
+        runner.sandboxes = two;
+        CHECK(!api_key_covers(&scoped, &runner));  /* a sandbox outside its scope */
+        runner.sandboxes = NULL;
+        CHECK(!api_key_covers(&scoped, &runner));  /* "*" is wider than any list */
+        CHECK(!api_key_covers(NULL, &runner) && !api_key_covers(&admin, NULL));
+}
+
 static void test_bearer(void) {
         const char *s = NULL;
 
@@ -338,6 +361,7 @@ int main(void) {
         test_resolve_local();
         test_resolve_escalation();
         test_state_and_allows();
+        test_covers();
         test_bearer();
         test_json();
 

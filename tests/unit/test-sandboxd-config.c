@@ -158,7 +158,8 @@ static void test_documented_example(void) {
                    "MemoryMax=1G\n"
                    "TasksMax=256\n"
                    "MaxTimeoutSec=1h\n"
-                   "DefaultTimeoutSec=20\n");
+                   "DefaultTimeoutSec=20\n"
+                   "PoolSize=2\n");
 
         SandboxdConfig defaults;
         sandboxd_config_defaults(&defaults);
@@ -188,6 +189,7 @@ static void test_documented_example(void) {
                    "TasksMax=512\n"
                    "MaxTimeoutSec=2h\n"
                    "DefaultTimeoutSec=500ms\n"
+                   "PoolSize=5\n"
                    "[Manager]\n"
                    "StdinMax=3M\n");
         sandboxd_config_defaults(&c);
@@ -210,6 +212,7 @@ static void test_documented_example(void) {
                 CHECK_U64(t->tasks_max, 512);
                 CHECK_U64(t->max_timeout_usec, 2 * USEC_PER_HOUR);
                 CHECK_U64(t->default_timeout_usec, 500 * USEC_PER_MSEC);
+                CHECK_U64(t->pool_size, 5);
         }
         /* The other presets are untouched. */
         CHECK(memcmp(sandboxd_config_find_type(&c, "small"), sandboxd_config_find_type(&defaults, "small"),
@@ -247,7 +250,7 @@ static void test_dropins(void) {
                 CHECK_U64(t->tasks_max, 100);
         }
 
-        /* A new type starts from small's built-in values. */
+        /* A new type starts from small's built-in values, but with no pool. */
         CHECK_U64(c.n_types, 4);
         t = sandboxd_config_find_type(&c, NULL);
         CHECK(t && streq(t->name, "gpu"));
@@ -257,7 +260,9 @@ static void test_dropins(void) {
                 CHECK_U64(t->tasks_max, 256);
                 CHECK_U64(t->max_timeout_usec, USEC_PER_HOUR);
                 CHECK_U64(t->default_timeout_usec, 20 * USEC_PER_SEC);
+                CHECK_U64(t->pool_size, 0);
         }
+        CHECK_U64(sandboxd_config_find_type(&c, "small")->pool_size, 2);
 
         /* Loading again on top of the result is fine: the types are found, not defined twice. */
         CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
@@ -367,6 +372,8 @@ static void test_errors(void) {
         CHECK_MAIN_ERROR(2, "Invalid MemoryMax=0: out of range (expected a non-zero size such as 512M, 1G)");
         write_file("etc/main.conf", "[Type:small]\nTasksMax=1K\n");
         CHECK_MAIN_ERROR(2, "Invalid TasksMax=1K: not understood (expected a number of at least 1)");
+        write_file("etc/main.conf", "[Type:small]\nPoolSize=65\n");
+        CHECK_MAIN_ERROR(2, "Invalid PoolSize=65: out of range (expected a number from 0 to 64)");
         write_file("etc/main.conf", "[Type:small]\nDefaultTimeoutSec=0\n");
         CHECK_MAIN_ERROR(2, "Invalid DefaultTimeoutSec=0: out of range (expected a non-zero time such as "
                             "20, 5min, 1h)");
