@@ -21,6 +21,7 @@
 #include "macro.h"
 #include "sandbox-id.h"
 #include "sandboxctl-api-key.h"
+#include "sandboxctl-shell.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
@@ -1798,6 +1799,8 @@ static int help(void) {
                "  cat ID PATH                 Write a sandbox's file to stdout\n"
                "  cp SRC DST                  Copy a file into (LOCAL ID:PATH) or out of\n"
                "                              (ID:PATH LOCAL) a sandbox; LOCAL may be '-'\n"
+               "  shell [-q] [--term=TERM] ID Open an interactive login shell in a sandbox (recorded;\n"
+               "                              see sandboxctl shell --help)\n"
                "\n"
                "File Tool Commands (sandboxctl COMMAND --help for their options):\n"
                "  file-create ID PATH         Create a file from stdin (--overwrite, --mkdir, --mode)\n"
@@ -1812,7 +1815,8 @@ static int help(void) {
                "Audit Log Commands:\n"
                "  log [SANDBOX]               Show the audit log, of one sandbox (id or name) or of\n"
                "                              all; newest last\n"
-               "  log --output=ROW            Write a row's captured stdout and stderr\n"
+               "  log --output=ROW            Write a row's captured stdout and stderr (for a\n"
+               "                              takeover row: the session's asciicast v2 recording)\n"
                "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
@@ -2226,6 +2230,9 @@ int main(int argc, char *argv[]) {
         /* "api-key" has options of its own (sandboxctl-api-key.c) */
         if (argc >= 2 && streq(argv[1], "api-key"))
                 return verb_api_key(argc - 1, argv + 1);
+        /* so does "shell" (sandboxctl-shell.c) */
+        if (argc >= 2 && streq(argv[1], "shell"))
+                return verb_shell(argc - 1, argv + 1);
         /* so do the file tools (sandboxctl-tools.c) */
         if (argc >= 2 && is_tool_verb(argv[1]))
                 return verb_tool(argc - 1, argv + 1);
