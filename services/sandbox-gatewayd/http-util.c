@@ -350,6 +350,7 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 { "org.sandboxd.sandbox1.NoMatch", 422, "no_match" },
                 { "org.sandboxd.sandbox1.AmbiguousMatch", 422, "ambiguous_match" },
                 { "org.sandboxd.sandbox1.BinaryFile", 422, "binary_file" },
+                { "org.sandboxd.sandbox1.PermissionDenied", 403, "forbidden" },
                 { "org.sandboxd.audit1.NoSuchEntry", 404, "not_found" },
                 { "org.sandboxd.audit1.StorageFull", 503, "unavailable" },
                 { "org.freedesktop.DBus.Error.InvalidArgs", 400, "invalid_request" },

@@ -577,7 +577,7 @@ static void reply_errno(FileOp *op, int error) {
         case EACCES:
         case EPERM:
         case EROFS:
-                name = SD_BUS_ERROR_ACCESS_DENIED;
+                name = SANDBOXD_ERROR_PERMISSION_DENIED;
                 snprintf(message, sizeof(message), "Cannot %s %s in the sandbox: %s", verb, op->path, strerror(error));
                 break;
         case EISDIR:

@@ -184,7 +184,7 @@ static void tool_audit(ToolCall *tc, const char *event, const char *error_name, 
 
 /* Answers with an error, after its audit row. */
 static void tool_fail(ToolCall *tc, const char *name, const char *message) {
-        tool_audit(tc, streq(name, SD_BUS_ERROR_ACCESS_DENIED) ? "denied" : "failed", name, message, NULL);
+        tool_audit(tc, streq(name, SANDBOXD_ERROR_PERMISSION_DENIED) ? "denied" : "failed", name, message, NULL);
         (void) sd_bus_reply_method_errorf(tc->request, name, "%s", message);
 }
 
@@ -205,7 +205,7 @@ static void tool_fail_errno(ToolCall *tc, int error) {
         case EACCES:
         case EPERM:
         case EROFS:
-                name = SD_BUS_ERROR_ACCESS_DENIED;
+                name = SANDBOXD_ERROR_PERMISSION_DENIED;
                 snprintf(msg, sizeof(msg), "%s: %s in the sandbox: %s", tool_method[tc->kind], p,
                          strerror(error));
                 break;

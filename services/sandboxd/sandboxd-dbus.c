@@ -32,6 +32,7 @@ static const sd_bus_error_map sandboxd_errors[] = {
         SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NAME_EXISTS, EEXIST),
         SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_FILE, ENOENT),
         SD_BUS_ERROR_MAP(SANDBOXD_ERROR_FILE_EXISTS, EEXIST),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_PERMISSION_DENIED, EACCES),
         SD_BUS_ERROR_MAP_END,
 };
 
@@ -88,7 +89,10 @@ static int audited(sd_bus_message *msg, void *userdata, sd_bus_error *error, con
         AuditRow row = {
                 .session_id = ci.session_id,
                 .operation = operation,
-                .event = streq_ptr(name, SD_BUS_ERROR_ACCESS_DENIED) ? "denied" : "failed",
+                .event = streq_ptr(name, SD_BUS_ERROR_ACCESS_DENIED) ||
+                                 streq_ptr(name, SANDBOXD_ERROR_PERMISSION_DENIED)
+                         ? "denied"
+                         : "failed",
                 .detail = detail,
                 .exit_code = -1,
                 .started_at = started,

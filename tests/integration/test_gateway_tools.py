@@ -75,10 +75,10 @@ def test_bytes_and_bad_input(admin, sid):
     assert_error(tool(admin, sid, "file_create", path="x", content="a", file_text="b"), 400, "invalid_request")
     assert_error(tool(admin, sid, "grep", pattern="("), 400, "invalid_request")
     assert_error(tool(admin, sid, "view", path="missing"), 404, "not_found")
-    # what the sandbox's user may not read is refused; the gateway answers every AccessDenied of
-    # sandboxd's as its own upstream error (502), as for GET …/files
+    # what the sandbox's user may not read is refused as forbidden, with the reason
     r = tool(admin, sid, "view", path="/etc/shadow")
-    assert r.status_code in (403, 502) and "Permission denied" in r.json()["error"], r.text
+    assert_error(r, 403, "forbidden")
+    assert "Permission denied" in r.json()["error"], r.text
     assert_error(admin.post(f"/v1/sandboxes/{sid}/tools/nope", {}), 404, "not_found")
 
 

@@ -140,13 +140,13 @@ def test_files(mgr, sandbox):
     assert out == b"sandbox 600\n"
     with pytest.raises(dbus.DBusException) as e:
         mgr.read(sid, "/etc/shadow")
-    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.AccessDenied"
+    assert dbus_error(e)[0] == ERR + "PermissionDenied"
     with pytest.raises(dbus.DBusException) as e:
         mgr.read(sid, "missing.txt")
     assert dbus_error(e)[0] == ERR + "NoSuchFile"
     with pytest.raises(dbus.DBusException) as e:
         mgr.write(sid, "/usr/bin/evil", b"x")
-    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.AccessDenied"
+    assert dbus_error(e)[0] == ERR + "PermissionDenied"
     # a FIFO planted where a file is written neither hangs the call nor gets truncated into
     mgr.sh(sid, "mkfifo ~/pipe")
     with pytest.raises(dbus.DBusException) as e:
