@@ -67,7 +67,11 @@ def _iter_sse(resp: http.client.HTTPResponse) -> Iterator[SseEvent]:
     ev_name = ""
     data: List[str] = []
     while True:
-        raw = resp.readline()
+        try:
+            raw = resp.readline()
+        except (AttributeError, ValueError) as e:
+            # http.client's answer to reading a response whose socket was shut down under it
+            raise ConnectionFailed(f"stream closed: {e!r}") from e
         if not raw:
             return
         line = raw.decode("utf-8", "replace").rstrip("\r\n")
