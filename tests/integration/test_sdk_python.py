@@ -6,3 +6,4 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python", "tests"))
 
 from test_sdk import *  # noqa: E402,F401,F403  (the tests and their fixtures)
+from test_agent_server import *  # noqa: E402,F401,F403  (examples/agent_server.py, run for real)
