@@ -297,26 +297,30 @@ class Files:
         return dict(self._sb._client._request("POST", self._sb._path(f"/tools/{name}"),
                                               {k: v for k, v in args.items() if v is not None}))
 
-    def file_create(self, path: str, file_text: str, **kw: Any) -> JSON:
-        return self.tool("file_create", path=path, file_text=file_text, **kw)
+    def file_create(self, path: str, content: str, overwrite: Optional[bool] = None, mode: Optional[int] = None,
+                    create_dirs: Optional[bool] = None) -> JSON:
+        return self.tool("file_create", path=path, content=content, overwrite=overwrite, mode=mode,
+                         create_dirs=create_dirs)
 
-    def str_replace(self, path: str, old_str: str, new_str: str = "", **kw: Any) -> JSON:
-        return self.tool("str_replace", path=path, old_str=old_str, new_str=new_str, **kw)
+    def str_replace(self, path: str, old: str, new: str) -> JSON:
+        return self.tool("str_replace", path=path, old=old, new=new)
 
-    def insert(self, path: str, insert_line: int, insert_text: str, **kw: Any) -> JSON:
-        return self.tool("insert", path=path, insert_line=insert_line, insert_text=insert_text, **kw)
+    def insert(self, path: str, line: int, text: str) -> JSON:
+        return self.tool("insert", path=path, line=line, text=text)
 
-    def view(self, path: str, **kw: Any) -> JSON:
-        return self.tool("view", path=path, **kw)
+    def view(self, path: str, start_line: Optional[int] = None, end_line: Optional[int] = None) -> JSON:
+        return self.tool("view", path=path, start_line=start_line, end_line=end_line)
 
-    def ls(self, path: str, **kw: Any) -> JSON:
-        return self.tool("ls", path=path, **kw)
+    def ls(self, path: str, max_results: Optional[int] = None) -> JSON:
+        return self.tool("ls", path=path, max_results=max_results)
 
-    def glob(self, pattern: str, **kw: Any) -> JSON:
-        return self.tool("glob", pattern=pattern, **kw)
+    def glob(self, pattern: str, path: Optional[str] = None, max_results: Optional[int] = None) -> JSON:
+        return self.tool("glob", pattern=pattern, path=path, max_results=max_results)
 
-    def grep(self, pattern: str, **kw: Any) -> JSON:
-        return self.tool("grep", pattern=pattern, **kw)
+    def grep(self, pattern: str, path: Optional[str] = None, glob: Optional[str] = None,
+             ignore_case: Optional[bool] = None, max_results: Optional[int] = None) -> JSON:
+        return self.tool("grep", pattern=pattern, path=path, glob=glob, ignore_case=ignore_case,
+                         max_results=max_results)
 
 
 class Watch:

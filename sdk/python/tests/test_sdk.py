@@ -250,14 +250,26 @@ def test_files_text_and_bytes(sdk_sb):
 
 def test_file_tools(sdk_sb):
     try:
-        sdk_sb.files.file_create("/tmp/tool.txt", "alpha\nbeta\n")
+        made = sdk_sb.files.file_create("/tmp/tool/app.py", "def f():\n    return 1\n", create_dirs=True)
     except NotFound as e:
         if "route" in e.message.lower():
             pytest.skip("this gateway has no file tools yet (/tools/* answers No route)")
         raise
-    sdk_sb.files.str_replace("/tmp/tool.txt", "beta", "gamma")
-    assert sdk_sb.files.read_text("/tmp/tool.txt") == "alpha\ngamma\n"
-    assert "gamma" in json.dumps(sdk_sb.files.view("/tmp/tool.txt"))
+    assert made["created"] is True
+    with pytest.raises(Conflict):
+        sdk_sb.files.file_create("/tmp/tool/app.py", "again")
+    assert sdk_sb.files.str_replace("/tmp/tool/app.py", "return 1", "return 2")["line"] == 2
+    sdk_sb.files.insert("/tmp/tool/app.py", 0, "# top\n")
+    assert sdk_sb.files.read_text("/tmp/tool/app.py") == "# top\ndef f():\n    return 2\n"
+    v = sdk_sb.files.view("/tmp/tool/app.py", start_line=2, end_line=3)
+    assert "return 2" in v["text"] and v["type"] == "file"
+    assert [e["name"] for e in sdk_sb.files.ls("/tmp/tool")["entries"]] == ["app.py"]
+    assert sdk_sb.files.glob("*.py", path="/tmp/tool")["count"] == 1
+    m = sdk_sb.files.grep(r"return \d", path="/tmp/tool")["matches"]
+    assert m and m[0]["line"] == 3 and m[0]["text"] == "    return 2"
+    with pytest.raises(sandboxd.LimitExceeded) as ei:
+        sdk_sb.files.str_replace("/tmp/tool/app.py", "not there", "x")
+    assert ei.value.status == 422 and ei.value.code == "no_match"
 
 
 # --- log and watch ---------------------------------------------------------------------------------------
