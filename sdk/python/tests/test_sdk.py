@@ -426,3 +426,52 @@ def test_key_never_in_sandbox_output(sdk_admin_secret, sdk_admin):
             assert sdk_admin_secret[len("sbx_live_"):] not in t
         log = json.dumps(sb.get_log(limit=1000))
         assert sdk_admin_secret not in log
+
+
+# --- asyncio ---------------------------------------------------------------------------------------------
+
+def test_async_variant(sdk_admin_secret, sdk_admin):
+    import asyncio
+
+    from sandboxd.aio import AsyncClient
+
+    async def main():
+        client = AsyncClient(sdk_admin_secret, timeout=120)
+
+        async def task(n):
+            async with await client.create(type="small", ttl_seconds=600, name=f"sdk-async-{n}") as sb:
+                await sb.files.write("/tmp/task.py", f"print({n} * 2)\n")
+                r = await sb.exec("python3 /tmp/task.py", timeout_seconds=30)
+                return sb.id, r
+        done = await asyncio.gather(*(task(n) for n in range(3)))
+        for n, (sid, r) in enumerate(done):
+            assert r.exit_code == 0 and r.stdout == f"{n * 2}\n"
+            with pytest.raises(NotFound):
+                await client.get(sid)
+        sid = None
+        with pytest.raises(ZeroDivisionError):
+            async with await client.create(type="small", ttl_seconds=600) as sb:
+                sid = sb.id
+                1 / 0
+        with pytest.raises(NotFound):
+            await client.get(sid)
+        # an async watch sees a row written after it began
+        async with await client.create(type="small", ttl_seconds=600) as sb:
+            rows = []
+
+            async def consume():
+                async for entry in sb.watch():
+                    rows.append(entry)
+                    if "async-watch" in json.dumps(entry):
+                        return
+            consumer = asyncio.ensure_future(consume())
+            for _ in range(300):  # bounds a hang only
+                if consumer.done():
+                    break
+                await sb.exec("echo async-watch")
+                await asyncio.wait([consumer], timeout=0.2)
+            assert consumer.done(), "the async watch got no row"
+            await consumer
+            assert rows and all(r["session_id"] == sb.id for r in rows)
+
+    asyncio.run(main())
