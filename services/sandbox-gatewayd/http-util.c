@@ -247,77 +247,6 @@ int json_get_strv(json_object *o, const char *name, char ***ret) {
         return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid; *ret_cut when n cut short a
- * sequence that is valid so far. */
-static size_t utf8_seq(const uint8_t *p, size_t n, bool *ret_cut) {
-        uint8_t c = p[0], lo = 0x80, hi = 0xBF;
-        size_t len;
-
-        *ret_cut = false;
-        if (c < 0x80)
-                return 1;
-        if (c >= 0xC2 && c <= 0xDF)
-                len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-                len = 3;
-                if (c == 0xE0)
-                        lo = 0xA0;
-                else if (c == 0xED)
-                        hi = 0x9F; /* no surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-                len = 4;
-                if (c == 0xF0)
-                        lo = 0x90;
-                else if (c == 0xF4)
-                        hi = 0x8F;
-        } else
-                return 0;
-
-        for (size_t i = 1; i < len; i++) {
-                if (i >= n) {
-                        *ret_cut = true;
-                        return 0;
-                }
-                if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF))
-                        return 0;
-        }
-        return len;
-}
-
-int utf8_sanitize(const uint8_t *data, size_t size, bool keep_tail, char **ret, size_t *ret_len,
-                  size_t *ret_consumed) {
-        char *out, *w;
-        size_t i = 0;
-
-        /* worst case: every byte becomes the 3 bytes of U+FFFD */
-        out = malloc(size * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        w = out;
-        while (i < size) {
-                bool cut;
-                size_t len = utf8_seq(data + i, size - i, &cut);
-                if (len > 0) {
-                        memcpy(w, data + i, len);
-                        w += len;
-                        i += len;
-                        continue;
-                }
-                if (cut && keep_tail)
-                        break;
-                memcpy(w, "\xEF\xBF\xBD", 3);
-                w += 3;
-                i++;
-        }
-        *w = 0;
-        *ret = out;
-        if (ret_len)
-                *ret_len = (size_t) (w - out);
-        if (ret_consumed)
-                *ret_consumed = i;
-        return 0;
-}
-
 int base64_encode_alloc(const uint8_t *data, size_t size, char **ret) {
         gnutls_datum_t in = { .data = (unsigned char *) data, .size = (unsigned) size }, out = {};
         char *s;
@@ -418,6 +347,9 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 { "org.sandboxd.sandbox1.NameExists", 409, "conflict" },
                 { "org.sandboxd.sandbox1.NotRunning", 409, "conflict" },
                 { "org.sandboxd.sandbox1.LimitExceeded", 422, "limit_exceeded" },
+                { "org.sandboxd.sandbox1.NoMatch", 422, "no_match" },
+                { "org.sandboxd.sandbox1.AmbiguousMatch", 422, "ambiguous_match" },
+                { "org.sandboxd.sandbox1.BinaryFile", 422, "binary_file" },
                 { "org.sandboxd.audit1.NoSuchEntry", 404, "not_found" },
                 { "org.sandboxd.audit1.StorageFull", 503, "unavailable" },
                 { "org.freedesktop.DBus.Error.InvalidArgs", 400, "invalid_request" },
