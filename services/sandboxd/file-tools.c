@@ -326,7 +326,15 @@ static int openat2_raw(int dfd, const char *path, int flags, mode_t mode, uint64
                 .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
                 .resolve = resolve,
         };
-        long fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+        long fd;
+
+        /* With RESOLVE_IN_ROOT the kernel answers EAGAIN when any rename on the system raced a ".." of
+         * the path: the lookup is safe to repeat, and a busy host makes it happen. */
+        for (unsigned attempt = 0;; attempt++) {
+                fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+                if (fd >= 0 || errno != EAGAIN || attempt >= 64)
+                        break;
+        }
         return fd < 0 ? -errno : (int) fd;
 }
 
