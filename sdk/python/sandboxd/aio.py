@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# An asyncio variant of the SDK: the same calls as coroutines, each run on a worker thread (no new packages).
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
+
+from .client import DEFAULT_BASE_URL, Client, CreatedKey, ExecResult, Sandbox, Watch
+
+JSON = Dict[str, Any]
+
+
+async def _run(fn: Any, *args: Any, **kw: Any) -> Any:
+    # http.client blocks; a worker thread (each with its own keep-alive connection) keeps the loop free
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kw))
+
+
+class AsyncFiles:
+    def __init__(self, sb: Sandbox) -> None:
+        self._files = sb.files
+
+    async def write(self, path: str, data: Union[str, bytes], **kw: Any) -> None:
+        await _run(self._files.write, path, data, **kw)
+
+    async def read(self, path: str, offset: Optional[int] = None, length: Optional[int] = None) -> bytes:
+        return bytes(await _run(self._files.read, path, offset, length))
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return str(await _run(self._files.read_text, path, encoding))
+
+    async def tool(self, name: str, **args: Any) -> JSON:
+        return dict(await _run(self._files.tool, name, **args))
+
+
+class AsyncSandbox:
+    """A sandbox for asyncio code; `async with` deletes it at the end when on_exit is "delete"."""
+
+    def __init__(self, sb: Sandbox) -> None:
+        self.sync = sb
+        self.files = AsyncFiles(sb)
+
+    def __getattr__(self, name: str) -> Any:  # id, name, state, expires_at, …
+        return getattr(self.sync, name)
+
+    def __repr__(self) -> str:
+        return f"Async{self.sync!r}"
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await _run(self.sync.__exit__, *exc)
+
+    async def delete(self) -> None:
+        await _run(self.sync.delete)
+
+    async def extend(self, ttl_seconds: int) -> "AsyncSandbox":
+        await _run(self.sync.extend, ttl_seconds)
+        return self
+
+    async def refresh(self) -> "AsyncSandbox":
+        await _run(self.sync.refresh)
+        return self
+
+    async def exec(self, command: Union[str, Sequence[str]], **kw: Any) -> ExecResult:
+        """As Sandbox.exec; on_stdout/on_stderr callbacks run on the worker thread."""
+        r: ExecResult = await _run(self.sync.exec, command, **kw)
+        return r
+
+    async def get_log(self, limit: Optional[int] = None, offset: Optional[int] = None, **filters: Any) -> List[JSON]:
+        return list(await _run(self.sync.get_log, limit, offset, **filters))
+
+    async def watch(self, last_event_id: Optional[int] = None, **kw: Any) -> AsyncIterator[JSON]:
+        """New audit rows as they are written, resuming after dropped connections like Sandbox.watch."""
+        w: Watch = self.sync.watch(last_event_id, **kw)
+        it = iter(w)
+        done = object()
+        try:
+            while True:
+                entry = await _run(next, it, done)
+                if entry is done:
+                    return
+                yield entry
+        finally:
+            w.close()
+
+
+class AsyncApiKeys:
+    def __init__(self, client: Client) -> None:
+        self._keys = client.api_keys
+
+    async def create(self, **kw: Any) -> CreatedKey:
+        k: CreatedKey = await _run(self._keys.create, **kw)
+        return k
+
+    async def list(self) -> List[JSON]:
+        return list(await _run(self._keys.list))
+
+    async def revoke(self, key_id: str) -> None:
+        await _run(self._keys.revoke, key_id)
+
+
+class AsyncClient:
+    """Client for asyncio: `async with await client.create(...) as sb: r = await sb.exec(...)`."""
+
+    def __init__(self, api_key: str, base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0) -> None:
+        self.sync = Client(api_key, base_url, timeout)
+        self.api_keys = AsyncApiKeys(self.sync)
+
+    def __repr__(self) -> str:
+        return f"Async{self.sync!r}"
+
+    async def create(self, type: Optional[str] = None, ttl_seconds: Optional[int] = None, name: Optional[str] = None,
+                     network: Optional[str] = None, on_exit: str = "delete") -> AsyncSandbox:
+        return AsyncSandbox(await _run(self.sync.create, type, ttl_seconds, name, network, on_exit))
+
+    async def get(self, sandbox_id: str) -> AsyncSandbox:
+        return AsyncSandbox(await _run(self.sync.get, sandbox_id))
+
+    async def list(self) -> List[AsyncSandbox]:
+        return [AsyncSandbox(s) for s in await _run(self.sync.list)]
+
+    async def delete(self, sandbox_id: str) -> None:
+        await _run(self.sync.delete, sandbox_id)
+
+    async def get_log(self, limit: Optional[int] = None, offset: Optional[int] = None, **filters: Any) -> List[JSON]:
+        return list(await _run(self.sync.get_log, limit, offset, **filters))

@@ -1,0 +1,477 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The Python SDK against the live fleet (run inside the harness): the reference flow, typed errors, exec
+# (plain and streamed), files, log, watch with resume, takeover, API keys, and the key never leaking.
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import sandboxd  # noqa: E402
+from sandboxd import (BadRequest, Client, Conflict, Forbidden, NotFound, SandboxdError,  # noqa: E402
+                      Unauthorized)
+
+
+def sh(*args, check=True):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=120)
+
+
+def sdk_wait(pred, timeout=60.0, what="condition"):
+    """Polls pred(); the deadline bounds a hang only, it is not a measurement."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def sdk_cli_key(*args):
+    d = json.loads(sh("sandboxctl", "api-key", "create", *args, "--json").stdout)
+    return d["secret"], d["apiKey"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sdk_gateway_up():
+    sh("systemctl", "start", "sandbox-auditd.service", "sandbox-gatewayd.socket")
+    yield
+
+
+@pytest.fixture(scope="module")
+def sdk_admin_secret():
+    secret, _ = sdk_cli_key("--preset", "admin", "--ttl", "1d", "--name", "sdk-python-tests")
+    return secret
+
+
+@pytest.fixture(scope="module")
+def sdk_admin(sdk_admin_secret):
+    return Client(sdk_admin_secret, timeout=120)
+
+
+@pytest.fixture
+def sdk_sb(sdk_admin):
+    """A running sandbox for one test, deleted afterwards."""
+    with sdk_admin.create(type="small", ttl_seconds=600) as sb:
+        yield sb
+
+
+def assert_gone(client, sid):
+    with pytest.raises(NotFound) as ei:
+        client.get(sid)
+    assert ei.value.code == "not_found" and ei.value.status == 404
+
+
+# --- the reference flow -----------------------------------------------------------------------------------
+
+def test_reference_flow(sdk_admin):
+    code = "import sys\nprint('hello from', sys.argv[0])\nprint(sum(range(10)))\n"
+    with sdk_admin.create(type="small", ttl_seconds=600, name="sdk-task-1", on_exit="delete") as sb:
+        assert sb.id.startswith("sb_") and sb.name == "sdk-task-1" and sb.state == "running"
+        sb.files.write("/tmp/task.py", code)
+        r = sb.exec("python3 /tmp/task.py", timeout_seconds=30)
+        sid = sb.id
+    assert isinstance(r, sandboxd.ExecResult)
+    assert r.exit_code == 0 and r.stdout == "hello from /tmp/task.py\n45\n" and r.stderr == ""
+    assert not (r.timed_out or r.oom_killed or r.stdout_truncated or r.stderr_truncated)
+    assert r.duration_ms >= 0
+    assert_gone(sdk_admin, sid)
+    assert sid not in [s.id for s in sdk_admin.list()]
+
+
+def test_block_that_raises_still_deletes(sdk_admin):
+    sid = None
+    with pytest.raises(RuntimeError, match="agent bug"):
+        with sdk_admin.create(type="small", ttl_seconds=600, on_exit="delete") as sb:
+            sid = sb.id
+            raise RuntimeError("agent bug")
+    assert_gone(sdk_admin, sid)
+    # an SDK error raised inside the block (here: the file to run does not exist, so reading fails)
+    with pytest.raises(NotFound):
+        with sdk_admin.create(type="small", ttl_seconds=600) as sb:
+            sid = sb.id
+            sb.files.read("/tmp/does-not-exist")
+    assert_gone(sdk_admin, sid)
+
+
+def test_create_that_raises_leaves_nothing(sdk_admin):
+    before = {s.id for s in sdk_admin.list()}
+    with pytest.raises(BadRequest) as ei:
+        with sdk_admin.create(type="no-such-type", ttl_seconds=600, name="sdk-bad-type"):
+            pytest.fail("the block must not run")
+    assert ei.value.code == "invalid_request" and ei.value.request_id.startswith("req_")
+    assert {s.id for s in sdk_admin.list()} == before
+
+
+def test_on_exit_keep(sdk_admin):
+    with sdk_admin.create(type="small", ttl_seconds=600, on_exit="keep") as sb:
+        sid = sb.id
+    try:
+        got = sdk_admin.get(sid)
+        assert got.state == "running"
+        assert sdk_admin.get(sb.name).id == sid  # by name too
+    finally:
+        sdk_admin.get(sid).delete()
+    assert_gone(sdk_admin, sid)
+    with pytest.raises(ValueError):
+        sdk_admin.create(on_exit="sometimes")
+
+
+def test_extend_and_list(sdk_admin, sdk_sb):
+    before = sdk_sb.expires_at
+    sdk_sb.extend(3000)
+    assert sdk_sb.expires_at > before
+    assert sdk_sb.refresh().expires_at == sdk_sb.expires_at
+    assert sdk_sb.id in [s.id for s in sdk_admin.list()]
+    with pytest.raises(BadRequest):
+        sdk_sb.extend(0)
+
+
+# --- typed errors ----------------------------------------------------------------------------------------
+
+def test_error_unauthorized():
+    bad = Client("sbx_live_" + "a" * 52)
+    with pytest.raises(Unauthorized) as ei:
+        bad.list()
+    e = ei.value
+    assert isinstance(e, SandboxdError) and e.status == 401 and e.code == "unauthorized"
+    assert e.request_id.startswith("req_")
+    with pytest.raises(Unauthorized):
+        Client("not-a-key").create(type="small")
+
+
+def test_error_forbidden(sdk_admin, sdk_sb):
+    member = Client(sdk_admin.api_keys.create(name="sdk-member", preset="member", ttl_seconds=3600).secret)
+    runner = Client(sdk_admin.api_keys.create(name="sdk-runner", preset="runner", ttl_seconds=3600).secret)
+    with pytest.raises(Forbidden) as ei:
+        member.api_keys.create(preset="runner")
+    assert ei.value.code == "session_required" and ei.value.status == 403
+    with pytest.raises(Forbidden) as ei:
+        member.get(sdk_sb.id).takeover_token()
+    assert ei.value.code == "forbidden"
+    with pytest.raises(Forbidden) as ei:
+        runner.get(sdk_sb.id).get_log()
+    assert ei.value.code == "forbidden" and ei.value.request_id.startswith("req_")
+    rid = ei.value.request_id
+    # the refusal is in the audit log under the same request id
+    denied = sdk_admin.get_log(limit=200, event="denied")
+    assert rid in [row.get("request_id") for row in denied]
+    # a runner may delete only what it created
+    with pytest.raises(Forbidden):
+        runner.delete(sdk_sb.id)
+    assert sdk_admin.get(sdk_sb.id).state == "running"
+
+
+def test_error_not_found_and_bad_input(sdk_admin, sdk_sb):
+    with pytest.raises(NotFound) as ei:
+        sdk_admin.get("sb_aaaaaaaaaa")
+    assert ei.value.code == "not_found" and ei.value.request_id.startswith("req_")
+    with pytest.raises(BadRequest) as ei:
+        sdk_admin.create(type="small", ttl_seconds=600, name="-bad name")
+    assert ei.value.code == "invalid_request" and ei.value.status == 400
+    with pytest.raises(BadRequest):
+        sdk_sb.exec("true", env={"BAD=NAME": "x"})
+    with pytest.raises(BadRequest):
+        sdk_sb.get_log(limit=100000)
+    with pytest.raises(Conflict) as ei:
+        with sdk_admin.create(type="small", name=sdk_sb.id.replace("sb_", "dup-")):
+            sdk_admin.create(type="small", name=sdk_sb.id.replace("sb_", "dup-"))
+    assert ei.value.code == "conflict"
+
+
+# --- exec ------------------------------------------------------------------------------------------------
+
+def test_exec_forms(sdk_sb):
+    r = sdk_sb.exec(["sh", "-c", 'echo "$0 $FOO"; pwd; cat; echo err >&2; exit 7', "arg0"], cwd="/tmp",
+                    env={"FOO": "bar"}, stdin="from stdin\n")
+    assert r.exit_code == 7
+    assert r.stdout == "arg0 bar\n/tmp\nfrom stdin\n" and r.stderr == "err\n"
+    r = sdk_sb.exec("head -c 4 | od -An -tx1", stdin=b"\x00\xff\x10\x80")
+    assert r.stdout == b" 00 ff 10 80\n"
+    r = sdk_sb.exec("printf '\\377\\000x'", binary=True)
+    assert r.stdout == b"\xff\x00x"
+    r = sdk_sb.exec("sleep 30", timeout_seconds=1)
+    assert r.timed_out and r.exit_code != 0
+
+
+def test_exec_streamed_callbacks(sdk_sb):
+    """Output reaches the callbacks while the command runs: the command waits for a file that only the
+    stdout callback writes, on seeing the first line, so without live streaming it would time out."""
+    out, err, sent = [], [], []
+
+    def on_out(chunk):
+        out.append(chunk)
+        if "ready" in "".join(out) and not sent:
+            sdk_sb.files.write("/tmp/go", "go")
+            sent.append(True)
+
+    r = sdk_sb.exec("echo ready; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo warn >&2; echo done",
+                    timeout_seconds=20, on_stdout=on_out, on_stderr=err.append)
+    assert not r.timed_out, "the callback did not see 'ready' before the command ended"
+    assert r.exit_code == 0
+    assert "".join(out) == "ready\ndone\n" == r.stdout
+    assert "".join(err) == "warn\n" == r.stderr
+    assert len(out) >= 2
+    # binary streaming
+    chunks = []
+    r = sdk_sb.exec("printf '\\001\\002'", on_stdout=chunks.append, binary=True)
+    assert b"".join(chunks) == b"\x01\x02" == r.stdout
+
+
+def test_exec_stream_error_is_typed(sdk_admin):
+    sb = sdk_admin.create(type="small", ttl_seconds=60)
+    sb.delete()
+    with pytest.raises(NotFound) as ei:
+        sb.exec("true", on_stdout=print)
+    assert ei.value.code == "not_found" and ei.value.request_id.startswith("req_")
+
+
+# --- files -----------------------------------------------------------------------------------------------
+
+def test_files_text_and_bytes(sdk_sb):
+    sdk_sb.files.write("/tmp/t.txt", "grüße\n")
+    assert sdk_sb.files.read_text("/tmp/t.txt") == "grüße\n"
+    blob = bytes(range(256)) * 4
+    sdk_sb.files.write("/tmp/b.bin", blob)
+    assert sdk_sb.files.read("/tmp/b.bin") == blob
+    assert sdk_sb.files.read("/tmp/b.bin", offset=250, length=10) == blob[250:260]
+    sdk_sb.files.write("/tmp/b.bin", b"tail", append=True)
+    assert sdk_sb.files.read("/tmp/b.bin")[-4:] == b"tail"
+    sdk_sb.files.write("/tmp/deep/er/x.sh", "echo ok\n", mode=0o755, create_dirs=True)
+    assert sdk_sb.exec("/tmp/deep/er/x.sh").stdout == "ok\n"
+    with pytest.raises(NotFound):
+        sdk_sb.files.read("/tmp/missing")
+
+
+def test_file_tools(sdk_sb):
+    try:
+        made = sdk_sb.files.file_create("/tmp/tool/app.py", "def f():\n    return 1\n", create_dirs=True)
+    except NotFound as e:
+        if "route" in e.message.lower():
+            pytest.skip("this gateway has no file tools yet (/tools/* answers No route)")
+        raise
+    assert made["created"] is True
+    with pytest.raises(Conflict):
+        sdk_sb.files.file_create("/tmp/tool/app.py", "again")
+    assert sdk_sb.files.str_replace("/tmp/tool/app.py", "return 1", "return 2")["line"] == 2
+    sdk_sb.files.insert("/tmp/tool/app.py", 0, "# top\n")
+    assert sdk_sb.files.read_text("/tmp/tool/app.py") == "# top\ndef f():\n    return 2\n"
+    v = sdk_sb.files.view("/tmp/tool/app.py", start_line=2, end_line=3)
+    assert "return 2" in v["text"] and v["type"] == "file"
+    assert [e["name"] for e in sdk_sb.files.ls("/tmp/tool")["entries"]] == ["app.py"]
+    assert sdk_sb.files.glob("*.py", path="/tmp/tool")["count"] == 1
+    m = sdk_sb.files.grep(r"return \d", path="/tmp/tool")["matches"]
+    assert m and m[0]["line"] == 3 and m[0]["text"] == "    return 2"
+    with pytest.raises(sandboxd.LimitExceeded) as ei:
+        sdk_sb.files.str_replace("/tmp/tool/app.py", "not there", "x")
+    assert ei.value.status == 422 and ei.value.code == "no_match"
+
+
+# --- log and watch ---------------------------------------------------------------------------------------
+
+def test_get_log(sdk_admin, sdk_sb):
+    sdk_sb.exec("echo logged")
+
+    def exec_rows():  # the audit row is written as the exec ends, maybe just after the answer
+        rows = sdk_sb.get_log(limit=50, offset=0)
+        ex = [r for r in rows if r["operation"] == "exec" and r["event"] == "finished"]
+        return (rows, ex) if ex else None
+    rows, ex = sdk_wait(exec_rows, what="the exec's audit row")
+    assert all(r["session_id"] == sdk_sb.id for r in rows)
+    assert ex and ex[0]["request_id"].startswith("req_")
+    assert [r["id"] for r in rows] == sorted((r["id"] for r in rows), reverse=True)
+    assert sdk_sb.get_log(limit=1, offset=1)[0]["id"] == rows[1]["id"]
+    assert {r["id"] for r in sdk_admin.get_log(limit=100, session_id=sdk_sb.id)} == {r["id"] for r in rows}
+    out, _ = sdk_admin.get_output(ex[0]["id"])
+    assert out == "logged\n"
+
+
+def _collect(watch, into, stop):
+    try:
+        for entry in watch:
+            into.append(entry)
+            if stop.is_set():
+                break
+    except Exception as e:  # surfaced by the test
+        into.append(e)
+
+
+def test_watch_live_and_resume(sdk_admin, sdk_sb):
+    w = sdk_sb.watch()
+    got, stop = [], threading.Event()
+    t = threading.Thread(target=_collect, args=(w, got, stop), daemon=True)
+    t.start()
+    # the stream is open once a row written now arrives; write until one does
+    sdk_wait(lambda: sdk_sb.exec("echo live") and got, what="a live row")
+    n = len(got)
+    sdk_sb.exec("echo second")
+    sdk_wait(lambda: len(got) > n, what="a second live row")
+
+    # 1) the client's connection drops: the rows written meanwhile arrive once, on the new connection
+    w.drop_connection()
+    for i in range(3):
+        sdk_sb.exec(f"echo during-drop-{i}")
+    sdk_wait(lambda: w.reconnects >= 1, what="a reconnect")
+
+    # 2) the gateway itself goes away and rows are written without it (through sandboxd directly)
+    sh("systemctl", "stop", "sandbox-gatewayd.socket", "sandbox-gatewayd.service")
+    try:
+        sdk_wait(lambda: w.reconnects >= 2, what="the stream to notice the gateway is gone")
+        for i in range(3):
+            sh("sandboxctl", "exec", "--capture", sdk_sb.id, "echo", f"gateway-down-{i}")
+    finally:
+        sh("systemctl", "start", "sandbox-gatewayd.socket")
+    last = sdk_admin.get_log(limit=1, session_id=sdk_sb.id)[0]["id"]
+    sdk_wait(lambda: any(not isinstance(e, dict) for e in got) or (got and got[-1]["id"] >= last), what="catch-up")
+    stop.set()
+    w.close()
+    assert all(isinstance(e, dict) for e in got), got[-1]
+    ids = [e["id"] for e in got]
+    assert ids == sorted(set(ids)), "a duplicate or out-of-order row"
+    # no gap: every row of the sandbox since the first one received is there
+    log_ids = sorted(r["id"] for r in sdk_sb.get_log(limit=1000) if ids[0] <= r["id"] <= ids[-1])
+    assert ids == log_ids
+    texts = json.dumps(got)
+    assert all(f"gateway-down-{i}" in texts and f"during-drop-{i}" in texts for i in range(3))
+
+
+def test_watch_resume_from_id(sdk_sb):
+    sdk_sb.exec("echo one")
+    sdk_sb.exec("echo two")
+    rows = sdk_sb.get_log(limit=1000)
+    start = rows[-1]["id"]  # the oldest: resume right after it
+    w = sdk_sb.watch(last_event_id=start)
+    it = iter(w)
+    first = next(it)
+    w.close()
+    assert first["id"] == min(r["id"] for r in rows if r["id"] > start)
+    with pytest.raises(BadRequest):
+        next(iter(sdk_sb.watch(last_event_id="nope")))
+
+
+# --- takeover --------------------------------------------------------------------------------------------
+
+def test_takeover_echo(sdk_admin, sdk_sb):
+    ws = sdk_sb.takeover(cols=100, rows=30)
+    try:
+        assert isinstance(ws, sandboxd.takeover.TakeoverSocket)
+        ws.resize(120, 40)
+        ws.write(b"stty size; echo hi; exit 3\n")
+        out = b""
+        while True:
+            chunk = ws.read()
+            if chunk is None:
+                break
+            out += chunk
+    finally:
+        ws.close()
+    lines = out.decode(errors="replace").replace("\r", "").split("\n")
+    assert "hi" in lines, out
+    assert any(line.endswith("40 120") for line in lines), out  # after the shell's bracketed-paste escape
+    assert ws.close_status == 1000 and ws.exit_status == 3
+    rows = sdk_sb.get_log(operation="takeover")
+    assert rows and rows[0]["source"] == "human_takeover"
+
+
+def test_takeover_refused_for_member(sdk_admin, sdk_sb):
+    member = Client(sdk_admin.api_keys.create(name="sdk-member-tk", preset="member", ttl_seconds=600).secret)
+    with pytest.raises(Forbidden):
+        member.get(sdk_sb.id).takeover()
+    with pytest.raises(Unauthorized):
+        sandboxd.Sandbox(Client("sbx_live_" + "b" * 52), {"id": sdk_sb.id}).takeover()
+
+
+# --- API keys and secrecy --------------------------------------------------------------------------------
+
+def test_api_keys(sdk_admin):
+    made = sdk_admin.api_keys.create(name="sdk-runner-2", preset="runner", ttl_seconds=600)
+    assert made.secret.startswith("sbx_live_") and made.id.startswith("key_")
+    assert made.api_key["role"] == "member" and made.api_key["name"] == "sdk-runner-2"
+    assert made.id in [k["id"] for k in sdk_admin.api_keys.list()]
+    runner = Client(made.secret)
+    with runner.create(type="small", ttl_seconds=60) as sb:
+        assert sb.owner == f"key:{made.id}"
+    sdk_admin.api_keys.revoke(made.id)
+    with pytest.raises(Unauthorized):
+        runner.list()
+    with pytest.raises(NotFound):
+        sdk_admin.api_keys.revoke("key_aaaaaaaaaaaaaaaaaaaa")
+    with pytest.raises(BadRequest):
+        sdk_admin.api_keys.create(preset="superuser")
+
+
+def test_key_never_in_sandbox_output(sdk_admin_secret, sdk_admin):
+    client = Client(sdk_admin_secret)
+    assert sdk_admin_secret not in repr(client)
+    with client.create(type="small", ttl_seconds=600) as sb:
+        sb.files.write("/tmp/x.py", "print('x')\n")
+        outputs = [
+            sb.exec("env; cat /proc/self/environ | tr '\\0' '\\n'"),
+            sb.exec("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; "
+                    "tr '\\0' '\\n' < $p/environ 2>/dev/null; done"),
+            sb.exec("grep -rIl . /tmp /var/tmp \"$HOME\" 2>/dev/null | xargs cat 2>/dev/null"),
+            sb.exec(["python3", "/tmp/x.py"]),
+        ]
+        streamed = []
+        outputs.append(sb.exec("env", on_stdout=streamed.append))
+        texts = [o.stdout + o.stderr for o in outputs] + ["".join(streamed)]
+        assert outputs[0].exit_code == 0 and "PATH=" in outputs[0].stdout
+        for t in texts:
+            assert sdk_admin_secret not in t
+            assert sdk_admin_secret[len("sbx_live_"):] not in t
+        log = json.dumps(sb.get_log(limit=1000))
+        assert sdk_admin_secret not in log
+
+
+# --- asyncio ---------------------------------------------------------------------------------------------
+
+def test_async_variant(sdk_admin_secret, sdk_admin):
+    import asyncio
+
+    from sandboxd.aio import AsyncClient
+
+    async def main():
+        client = AsyncClient(sdk_admin_secret, timeout=120)
+
+        async def task(n):
+            async with await client.create(type="small", ttl_seconds=600, name=f"sdk-async-{n}") as sb:
+                await sb.files.write("/tmp/task.py", f"print({n} * 2)\n")
+                r = await sb.exec("python3 /tmp/task.py", timeout_seconds=30)
+                return sb.id, r
+        done = await asyncio.gather(*(task(n) for n in range(3)))
+        for n, (sid, r) in enumerate(done):
+            assert r.exit_code == 0 and r.stdout == f"{n * 2}\n"
+            with pytest.raises(NotFound):
+                await client.get(sid)
+        sid = None
+        with pytest.raises(ZeroDivisionError):
+            async with await client.create(type="small", ttl_seconds=600) as sb:
+                sid = sb.id
+                1 / 0
+        with pytest.raises(NotFound):
+            await client.get(sid)
+        # an async watch sees a row written after it began
+        async with await client.create(type="small", ttl_seconds=600) as sb:
+            rows = []
+
+            async def consume():
+                async for entry in sb.watch():
+                    rows.append(entry)
+                    if "async-watch" in json.dumps(entry):
+                        return
+            consumer = asyncio.ensure_future(consume())
+            for _ in range(300):  # bounds a hang only
+                if consumer.done():
+                    break
+                await sb.exec("echo async-watch")
+                await asyncio.wait([consumer], timeout=0.2)
+            assert consumer.done(), "the async watch got no row"
+            await consumer
+            assert rows and all(r["session_id"] == sb.id for r in rows)
+
+    asyncio.run(main())
