@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -126,6 +127,17 @@ static int gateway_assignment(const IniPosition *at, const char *key, const char
                         return ini_bad_value(l->error, at, key, value, -EINVAL,
                                              "ADDR:PORT, such as 127.0.0.1:8790 or [::1]:8790");
                 snprintf(l->c.listen, sizeof(l->c.listen), "%s", value);
+                return 0;
+        }
+        if (streq(key, "TakeoverOrigins")) {
+                /* Origins as browsers send them: scheme://host[:port], no path; or "*". */
+                bool ok = strlen(value) < sizeof(l->c.takeover_origins);
+                for (const char *p = value; ok && *p; p++)
+                        ok = (unsigned char) *p > ' ' || *p == ' ';
+                if (!ok)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "space-separated origins such as https://console.example, or *");
+                snprintf(l->c.takeover_origins, sizeof(l->c.takeover_origins), "%s", value);
                 return 0;
         }
         for (size_t i = 0; i < ELEMENTSOF(settings); i++) {

@@ -14,6 +14,7 @@
 
 #define GATEWAY_LISTEN_DEFAULT "127.0.0.1:8790"
 #define GATEWAY_LISTEN_MAX 128
+#define GATEWAY_ORIGINS_MAX 1024
 
 typedef struct GatewayConfig {
         char listen[GATEWAY_LISTEN_MAX]; /* ADDR:PORT, used when not socket-activated */
@@ -26,6 +27,8 @@ typedef struct GatewayConfig {
         uint64_t takeover_token_ttl_usec;
         uint64_t bus_connections;        /* bus connections the requests are spread over */
         uint64_t json_depth_max;         /* nesting of request JSON */
+        char takeover_origins[GATEWAY_ORIGINS_MAX]; /* space-separated Origins browsers may take over
+                                                     * from; "*" any; empty: none */
 } GatewayConfig;
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,

@@ -24,6 +24,13 @@ const Route gateway_routes[] = {
         { "POST", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.create", route_key_create, 0 },
         { "GET", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.list", route_key_list, 0 },
         { "DELETE", "/v1/api-keys/{id}", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.revoke", route_key_revoke, 0 },
+        { "POST", "/v1/sandboxes/{id}/takeover-token", GATEWAY_ACTION_TAKEOVER, "takeover", route_takeover_token,
+          ROUTE_SANDBOX },
+        /* Public to dispatch(): the route authenticates itself, by the Authorization header or ?token=. */
+        { "GET", "/v1/sandboxes/{id}/takeover", GATEWAY_ACTION_TAKEOVER, "takeover", route_takeover,
+          ROUTE_PUBLIC | ROUTE_SANDBOX },
+        { "GET", "/v1/sandboxes/{id}/takeovers/{n}/recording", GATEWAY_ACTION_TAKEOVER, "takeover",
+          route_takeover_recording, ROUTE_SANDBOX },
 };
 
 const size_t gateway_routes_count = ELEMENTSOF(gateway_routes);

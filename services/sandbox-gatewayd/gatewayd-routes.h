@@ -32,6 +32,11 @@ int route_log_all(Request *r);
 int route_log_output(Request *r);
 int route_watch(Request *r);
 
+/* takeover (route-takeover.c) */
+int route_takeover_token(Request *r);
+int route_takeover(Request *r);
+int route_takeover_recording(Request *r);
+
 /* API keys */
 int route_key_create(Request *r);
 int route_key_list(Request *r);

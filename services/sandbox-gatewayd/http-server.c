@@ -109,7 +109,8 @@ static void req_set_response(Request *r, unsigned status, struct MHD_Response *r
 
 void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp) {
         if (r->response) {
-                MHD_destroy_response(resp);
+                if (resp)
+                        MHD_destroy_response(resp);
                 return;
         }
         req_set_response(r, status, resp);

@@ -13,6 +13,7 @@
 #include "macro.h"
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
+#include "sandbox-shell.h"
 #include "sandbox-id.h"
 #include "sandbox.h"
 #include "sandboxd-manager.h"
@@ -770,12 +771,139 @@ static int method_read_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo
         return 1;
 }
 
+/* --- takeover shells (sandbox-shell.c) ------------------------------------------------------------ */
+
+static int method_open_shell(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
+        const char *id, *key, *term = NULL;
+        uint32_t cols = SHELL_COLS_DEFAULT, rows = SHELL_ROWS_DEFAULT;
+        Sandbox *s = NULL;
+        int r;
+
+        r = caller_check(m, msg, c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "s", &id);
+        if (r < 0)
+                return r;
+        call_info_set_session(ci, id);
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                r = caller_context_entry(c, key, msg, error);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        if (streq(key, "cols")) {
+                                if (sd_bus_message_read(msg, "v", "u", &cols) < 0)
+                                        return bad_type(error, key, "u");
+                        } else if (streq(key, "rows")) {
+                                if (sd_bus_message_read(msg, "v", "u", &rows) < 0)
+                                        return bad_type(error, key, "u");
+                        } else if (streq(key, "term")) {
+                                if (sd_bus_message_read(msg, "v", "s", &term) < 0)
+                                        return bad_type(error, key, "s");
+                        } else
+                                return unknown_option(error, "OpenShell", key);
+                }
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+
+        r = get_running(m, id, &s, error);
+        if (r < 0)
+                return r;
+        if (!shell_size_is_valid(cols, rows))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Terminal size %ux%u: cols must be 1-%d and rows 1-%d.", cols, rows,
+                                         SHELL_COLS_MAX, SHELL_ROWS_MAX);
+        if (term && !shell_term_is_valid(term))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Invalid term: 1-%d characters of A-Z a-z 0-9 . _ + -.", SHELL_TERM_MAX);
+
+        ShellSpec spec = {
+                .cols = cols,
+                .rows = rows,
+                .term = term,
+                .caller = c,
+                .started_at = now_usec(CLOCK_REALTIME),
+                .opener = c->uid,
+        };
+        r = shell_open(s, &spec, msg);
+        if (r == -EUSERS)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Sandbox %s has %d shells open already, the maximum.", s->id,
+                                         SHELL_MAX_PER_SANDBOX);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not start the shell: %s", strerror(-r));
+        return 1;
+}
+
+static int method_resize_shell(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *unit;
+        uint32_t cols, rows;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "suu", &unit, &cols, &rows);
+        if (r < 0)
+                return r;
+        if (!shell_size_is_valid(cols, rows))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Terminal size %ux%u: cols must be 1-%d and rows 1-%d.", cols, rows,
+                                         SHELL_COLS_MAX, SHELL_ROWS_MAX);
+        r = shell_resize(m, unit, c.uid, cols, rows);
+        if (r == -ENOENT)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SHELL, "No shell '%s' of yours.", unit);
+        if (r == -ESRCH)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Shell %s has ended.", unit);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not resize %s: %s", unit, strerror(-r));
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
+static int method_wait_shell(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *unit;
+        Caller c;
+        int r;
+
+        r = caller_check(m, msg, &c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "s", &unit);
+        if (r < 0)
+                return r;
+        r = shell_wait(m, unit, c.uid, msg);
+        if (r == -ENOENT)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SHELL,
+                                         "No shell '%s' of yours (results are kept for a minute after the end).",
+                                         unit);
+        if (r < 0)
+                return r;
+        return 1;
+}
+
 AUDITED(create_sandbox, "sandbox.create")
 AUDITED(set_ttl, "sandbox.update")
 AUDITED(delete_sandbox, "sandbox.delete")
 AUDITED(exec, "exec")
 AUDITED(write_file, "write")
 AUDITED(read_file, "read")
+AUDITED(open_shell, "takeover")
 
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
@@ -797,6 +925,12 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("ReadFile", SD_BUS_ARGS("s", id, "s", path, "a{sv}", options),
                                 SD_BUS_RESULT("ay", data, "a{sv}", info), vt_read_file,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("OpenShell", SD_BUS_ARGS("s", id, "a{sv}", options), SD_BUS_RESULT("h", stream, "s", unit),
+                                vt_open_shell, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ResizeShell", SD_BUS_ARGS("s", unit, "u", cols, "u", rows), SD_BUS_NO_RESULT,
+                                method_resize_shell, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("WaitShell", SD_BUS_ARGS("s", unit), SD_BUS_RESULT("i", exit_code, "a{sv}", info),
+                                method_wait_shell, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("SandboxNew", SD_BUS_ARGS("s", id, "o", path), 0),
         SD_BUS_SIGNAL_WITH_ARGS("SandboxRemoved", SD_BUS_ARGS("s", id, "o", path), 0),
         SD_BUS_VTABLE_END,

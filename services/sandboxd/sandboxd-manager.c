@@ -22,6 +22,7 @@
 #include "macro.h"
 #include "sandbox-store.h"
 #include "sandbox.h"
+#include "sandbox-shell.h"
 #include "sandboxd-dbus.h"
 #include "unit.h"
 #include "user-util.h"
@@ -254,6 +255,8 @@ Manager *manager_free(Manager *m) {
 
         if (!m)
                 return NULL;
+        /* Shells do not: their relay is us. */
+        shell_free_all(m);
         /* Sandboxes outlive us: only our bookkeeping goes. */
         while (m->sandboxes && hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL))
                 sandbox_free(s);

@@ -40,6 +40,7 @@ typedef struct Manager {
         unsigned background_stops;  /* unit_stop_nowait() jobs in flight (unit.c) */
         struct QueuedStop *stop_queue, *stop_queue_tail;
         Hashmap *sender_uids;       /* unique bus name → SenderUid (names are never reused) */
+        Hashmap *shells;            /* unit name → Shell (sandbox-shell.c), made on first use */
         struct {
                 uid_t uid;
                 bool admin;

@@ -21,6 +21,7 @@
 #include "macro.h"
 #include "sandbox-id.h"
 #include "sandboxctl-api-key.h"
+#include "sandboxctl-shell.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
@@ -1797,11 +1798,14 @@ static int help(void) {
                "  cat ID PATH                 Write a sandbox's file to stdout\n"
                "  cp SRC DST                  Copy a file into (LOCAL ID:PATH) or out of\n"
                "                              (ID:PATH LOCAL) a sandbox; LOCAL may be '-'\n"
+               "  shell [-q] [--term=TERM] ID Open an interactive login shell in a sandbox (recorded;\n"
+               "                              see sandboxctl shell --help)\n"
                "\n"
                "Audit Log Commands:\n"
                "  log [SANDBOX]               Show the audit log, of one sandbox (id or name) or of\n"
                "                              all; newest last\n"
-               "  log --output=ROW            Write a row's captured stdout and stderr\n"
+               "  log --output=ROW            Write a row's captured stdout and stderr (for a\n"
+               "                              takeover row: the session's asciicast v2 recording)\n"
                "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
@@ -2215,6 +2219,9 @@ int main(int argc, char *argv[]) {
         /* "api-key" has options of its own (sandboxctl-api-key.c) */
         if (argc >= 2 && streq(argv[1], "api-key"))
                 return verb_api_key(argc - 1, argv + 1);
+        /* so does "shell" (sandboxctl-shell.c) */
+        if (argc >= 2 && streq(argv[1], "shell"))
+                return verb_shell(argc - 1, argv + 1);
 
         r = parse_argv(argc, argv, &args, &n_args);
         if (r < 0) {

@@ -1,0 +1,992 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Human takeover: a login shell in a sandbox on a PTY that sandboxd relays, records and hangs up.
+ *
+ * The shell is forked and confined like every Exec (sandbox-exec.c): born in the sandbox's PID namespace
+ * with sandboxd as its parent, it joins the sandbox's other namespaces, becomes a session leader, drops
+ * to the sandbox's uid and installs the same seccomp filter, and waits on a socket until systemd has put
+ * it in its own scope, sandbox-<id>-shell-<n>.scope. Its PTY comes from the sandbox's own devpts (the
+ * child opens /dev/ptmx once inside the sandbox's mount namespace), so the terminal has a name the
+ * sandbox can see; the child makes the other end its controlling terminal and hands the master to
+ * sandboxd with its "ready".
+ *
+ * The caller never holds the master. It gets one end of a socketpair, and sandboxd copies bytes between
+ * the socket and the master in the event loop, non-blocking, with a bounded buffer each way (when one is
+ * full, sandboxd stops reading the side that fills it). So sandboxd alone records the session and can
+ * hang it up: when the caller closes its end, sandboxd closes the master (the kernel hangs up the
+ * terminal: SIGHUP to the shell) and stops the scope (SIGTERM and SIGHUP to everything in it, SIGKILL
+ * after 1 s). When the shell exits, its last output is passed on and the caller's socket is closed.
+ *
+ * What the terminal showed is recorded as asciicast v2, capped at OutputMax=, and goes into the
+ * session's one audit row ("takeover") as its stdout, so GetOutput on the audit log replays it. */
+#include "sandbox-shell.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "asciicast.h"
+#include "audit-spool.h"
+#include "confine.h"
+#include "hashmap.h"
+#include "log.h"
+#include "macro.h"
+#include "sandbox.h"
+#include "sandboxd-dbus.h"
+#include "sandboxd-manager.h"
+#include "time-util.h"
+#include "unit.h"
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+/* Per direction: past this, stop reading the side that fills it. */
+#define RELAY_HIGH_WATER (256 * 1024)
+/* A shell still alive this long after a hang-up gets SIGKILL. */
+#define HANGUP_KILL_USEC (2 * USEC_PER_SEC)
+/* WaitShell finds an ended shell this long. */
+#define RESULT_KEEP_USEC (60 * USEC_PER_SEC)
+/* A caller that reads nothing of the last output gets cut off after this. */
+#define DRAIN_USEC          (10 * USEC_PER_SEC)
+#define SHELL_PATH          "/bin/bash"
+#define SHELL_FALLBACK_PATH "/bin/sh"
+#define TERM_DEFAULT        "xterm-256color"
+
+typedef struct ShellFailure {
+        int error;
+        const char *step; /* static string, valid in the parent too (same binary after fork) */
+} ShellFailure;
+
+struct Shell {
+        Manager *manager;
+        char unit[UNIT_NAME_MAX];
+        char sandbox_id[SANDBOX_ID_LEN + 1];
+        char *slice;
+        uid_t opener;
+        unsigned cols, rows;
+        char term[SHELL_TERM_MAX + 1];
+        uint64_t tasks_max, memory_max;
+
+        pid_t pid;
+        sd_event_source *child_source, *ready_source, *master_source, *sock_source, *kill_timer, *keep_timer,
+                *drain_timer;
+        int go_fd, err_fd;
+        int master_fd; /* the PTY master, from the child */
+        int sock_fd;   /* our end of the caller's socketpair */
+        int peer_fd;   /* the caller's end, until it is sent */
+        char *to_client, *to_pty;
+        size_t to_client_len, to_pty_len;
+        bool master_eof, sock_eof;
+        JobWait *job;
+
+        bool ready, scope_up, started, exited, hung_up, ended;
+        const char *ended_by; /* "shell", "client", "sandboxd" */
+        siginfo_t status;
+        int exit_code, signal;
+        uint64_t duration_usec;
+
+        Asciicast rec;
+        bool rec_truncated; /* kept when the recording itself is gone (into the audit row) */
+        sd_bus_message *request;
+        sd_bus_message **waiters;
+        size_t n_waiters;
+
+        Caller caller;
+        uint64_t call_started_at, call_mono, start_mono;
+};
+
+bool shell_size_is_valid(unsigned cols, unsigned rows) {
+        return cols >= 1 && cols <= SHELL_COLS_MAX && rows >= 1 && rows <= SHELL_ROWS_MAX;
+}
+
+bool shell_term_is_valid(const char *term) {
+        size_t n = term ? strlen(term) : 0;
+
+        if (n == 0 || n > SHELL_TERM_MAX)
+                return false;
+        for (const char *p = term; *p; p++)
+                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                      *p == '.' || *p == '_' || *p == '+' || *p == '-'))
+                        return false;
+        return true;
+}
+
+static void shell_audit(Shell *sh, const char *event, const char *error_name, const char *error_message);
+static uint64_t shell_elapsed(Shell *sh);
+
+static void shell_close_relay(Shell *sh) {
+        sh->master_source = sd_event_source_disable_unref(sh->master_source);
+        sh->sock_source = sd_event_source_disable_unref(sh->sock_source);
+        sh->master_fd = safe_close(sh->master_fd);
+        sh->sock_fd = safe_close(sh->sock_fd);
+        free(sh->to_client);
+        free(sh->to_pty);
+        sh->to_client = sh->to_pty = NULL;
+        sh->to_client_len = sh->to_pty_len = 0;
+}
+
+static Shell *shell_free(Shell *sh) {
+        if (!sh)
+                return NULL;
+        if (sh->manager->shells && hashmap_get(sh->manager->shells, sh->unit) == sh)
+                (void) hashmap_remove(sh->manager->shells, sh->unit);
+        job_wait_cancel(sh->job);
+        shell_close_relay(sh);
+        sh->ready_source = sd_event_source_disable_unref(sh->ready_source);
+        sh->kill_timer = sd_event_source_disable_unref(sh->kill_timer);
+        sh->keep_timer = sd_event_source_disable_unref(sh->keep_timer);
+        sh->drain_timer = sd_event_source_disable_unref(sh->drain_timer);
+        /* A child we have not reaped yet stays ours: a floating source reaps it. */
+        if (sh->child_source) {
+                (void) sd_event_source_set_userdata(sh->child_source, NULL);
+                (void) sd_event_source_set_floating(sh->child_source, true);
+                sh->child_source = sd_event_source_unref(sh->child_source);
+        }
+        sh->go_fd = safe_close(sh->go_fd);
+        sh->err_fd = safe_close(sh->err_fd);
+        sh->peer_fd = safe_close(sh->peer_fd);
+        for (size_t i = 0; i < sh->n_waiters; i++) {
+                (void) sd_bus_reply_method_errorf(sh->waiters[i], SD_BUS_ERROR_FAILED,
+                                                  "sandboxd is shutting down.");
+                sd_bus_message_unref(sh->waiters[i]);
+        }
+        free(sh->waiters);
+        sd_bus_message_unref(sh->request);
+        asciicast_done(&sh->rec);
+        free(sh->slice);
+        free(sh);
+        return NULL;
+}
+
+void shell_free_all(Manager *m) {
+        Shell *sh;
+
+        if (!m->shells)
+                return;
+        HASHMAP_FOREACH(sh, m->shells, i) {
+                /* A session cut short by our exit still gets its row, as far as it got; freeing the
+                 * master hangs the terminal up. */
+                if (sh->started && !sh->ended) {
+                        sh->ended_by = "sandboxd";
+                        sh->exit_code = -1;
+                        asciicast_finish(&sh->rec, shell_elapsed(sh));
+                        shell_audit(sh, "finished", NULL, NULL);
+                        /* Sent when the bus is flushed on our way out: the session's processes end. */
+                        (void) unit_stop_nowait(sh->manager, sh->unit);
+                }
+                shell_free(sh);
+        }
+        m->shells = hashmap_free(m->shells);
+}
+
+/* --- the child --------------------------------------------------------------------------------- */
+
+typedef struct ShellChildArgs {
+        int init_pidfd;
+        int ns_flags;
+        int go_fd, err_fd;
+        uid_t uid;
+        unsigned cols, rows;
+        char **envp;
+} ShellChildArgs;
+
+static _noreturn_ void child_fail(int err_fd, const char *step, int error) {
+        ShellFailure f = {.error = error, .step = step};
+        (void) !write(err_fd, &f, sizeof(f));
+        _exit(127);
+}
+
+#define CHILD_FAIL(step, error) child_fail(a->err_fd, step, error)
+
+/* The master goes to sandboxd with our "ready". */
+static int send_ready(int sock, int fd) {
+        char c = 'r';
+        struct iovec iov = {.iov_base = &c, .iov_len = 1};
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control = {};
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = control.buf,
+                .msg_controllen = sizeof(control.buf),
+        };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+}
+
+extern char **environ;
+
+static _noreturn_ void shell_child(const ShellChildArgs *a) {
+        int master, slave, r;
+        char go;
+
+        if (confine_reset_signals() < 0)
+                CHILD_FAIL("reset signals", errno);
+        /* The sandbox's mount, IPC, UTS (and network) namespaces; the PID namespace we were born in. */
+        if (setns(a->init_pidfd, a->ns_flags) < 0)
+                CHILD_FAIL("join the sandbox's namespaces", errno);
+        if (setsid() < 0)
+                CHILD_FAIL("setsid", errno);
+
+        /* The sandbox's devpts instance: the terminal's name (/dev/pts/N) exists where the shell runs. */
+        master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (master < 0)
+                CHILD_FAIL("open /dev/ptmx", errno);
+        int unlock = 0;
+        if (ioctl(master, TIOCSPTLCK, &unlock) < 0)
+                CHILD_FAIL("unlock the PTY", errno);
+        slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (slave < 0)
+                CHILD_FAIL("open the PTY's terminal", errno);
+        /* The user's terminal, as login would make it. */
+        if (fchown(slave, a->uid, (gid_t) a->uid) < 0 || fchmod(slave, 0600) < 0)
+                CHILD_FAIL("chown the terminal", errno);
+        struct winsize ws = {.ws_row = a->rows, .ws_col = a->cols};
+        if (ioctl(slave, TIOCSWINSZ, &ws) < 0)
+                CHILD_FAIL("set the terminal size", errno);
+        if (ioctl(slave, TIOCSCTTY, 0) < 0)
+                CHILD_FAIL("make the PTY the controlling terminal", errno);
+        if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0)
+                CHILD_FAIL("set up stdio", errno);
+
+        /* From here on exactly what an Exec's child does. */
+        int keep[] = {a->go_fd, a->err_fd, master};
+        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
+        if (r < 0)
+                CHILD_FAIL("close file descriptors", -r);
+        r = confine_set_rlimits(1024, 65536);
+        if (r < 0)
+                CHILD_FAIL("set resource limits", -r);
+        r = confine_drop_privileges(a->uid, (gid_t) a->uid);
+        if (r < 0)
+                CHILD_FAIL("drop privileges", -r);
+        if (chdir(SANDBOXD_SANDBOX_HOME) < 0 && chdir("/") < 0)
+                CHILD_FAIL("change to the home directory", errno);
+        umask(0022);
+        r = confine_seccomp_install();
+        if (r < 0)
+                CHILD_FAIL("install the seccomp filter", -r);
+
+        /* Ready: confined, waiting only for our scope; EOF means: give up. */
+        r = send_ready(a->go_fd, master);
+        if (r < 0)
+                CHILD_FAIL("report readiness", -r);
+        close(master);
+        if (read(a->go_fd, &go, 1) != 1)
+                _exit(127);
+        close(a->go_fd);
+
+        /* A login shell: argv[0] starts with '-'. */
+        environ = a->envp;
+        execve(SHELL_PATH, (char *[]){(char *) "-bash", NULL}, a->envp);
+        if (errno == ENOENT)
+                execve(SHELL_FALLBACK_PATH, (char *[]){(char *) "-sh", NULL}, a->envp);
+        CHILD_FAIL("execute the shell", errno);
+}
+
+/* --- relay ------------------------------------------------------------------------------------- */
+
+static void shell_hangup(Shell *sh, const char *by);
+static void shell_maybe_end(Shell *sh);
+
+static uint64_t shell_elapsed(Shell *sh) {
+        return now_usec(CLOCK_MONOTONIC) - sh->start_mono;
+}
+
+/* Which events each side waits for follows from the buffers. */
+static void relay_update(Shell *sh) {
+        if (sh->master_source) {
+                uint32_t ev = 0;
+                if (!sh->master_eof && sh->to_client_len < RELAY_HIGH_WATER)
+                        ev |= EPOLLIN;
+                if (sh->to_pty_len > 0)
+                        ev |= EPOLLOUT;
+                if (ev == 0)
+                        (void) sd_event_source_set_enabled(sh->master_source, SD_EVENT_OFF);
+                else {
+                        (void) sd_event_source_set_io_events(sh->master_source, ev);
+                        (void) sd_event_source_set_enabled(sh->master_source, SD_EVENT_ON);
+                }
+        }
+        if (sh->sock_source) {
+                /* EPOLLRDHUP always: a caller that went away is noticed even while its input waits. */
+                uint32_t ev = EPOLLRDHUP;
+                if (!sh->sock_eof && sh->to_pty_len < RELAY_HIGH_WATER)
+                        ev |= EPOLLIN;
+                if (sh->to_client_len > 0)
+                        ev |= EPOLLOUT;
+                (void) sd_event_source_set_io_events(sh->sock_source, ev);
+        }
+}
+
+static int buffer_append(char **buf, size_t *len, const char *data, size_t n) {
+        char *nb = realloc(*buf, *len + n);
+        if (!nb)
+                return -ENOMEM;
+        memcpy(nb + *len, data, n);
+        *buf = nb;
+        *len += n;
+        return 0;
+}
+
+static void buffer_consume(char *buf, size_t *len, size_t n) {
+        memmove(buf, buf + n, *len - n);
+        *len -= n;
+}
+
+/* Reads what the terminal shows: 1 at EOF (the terminal is gone), 0 otherwise. */
+static int master_read_some(Shell *sh) {
+        char tmp[16384];
+
+        while (sh->to_client_len < RELAY_HIGH_WATER) {
+                ssize_t n = read(sh->master_fd, tmp, sizeof(tmp));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return 1; /* EIO: no process has the terminal open any more */
+                }
+                if (n == 0)
+                        return 1;
+                asciicast_output(&sh->rec, shell_elapsed(sh), tmp, n);
+                if (sh->sock_fd >= 0 && buffer_append(&sh->to_client, &sh->to_client_len, tmp, n) < 0)
+                        return 1;
+        }
+        return 0;
+}
+
+static int client_write_some(Shell *sh) {
+        while (sh->to_client_len > 0) {
+                ssize_t k = send(sh->sock_fd, sh->to_client, sh->to_client_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return -errno;
+                }
+                buffer_consume(sh->to_client, &sh->to_client_len, k);
+        }
+        return 0;
+}
+
+static int on_master_event(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        Shell *sh = userdata;
+
+        if (revents & EPOLLOUT) {
+                while (sh->to_pty_len > 0) {
+                        ssize_t k = write(sh->master_fd, sh->to_pty, sh->to_pty_len);
+                        if (k < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                if (errno != EAGAIN)
+                                        sh->to_pty_len = 0; /* the terminal is gone; its input with it */
+                                break;
+                        }
+                        buffer_consume(sh->to_pty, &sh->to_pty_len, k);
+                }
+        }
+        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                if (master_read_some(sh) > 0 ||
+                    ((revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN))) {
+                        /* Every process of the session closed the terminal; the shell's exit follows. */
+                        sh->master_eof = true;
+                        sh->to_pty_len = 0;
+                        sh->master_source = sd_event_source_disable_unref(sh->master_source);
+                }
+                if (sh->sock_fd >= 0 && client_write_some(sh) < 0) {
+                        shell_hangup(sh, "client");
+                        return 0;
+                }
+        }
+        relay_update(sh);
+        return 0;
+}
+
+static int on_sock_event(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        Shell *sh = userdata;
+        char tmp[16384];
+
+        if (revents & EPOLLOUT) {
+                if (client_write_some(sh) < 0) {
+                        shell_hangup(sh, "client");
+                        return 0;
+                }
+                if (sh->exited && sh->to_client_len == 0) {
+                        shell_maybe_end(sh);
+                        return 0;
+                }
+        }
+        if (revents & EPOLLIN) {
+                while (sh->to_pty_len < RELAY_HIGH_WATER) {
+                        ssize_t n = recv(sh->sock_fd, tmp, sizeof(tmp), MSG_DONTWAIT);
+                        if (n < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                if (errno == EAGAIN)
+                                        break;
+                                shell_hangup(sh, "client");
+                                return 0;
+                        }
+                        if (n == 0) {
+                                shell_hangup(sh, "client"); /* the caller closed the stream */
+                                return 0;
+                        }
+                        if (sh->master_eof)
+                                continue; /* nobody to type to */
+                        if (buffer_append(&sh->to_pty, &sh->to_pty_len, tmp, n) < 0)
+                                break;
+                }
+        } else if (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                shell_hangup(sh, "client");
+                return 0;
+        }
+        relay_update(sh);
+        return 0;
+}
+
+/* --- the end ------------------------------------------------------------------------------------- */
+
+static char *shell_detail(Shell *sh, const char *error_name, const char *error_message) {
+        json_object *o = json_object_new_object();
+        char *s;
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "unit", json_object_new_string(sh->unit));
+        json_object_object_add(o, "cols", json_object_new_int((int) sh->cols));
+        json_object_object_add(o, "rows", json_object_new_int((int) sh->rows));
+        json_object_object_add(o, "term", json_object_new_string(sh->term));
+        json_object_object_add(o, "signal", json_object_new_int(sh->signal));
+        if (sh->ended_by)
+                json_object_object_add(o, "ended_by", json_object_new_string(sh->ended_by));
+        json_object_object_add(o, "recording", json_object_new_string("asciicast-v2"));
+        json_object_object_add(o, "recording_bytes", json_object_new_uint64(sh->rec.len));
+        json_object_object_add(o, "recording_truncated", json_object_new_boolean(sh->rec.truncated));
+        if (error_name) {
+                json_object_object_add(o, "error", json_object_new_string(error_name));
+                json_object_object_add(o, "message", json_object_new_string(strempty(error_message)));
+        }
+        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        return s;
+}
+
+static void shell_audit(Shell *sh, const char *event, const char *error_name, const char *error_message) {
+        _cleanup_free_ char *detail = shell_detail(sh, error_name, error_message);
+        AuditRow row = {
+                .session_id = sh->sandbox_id,
+                .operation = "takeover",
+                .event = event,
+                .detail = detail,
+                .exit_code = error_name ? -1 : sh->exit_code,
+                .out = sh->rec.buf,
+                .out_size = sh->rec.len,
+                .started_at = sh->call_started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - sh->call_mono,
+        };
+        manager_audit(sh->manager, &sh->caller, &row);
+}
+
+static int reply_result(Shell *sh, sd_bus_message *request) {
+        return sd_bus_reply_method_return(request, "ia{sv}", sh->exit_code, 4, "signal", "i", sh->signal,
+                                          "duration_usec", "t", sh->duration_usec, "ended_by", "s",
+                                          strempty(sh->ended_by), "recording_truncated", "b",
+                                          (int) (sh->rec.truncated || sh->rec_truncated));
+}
+
+static int on_keep_expired(sd_event_source *es, uint64_t usec, void *userdata) {
+        shell_free(userdata);
+        return 0;
+}
+
+/* The session is over once the shell has exited and what it showed has reached the caller (or the
+ * caller is gone): record it, close the stream, take down whatever the session left running. */
+static void shell_maybe_end(Shell *sh) {
+        if (sh->ended || !sh->exited)
+                return;
+        if (sh->sock_fd >= 0 && sh->to_client_len > 0)
+                return; /* on_sock_event() comes back when it is written */
+
+        sh->ended = true;
+        sh->duration_usec = shell_elapsed(sh);
+        asciicast_finish(&sh->rec, sh->duration_usec);
+        shell_close_relay(sh);
+        sh->kill_timer = sd_event_source_disable_unref(sh->kill_timer);
+        sh->drain_timer = sd_event_source_disable_unref(sh->drain_timer);
+        if (!sh->ended_by)
+                sh->ended_by = "shell";
+        /* Background processes of the session end with it, as on a logout. */
+        (void) unit_stop_nowait(sh->manager, sh->unit);
+
+        shell_audit(sh, "finished", NULL, NULL);
+        log_sandbox(LOG_INFO, sh->sandbox_id,
+                    "Shell %s of sandbox %s ended (%s, exit code %d) after %" PRIu64 " ms.", sh->unit,
+                    sh->sandbox_id, sh->ended_by, sh->exit_code, sh->duration_usec / USEC_PER_MSEC);
+
+        for (size_t i = 0; i < sh->n_waiters; i++) {
+                (void) reply_result(sh, sh->waiters[i]);
+                sh->waiters[i] = sd_bus_message_unref(sh->waiters[i]);
+        }
+        sh->n_waiters = 0;
+        /* Kept a while for WaitShell; the recording is in the audit row already. */
+        sh->rec_truncated = sh->rec.truncated;
+        asciicast_done(&sh->rec);
+        if (sd_event_add_time_relative(sh->manager->event, &sh->keep_timer, CLOCK_MONOTONIC,
+                                       RESULT_KEEP_USEC, 0, on_keep_expired, sh) < 0)
+                shell_free(sh);
+}
+
+static int on_kill_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        Shell *sh = userdata;
+        if (!sh->exited)
+                (void) kill(sh->pid, SIGKILL);
+        return 0;
+}
+
+static int on_drain_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        shell_hangup(userdata, "shell");
+        return 0;
+}
+
+/* The caller went away (or sandboxd ends the session): hang up the terminal and stop the scope. */
+static void shell_hangup(Shell *sh, const char *by) {
+        if (sh->hung_up)
+                return;
+        sh->hung_up = true;
+        if (!sh->ended_by)
+                sh->ended_by = by;
+        /* What is still buffered for the caller goes nowhere; the recording has it already. */
+        sh->sock_source = sd_event_source_disable_unref(sh->sock_source);
+        sh->sock_fd = safe_close(sh->sock_fd);
+        sh->to_client_len = 0;
+        if (sh->exited) {
+                shell_maybe_end(sh);
+                return;
+        }
+        /* Closing the master hangs up the terminal: the kernel sends SIGHUP (and SIGCONT) to the
+         * session. Systemd's stop sends SIGTERM and SIGHUP to all of the scope and SIGKILL after 1 s;
+         * should the shell still live after 2 s, it gets SIGKILL from us. */
+        sh->master_source = sd_event_source_disable_unref(sh->master_source);
+        sh->master_fd = safe_close(sh->master_fd);
+        (void) kill(sh->pid, SIGHUP);
+        (void) unit_stop_nowait(sh->manager, sh->unit);
+        (void) sd_event_add_time_relative(sh->manager->event, &sh->kill_timer, CLOCK_MONOTONIC,
+                                          HANGUP_KILL_USEC, 0, on_kill_timer, sh);
+}
+
+/* --- setup ---------------------------------------------------------------------------------------- */
+
+static void shell_reply_error(Shell *sh, const char *name, const char *what, int error) {
+        char message[512];
+
+        if (!sh->request)
+                return;
+        if (error > 0)
+                snprintf(message, sizeof(message), "%s: %s", what, strerror(error));
+        else
+                snprintf(message, sizeof(message), "%s", what);
+        shell_audit(sh, "failed", name, message);
+        (void) sd_bus_reply_method_errorf(sh->request, name, "%s", message);
+        sh->request = sd_bus_message_unref(sh->request);
+}
+
+static void shell_setup_failed(Shell *sh) {
+        ShellFailure f = {};
+        char what[256];
+
+        if (sh->err_fd >= 0 && read(sh->err_fd, &f, sizeof(f)) == sizeof(f)) {
+                snprintf(what, sizeof(what), "Could not set up the shell (%s)", f.step ?: "setup");
+                shell_reply_error(sh, SD_BUS_ERROR_FAILED, what, f.error);
+        } else
+                shell_reply_error(sh, SD_BUS_ERROR_FAILED, "The shell died during its setup", 0);
+        shell_free(sh);
+}
+
+static void on_scope_stopped(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        Shell *sh = userdata;
+        sh->job = NULL;
+        shell_setup_failed(sh);
+}
+
+static int on_child_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        Shell *sh = userdata;
+
+        if (!sh) {
+                sd_event_source_disable_unref(es); /* reaped after its Shell was freed */
+                return 0;
+        }
+        sh->child_source = sd_event_source_disable_unref(sh->child_source);
+        sh->status = *si;
+        sh->exited = true;
+        if (si->si_code == CLD_EXITED)
+                sh->exit_code = si->si_status;
+        else {
+                sh->signal = si->si_status;
+                sh->exit_code = 128 + si->si_status;
+        }
+
+        if (!sh->started) {
+                /* It died during its setup. Answer only once its scope is gone, so a call that fails
+                 * leaves no unit behind. */
+                if (sh->job)
+                        return 0; /* on_scope_started() goes on */
+                if (sh->scope_up && unit_stop(sh->manager, sh->unit, on_scope_stopped, sh, &sh->job) >= 0)
+                        return 0;
+                shell_setup_failed(sh);
+                return 0;
+        }
+
+        /* The last of what it showed is in the master now. */
+        if (sh->master_fd >= 0 && !sh->master_eof)
+                (void) master_read_some(sh);
+        sh->master_source = sd_event_source_disable_unref(sh->master_source);
+        sh->master_fd = safe_close(sh->master_fd);
+        sh->master_eof = true;
+        if (sh->sock_fd >= 0 && client_write_some(sh) < 0) {
+                shell_hangup(sh, "client");
+                return 0;
+        }
+        relay_update(sh);
+        if (sh->to_client_len > 0)
+                (void) sd_event_add_time_relative(sh->manager->event, &sh->drain_timer, CLOCK_MONOTONIC,
+                                                  DRAIN_USEC, 0, on_drain_timer, sh);
+        shell_maybe_end(sh);
+        return 0;
+}
+
+static int shell_start_relay(Shell *sh) {
+        Manager *m = sh->manager;
+        int r;
+
+        (void) fcntl(sh->master_fd, F_SETFL, O_NONBLOCK);
+        (void) fcntl(sh->sock_fd, F_SETFL, O_NONBLOCK);
+        r = sd_event_add_io(m->event, &sh->master_source, sh->master_fd, EPOLLIN, on_master_event, sh);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(m->event, &sh->sock_source, sh->sock_fd, EPOLLIN | EPOLLRDHUP, on_sock_event,
+                            sh);
+        if (r < 0)
+                return r;
+        relay_update(sh);
+        return 0;
+}
+
+/* The shell may run once it is confined and its scope is up, whichever comes last. */
+static void shell_maybe_go(Shell *sh) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        if (!sh->ready || !sh->scope_up || sh->started || sh->exited)
+                return;
+
+        sh->start_mono = now_usec(CLOCK_MONOTONIC);
+        /* OutputMax= too small for even a header (0: capture nothing) means no recording. */
+        r = 0;
+        if (sh->manager->config.output_max >= ASCIICAST_MIN_MAX)
+                r = asciicast_start(&sh->rec, sh->manager->config.output_max, sh->cols, sh->rows,
+                                    now_usec(CLOCK_REALTIME) / USEC_PER_SEC, sh->term, SHELL_PATH, sh->unit);
+        if (r >= 0)
+                r = shell_start_relay(sh);
+        if (r >= 0)
+                r = sd_bus_message_new_method_return(sh->request, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "hs", sh->peer_fd, sh->unit);
+        if (r < 0) {
+                (void) kill(sh->pid, SIGKILL);
+                shell_reply_error(sh, SD_BUS_ERROR_FAILED, "Could not start relaying the shell", -r);
+                return; /* the child's exit stops the scope and frees us */
+        }
+
+        sh->started = true;
+        if (write(sh->go_fd, "g", 1) != 1) {
+                (void) kill(sh->pid, SIGKILL);
+                shell_reply_error(sh, SD_BUS_ERROR_FAILED, "Could not start the shell", errno);
+                sh->started = false;
+                return;
+        }
+        sh->go_fd = safe_close(sh->go_fd);
+        sh->ready_source = sd_event_source_disable_unref(sh->ready_source);
+        /* The message holds its own copy of the caller's end; ours must go, or the caller's close
+         * would never reach us as EOF. */
+        (void) sd_bus_send(NULL, reply, NULL);
+        sh->peer_fd = safe_close(sh->peer_fd);
+        sh->request = sd_bus_message_unref(sh->request);
+        log_sandbox(LOG_INFO, sh->sandbox_id, "Shell %s of sandbox %s opened for %s (%ux%u).", sh->unit,
+                    sh->sandbox_id, sh->caller.account_id, sh->cols, sh->rows);
+}
+
+static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        Shell *sh = userdata;
+
+        sh->job = NULL;
+        if (!result || !streq(result, "done")) {
+                if (sh->exited) {
+                        shell_setup_failed(sh);
+                        return;
+                }
+                (void) kill(sh->pid, SIGKILL);
+                shell_reply_error(
+                        sh, SD_BUS_ERROR_FAILED, "Could not start the shell's scope",
+                        error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO);
+                return; /* the child's exit frees us */
+        }
+        sh->scope_up = true;
+        if (sh->exited) {
+                if (unit_stop(m, sh->unit, on_scope_stopped, sh, &sh->job) < 0)
+                        shell_setup_failed(sh);
+                return;
+        }
+        shell_maybe_go(sh);
+}
+
+static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        Shell *sh = userdata;
+        char c = 0;
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control = {};
+        struct iovec iov = {.iov_base = &c, .iov_len = 1};
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = control.buf,
+                .msg_controllen = sizeof(control.buf),
+        };
+        ssize_t n;
+
+        n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EAGAIN)
+                return 0;
+        sh->ready_source = sd_event_source_disable_unref(sh->ready_source);
+        for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm))
+                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+                    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+                        safe_close(sh->master_fd);
+                        memcpy(&sh->master_fd, CMSG_DATA(cm), sizeof(int));
+                }
+        if (n != 1 || c != 'r' || sh->master_fd < 0)
+                return 0; /* it failed; its exit tells why */
+        sh->ready = true;
+        shell_maybe_go(sh);
+        return 0;
+}
+
+static int append_scope_props(sd_bus_message *msg, void *userdata) {
+        Shell *sh = userdata;
+        char desc[256];
+
+        snprintf(desc, sizeof(desc), "sandbox %s shell", sh->sandbox_id);
+        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)", "Description", "s", desc,
+                                     "Slice", "s", sh->slice, "PIDs", "au", 1, (uint32_t) sh->pid,
+                                     "TasksMax", "t", sh->tasks_max, "MemoryMax", "t", sh->memory_max,
+                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC, "CollectMode", "s",
+                                     "inactive-or-failed", "SendSIGHUP", "b", 1);
+}
+
+static char **shell_env(const char *term) {
+        char **env = calloc(9, sizeof(char *));
+        if (!env)
+                return NULL;
+        const char *fixed[] = {
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=" SANDBOXD_SANDBOX_HOME,
+                "USER=" SANDBOXD_SANDBOX_USER,
+                "LOGNAME=" SANDBOXD_SANDBOX_USER,
+                "SHELL=" SHELL_PATH,
+                "LANG=C.UTF-8",
+        };
+        size_t n = 0;
+        for (; n < ELEMENTSOF(fixed); n++)
+                if (!(env[n] = strdup(fixed[n])))
+                        goto fail;
+        if (asprintf(&env[n], "TERM=%s", term) < 0) {
+                env[n] = NULL;
+                goto fail;
+        }
+        return env;
+fail:
+        strv_free(env);
+        return NULL;
+}
+
+int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
+        Manager *m = s->manager;
+        _cleanup_close_pair_ int stream[2] = {-EBADF, -EBADF}, go[2] = {-EBADF, -EBADF},
+                                 fail[2] = {-EBADF, -EBADF};
+        _cleanup_strv_free_ char **env = NULL;
+        const char *term = spec->term ?: TERM_DEFAULT;
+        Shell *sh;
+        int r;
+
+        if (!shell_size_is_valid(spec->cols, spec->rows) || !shell_term_is_valid(term))
+                return -EINVAL;
+        const SandboxType *t = sandboxd_config_find_type(&m->config, s->type);
+        if (!t)
+                return -EINVAL;
+        if (!m->shells && !(m->shells = hashmap_new()))
+                return -ENOMEM;
+        unsigned n_open = 0;
+        HASHMAP_FOREACH(sh, m->shells, i)
+        if (!sh->ended && streq(sh->sandbox_id, s->id))
+                n_open++;
+        if (n_open >= SHELL_MAX_PER_SANDBOX)
+                return -EUSERS;
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stream) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0 || pipe2(fail, O_CLOEXEC) < 0)
+                return -errno;
+        env = shell_env(term);
+        if (!env)
+                return -ENOMEM;
+
+        sh = calloc(1, sizeof(Shell));
+        if (!sh)
+                return -ENOMEM;
+        sh->manager = m;
+        sh->go_fd = sh->err_fd = sh->master_fd = sh->sock_fd = sh->peer_fd = -EBADF;
+        sh->rec = (Asciicast) ASCIICAST_INIT;
+        sh->cols = spec->cols;
+        sh->rows = spec->rows;
+        sh->opener = spec->opener;
+        snprintf(sh->term, sizeof(sh->term), "%s", term);
+        snprintf(sh->sandbox_id, sizeof(sh->sandbox_id), "%s", s->id);
+        sh->tasks_max = t->tasks_max;
+        sh->memory_max = t->memory_max;
+        sh->call_mono = now_usec(CLOCK_MONOTONIC);
+        sh->call_started_at = spec->started_at ?: now_usec(CLOCK_REALTIME);
+        if (spec->caller)
+                sh->caller = *spec->caller;
+        else
+                caller_system(&sh->caller);
+        sh->slice = strdup(s->slice);
+        if (!sh->slice) {
+                free(sh);
+                return -ENOMEM;
+        }
+        snprintf(sh->unit, sizeof(sh->unit), "sandbox-%s-shell-%" PRIu64 ".scope", s->id,
+                 sandbox_next_unit_number(s));
+
+        ShellChildArgs a = {
+                .init_pidfd = s->init_pidfd,
+                .ns_flags =
+                        CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
+                .go_fd = go[0],
+                .err_fd = fail[1],
+                .uid = s->uid,
+                .cols = spec->cols,
+                .rows = spec->rows,
+                .envp = env,
+        };
+
+        /* Children we fork now are born in the sandbox's PID namespace; we ourselves stay where we are. */
+        if (setns(s->init_pidfd, CLONE_NEWPID) < 0) {
+                r = -errno;
+                shell_free(sh);
+                return r;
+        }
+        pid_t pid = fork();
+        int fork_errno = errno;
+        if (pid == 0)
+                shell_child(&a);
+        if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
+                abort(); /* we could never fork a helper of our own again */
+        if (pid < 0) {
+                shell_free(sh);
+                return -fork_errno;
+        }
+        sh->pid = pid;
+        sh->go_fd = TAKE_FD(go[1]);
+        sh->err_fd = TAKE_FD(fail[0]);
+        sh->sock_fd = TAKE_FD(stream[0]);
+        sh->peer_fd = TAKE_FD(stream[1]);
+        (void) fcntl(sh->err_fd, F_SETFL, O_NONBLOCK);
+        (void) fcntl(sh->go_fd, F_SETFL, O_NONBLOCK);
+
+        r = sd_event_add_child(m->event, &sh->child_source, pid, WEXITED, on_child_exit, sh);
+        if (r < 0)
+                goto fail_kill;
+        r = sd_event_add_io(m->event, &sh->ready_source, sh->go_fd, EPOLLIN, on_child_ready, sh);
+        if (r < 0)
+                goto fail_kill;
+        r = hashmap_put(m->shells, sh->unit, sh);
+        if (r < 0)
+                goto fail_kill;
+        /* systemd sets up the scope while the child confines itself. */
+        r = unit_start_transient(m, sh->unit, append_scope_props, NULL, sh, on_scope_started, sh, &sh->job);
+        if (r < 0)
+                goto fail_kill;
+        sh->request = sd_bus_message_ref(request);
+        return 0;
+
+fail_kill:
+        /* Nothing of the shell ran yet; it dies and the caller gets the error now. */
+        (void) kill(pid, SIGKILL);
+        if (!sh->child_source)
+                (void) waitpid(pid, NULL, 0);
+        shell_free(sh);
+        return r;
+}
+
+static Shell *shell_find(Manager *m, const char *unit, uid_t caller) {
+        Shell *sh = m->shells ? hashmap_get(m->shells, unit) : NULL;
+        if (!sh || (caller != 0 && caller != sh->opener))
+                return NULL;
+        return sh;
+}
+
+int shell_resize(Manager *m, const char *unit, uid_t caller, unsigned cols, unsigned rows) {
+        Shell *sh = shell_find(m, unit, caller);
+
+        if (!sh)
+                return -ENOENT;
+        if (!shell_size_is_valid(cols, rows))
+                return -EINVAL;
+        if (sh->ended || sh->exited || sh->hung_up)
+                return -ESRCH;
+        sh->cols = cols;
+        sh->rows = rows;
+        if (sh->master_fd >= 0) {
+                struct winsize ws = {.ws_row = rows, .ws_col = cols};
+                /* The kernel sends SIGWINCH to the terminal's foreground process group. */
+                if (ioctl(sh->master_fd, TIOCSWINSZ, &ws) < 0)
+                        return -errno;
+        }
+        if (sh->started)
+                asciicast_resize(&sh->rec, shell_elapsed(sh), cols, rows);
+        return 0;
+}
+
+int shell_wait(Manager *m, const char *unit, uid_t caller, sd_bus_message *request) {
+        Shell *sh = shell_find(m, unit, caller);
+
+        if (!sh)
+                return -ENOENT;
+        if (sh->ended)
+                return reply_result(sh, request);
+        sd_bus_message **nw = realloc(sh->waiters, (sh->n_waiters + 1) * sizeof(sd_bus_message *));
+        if (!nw)
+                return -ENOMEM;
+        sh->waiters = nw;
+        sh->waiters[sh->n_waiters++] = sd_bus_message_ref(request);
+        return 1;
+}
