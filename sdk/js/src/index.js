@@ -114,12 +114,21 @@ export class Client {
                 }
                 const timeoutMs = opts.timeoutMs === undefined ? this.timeoutMs : opts.timeoutMs;
                 let res;
-                try {
-                        res = await this._fetch(this.baseUrl + path, {
-                                method, headers, body, signal: requestSignal(timeoutMs, opts.signal),
-                        });
-                } catch (e) {
-                        throw wrapFetchError(e, `${method} ${path}`);
+                /* A kept-alive connection the gateway closed (a restart) fails the next request before
+                 * any answer: idempotent requests are sent once more on a fresh connection; POSTs are
+                 * not, since the gateway may have acted on them. */
+                const idempotent = method === "GET" || method === "PUT" || method === "DELETE";
+                for (let attempt = 0; ; attempt++) {
+                        try {
+                                res = await this._fetch(this.baseUrl + path, {
+                                        method, headers, body, signal: requestSignal(timeoutMs, opts.signal),
+                                });
+                                break;
+                        } catch (e) {
+                                const err = wrapFetchError(e, `${method} ${path}`);
+                                if (!(idempotent && attempt === 0 && err instanceof ConnectionError))
+                                        throw err;
+                        }
                 }
                 if (!res.ok)
                         await throwForResponse(res);
