@@ -137,8 +137,11 @@ export class Client {
 
         async _json(method, path, opts) {
                 const res = await this._raw(method, path, opts);
-                if (res.status === 204)
+                if (res.status === 204) {
+                        /* An unread body keeps its connection out of the keep-alive pool. */
+                        await res.arrayBuffer().catch(() => {});
                         return null;
+                }
                 try {
                         return await res.json();
                 } catch (e) {
@@ -254,9 +257,10 @@ class Files {
                         create_dirs: createDirs ? "true" : undefined,
                         append: append ? "true" : undefined,
                 });
-                await this._c._raw("PUT", `${this._base}/files${q}`, {
+                const res = await this._c._raw("PUT", `${this._base}/files${q}`, {
                         body: toBytes(data), headers: { "Content-Type": "application/octet-stream" }, signal,
                 });
+                await res.arrayBuffer().catch(() => {});
         }
 
         /** The file's bytes (a part with offset/length); {encoding: "utf-8"} answers a string. */
