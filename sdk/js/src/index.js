@@ -508,10 +508,10 @@ async function takeover(sb, opts) {
         } else {
                 ws = new Impl(wsUrl(client.baseUrl, path, { cols, rows }), { headers: client._headers() });
         }
-        ws.binaryType = opts.binaryType || (isNode && !useToken ? "nodebuffer" : "arraybuffer");
         /* The `ws` package is an EventEmitter (and tells a refused upgrade's status and body);
          * a browser WebSocket has only addEventListener. */
         const emitter = typeof ws.on === "function";
+        ws.binaryType = opts.binaryType || (emitter ? "nodebuffer" : "arraybuffer");
         const on = (ev, fn) => (emitter ? ws.on(ev, fn) : ws.addEventListener(ev, fn));
         const off = (ev, fn) => (emitter ? ws.off(ev, fn) : ws.removeEventListener(ev, fn));
         return new Promise((resolve, reject) => {

@@ -4,6 +4,7 @@
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import NodeWebSocket from "ws";
 
 import {
         Client, withSandbox, SandboxdError, BadRequest, Unauthorized, Forbidden, NotFound,
@@ -224,6 +225,51 @@ test("takeover: echo round trip with the header, and with a single-use token", a
                 const member = new Client({ apiKey: cliKey("member").secret, baseUrl: BASE });
                 const msb = await member.getSandbox(sb.id);
                 await assert.rejects(msb.takeover(), (e) => assertTyped(e, Forbidden, 403, "forbidden"));
+        });
+});
+
+/* What a browser has: a WebSocket(url) with addEventListener only, that cannot send headers. */
+class BrowserLikeWebSocket {
+        constructor(url, protocols) {
+                if (protocols !== undefined && !Array.isArray(protocols) && typeof protocols !== "string")
+                        throw new TypeError("a browser WebSocket takes no headers");
+                this._ws = new NodeWebSocket(url);
+                this.url = url;
+        }
+        set binaryType(t) { this._ws.binaryType = t; }
+        get binaryType() { return this._ws.binaryType; }
+        addEventListener(ev, fn) { this._ws.addEventListener(ev, fn); }
+        removeEventListener(ev, fn) { this._ws.removeEventListener(ev, fn); }
+        send(d) { this._ws.send(d); }
+        close() { this._ws.close(); }
+}
+
+test("takeover the browser's way: token in the URL, DOM events, ArrayBuffer frames", async () => {
+        await withSandbox(admin, { ttlSeconds: 300 }, async (sb) => {
+                const ws = await sb.takeover({ WebSocket: BrowserLikeWebSocket, useToken: true, cols: 100, rows: 30 });
+                assert.ok(ws instanceof BrowserLikeWebSocket);
+                assert.equal(ws.binaryType, "arraybuffer");
+                assert.match(ws.url, /\/takeover\?token=sbx_tt_[^&]+&cols=100&rows=30$/);
+                assert.ok(!ws.url.includes(adminSecret));
+                let out = "";
+                await new Promise((resolve, reject) => {
+                        ws.addEventListener("message", (ev) => {
+                                assert.ok(ev.data instanceof ArrayBuffer);
+                                out += new TextDecoder().decode(ev.data);
+                                if (/[\r\n]hi\r\n/.test(out))
+                                        resolve();
+                        });
+                        ws.addEventListener("close", (ev) => reject(new Error(`closed (${ev.code}): ${JSON.stringify(out)}`)));
+                        ws.send(new TextEncoder().encode("echo hi\n"));
+                });
+                ws.close();
+                /* A token works once: the same URL again is refused before the upgrade. */
+                await assert.rejects(new Promise((resolve, reject) => {
+                        const again = new NodeWebSocket(ws.url);
+                        again.on("open", () => { again.close(); resolve(); });
+                        again.on("unexpected-response", (req, res) => { req.destroy(); reject(new Error(`HTTP ${res.statusCode}`)); });
+                        again.on("error", reject);
+                }), /HTTP 401/);
         });
 });
 
