@@ -26,6 +26,9 @@ int route_exec(Request *r);
 int route_file_put(Request *r);
 int route_file_get(Request *r);
 
+/* the file tools (one handler; the route's operation names the tool) */
+int route_tool(Request *r);
+
 /* audit log and watch */
 int route_log_sandbox(Request *r);
 int route_log_all(Request *r);

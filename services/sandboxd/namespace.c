@@ -120,6 +120,7 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         char path[4096];
         _cleanup_close_ int home_fd = -EBADF, tmp_fd = -EBADF, vartmp_fd = -EBADF, passwd_fd = -EBADF,
                             group_fd = -EBADF;
+        bool etc_overlay;
         int r;
 
         /* Nothing we mount may leak back to the host, and nothing the host mounts later appears here. */
@@ -140,15 +141,25 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         TAKE(home_fd, "home", false);
         TAKE(tmp_fd, "tmp", false);
         TAKE(vartmp_fd, "var-tmp", false);
-        TAKE(passwd_fd, "passwd", true);
-        TAKE(group_fd, "group", true);
-#undef TAKE
 
         struct mount_attr ro = {
                 .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         };
         if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
                 FAIL("make the host read-only");
+
+        /* The sandbox's user and groups: a read-only overlay on /etc whose top layer holds our passwd and
+         * group above the host's /etc. Not file bind mounts: the host replaces /etc/passwd by rename
+         * whenever an account changes (useradd, sysusers, a package), and the kernel then detaches mounts
+         * on the old file in every other namespace, so a long-lived sandbox would lose its user. Where
+         * overlayfs is missing, bind the files after all. */
+        snprintf(path, sizeof(path), "lowerdir=%s/etc:/etc", l->workspace);
+        etc_overlay = mount("overlay", "/etc", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, path) >= 0;
+        if (!etc_overlay) {
+                TAKE(passwd_fd, "etc/passwd", true);
+                TAKE(group_fd, "etc/group", true);
+        }
+#undef TAKE
 
         for (size_t i = 0; namespace_hidden_paths[i] || l->state_dir; i++) {
                 const char *p = namespace_hidden_paths[i] ?: l->state_dir;
@@ -183,15 +194,17 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
                 errno = -r;
                 FAIL("mount /var/tmp");
         }
-        r = attach_tree(passwd_fd, "/etc/passwd");
-        if (r < 0) {
-                errno = -r;
-                FAIL("mount /etc/passwd");
-        }
-        r = attach_tree(group_fd, "/etc/group");
-        if (r < 0) {
-                errno = -r;
-                FAIL("mount /etc/group");
+        if (!etc_overlay) {
+                r = attach_tree(passwd_fd, "/etc/passwd");
+                if (r < 0) {
+                        errno = -r;
+                        FAIL("mount /etc/passwd");
+                }
+                r = attach_tree(group_fd, "/etc/group");
+                if (r < 0) {
+                        errno = -r;
+                        FAIL("mount /etc/group");
+                }
         }
 
         r = make_dev();
@@ -247,16 +260,18 @@ int namespace_make_workspace(const char *workspace, const char *user, uid_t uid,
         if (mkdirat(dfd, "var-tmp", 0777) < 0 || fchmodat(dfd, "var-tmp", 01777, 0) < 0)
                 return -errno;
 
+        if (mkdirat(dfd, "etc", 0755) < 0)
+                return -errno;
         snprintf(buf, sizeof(buf),
                  "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                  "%s:x:%u:%u:sandbox user:%s:/bin/bash\n"
                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
                  user, (unsigned) uid, (unsigned) gid, home);
-        r = write_file_at(dfd, "passwd", buf, 0644);
+        r = write_file_at(dfd, "etc/passwd", buf, 0644);
         if (r < 0)
                 return r;
         snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\n%s:x:%u:\nnogroup:x:65534:\n", user, (unsigned) gid);
-        return write_file_at(dfd, "group", buf, 0644);
+        return write_file_at(dfd, "etc/group", buf, 0644);
 }
 
 static int remove_tree_at(int dfd, dev_t dev) {

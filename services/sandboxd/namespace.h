@@ -9,7 +9,7 @@
 extern const char *const namespace_hidden_paths[];
 
 typedef struct SandboxLayout {
-        const char *workspace;   /* host path of the sandbox's workspace: home/, tmp/, var-tmp/, passwd, group */
+        const char *workspace;   /* host path of the sandbox's workspace: home/, tmp/, var-tmp/, etc/{passwd,group} */
         const char *state_dir;   /* sandboxd's state directory, hidden like the paths above */
         const char *home;        /* the home's path inside the sandbox, e.g. /home/sandbox */
         const char *hostname;

@@ -16,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,7 +55,12 @@ typedef struct FileOp {
         uint64_t offset;
         uint32_t mode;
         bool append;
+        struct FileServer *server;   /* the file server doing it, or NULL: a helper of its own (pid) */
+        struct FileOp *next;         /* in running_ops, while a helper of its own runs */
 } FileOp;
+
+/* The calls with helpers of their own, so that deleting their sandbox can end them. */
+static FileOp *running_ops = NULL;
 
 static void file_op_audit(FileOp *op, int error, const char *error_name, const char *error_message,
                           uint64_t bytes) {
@@ -90,6 +99,11 @@ static void file_op_audit(FileOp *op, int error, const char *error_name, const c
 static FileOp *file_op_free(FileOp *op) {
         if (!op)
                 return NULL;
+        for (FileOp **p = &running_ops; *p; p = &(*p)->next)
+                if (*p == op) {
+                        *p = op->next;
+                        break;
+                }
         sd_event_source_disable_unref(op->child_source);
         sd_event_source_disable_unref(op->timeout_source);
         safe_close(op->memfd);
@@ -117,13 +131,17 @@ int sandbox_resolve_path(const char *path, char **ret) {
 
 /* --- the helper -------------------------------------------------------------------------------- */
 
-static int enter_sandbox(Sandbox *s) {
+static int enter_sandbox(Sandbox *s, const int *keep, size_t n_keep) {
         int r;
 
         if (confine_reset_signals() < 0)
                 return -errno;
         if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
                 return -errno;
+        /* nothing of sandboxd's (its databases, its bus connection) stays open in the helper */
+        r = confine_close_all_fds_except(keep, n_keep);
+        if (r < 0)
+                return r;
         r = confine_set_rlimits(1024, 65536);
         if (r < 0)
                 return r;
@@ -183,62 +201,69 @@ static int copy_fd(int from, int to, uint64_t max, uint64_t *ret_copied) {
         return 0;
 }
 
-static _noreturn_ void write_helper(Sandbox *s, const FileWriteSpec *spec, const char *path, int src) {
+/* The work of a WriteFile, in a helper that has entered the sandbox: 0 or a negative errno. */
+static int do_write(const FileWriteSpec *spec, const char *path, int src) {
         int r, fd;
 
-        r = enter_sandbox(s);
-        if (r < 0)
-                _exit(-r);
         if (spec->create_dirs) {
                 r = mkdir_parents(path);
                 if (r < 0)
-                        _exit(-r);
+                        return r;
         }
         /* O_NONBLOCK so that a FIFO planted at the path cannot make us wait for a reader; no O_TRUNC
          * before we know it is a regular file. */
         fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (spec->append ? O_APPEND : 0),
                   spec->mode);
         if (fd < 0)
-                _exit(errno == ENXIO ? EINVAL : errno); /* ENXIO: a FIFO without a reader */
+                return errno == ENXIO ? -EINVAL : -errno; /* ENXIO: a FIFO without a reader */
+        _cleanup_close_ int fd_close = fd;
         struct stat st;
         if (fstat(fd, &st) < 0)
-                _exit(errno);
+                return -errno;
         if (!S_ISREG(st.st_mode))
-                _exit(EINVAL); /* a FIFO or device would hang or surprise us */
+                return -EINVAL; /* a FIFO or device would hang or surprise us */
         if (fcntl(fd, F_SETFL, spec->append ? O_APPEND : 0) < 0)
-                _exit(errno);
+                return -errno;
         if (!spec->append && ftruncate(fd, 0) < 0)
-                _exit(errno);
+                return -errno;
         r = copy_fd(src, fd, 0, NULL);
         if (r < 0)
-                _exit(-r);
+                return r;
+        fd_close = -EBADF;
         if (close(fd) < 0)
-                _exit(errno);
-        _exit(0);
+                return -errno;
+        return 0;
 }
 
-static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const char *path, int dst, int hdr) {
+static _noreturn_ void write_helper(Sandbox *s, const FileWriteSpec *spec, const char *path, int src) {
+        int r;
+
+        r = enter_sandbox(s, (int[]) { src }, 1);
+        if (r >= 0)
+                r = do_write(spec, path, src);
+        _exit(r < 0 ? -r : 0);
+}
+
+/* The work of a ReadFile, in a helper that has entered the sandbox: 0 or a negative errno. */
+static int do_read(const FileReadSpec *spec, const char *path, int dst, int hdr) {
         FileHeader h = {};
         uint64_t copied = 0, want;
         struct stat st;
-        int r, fd;
+        int r;
 
-        r = enter_sandbox(s);
-        if (r < 0)
-                _exit(-r);
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
-                _exit(errno);
+                return -errno;
         if (fstat(fd, &st) < 0)
-                _exit(errno);
+                return -errno;
         if (S_ISDIR(st.st_mode))
-                _exit(EISDIR);
+                return -EISDIR;
         if (!S_ISREG(st.st_mode))
-                _exit(EINVAL);
+                return -EINVAL;
         h.size = st.st_size;
         h.mode = st.st_mode & 07777;
         if (spec->offset > 0 && lseek(fd, (off_t) spec->offset, SEEK_SET) < 0)
-                _exit(errno);
+                return -errno;
         want = spec->length;
         uint64_t left = spec->offset < h.size ? h.size - spec->offset : 0;
         if (want == 0 || want > left)
@@ -248,11 +273,293 @@ static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const c
                 h.truncated = 1;
         }
         if (pwrite(hdr, &h, sizeof(h), 0) != sizeof(h))
-                _exit(EIO);
+                return -EIO;
         r = copy_fd(fd, dst, want, &copied);
-        if (r < 0)
-                _exit(-r);
-        _exit(0);
+        return r < 0 ? r : 0;
+}
+
+static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const char *path, int dst, int hdr) {
+        int r;
+
+        r = enter_sandbox(s, (int[]) { dst, hdr }, 2);
+        if (r >= 0)
+                r = do_read(spec, path, dst, hdr);
+        _exit(r < 0 ? -r : 0);
+}
+
+/* --- file servers ---------------------------------------------------------------------------------- */
+
+/* Forking a helper and confining it (setns, privileges, seccomp) costs several times more than the
+ * file work of a small WriteFile or ReadFile. So once a sandbox has used a file call, sandboxd keeps a
+ * confined helper for it running: a file server, forked and confined exactly like a per-call helper
+ * (the sandbox's mount namespace and uid, no capabilities, its rlimits and seccomp filter, and no fd
+ * but its socket and the sandbox init's pidfd). A call sends it the job (a FileJob and the memfds,
+ * over a SOCK_SEQPACKET socketpair); it does the job and answers with 0 or an errno, and sandboxd
+ * answers the caller from that, as from a per-call helper's exit status. One job at a time: a call
+ * that finds the server busy forks a per-call helper as before, so calls still run in parallel. The
+ * server exits when the sandbox's init dies, when sandboxd goes away (its socket closes), after
+ * FILE_SERVER_IDLE_MSEC without a job, and is killed (and reaped) when the sandbox is deleted. */
+
+#define FILE_SERVER_IDLE_MSEC 30000
+
+typedef struct FileJob {
+        uint32_t is_read;
+        uint32_t mode;
+        uint32_t create_dirs, append;
+        uint64_t offset, length, cap;
+        char path[PATH_MAX];
+} FileJob;
+
+typedef struct FileServer {
+        struct FileServer *next;
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        pid_t pid;
+        int sock;
+        sd_event_source *child_source, *io_source;
+        FileOp *current;          /* the job it is doing, or NULL */
+} FileServer;
+
+/* Few at a time (one per sandbox that used files in the last seconds); a global, so that they stay
+ * reachable until they exit. */
+static FileServer *file_servers = NULL;
+
+static void file_op_finish(FileOp *op, int status);
+
+static void server_unlink(FileServer *f) {
+        for (FileServer **p = &file_servers; *p; p = &(*p)->next)
+                if (*p == f) {
+                        *p = f->next;
+                        return;
+                }
+}
+
+/* Forgets the server; its job, if any, fails with error. */
+static void server_free(FileServer *f, int error) {
+        if (!f)
+                return;
+        server_unlink(f);
+        sd_event_source_disable_unref(f->child_source);
+        sd_event_source_disable_unref(f->io_source);
+        safe_close(f->sock);
+        FileOp *op = f->current;
+        free(f);
+        if (op) {
+                op->server = NULL;
+                file_op_finish(op, error);
+        }
+}
+
+static int on_server_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        server_free(userdata, si->si_code == CLD_KILLED && si->si_status == SIGKILL ? ETIMEDOUT : EIO);
+        return 0;
+}
+
+static int on_server_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        FileServer *f = userdata;
+        int32_t status;
+
+        ssize_t n = recv(fd, &status, sizeof(status), MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n != (ssize_t) sizeof(status)) {
+                /* gone: its exit (on_server_exit) answers what it was doing */
+                f->io_source = sd_event_source_disable_unref(f->io_source);
+                return 0;
+        }
+        FileOp *op = f->current;
+        f->current = NULL;
+        if (op)
+                file_op_finish(op, status < 0 || status > 4095 ? EIO : status);
+        return 0;
+}
+
+static _noreturn_ void file_server_main(Sandbox *s, int sock) {
+        int keep[] = { sock, s->init_pidfd };
+
+        if (confine_reset_signals() < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                _exit(EXIT_FAILURE);
+        if (setns(s->init_pidfd, CLONE_NEWNS) < 0 || confine_close_all_fds_except(keep, ELEMENTSOF(keep)) < 0 ||
+            confine_set_rlimits(1024, 65536) < 0 || confine_drop_privileges(s->uid, (gid_t) s->uid) < 0 ||
+            chdir(SANDBOXD_SANDBOX_HOME) < 0 || confine_seccomp_install() < 0)
+                _exit(EXIT_FAILURE);
+        for (;;) {
+                char control[CMSG_SPACE(sizeof(int) * 2)] = {};
+                int fds[2] = { -EBADF, -EBADF }, r;
+                FileJob job;
+
+                struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = s->init_pidfd, .events = POLLIN } };
+                r = poll(p, 2, FILE_SERVER_IDLE_MSEC);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                /* idle too long, the sandbox's init died, or sandboxd is gone */
+                if (r <= 0 || p[1].revents != 0 || !(p[0].revents & POLLIN))
+                        _exit(EXIT_SUCCESS);
+                struct iovec iov = { .iov_base = &job, .iov_len = sizeof(job) };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                                     .msg_controllen = sizeof(control) };
+                ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+                if (n != (ssize_t) sizeof(job) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+                        _exit(EXIT_FAILURE);
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+                                memcpy(fds, CMSG_DATA(c), MIN(c->cmsg_len - CMSG_LEN(0), sizeof(fds)));
+                job.path[sizeof(job.path) - 1] = 0;
+                if (job.is_read) {
+                        FileReadSpec spec = { .path = job.path, .offset = job.offset, .length = job.length,
+                                              .cap = job.cap };
+                        r = fds[0] >= 0 && fds[1] >= 0 ? do_read(&spec, job.path, fds[0], fds[1]) : -EBADF;
+                } else {
+                        FileWriteSpec spec = { .path = job.path, .mode = job.mode, .create_dirs = job.create_dirs,
+                                               .append = job.append, .data_fd = fds[0] };
+                        r = fds[0] >= 0 ? do_write(&spec, job.path, fds[0]) : -EBADF;
+                }
+                safe_close(fds[0]);
+                safe_close(fds[1]);
+                int32_t status = r < 0 ? -r : 0;
+                if (send(sock, &status, sizeof(status), MSG_NOSIGNAL) != sizeof(status))
+                        _exit(EXIT_FAILURE);
+        }
+}
+
+/* Starts the sandbox's file server, unless it has one. */
+static int server_start(Sandbox *s) {
+        int sv[2], r;
+
+        if (s->state != SANDBOX_RUNNING || s->init_pidfd < 0)
+                return 0;
+        for (FileServer *f = file_servers; f; f = f->next)
+                if (streq(f->id, s->id))
+                        return 0;
+        FileServer *f = calloc(1, sizeof(FileServer));
+        if (!f)
+                return -ENOMEM;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                free(f);
+                return -errno;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                safe_close(sv[0]);
+                safe_close(sv[1]);
+                free(f);
+                return r;
+        }
+        if (pid == 0) {
+                safe_close(sv[0]);
+                file_server_main(s, sv[1]);
+        }
+        safe_close(sv[1]);
+        f->manager = s->manager;
+        snprintf(f->id, sizeof(f->id), "%s", s->id);
+        f->pid = pid;
+        f->sock = sv[0];
+        f->next = file_servers;
+        file_servers = f;
+        r = sd_event_add_child(s->manager->event, &f->child_source, pid, WEXITED, on_server_exit, f);
+        if (r >= 0)
+                r = sd_event_add_io(s->manager->event, &f->io_source, f->sock, EPOLLIN, on_server_io, f);
+        if (r < 0) {
+                f->child_source = sd_event_source_disable_unref(f->child_source);
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                server_free(f, EIO);
+                return r;
+        }
+        return 0;
+}
+
+/* Sandboxes whose server is to be started when sandboxd is idle; one defer source for all. */
+static sd_event_source *server_defer = NULL;
+static char (*server_pending)[SANDBOX_ID_LEN + 1] = NULL;
+static size_t server_n_pending = 0, server_pending_alloc = 0;
+
+static int on_server_defer(sd_event_source *es, void *userdata) {
+        Manager *m = userdata;
+
+        for (size_t i = 0; i < server_n_pending; i++) {
+                Sandbox *s = hashmap_get(m->sandboxes, server_pending[i]);
+                if (s)
+                        (void) server_start(s);
+        }
+        server_n_pending = 0;
+        return 0;
+}
+
+static void server_schedule(Manager *m, const char *id) {
+        for (FileServer *f = file_servers; f; f = f->next)
+                if (streq(f->id, id))
+                        return;
+        for (size_t i = 0; i < server_n_pending; i++)
+                if (streq(server_pending[i], id))
+                        return;
+        if (server_n_pending == server_pending_alloc) {
+                size_t a = MAX(server_pending_alloc * 2, (size_t) 16);
+                void *l = reallocarray(server_pending, a, sizeof(*server_pending));
+                if (!l)
+                        return;
+                server_pending = l;
+                server_pending_alloc = a;
+        }
+        snprintf(server_pending[server_n_pending++], SANDBOX_ID_LEN + 1, "%s", id);
+        if (!server_defer) {
+                if (sd_event_add_defer(m->event, &server_defer, on_server_defer, m) < 0)
+                        return;
+                (void) sd_event_source_set_priority(server_defer, SD_EVENT_PRIORITY_IDLE);
+        } else
+                (void) sd_event_source_set_enabled(server_defer, SD_EVENT_ONESHOT);
+}
+
+/* Hands the job to the sandbox's file server if it has an idle one: 1 if it took it, 0 if not. */
+static int server_take(Sandbox *s, FileOp *op, const FileJob *job, const int *fds, size_t n_fds) {
+        char control[CMSG_SPACE(sizeof(int) * 2)] = {};
+        FileServer *f = file_servers;
+
+        while (f && !streq(f->id, s->id))
+                f = f->next;
+        if (!f || f->current || !f->io_source)
+                return 0;
+        struct iovec iov = { .iov_base = (void *) job, .iov_len = sizeof(*job) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                             .msg_controllen = CMSG_SPACE(sizeof(int) * n_fds) };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+        if (sendmsg(f->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t) sizeof(*job))
+                return 0; /* going away: its exit cleans up; this call forks its own helper */
+        f->current = op;
+        op->server = f;
+        return 1;
+}
+
+static void file_op_finish(FileOp *op, int status);
+
+void sandbox_files_forget(Sandbox *s) {
+        for (FileOp *op = running_ops, *next; op; op = next) {
+                next = op->next;
+                if (!streq(op->session_id, s->id))
+                        continue;
+                op->child_source = sd_event_source_disable_unref(op->child_source);
+                (void) kill(op->pid, SIGKILL);
+                while (waitpid(op->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                file_op_finish(op, ECANCELED);
+        }
+        for (FileServer *f = file_servers; f;) {
+                FileServer *next = f->next;
+                if (streq(f->id, s->id)) {
+                        /* gone before the caller hears the sandbox is: nothing of its uid may be left */
+                        f->child_source = sd_event_source_disable_unref(f->child_source);
+                        (void) kill(f->pid, SIGKILL);
+                        while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                        server_free(f, EIO);
+                }
+                f = next;
+        }
 }
 
 /* --- the parent ---------------------------------------------------------------------------------- */
@@ -330,20 +637,30 @@ static void reply_read(FileOp *op) {
                 (void) sd_bus_reply_method_errno(op->request, r, NULL);
 }
 
-static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
-        FileOp *op = userdata;
-
-        if (si->si_code != CLD_EXITED)
+/* Answers the call from the helper's result: 0, an errno, or -1 for a helper that died. */
+static void file_op_finish(FileOp *op, int status) {
+        if (op->server && op->server->current == op)
+                op->server->current = NULL;
+        op->server = NULL;
+        if (status < 0)
                 reply_errno(op, EIO);
-        else if (si->si_status != 0)
-                reply_errno(op, si->si_status);
+        else if (status != 0)
+                reply_errno(op, status);
         else if (op->is_read)
                 reply_read(op);
         else {
                 file_op_audit(op, 0, NULL, NULL, op->size);
                 (void) sd_bus_reply_method_return(op->request, NULL);
         }
+        /* the sandbox's file server takes the next call (see "file servers") */
+        server_schedule(op->manager, op->session_id);
         file_op_free(op);
+}
+
+static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        FileOp *op = userdata;
+
+        file_op_finish(op, si->si_code != CLD_EXITED ? -1 : si->si_status);
         return 0;
 }
 
@@ -352,22 +669,36 @@ static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userda
 
 static int on_helper_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
         FileOp *op = userdata;
-        (void) kill(op->pid, SIGKILL); /* its exit answers the call, with EIO */
+        /* its exit answers the call; a file server's answers the call it was doing */
+        (void) kill(op->server ? op->server->pid : op->pid, SIGKILL);
         return 0;
 }
 
 static int file_op_start(Sandbox *s, FileOp *op, pid_t pid) {
+        int r = 0;
+
         op->pid = pid;
-        int r = sd_event_add_child(s->manager->event, &op->child_source, pid, WEXITED, on_helper_exit, op);
+        if (!op->server)
+                r = sd_event_add_child(s->manager->event, &op->child_source, pid, WEXITED, on_helper_exit, op);
         if (r >= 0)
                 r = sd_event_add_time_relative(s->manager->event, &op->timeout_source, CLOCK_MONOTONIC,
                                                FILE_OP_TIMEOUT_USEC, 0, on_helper_timeout, op);
+        if (r < 0 && op->server) {
+                /* the server is doing it: let its answer come, with no deadline */
+                return 0;
+        }
         if (r < 0) {
+                op->child_source = sd_event_source_disable_unref(op->child_source);
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
                 file_op_free(op);
+                return r;
         }
-        return r;
+        if (!op->server) {
+                op->next = running_ops;
+                running_ops = op;
+        }
+        return 0;
 }
 
 static FileOp *file_op_new(Sandbox *s, sd_bus_message *request, const char *path, bool is_read,
@@ -414,13 +745,18 @@ int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, const Caller *call
         op->mode = spec->mode;
         op->append = spec->append;
         op->to_fd = spec->data_fd >= 0;
-        pid_t pid = fork();
-        if (pid < 0) {
-                file_op_free(op);
-                return -errno;
+        FileJob job = { .mode = spec->mode, .create_dirs = spec->create_dirs, .append = spec->append };
+        snprintf(job.path, sizeof(job.path), "%s", spec->path);
+        pid_t pid = 0;
+        if (server_take(s, op, &job, (int[]) { src }, 1) == 0) {
+                pid = fork();
+                if (pid < 0) {
+                        file_op_free(op);
+                        return -errno;
+                }
+                if (pid == 0)
+                        write_helper(s, spec, spec->path, src);
         }
-        if (pid == 0)
-                write_helper(s, spec, spec->path, src);
         return file_op_start(s, op, pid);
 }
 
@@ -446,13 +782,18 @@ int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller
                 file_op_free(op);
                 return r;
         }
-        pid_t pid = fork();
-        if (pid < 0) {
-                file_op_free(op);
-                return -errno;
+        FileJob job = { .is_read = 1, .offset = spec->offset, .length = spec->length, .cap = spec->cap };
+        snprintf(job.path, sizeof(job.path), "%s", spec->path);
+        pid_t pid = 0;
+        if (server_take(s, op, &job, (int[]) { dst, op->hdr_fd }, 2) == 0) {
+                pid = fork();
+                if (pid < 0) {
+                        file_op_free(op);
+                        return -errno;
+                }
+                if (pid == 0)
+                        read_helper(s, spec, spec->path, dst, op->hdr_fd);
         }
-        if (pid == 0)
-                read_helper(s, spec, spec->path, dst, op->hdr_fd);
         if (op->to_fd)
                 op->memfd = safe_close(op->memfd); /* the helper has its copy */
         return file_op_start(s, op, pid);

@@ -31,5 +31,9 @@ typedef struct FileReadSpec {
 int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, const Caller *caller, sd_bus_message *request);
 int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller, sd_bus_message *request);
 
+/* Ends the sandbox's warm helper, if it has one (a helper made ahead for its next WriteFile or
+ * ReadFile, running as its uid): called when the sandbox is deleted, before its uid is freed. */
+void sandbox_files_forget(Sandbox *s);
+
 /* Makes a sandbox path absolute (relative ones are below the home); returns -EINVAL for bad ones. */
 int sandbox_resolve_path(const char *path, char **ret);

@@ -15,6 +15,7 @@
 #include "sandbox-files.h"
 #include "sandbox-shell.h"
 #include "sandbox-id.h"
+#include "sandbox-tools.h"
 #include "sandbox.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
@@ -905,6 +906,19 @@ AUDITED(write_file, "write")
 AUDITED(read_file, "read")
 AUDITED(open_shell, "takeover")
 
+/* The checks every Manager method makes, for the methods that live in other modules (sandbox-tools.c). */
+int sandboxd_caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_error *error) {
+        return caller_check(m, msg, ret, error);
+}
+
+int sandboxd_caller_context_entry(Caller *c, const char *key, sd_bus_message *msg, sd_bus_error *error) {
+        return caller_context_entry(c, key, msg, error);
+}
+
+int sandboxd_get_running(Manager *m, const char *id, Sandbox **ret, sd_bus_error *error) {
+        return get_running(m, id, ret, error);
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("CreateSandbox", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("s", id, "o", path),
@@ -931,6 +945,7 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_resize_shell, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("WaitShell", SD_BUS_ARGS("s", unit), SD_BUS_RESULT("i", exit_code, "a{sv}", info),
                                 method_wait_shell, SD_BUS_VTABLE_UNPRIVILEGED),
+        SANDBOX_TOOLS_METHODS,
         SD_BUS_SIGNAL_WITH_ARGS("SandboxNew", SD_BUS_ARGS("s", id, "o", path), 0),
         SD_BUS_SIGNAL_WITH_ARGS("SandboxRemoved", SD_BUS_ARGS("s", id, "o", path), 0),
         SD_BUS_VTABLE_END,
@@ -1069,6 +1084,9 @@ int manager_bus_setup(Manager *m) {
         if (r < 0)
                 return r;
         r = sd_bus_error_add_map(sandboxd_errors);
+        if (r < 0)
+                return r;
+        r = sd_bus_error_add_map(sandbox_tools_errors);
         if (r < 0)
                 return r;
         return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);

@@ -22,6 +22,7 @@
 #include "sandbox-id.h"
 #include "sandboxctl-api-key.h"
 #include "sandboxctl-shell.h"
+#include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
@@ -1801,6 +1802,16 @@ static int help(void) {
                "  shell [-q] [--term=TERM] ID Open an interactive login shell in a sandbox (recorded;\n"
                "                              see sandboxctl shell --help)\n"
                "\n"
+               "File Tool Commands (sandboxctl COMMAND --help for their options):\n"
+               "  file-create ID PATH         Create a file from stdin (--overwrite, --mkdir, --mode)\n"
+               "  view ID PATH                Print a file with line numbers (--range=A:B), or a\n"
+               "                              directory two levels deep\n"
+               "  str-replace ID PATH OLD NEW Replace OLD, which must occur exactly once, with NEW\n"
+               "  insert ID PATH LINE TEXT    Insert TEXT as lines after line LINE (0: at the top)\n"
+               "  ls ID [PATH]                List a directory: type, mode, size, mtime, name\n"
+               "  glob ID PATTERN             Sorted paths matching PATTERN (*, ?, [...], **)\n"
+               "  grep ID PATTERN [PATH]      Lines matching a PCRE2 regex, as FILE:LINE:TEXT\n"
+               "\n"
                "Audit Log Commands:\n"
                "  log [SANDBOX]               Show the audit log, of one sandbox (id or name) or of\n"
                "                              all; newest last\n"
@@ -2222,6 +2233,9 @@ int main(int argc, char *argv[]) {
         /* so does "shell" (sandboxctl-shell.c) */
         if (argc >= 2 && streq(argv[1], "shell"))
                 return verb_shell(argc - 1, argv + 1);
+        /* so do the file tools (sandboxctl-tools.c) */
+        if (argc >= 2 && is_tool_verb(argv[1]))
+                return verb_tool(argc - 1, argv + 1);
 
         r = parse_argv(argc, argv, &args, &n_args);
         if (r < 0) {

@@ -5,6 +5,7 @@ import os
 import re
 import signal
 import socket
+import shutil
 import subprocess
 import time
 
@@ -535,3 +536,18 @@ def test_warm_scope(mgr, sandbox):
     assert '"timed_out" b true' in out, (out, err)
     unit = re.search(r'"unit" s "([^"]+)"', out)[1]
     wait_for(lambda: systemctl_show(unit, "ActiveState")["ActiveState"] != "active", what="the scope to stop")
+
+
+def test_user_survives_host_account_changes(mgr, sandbox):
+    """The host replaces /etc/passwd and /etc/group by rename whenever an account changes; a sandbox
+    made before that (a pooled one, say) keeps its own user and groups, and never sees the host's."""
+    sid, _ = sandbox()
+    before = mgr.sh(sid, "id -un; id -gn; cat /etc/passwd /etc/group")[1]
+    assert before.startswith(b"sandbox\nsandbox\n")
+    for f in ("/etc/passwd", "/etc/group"):
+        shutil.copy2(f, f + ".test-new")
+        os.rename(f + ".test-new", f)  # what useradd, systemd-sysusers and vipw do
+    code, after, err, _ = mgr.sh(sid, "id -un; id -gn; cat /etc/passwd /etc/group; test -s /etc/os-release")
+    assert code == 0, err
+    assert after == before
+    assert b"sandbox-audit" not in after and b"sandbox-admin" not in after

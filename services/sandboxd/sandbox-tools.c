@@ -1,0 +1,926 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The file tools on the bus (FileCreate, View, …, Grep), each call done by a confined helper.
+ *
+ * As for WriteFile and ReadFile (sandbox-files.c), sandboxd never touches a sandbox's files itself: a
+ * forked helper joins the sandbox's mount namespace, closes every fd it does not need, drops to the
+ * sandbox's uid with the sandbox's rlimits and seccomp filter, and then does the work of file-tools.c
+ * through openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS). It writes a ToolResult and the body into a
+ * memfd and exits with 0 or an errno; sandboxd, which never waits for it, builds the reply from the
+ * memfd when the helper's SIGCHLD arrives, after spooling the call's audit row. */
+#include "sandbox-tools.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "audit-spool.h"
+#include "confine.h"
+#include "file-tools.h"
+#include "sandbox-files.h"
+#include "sandbox.h"
+#include "sandboxd-dbus.h"
+#include "sandboxd-manager.h"
+#include "time-util.h"
+
+const sd_bus_error_map sandbox_tools_errors[] = {
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_MATCH, ENODATA),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_AMBIGUOUS_MATCH, ENOTUNIQ),
+        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_BINARY_FILE, EMEDIUMTYPE),
+        SD_BUS_ERROR_MAP_END,
+};
+
+typedef enum ToolKind {
+        TOOL_FILE_CREATE,
+        TOOL_VIEW,
+        TOOL_STR_REPLACE,
+        TOOL_INSERT,
+        TOOL_LS,
+        TOOL_GLOB,
+        TOOL_GREP,
+        _TOOL_KIND_MAX,
+} ToolKind;
+
+static const char *const tool_operation[_TOOL_KIND_MAX] = {
+        [TOOL_FILE_CREATE] = "file_create",
+        [TOOL_VIEW] = "view",
+        [TOOL_STR_REPLACE] = "str_replace",
+        [TOOL_INSERT] = "insert",
+        [TOOL_LS] = "ls",
+        [TOOL_GLOB] = "glob",
+        [TOOL_GREP] = "grep",
+};
+
+static const char *const tool_method[_TOOL_KIND_MAX] = {
+        [TOOL_FILE_CREATE] = "FileCreate",
+        [TOOL_VIEW] = "View",
+        [TOOL_STR_REPLACE] = "StrReplace",
+        [TOOL_INSERT] = "Insert",
+        [TOOL_LS] = "Ls",
+        [TOOL_GLOB] = "Glob",
+        [TOOL_GREP] = "Grep",
+};
+
+#define TOOL_PATTERN_MAX         4096
+#define TOOL_RESULTS_MAX         UINT32_C(1000000)
+#define TOOL_HELPER_TIMEOUT_USEC (120 * USEC_PER_SEC) /* a helper this slow is stuck: it is killed */
+#define TOOL_GREP_DEADLINE_USEC  (60 * USEC_PER_SEC)  /* grep answers what it found by then */
+#define TOOL_REPLY_MAX           (UINT64_C(24) << 20) /* well below the bus's 32 MiB per message */
+
+static const uint32_t default_max_results[_TOOL_KIND_MAX] = {
+        [TOOL_LS] = 10000,
+        [TOOL_GLOB] = 10000,
+        [TOOL_GREP] = 1000,
+};
+
+typedef struct ToolCall {
+        struct ToolCall *next; /* in running_calls, while its helper runs */
+        Manager *manager;
+        ToolKind kind;
+        sd_bus_message *request;
+        sd_event_source *child_source, *timeout_source;
+        pid_t pid;
+        int result_fd; /* memfd: ToolResult, then the body */
+        int fd;        /* the caller's: FileCreate's source, View's destination; or -1 */
+
+        char *path;               /* absolute, as the sandbox sees it; Glob: the base directory */
+        char *printable_path;     /* the same, valid UTF-8, for the audit row and messages */
+        const void *data, *data2; /* point into request, which we hold */
+        size_t size, size2;
+        const char *pattern; /* Glob: what is left below path; Grep: the regex */
+        char *pattern_arg;   /* as given */
+        char *glob;
+        void *code; /* Grep: the compiled pattern */
+        uint32_t line, start_line, end_line, mode, max_results;
+        bool overwrite, create_dirs, ignore_case;
+        uint64_t cap;
+
+        Caller caller;
+        char session_id[SANDBOX_NAME_MAX + 1];
+        uint64_t started_at, mono;
+} ToolCall;
+
+/* The calls whose helpers run, so that deleting their sandbox can end them. */
+static ToolCall *running_calls = NULL;
+
+static ToolCall *tool_call_free(ToolCall *tc) {
+        if (!tc)
+                return NULL;
+        for (ToolCall **p = &running_calls; *p; p = &(*p)->next)
+                if (*p == tc) {
+                        *p = tc->next;
+                        break;
+                }
+        sd_event_source_disable_unref(tc->child_source);
+        sd_event_source_disable_unref(tc->timeout_source);
+        safe_close(tc->result_fd);
+        safe_close(tc->fd);
+        sd_bus_message_unref(tc->request);
+        free(tc->path);
+        free(tc->printable_path);
+        free(tc->pattern_arg);
+        free(tc->glob);
+        if (tc->code)
+                tool_grep_free(tc->code);
+        free(tc);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(ToolCall *, tool_call_free);
+
+/* --- the audit row --------------------------------------------------------------------------------- */
+
+static void tool_audit(ToolCall *tc, const char *event, const char *error_name, const char *error_message,
+                       const ToolResult *res) {
+        _cleanup_free_ char *detail = NULL;
+        json_object *o = json_object_new_object();
+
+        if (o) {
+                if (tc->printable_path)
+                        json_object_object_add(o, "path", json_object_new_string(tc->printable_path));
+                if (tc->pattern_arg)
+                        json_object_object_add(o, "pattern", json_object_new_string(tc->pattern_arg));
+                if (tc->glob)
+                        json_object_object_add(o, "glob", json_object_new_string(tc->glob));
+                if (tc->kind == TOOL_FILE_CREATE || tc->kind == TOOL_STR_REPLACE || tc->kind == TOOL_INSERT)
+                        json_object_object_add(o, "bytes", json_object_new_uint64(tc->size + tc->size2));
+                if (tc->kind == TOOL_INSERT)
+                        json_object_object_add(o, "line", json_object_new_uint64(tc->line));
+                if (tc->kind == TOOL_FILE_CREATE)
+                        json_object_object_add(o, "overwrite", json_object_new_boolean(tc->overwrite));
+                if (res && !error_name) {
+                        if (tc->kind == TOOL_LS || tc->kind == TOOL_GLOB || tc->kind == TOOL_GREP)
+                                json_object_object_add(o, "results", json_object_new_uint64(res->n[0]));
+                        if (res->flags & TOOL_FLAG_TRUNCATED)
+                                json_object_object_add(o, "truncated", json_object_new_boolean(true));
+                }
+                if (error_name) {
+                        json_object_object_add(o, "error", json_object_new_string(error_name));
+                        json_object_object_add(o, "message",
+                                               json_object_new_string(strempty(error_message)));
+                }
+                detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                json_object_put(o);
+        }
+        AuditRow row = {
+                .session_id = tc->session_id,
+                .operation = tool_operation[tc->kind],
+                .event = event,
+                .detail = detail,
+                .exit_code = error_name ? -1 : 0,
+                .started_at = tc->started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - tc->mono,
+        };
+        manager_audit(tc->manager, &tc->caller, &row);
+}
+
+/* Answers with an error, after its audit row. */
+static void tool_fail(ToolCall *tc, const char *name, const char *message) {
+        tool_audit(tc, streq(name, SD_BUS_ERROR_ACCESS_DENIED) ? "denied" : "failed", name, message, NULL);
+        (void) sd_bus_reply_method_errorf(tc->request, name, "%s", message);
+}
+
+static void tool_fail_errno(ToolCall *tc, int error) {
+        const char *p = strna(tc->printable_path), *name;
+        char msg[PATH_MAX + 256];
+
+        switch (error) {
+        case ENOENT:
+        case ENOTDIR:
+                name = SANDBOXD_ERROR_NO_SUCH_FILE;
+                snprintf(msg, sizeof(msg), "%s: %s: %s", tool_method[tc->kind], p, strerror(error));
+                break;
+        case EEXIST:
+                name = SANDBOXD_ERROR_FILE_EXISTS;
+                snprintf(msg, sizeof(msg), "%s exists already (pass overwrite to replace it).", p);
+                break;
+        case EACCES:
+        case EPERM:
+        case EROFS:
+                name = SD_BUS_ERROR_ACCESS_DENIED;
+                snprintf(msg, sizeof(msg), "%s: %s in the sandbox: %s", tool_method[tc->kind], p,
+                         strerror(error));
+                break;
+        case EISDIR:
+                name = SD_BUS_ERROR_INVALID_ARGS;
+                snprintf(msg, sizeof(msg), "%s is a directory.", p);
+                break;
+        case EINVAL:
+                name = SD_BUS_ERROR_INVALID_ARGS;
+                snprintf(msg, sizeof(msg), "%s is not a regular file.", p);
+                break;
+        case ELOOP:
+        case ENAMETOOLONG:
+        case EXDEV:
+                name = SD_BUS_ERROR_INVALID_ARGS;
+                snprintf(msg, sizeof(msg), "%s: %s: %s", tool_method[tc->kind], p, strerror(error));
+                break;
+        case EFBIG:
+                name = SANDBOXD_ERROR_LIMIT_EXCEEDED;
+                snprintf(msg, sizeof(msg),
+                         "%s: %s: the file or the result would be larger than %" PRIu64
+                         " bytes, the limit of the file tools.",
+                         tool_method[tc->kind], p, TOOLS_FILE_MAX);
+                break;
+        case ENOSPC:
+        case EDQUOT:
+                name = SANDBOXD_ERROR_LIMIT_EXCEEDED;
+                snprintf(msg, sizeof(msg), "%s: %s: %s", tool_method[tc->kind], p, strerror(error));
+                break;
+        default:
+                name = SD_BUS_ERROR_FAILED;
+                snprintf(msg, sizeof(msg), "%s: %s: %s", tool_method[tc->kind], p, strerror(error));
+        }
+        tool_fail(tc, name, msg);
+}
+
+/* --- the helper ------------------------------------------------------------------------------------ */
+
+static int write_all(int fd, const void *p, size_t n) {
+        const char *c = p;
+        while (n > 0) {
+                ssize_t k = write(fd, c, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                c += k;
+                n -= k;
+        }
+        return 0;
+}
+
+static int helper_run(ToolCall *tc, int root, ToolBuf *body, ToolResult *res) {
+        switch (tc->kind) {
+        case TOOL_FILE_CREATE: {
+                ToolCreateSpec spec = {
+                        .path = tc->path,
+                        .data = tc->data,
+                        .size = tc->size,
+                        .data_fd = tc->fd,
+                        .mode = tc->mode,
+                        .overwrite = tc->overwrite,
+                        .create_dirs = tc->create_dirs,
+                };
+                return tool_file_create(root, &spec, res);
+        }
+        case TOOL_VIEW:
+                return tool_view(root, tc->path, tc->start_line, tc->end_line, tc->cap, body, res);
+        case TOOL_STR_REPLACE:
+                return tool_str_replace(root, tc->path, tc->data, tc->size, tc->data2, tc->size2, res);
+        case TOOL_INSERT:
+                return tool_insert(root, tc->path, tc->line, tc->data, tc->size, res);
+        case TOOL_LS:
+                return tool_ls(root, tc->path, tc->max_results, tc->cap, body, res);
+        case TOOL_GLOB:
+                return tool_glob(root, tc->path, tc->pattern, tc->max_results, tc->cap, body, res);
+        case TOOL_GREP: {
+                ToolGrepSpec spec = {
+                        .path = tc->path,
+                        .code = tc->code,
+                        .glob = tc->glob,
+                        .max = tc->max_results,
+                        .cap = tc->cap,
+                        .deadline = now_usec(CLOCK_MONOTONIC) + TOOL_GREP_DEADLINE_USEC,
+                };
+                return tool_grep(root, &spec, body, res);
+        }
+        default:
+                return -EINVAL;
+        }
+}
+
+static _noreturn_ void tool_helper(Sandbox *s, ToolCall *tc) {
+        int keep[] = {tc->result_fd, tc->fd};
+        ToolResult res = {};
+        ToolBuf body = {};
+        int r, root;
+
+        if (confine_reset_signals() < 0)
+                _exit(EIO);
+        /* Its root and cwd become the sandbox's root. */
+        if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
+                _exit(errno);
+        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
+        if (r >= 0)
+                r = confine_set_rlimits(1024, 65536);
+        if (r >= 0)
+                r = confine_drop_privileges(s->uid, (gid_t) s->uid);
+        if (r < 0)
+                _exit(-r);
+        umask(022);
+        /* The sandbox's own filter: what we do here, its processes could do too. */
+        r = confine_seccomp_install();
+        if (r < 0)
+                _exit(-r);
+        root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                _exit(errno);
+
+        r = helper_run(tc, root, &body, &res);
+        if (r < 0)
+                _exit(-r > 255 ? EIO : -r);
+        if (tc->kind == TOOL_VIEW)
+                res.n[4] = body.size;
+        r = write_all(tc->result_fd, &res, sizeof(res));
+        if (r >= 0 && body.size > 0)
+                r = write_all(tc->kind == TOOL_VIEW && tc->fd >= 0 ? tc->fd : tc->result_fd, body.data,
+                              body.size);
+        _exit(r < 0 ? -r : 0);
+}
+
+/* --- the reply ------------------------------------------------------------------------------------- */
+
+static const char *type_name(uint32_t c) {
+        switch (c) {
+        case 'f':
+                return "file";
+        case 'd':
+                return "directory";
+        case 'l':
+                return "symlink";
+        case 'p':
+                return "fifo";
+        case 's':
+                return "socket";
+        case 'c':
+                return "char-device";
+        case 'b':
+                return "block-device";
+        default:
+                return "unknown";
+        }
+}
+
+static int append_info_counts(sd_bus_message *reply, const ToolResult *res) {
+        return sd_bus_message_append(reply, "{sv}{sv}", "count", "t", res->n[0], "truncated", "b",
+                                     (int) !!(res->flags & TOOL_FLAG_TRUNCATED));
+}
+
+static int build_body(ToolCall *tc, sd_bus_message *reply, const ToolResult *res, const uint8_t *body,
+                      size_t size) {
+        ToolReader rd = {.p = body, .left = size};
+        const void *a, *b;
+        size_t an, bn;
+        uint32_t u1, u2;
+        uint64_t t1, t2;
+        int r;
+
+        switch (tc->kind) {
+        case TOOL_FILE_CREATE:
+                return sd_bus_message_append(reply, "a{sv}", 2, "size", "t", res->n[0], "created", "b",
+                                             (int) !!(res->flags & TOOL_FLAG_CREATED));
+        case TOOL_STR_REPLACE:
+                return sd_bus_message_append(reply, "a{sv}", 2, "line", "t", res->n[1], "size", "t",
+                                             res->n[2]);
+        case TOOL_INSERT:
+                return sd_bus_message_append(reply, "a{sv}", 2, "lines", "t", res->n[0], "size", "t",
+                                             res->n[1]);
+        case TOOL_VIEW:
+                r = sd_bus_message_append_array(reply, 'y', tc->fd >= 0 ? (const void *) "" : body,
+                                                tc->fd >= 0 ? 0 : size);
+                if (r < 0)
+                        return r;
+                if (res->flags & TOOL_FLAG_DIRECTORY)
+                        return sd_bus_message_append(reply, "a{sv}", 4, "type", "s", "directory", "entries",
+                                                     "t", res->n[0], "truncated", "b",
+                                                     (int) !!(res->flags & TOOL_FLAG_TRUNCATED), "bytes",
+                                                     "t", res->n[4]);
+                return sd_bus_message_append(
+                        reply, "a{sv}", 7, "type", "s", "file", "lines", "t", res->n[0], "start_line", "t",
+                        res->n[1], "end_line", "t", res->n[2], "size", "t", res->n[3], "truncated", "b",
+                        (int) !!(res->flags & TOOL_FLAG_TRUNCATED), "bytes", "t", res->n[4]);
+        case TOOL_LS:
+                r = sd_bus_message_open_container(reply, 'a', "(aysutt)");
+                for (uint64_t i = 0; r >= 0 && i < res->n[0]; i++) {
+                        r = tool_read_bytes(&rd, &a, &an);
+                        if (r >= 0)
+                                r = tool_read_u32(&rd, &u1);
+                        if (r >= 0)
+                                r = tool_read_u32(&rd, &u2);
+                        if (r >= 0)
+                                r = tool_read_u64(&rd, &t1);
+                        if (r >= 0)
+                                r = tool_read_u64(&rd, &t2);
+                        if (r >= 0)
+                                r = sd_bus_message_open_container(reply, 'r', "aysutt");
+                        if (r >= 0)
+                                r = sd_bus_message_append_array(reply, 'y', a, an);
+                        if (r >= 0)
+                                r = sd_bus_message_append(reply, "sutt", type_name(u1), u2, t1, t2);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(reply);
+                }
+                break;
+        case TOOL_GLOB:
+                r = sd_bus_message_open_container(reply, 'a', "ay");
+                for (uint64_t i = 0; r >= 0 && i < res->n[0]; i++) {
+                        r = tool_read_bytes(&rd, &a, &an);
+                        if (r >= 0)
+                                r = sd_bus_message_append_array(reply, 'y', a, an);
+                }
+                break;
+        case TOOL_GREP:
+                r = sd_bus_message_open_container(reply, 'a', "(ayuay)");
+                for (uint64_t i = 0; r >= 0 && i < res->n[0]; i++) {
+                        r = tool_read_bytes(&rd, &a, &an);
+                        if (r >= 0)
+                                r = tool_read_u32(&rd, &u1);
+                        if (r >= 0)
+                                r = tool_read_bytes(&rd, &b, &bn);
+                        if (r >= 0)
+                                r = sd_bus_message_open_container(reply, 'r', "ayuay");
+                        if (r >= 0)
+                                r = sd_bus_message_append_array(reply, 'y', a, an);
+                        if (r >= 0)
+                                r = sd_bus_message_append(reply, "u", u1);
+                        if (r >= 0)
+                                r = sd_bus_message_append_array(reply, 'y', b, bn);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(reply);
+                }
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        if (r >= 0)
+                r = append_info_counts(reply, res);
+        if (r >= 0 && tc->kind == TOOL_GREP)
+                r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}{sv}", "files_searched", "t", res->n[1],
+                                          "binary_skipped", "t", res->n[2], "large_skipped", "t", res->n[3],
+                                          "unreadable", "t", res->n[4], "timed_out", "b",
+                                          (int) !!(res->flags & TOOL_FLAG_TIMED_OUT));
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
+static void tool_reply(ToolCall *tc) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        char msg[PATH_MAX + 256];
+        ToolResult res = {};
+        struct stat st;
+        uint8_t *map = NULL;
+        size_t len = 0;
+        int r;
+
+        if (pread(tc->result_fd, &res, sizeof(res), 0) != sizeof(res) || fstat(tc->result_fd, &st) < 0)
+                return tool_fail_errno(tc, EIO);
+        const char *p = tc->printable_path;
+        switch (res.status) {
+        case TOOL_OK:
+                break;
+        case TOOL_NO_MATCH:
+                snprintf(msg, sizeof(msg), "The text to replace does not occur in %s; nothing was changed.",
+                         p);
+                return tool_fail(tc, SANDBOXD_ERROR_NO_MATCH, msg);
+        case TOOL_AMBIGUOUS:
+                snprintf(msg, sizeof(msg),
+                         "The text to replace occurs %" PRIu64 " times in %s; it must occur exactly once "
+                         "(include more context). Nothing was changed.",
+                         res.n[0], p);
+                return tool_fail(tc, SANDBOXD_ERROR_AMBIGUOUS_MATCH, msg);
+        case TOOL_BINARY:
+                snprintf(msg, sizeof(msg), "%s is a binary file (it holds NUL bytes); use ReadFile.", p);
+                return tool_fail(tc, SANDBOXD_ERROR_BINARY_FILE, msg);
+        case TOOL_LINE_RANGE:
+                snprintf(msg, sizeof(msg),
+                         "Line %" PRIu32 " is beyond the end of %s, which has %" PRIu64 " lines.",
+                         tc->kind == TOOL_INSERT ? tc->line : tc->start_line, p, res.n[0]);
+                return tool_fail(tc, SD_BUS_ERROR_INVALID_ARGS, msg);
+        default:
+                return tool_fail_errno(tc, EIO);
+        }
+        if ((size_t) st.st_size > sizeof(res)) {
+                len = (size_t) st.st_size - sizeof(res);
+                map = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, tc->result_fd, 0);
+                if (map == MAP_FAILED)
+                        return tool_fail_errno(tc, errno);
+        }
+        r = sd_bus_message_new_method_return(tc->request, &reply);
+        if (r >= 0)
+                r = build_body(tc, reply, &res, map ? map + sizeof(res) : (const uint8_t *) "", len);
+        if (map)
+                munmap(map, (size_t) st.st_size);
+        if (r < 0) {
+                snprintf(msg, sizeof(msg), "%s: could not build the reply: %s", tool_method[tc->kind],
+                         strerror(-r));
+                return tool_fail(tc, SD_BUS_ERROR_FAILED, msg);
+        }
+        tool_audit(tc, "finished", NULL, NULL, &res);
+        r = sd_bus_send(NULL, reply, NULL);
+        if (r < 0)
+                (void) sd_bus_reply_method_errno(tc->request, r, NULL);
+}
+
+static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        ToolCall *tc = userdata;
+
+        if (si->si_code != CLD_EXITED)
+                tool_fail_errno(tc, si->si_status == SIGKILL ? ETIMEDOUT : EIO);
+        else if (si->si_status != 0)
+                tool_fail_errno(tc, si->si_status);
+        else
+                tool_reply(tc);
+        tool_call_free(tc);
+        return 0;
+}
+
+static int on_helper_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
+        ToolCall *tc = userdata;
+        (void) kill(tc->pid, SIGKILL); /* its exit answers the call */
+        return 0;
+}
+
+static int tool_start(Sandbox *s, ToolCall *tc) {
+        int r;
+
+        tc->result_fd = memfd_create("sandbox-tool", MFD_CLOEXEC);
+        if (tc->result_fd < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0)
+                tool_helper(s, tc);
+        tc->pid = pid;
+        tc->fd = safe_close(tc->fd); /* the helper has its copy */
+        r = sd_event_add_child(tc->manager->event, &tc->child_source, pid, WEXITED, on_helper_exit, tc);
+        if (r >= 0)
+                r = sd_event_add_time_relative(tc->manager->event, &tc->timeout_source, CLOCK_MONOTONIC,
+                                               TOOL_HELPER_TIMEOUT_USEC, 0, on_helper_timeout, tc);
+        if (r < 0) {
+                tc->child_source = sd_event_source_disable_unref(tc->child_source);
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                return r;
+        }
+        tc->next = running_calls;
+        running_calls = tc;
+        return 0;
+}
+
+void sandbox_tools_forget(Sandbox *s) {
+        for (ToolCall *tc = running_calls, *next; tc; tc = next) {
+                next = tc->next;
+                if (!streq(tc->session_id, s->id))
+                        continue;
+                /* gone before the caller hears the sandbox is: nothing of its uid may be left */
+                tc->child_source = sd_event_source_disable_unref(tc->child_source);
+                (void) kill(tc->pid, SIGKILL);
+                while (waitpid(tc->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                char msg[128];
+                snprintf(msg, sizeof(msg), "%s: sandbox %s was deleted during the call.", tool_method[tc->kind], s->id);
+                tool_fail(tc, SANDBOXD_ERROR_NOT_RUNNING, msg);
+                tool_call_free(tc);
+        }
+}
+
+/* --- parsing the call ------------------------------------------------------------------------------ */
+
+static int bad_type(sd_bus_error *error, const char *method, const char *key, const char *sig) {
+        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: option '%s' must be of type '%s'.",
+                                 method, key, sig);
+}
+
+/* Which options each tool takes, besides the caller context. */
+static bool option_allowed(ToolKind k, const char *key) {
+        if (streq(key, "path_bytes"))
+                return true;
+        if (streq(key, "overwrite") || streq(key, "mode") || streq(key, "create_dirs"))
+                return k == TOOL_FILE_CREATE;
+        if (streq(key, "fd"))
+                return k == TOOL_FILE_CREATE || k == TOOL_VIEW;
+        if (streq(key, "start_line") || streq(key, "end_line"))
+                return k == TOOL_VIEW;
+        if (streq(key, "max_results"))
+                return k == TOOL_LS || k == TOOL_GLOB || k == TOOL_GREP;
+        if (streq(key, "path"))
+                return k == TOOL_GLOB || k == TOOL_GREP;
+        if (streq(key, "glob") || streq(key, "ignore_case"))
+                return k == TOOL_GREP;
+        return false;
+}
+
+static int read_options(ToolCall *tc, sd_bus_message *msg, const char **path, const void **path_bytes,
+                        size_t *path_bytes_size, sd_bus_error *error) {
+        const char *method = tool_method[tc->kind], *key, *glob = NULL;
+        int r, b;
+
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                r = sandboxd_caller_context_entry(&tc->caller, key, msg, error);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        if (!option_allowed(tc->kind, key))
+                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                         "%s: unknown option '%s'.", method, key);
+                        if (streq(key, "path_bytes")) {
+                                if (sd_bus_message_enter_container(msg, 'v', "ay") <= 0 ||
+                                    sd_bus_message_read_array(msg, 'y', path_bytes, path_bytes_size) < 0 ||
+                                    sd_bus_message_exit_container(msg) < 0)
+                                        return bad_type(error, method, key, "ay");
+                        } else if (streq(key, "path") || streq(key, "glob")) {
+                                if (sd_bus_message_read(msg, "v", "s", streq(key, "path") ? path : &glob) <
+                                    0)
+                                        return bad_type(error, method, key, "s");
+                        } else if (streq(key, "fd")) {
+                                int fd;
+                                if (sd_bus_message_read(msg, "v", "h", &fd) < 0)
+                                        return bad_type(error, method, key, "h");
+                                safe_close(tc->fd);
+                                tc->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                                if (tc->fd < 0)
+                                        return -errno;
+                        } else if (streq(key, "overwrite") || streq(key, "create_dirs") ||
+                                   streq(key, "ignore_case")) {
+                                if (sd_bus_message_read(msg, "v", "b", &b) < 0)
+                                        return bad_type(error, method, key, "b");
+                                *(streq(key, "overwrite")     ? &tc->overwrite
+                                  : streq(key, "create_dirs") ? &tc->create_dirs
+                                                              : &tc->ignore_case) = b;
+                        } else {
+                                uint32_t *u = streq(key, "mode")         ? &tc->mode
+                                              : streq(key, "start_line") ? &tc->start_line
+                                              : streq(key, "end_line")   ? &tc->end_line
+                                                                         : &tc->max_results;
+                                if (sd_bus_message_read(msg, "v", "u", u) < 0)
+                                        return bad_type(error, method, key, "u");
+                        }
+                }
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        if (glob) {
+                if (isempty(glob) || strlen(glob) > TOOL_PATTERN_MAX)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Grep: 'glob' must be 1 to %d bytes.", TOOL_PATTERN_MAX);
+                tc->glob = strdup(glob);
+                if (!tc->glob)
+                        return -ENOMEM;
+        }
+        return sd_bus_message_exit_container(msg);
+}
+
+/* Sets tc->path (absolute) from the path argument or path_bytes. */
+static int set_path(ToolCall *tc, const char *path, const void *bytes, size_t size, sd_bus_error *error) {
+        const char *method = tool_method[tc->kind];
+        _cleanup_free_ char *raw = NULL;
+        int r;
+
+        if (bytes) {
+                if (!isempty(path))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "%s: pass the path or path_bytes, not both.", method);
+                if (size == 0 || memchr(bytes, 0, size))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "%s: path_bytes must be non-empty and hold no NUL byte.",
+                                                 method);
+                raw = strndup(bytes, size);
+                if (!raw)
+                        return -ENOMEM;
+                path = raw;
+        }
+        if (isempty(path))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: the path is empty.", method);
+        r = sandbox_resolve_path(path, &tc->path);
+        if (r < 0) {
+                _cleanup_free_ char *p = tool_utf8_sanitize(path, strlen(path));
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: invalid path '%s'.", method,
+                                         strna(p));
+        }
+        tc->printable_path = tool_utf8_sanitize(tc->path, strlen(tc->path));
+        return tc->printable_path ? 0 : -ENOMEM;
+}
+
+static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
+        const char *method = tool_method[tc->kind], *id, *arg = NULL, *path_opt = NULL;
+        const void *path_bytes = NULL;
+        size_t path_bytes_size = 0;
+        Manager *m = tc->manager;
+        Sandbox *s = NULL;
+        int r;
+
+        r = sandboxd_caller_check(m, msg, &tc->caller, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "ss", &id, &arg);
+        if (r < 0)
+                return r;
+        snprintf(tc->session_id, sizeof(tc->session_id), "%s", id);
+        switch (tc->kind) {
+        case TOOL_FILE_CREATE:
+                r = sd_bus_message_read_array(msg, 'y', &tc->data, &tc->size);
+                break;
+        case TOOL_STR_REPLACE:
+                r = sd_bus_message_read_array(msg, 'y', &tc->data, &tc->size);
+                if (r >= 0)
+                        r = sd_bus_message_read_array(msg, 'y', &tc->data2, &tc->size2);
+                break;
+        case TOOL_INSERT:
+                r = sd_bus_message_read(msg, "u", &tc->line);
+                if (r >= 0)
+                        r = sd_bus_message_read_array(msg, 'y', &tc->data, &tc->size);
+                break;
+        default:
+                break;
+        }
+        if (r < 0)
+                return r;
+        r = read_options(tc, msg, &path_opt, &path_bytes, &path_bytes_size, error);
+        if (r < 0)
+                return r;
+        r = sandboxd_get_running(m, id, &s, error);
+        if (r < 0)
+                return r;
+        snprintf(tc->session_id, sizeof(tc->session_id), "%s", s->id);
+
+        tc->cap = MIN(m->config.file_max > 0 ? m->config.file_max : UINT64_C(1) << 20, TOOL_REPLY_MAX);
+        if (tc->max_results == 0)
+                tc->max_results = default_max_results[tc->kind];
+        if (tc->max_results > TOOL_RESULTS_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "%s: max_results must be at most %" PRIu32 ".", method,
+                                         TOOL_RESULTS_MAX);
+
+        if (tc->kind == TOOL_GLOB || tc->kind == TOOL_GREP) {
+                if (isempty(arg) || strlen(arg) > TOOL_PATTERN_MAX)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "%s: the pattern must be 1 to %d bytes.", method,
+                                                 TOOL_PATTERN_MAX);
+                tc->pattern_arg = strdup(arg);
+                if (!tc->pattern_arg)
+                        return -ENOMEM;
+                if (!path_opt && !path_bytes)
+                        path_opt = SANDBOXD_SANDBOX_HOME;
+        } else
+                path_opt = arg;
+
+        if (tc->kind == TOOL_GLOB) {
+                _cleanup_free_ char *base = NULL, *joined = NULL;
+                const char *rest;
+                if (arg[0] == '/' && (path_bytes || !streq(path_opt, SANDBOXD_SANDBOX_HOME)))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Glob: an absolute pattern takes no 'path'.");
+                r = tool_glob_split(arg, &base, &rest);
+                if (r < 0)
+                        return r;
+                if (isempty(rest))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Glob: the pattern '%s' names nothing.", arg);
+                tc->pattern = tc->pattern_arg + (rest - arg);
+                if (arg[0] == '/')
+                        r = set_path(tc, base, NULL, 0, error);
+                else {
+                        r = set_path(tc, path_opt, path_bytes, path_bytes_size, error);
+                        if (r >= 0 && !isempty(base)) {
+                                if (asprintf(&joined, "%s/%s", tc->path, base) < 0)
+                                        return -ENOMEM;
+                                free(tc->path);
+                                free(tc->printable_path);
+                                tc->path = TAKE_PTR(joined);
+                                tc->printable_path = tool_utf8_sanitize(tc->path, strlen(tc->path));
+                                if (!tc->printable_path)
+                                        return -ENOMEM;
+                        }
+                }
+        } else
+                r = set_path(tc, path_opt, path_bytes, path_bytes_size, error);
+        if (r < 0)
+                return r;
+
+        switch (tc->kind) {
+        case TOOL_FILE_CREATE:
+                if (tc->mode > 0777)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "FileCreate: mode %o is not within 0000-0777.", tc->mode);
+                if (tc->fd >= 0 && tc->size > 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "FileCreate: pass content or an fd, not both.");
+                if (tc->size > m->config.file_max)
+                        return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                                 "FileCreate: content is %zu bytes; at most %" PRIu64
+                                                 " fit in one call (pass an fd).",
+                                                 tc->size, m->config.file_max);
+                break;
+        case TOOL_VIEW:
+                if (tc->end_line > 0 && tc->end_line < MAX(tc->start_line, 1u))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "View: end_line %" PRIu32 " is before start_line %" PRIu32
+                                                 ".",
+                                                 tc->end_line, tc->start_line);
+                if (tc->fd >= 0)
+                        tc->cap = TOOLS_FILE_MAX;
+                break;
+        case TOOL_STR_REPLACE:
+                if (tc->size == 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "StrReplace: the text to replace is empty.");
+                break;
+        case TOOL_INSERT:
+                if (tc->size == 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Insert: the text is empty.");
+                break;
+        case TOOL_GREP: {
+                char err[512];
+                tc->code = tool_grep_compile(tc->pattern_arg, tc->ignore_case, err, sizeof(err));
+                if (!tc->code)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Grep: invalid regular expression: %s.", err);
+                break;
+        }
+        default:
+                break;
+        }
+
+        r = tool_start(s, tc);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "%s: could not start the helper: %s", method,
+                                               strerror(-r));
+        return 0;
+}
+
+static int tool_method_call(sd_bus_message *msg, void *userdata, sd_bus_error *error, ToolKind kind) {
+        _cleanup_(tool_call_freep) ToolCall *tc = calloc(1, sizeof(ToolCall));
+        int r;
+
+        if (!tc)
+                return -ENOMEM;
+        *tc = (ToolCall){
+                .manager = userdata,
+                .kind = kind,
+                .request = sd_bus_message_ref(msg),
+                .result_fd = -EBADF,
+                .fd = -EBADF,
+                .mode = 0644,
+                .started_at = now_usec(CLOCK_REALTIME),
+                .mono = now_usec(CLOCK_MONOTONIC),
+                .caller = {.uid = UINT32_MAX},
+        };
+        snprintf(tc->caller.account_id, sizeof(tc->caller.account_id), "unknown");
+        snprintf(tc->caller.source, sizeof(tc->caller.source), "agent");
+
+        r = parse_call(tc, msg, error);
+        if (r >= 0) {
+                TAKE_PTR(tc); /* on_helper_exit answers and frees it */
+                return 1;
+        }
+        /* Refused before any work: the audit row still records it. */
+        if (!sd_bus_error_is_set(error))
+                sd_bus_error_set_errnof(error, r, "%s: %s", tool_method[kind], strerror(-r));
+        tool_audit(tc, streq(error->name, SD_BUS_ERROR_ACCESS_DENIED) ? "denied" : "failed", error->name,
+                   error->message, NULL);
+        return r;
+}
+
+int vt_tool_file_create(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return tool_method_call(msg, userdata, error, TOOL_FILE_CREATE);
+}
+
+int vt_tool_view(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return tool_method_call(msg, userdata, error, TOOL_VIEW);
+}
+
+int vt_tool_str_replace(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return tool_method_call(msg, userdata, error, TOOL_STR_REPLACE);
+}
+
+int vt_tool_insert(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return tool_method_call(msg, userdata, error, TOOL_INSERT);
+}
+
+int vt_tool_ls(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return tool_method_call(msg, userdata, error, TOOL_LS);
+}
+
+int vt_tool_glob(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return tool_method_call(msg, userdata, error, TOOL_GLOB);
+}
+
+int vt_tool_grep(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return tool_method_call(msg, userdata, error, TOOL_GREP);
+}
