@@ -264,7 +264,8 @@ export declare class NotFound extends SandboxdError {}
 export declare class MethodNotAllowed extends SandboxdError {}
 export declare class Conflict extends SandboxdError {}
 export declare class PayloadTooLarge extends SandboxdError {}
-export declare class LimitExceeded extends SandboxdError {}
+export declare class Unprocessable extends SandboxdError {}
+export declare class LimitExceeded extends Unprocessable {}
 export declare class RateLimited extends SandboxdError {
         /** Seconds, from Retry-After, when the gateway sent one. */
         retryAfter: number | null;

@@ -26,8 +26,10 @@ export class MethodNotAllowed extends SandboxdError {}
 export class Conflict extends SandboxdError {}
 /* 413. */
 export class PayloadTooLarge extends SandboxdError {}
-/* 422: a sandbox limit. */
-export class LimitExceeded extends SandboxdError {}
+/* 422: a request that is well-formed but cannot be done, e.g. a file tool's no_match or ambiguous_match. */
+export class Unprocessable extends SandboxdError {}
+/* 422 limit_exceeded: a sandbox limit. */
+export class LimitExceeded extends Unprocessable {}
 /* 429: too_many_streams; retryAfter (seconds) when the gateway says. */
 export class RateLimited extends SandboxdError {
         constructor(message, opts = {}) {
@@ -53,7 +55,7 @@ const BY_STATUS = {
         408: Timeout,
         409: Conflict,
         413: PayloadTooLarge,
-        422: LimitExceeded,
+        422: Unprocessable,
         429: RateLimited,
         503: Unavailable,
         504: Timeout,
@@ -64,7 +66,9 @@ export function errorFromBody(status, body, headers) {
         const requestId = (body && body.requestId) || (headers && headers.get && headers.get("x-request-id")) || null;
         const code = (body && body.code) || "";
         const message = (body && body.error) || `HTTP ${status}`;
-        const Cls = BY_STATUS[status] || (status >= 500 ? ServerError : SandboxdError);
+        let Cls = BY_STATUS[status] || (status >= 500 ? ServerError : SandboxdError);
+        if (code === "limit_exceeded")
+                Cls = LimitExceeded;
         let retryAfter = null;
         if (headers && headers.get && headers.get("retry-after"))
                 retryAfter = Number(headers.get("retry-after"));

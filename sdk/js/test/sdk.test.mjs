@@ -7,7 +7,8 @@ import { execFileSync } from "node:child_process";
 import NodeWebSocket from "ws";
 
 import {
-        Client, withSandbox, SandboxdError, BadRequest, Unauthorized, Forbidden, NotFound,
+        Client, withSandbox, SandboxdError, BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Unprocessable,
+        LimitExceeded,
 } from "../src/index.js";
 
 const BASE = process.env.SANDBOXD_URL || "http://127.0.0.1:8790";
@@ -124,6 +125,26 @@ test("get, list, extend, files in text and bytes, argv, env, cwd, stdin", async 
                 assert.deepEqual(b.stdout, bytes);
                 const f = await sb.exec("exit 3");
                 assert.equal(f.exitCode, 3);
+                await assert.rejects(sb.exec("true", { timeoutSeconds: 100000 }),
+                        (e) => assertTyped(e, LimitExceeded, 422, "limit_exceeded"));
+        });
+});
+
+test("file tools: create, view, str_replace, insert, ls, glob, grep; their refusals typed", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                assert.deepEqual(await sb.files.create({ path: "src/a.py", content: "x = 1\ny = 2\n", create_dirs: true }),
+                        { size: 12, created: true });
+                await assert.rejects(sb.files.create({ path: "src/a.py", content: "z" }), (e) => assertTyped(e, Conflict, 409, "conflict"));
+                assert.equal((await sb.files.view({ path: "src/a.py", start_line: 2, end_line: 2 })).text, "     2\ty = 2\n");
+                await assert.rejects(sb.files.strReplace({ path: "src/a.py", old_str: "nothing", new_str: "z" }),
+                        (e) => assertTyped(e, Unprocessable, 422, "no_match") && !(e instanceof LimitExceeded));
+                assert.equal((await sb.files.strReplace({ path: "src/a.py", old_str: "y = 2", new_str: "y = 3" })).line, 2);
+                assert.equal((await sb.files.insert({ path: "src/a.py", insert_line: 0, new_str: "# top" })).lines, 3);
+                assert.equal(await sb.files.readText("src/a.py"), "# top\nx = 1\ny = 3\n");
+                assert.deepEqual((await sb.files.ls({ path: "src" })).entries.map((e) => e.name), ["a.py"]);
+                assert.deepEqual((await sb.files.glob({ pattern: "**/*.py" })).paths, ["/home/sandbox/src/a.py"]);
+                assert.equal((await sb.files.grep({ pattern: "^y", path: "src" })).count, 1);
+                await assert.rejects(sb.files.tool("view", { path: "src/a.py", bogus: 1 }), BadRequest);
         });
 });
 
