@@ -547,7 +547,10 @@ async function takeover(sb, opts) {
                                 ws.on("error", () => {});
                                 const h = { get: (k) => res.headers[k.toLowerCase()] };
                                 reject(errorFromBody(res.statusCode, body, h));
-                                req.destroy();
+                                /* terminate() aborts the handshake and frees its socket; req.destroy() alone
+                                 * left the process alive for a minute. */
+                                res.destroy();
+                                ws.terminate();
                         });
                 };
                 on("open", onOpen);
