@@ -21,6 +21,7 @@
 
 #include "macro.h"
 #include "sqlite-util.h"
+#include "utf8-util.h"
 
 static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_EXEC] = "exec",
@@ -62,73 +63,6 @@ DEFINE_STRING_TABLE(audit_source, AuditSource, _AUDIT_SOURCE_MAX);
 
 /* --- the row's rules ---------------------------------------------------------------------------- */
 
-/* The length of the valid UTF-8 sequence at p (n bytes available), or 0 if there is none; then
- * *ret_cut says whether the bytes are a valid start of a sequence that n cut short. */
-static size_t utf8_sequence(const uint8_t *p, size_t n, bool *ret_cut) {
-        uint8_t c = p[0], lo = 0x80, hi = 0xBF;
-        size_t len;
-
-        *ret_cut = false;
-        if (c < 0x80)
-                return 1;
-        if (c >= 0xC2 && c <= 0xDF)
-                len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-                len = 3;
-                if (c == 0xE0)
-                        lo = 0xA0; /* no overlong forms */
-                else if (c == 0xED)
-                        hi = 0x9F; /* no surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-                len = 4;
-                if (c == 0xF0)
-                        lo = 0x90;
-                else if (c == 0xF4)
-                        hi = 0x8F; /* nothing above U+10FFFF */
-        } else
-                return 0;
-
-        for (size_t i = 1; i < len; i++) {
-                if (i >= n) {
-                        *ret_cut = true;
-                        return 0;
-                }
-                if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF))
-                        return 0;
-        }
-        return len;
-}
-
-/* p[0..n) as valid UTF-8: invalid bytes become U+FFFD; if cut, a character split by the end is
- * dropped rather than replaced. */
-static char *utf8_sanitize(const void *data, size_t n, bool cut, size_t *ret_len) {
-        const uint8_t *p = data;
-        char *out = malloc(n * 3 + 1);
-        size_t o = 0;
-
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < n;) {
-                bool split;
-                size_t l = utf8_sequence(p + i, n - i, &split);
-
-                if (l > 0) {
-                        memcpy(out + o, p + i, l);
-                        o += l;
-                        i += l;
-                        continue;
-                }
-                if (split && cut)
-                        break;
-                memcpy(out + o, "\xEF\xBF\xBD", 3);
-                o += 3;
-                i++;
-        }
-        out[o] = 0;
-        *ret_len = o;
-        return out;
-}
-
 static struct json_object *json_object_put_null(struct json_object *o) {
         json_object_put(o);
         return NULL;
@@ -139,8 +73,9 @@ static int add_head(struct json_object *obj, const char *name, const void *data,
         _cleanup_free_ char *s = NULL;
         size_t len;
 
-        s = utf8_sanitize(data, MIN(size, (size_t) AUDIT_OUTPUT_HEAD), size > AUDIT_OUTPUT_HEAD, &len);
-        if (!s)
+        /* A character the head's end splits is dropped rather than shown as U+FFFD. */
+        if (utf8_sanitize(data, MIN(size, (size_t) AUDIT_OUTPUT_HEAD),
+                          size > AUDIT_OUTPUT_HEAD ? UTF8_KEEP_TAIL : 0, &s, &len, NULL) < 0)
                 return -ENOMEM;
         struct json_object *v = json_object_new_string_len(s, (int) len);
         if (!v || json_object_object_add(obj, name, v) < 0) {

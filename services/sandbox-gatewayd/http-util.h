@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "utf8-util.h"
+
 /* "req_" + 20 characters of [a-z2-7]. */
 #define REQUEST_ID_MAX 32
 int request_id_new(char ret[static REQUEST_ID_MAX]);
@@ -50,12 +52,6 @@ uint64_t json_get_uint(json_object *o, const char *name);
 const char *json_get_string(json_object *o, const char *name);
 /* A NULL-terminated copy of a JSON_FIELD_STRV member (NULL if absent). */
 int json_get_strv(json_object *o, const char *name, char ***ret);
-
-/* Bytes → valid UTF-8: every invalid byte becomes U+FFFD. With keep_tail, an incomplete sequence at the
- * very end is not converted but left for the next chunk: *ret_consumed says how many bytes were used
- * (size otherwise). Returns 0 or -ENOMEM. */
-int utf8_sanitize(const uint8_t *data, size_t size, bool keep_tail, char **ret, size_t *ret_len,
-                  size_t *ret_consumed);
 
 /* Standard base64 with padding, both ways (gnutls). decode: -EINVAL for anything that is not base64. */
 int base64_encode_alloc(const uint8_t *data, size_t size, char **ret);

@@ -221,7 +221,7 @@ static void stream_output(Exec *e, int i, const uint8_t *data, size_t size, bool
         if (e->base64)
                 v = json_bytes(data, size, true);
         else {
-                if (utf8_sanitize(data, size, !final, &text, &len, &used) < 0)
+                if (utf8_sanitize(data, size, final ? 0 : UTF8_KEEP_TAIL, &text, &len, &used) < 0)
                         return;
                 /* keep an incomplete character for the next read, so it is not cut into U+FFFDs */
                 memcpy(p->tail, data + used, size - used);

@@ -22,6 +22,7 @@
 #include <pcre2.h>
 
 #include "macro.h"
+#include "utf8-util.h"
 
 /* --- buffers --------------------------------------------------------------------------------------- */
 
@@ -310,58 +311,11 @@ int tool_glob_split(const char *pattern, char **ret_base, const char **ret_rest)
         return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 if there is none. */
-static size_t utf8_valid_len(const unsigned char *p, size_t left) {
-        unsigned char c = p[0];
-        size_t n;
-        unsigned char lo = 0x80, hi = 0xBF;
-
-        if (c >= 0x01 && c < 0x80)
-                return 1;
-        if (c >= 0xC2 && c <= 0xDF)
-                n = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-                n = 3;
-                if (c == 0xE0)
-                        lo = 0xA0;
-                else if (c == 0xED)
-                        hi = 0x9F; /* no surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-                n = 4;
-                if (c == 0xF0)
-                        lo = 0x90;
-                else if (c == 0xF4)
-                        hi = 0x8F;
-        } else
-                return 0;
-        if (left < n || p[1] < lo || p[1] > hi)
-                return 0;
-        for (size_t i = 2; i < n; i++)
-                if (p[i] < 0x80 || p[i] > 0xBF)
-                        return 0;
-        return n;
-}
-
 char *tool_utf8_sanitize(const void *data, size_t size) {
-        const unsigned char *p = data;
-        char *s = malloc(size * 3 + 1), *o = s; /* each bad byte may become three */
+        char *s;
 
-        if (!s)
-                return NULL;
-        for (size_t i = 0; i < size;) {
-                size_t n = utf8_valid_len(p + i, size - i);
-                if (n == 0) {
-                        memcpy(o, "\xEF\xBF\xBD", 3);
-                        o += 3;
-                        i++;
-                } else {
-                        memcpy(o, p + i, n);
-                        o += n;
-                        i += n;
-                }
-        }
-        *o = 0;
-        return s;
+        /* D-Bus strings hold no NUL either */
+        return utf8_sanitize(data, size, UTF8_REPLACE_NUL, &s, NULL, NULL) < 0 ? NULL : s;
 }
 
 /* --- opening and reading --------------------------------------------------------------------------- */
@@ -372,7 +326,15 @@ static int openat2_raw(int dfd, const char *path, int flags, mode_t mode, uint64
                 .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
                 .resolve = resolve,
         };
-        long fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+        long fd;
+
+        /* With RESOLVE_IN_ROOT the kernel answers EAGAIN when any rename on the system raced a ".." of
+         * the path: the lookup is safe to repeat, and a busy host makes it happen. */
+        for (unsigned attempt = 0;; attempt++) {
+                fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+                if (fd >= 0 || errno != EAGAIN || attempt >= 64)
+                        break;
+        }
         return fd < 0 ? -errno : (int) fd;
 }
 

@@ -17,6 +17,7 @@
 
 #include "macro.h"
 #include "sandboxctl-util.h"
+#include "utf8-util.h"
 
 #define BUS_NAME           "org.sandboxd.sandbox1"
 #define BUS_PATH           "/org/sandboxd/sandbox1"
@@ -91,35 +92,6 @@ static int fail(const char *what, const sd_bus_error *e, int r) {
 
 /* --- JSON of bytes ---------------------------------------------------------------------------------- */
 
-static bool utf8_valid(const uint8_t *p, size_t n) {
-        for (size_t i = 0; i < n;) {
-                uint8_t c = p[i];
-                size_t k;
-                if (c == 0)
-                        return false;
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                }
-                k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-                if (k == 0 || i + k > n)
-                        return false;
-                uint8_t lo = c == 0xE0   ? 0xA0
-                             : c == 0xF0 ? 0x90
-                                         : 0x80,
-                        hi = c == 0xED   ? 0x9F
-                             : c == 0xF4 ? 0x8F
-                                         : 0xBF;
-                if (p[i + 1] < lo || p[i + 1] > hi)
-                        return false;
-                for (size_t j = 2; j < k; j++)
-                        if ((p[i + j] & 0xC0) != 0x80)
-                                return false;
-                i += k;
-        }
-        return true;
-}
-
 static char *base64(const uint8_t *p, size_t n) {
         static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
@@ -139,7 +111,7 @@ static char *base64(const uint8_t *p, size_t n) {
 
 /* key: the bytes as a string if they are UTF-8; otherwise key_base64 holds them exactly. */
 static void json_add_bytes(json_object *o, const char *key, const void *p, size_t n) {
-        if (utf8_valid(p, n)) {
+        if (!memchr(p, 0, n) && utf8_is_valid(p, n)) {
                 json_object_object_add(o, key, json_object_new_string_len(p, (int) n));
                 return;
         }

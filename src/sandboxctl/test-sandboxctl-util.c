@@ -11,16 +11,7 @@
 
 #include "macro.h"
 #include "sandboxctl-util.h"
-
-static int failures = 0;
-
-#define CHECK(expr)                                                                                         \
-        do {                                                                                                \
-                if (!(expr)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
+#include "test-util.h"
 
 static void test_parse_uint64(void) {
         uint64_t v = 7;
@@ -435,9 +426,5 @@ int main(void) {
         test_log_row_matches();
         test_log_row_cells();
 
-        if (failures > 0) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
-                return EXIT_FAILURE;
-        }
-        return EXIT_SUCCESS;
+        return test_finish("test-sandboxctl-util");
 }

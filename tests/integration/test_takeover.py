@@ -353,7 +353,9 @@ class Pty:
         for _ in range(100):
             start = len(self.out)
             self.send("stty size\r")
-            if self.read_until(rb"[\r\n](\d+ \d+)\r\n", start=start).group(1) == size:
+            # readline redraws the line on SIGWINCH, so the answer may follow the echoed command
+            # without a line break of its own
+            if self.read_until(rb"(?:[\r\n]|size)(\d+ \d+)\r\n", start=start).group(1) == size:
                 return
             time.sleep(0.1)
         raise AssertionError(f"the terminal never became {size!r}")

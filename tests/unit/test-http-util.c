@@ -124,25 +124,25 @@ static void test_utf8(void) {
         char *s = NULL;
         size_t len, used;
 
-        CHECK(utf8_sanitize((const uint8_t *) "h\xc3\xa9llo \xce\xbb \xf0\x9f\x98\x80", 15, false, &s, &len, &used) == 0);
+        CHECK(utf8_sanitize((const uint8_t *) "h\xc3\xa9llo \xce\xbb \xf0\x9f\x98\x80", 15, 0, &s, &len, &used) == 0);
         CHECK_STR(s, "h\xc3\xa9llo \xce\xbb \xf0\x9f\x98\x80");
         CHECK_U64(used, 15);
         free(s);
         /* invalid bytes, overlong forms and surrogates each become U+FFFD */
-        CHECK(utf8_sanitize((const uint8_t *) "a\xff" "b\xc0\xaf" "c\xed\xa0\x80", 9, false, &s, &len, NULL) == 0);
+        CHECK(utf8_sanitize((const uint8_t *) "a\xff" "b\xc0\xaf" "c\xed\xa0\x80", 9, 0, &s, &len, NULL) == 0);
         CHECK_STR(s, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
         free(s);
         /* a sequence cut at the end: kept for the next chunk, or replaced at the very end */
-        CHECK(utf8_sanitize((const uint8_t *) "ab\xe2\x82", 4, true, &s, &len, &used) == 0);
+        CHECK(utf8_sanitize((const uint8_t *) "ab\xe2\x82", 4, UTF8_KEEP_TAIL, &s, &len, &used) == 0);
         CHECK_STR(s, "ab");
         CHECK_U64(used, 2);
         free(s);
-        CHECK(utf8_sanitize((const uint8_t *) "ab\xe2\x82", 4, false, &s, &len, &used) == 0);
+        CHECK(utf8_sanitize((const uint8_t *) "ab\xe2\x82", 4, 0, &s, &len, &used) == 0);
         CHECK_STR(s, "ab\xef\xbf\xbd\xef\xbf\xbd");
         CHECK_U64(used, 4);
         free(s);
         /* an invalid byte at the end is not "incomplete" */
-        CHECK(utf8_sanitize((const uint8_t *) "a\x80", 2, true, &s, &len, &used) == 0);
+        CHECK(utf8_sanitize((const uint8_t *) "a\x80", 2, UTF8_KEEP_TAIL, &s, &len, &used) == 0);
         CHECK_STR(s, "a\xef\xbf\xbd");
         CHECK_U64(used, 2);
         free(s);
