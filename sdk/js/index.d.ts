@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// TypeScript declarations of the sandbox-gatewayd JavaScript SDK (hand-written; the SDK has no build step).
+
+export interface ClientOptions {
+        /** An API key's secret (`sbx_live_…`); in Node defaults to $SANDBOXD_API_KEY. */
+        apiKey?: string;
+        /** Defaults to $SANDBOXD_URL in Node, else http://127.0.0.1:8790. */
+        baseUrl?: string;
+        /** Per-request deadline (default 60000); exec with timeoutSeconds waits that long plus 30 s. */
+        timeoutMs?: number;
+        /** A fetch implementation (default globalThis.fetch). */
+        fetch?: typeof fetch;
+}
+
+export interface RequestOptions {
+        signal?: AbortSignal;
+}
+
+export interface SandboxLimits {
+        cpu_quota_percent: number | null;
+        memory_max: number | null;
+        tasks_max: number | null;
+        timeout_seconds_default: number | null;
+        timeout_seconds_max: number | null;
+}
+
+/** The gateway's sandbox object, as sent (snake_case). */
+export interface SandboxInfo {
+        id: string;
+        name: string;
+        type: string;
+        state: "starting" | "running" | "stopping" | "failed";
+        network: "none" | "host";
+        owner: string;
+        created_at: string;
+        expires_at: string;
+        limits: SandboxLimits | null;
+}
+
+export interface CreateSandboxOptions extends RequestOptions {
+        type?: string;
+        ttlSeconds?: number;
+        name?: string;
+        network?: "none" | "host";
+}
+
+export interface WithSandboxOptions extends CreateSandboxOptions {
+        /** "delete" (default): delete the sandbox when the function settles; "keep": leave it. */
+        onExit?: "delete" | "keep";
+}
+
+export interface ExecOptions extends RequestOptions {
+        cwd?: string;
+        env?: Record<string, string>;
+        /** A string is sent as UTF-8; bytes are sent base64 (and the output comes back decoded). */
+        stdin?: string | Uint8Array;
+        timeoutSeconds?: number;
+        /** Answer stdout and stderr as bytes (the request uses "encoding":"base64"). */
+        binary?: boolean;
+        /** Given either callback, the answer is streamed (SSE) and each chunk is passed as it arrives. */
+        onStdout?: (chunk: string | Uint8Array) => void | Promise<void>;
+        onStderr?: (chunk: string | Uint8Array) => void | Promise<void>;
+}
+
+export interface ExecResult<T = string> {
+        exitCode: number;
+        stdout: T;
+        stderr: T;
+        stdoutTruncated: boolean;
+        stderrTruncated: boolean;
+        durationMs: number;
+        timedOut: boolean;
+        oomKilled: boolean;
+}
+
+/** An audit row as the gateway sends it (snake_case). */
+export interface LogEntry {
+        id: number;
+        session_id: string | null;
+        account_id: string | null;
+        source: string;
+        operation: string;
+        event: string;
+        detail: unknown;
+        exit_code: number | null;
+        output_truncated: { stdout: string; stderr: string } | null;
+        started_at: string;
+        duration_ms: number | null;
+        request_id: string | null;
+        [field: string]: unknown;
+}
+
+export interface LogOptions extends RequestOptions {
+        limit?: number;
+        offset?: number;
+        operation?: string;
+        event?: string;
+        source?: string;
+        accountId?: string;
+        since?: string;
+        until?: string;
+        afterId?: number;
+}
+
+export interface GlobalLogOptions extends LogOptions {
+        sessionId?: string;
+}
+
+export interface WatchOptions {
+        /** Resume after this row id (sent as Last-Event-ID). */
+        lastEventId?: number | string;
+        signal?: AbortSignal;
+        /** Base delay between reconnects (default 500 ms, growing with consecutive failures). */
+        retryDelayMs?: number;
+        /** Consecutive failed reconnects before giving up with ConnectionError (default 10). */
+        maxRetries?: number;
+}
+
+export declare class Watch implements AsyncIterable<LogEntry> {
+        /** The id of the last row received, sent as Last-Event-ID when reconnecting. */
+        lastEventId: string | null;
+        /** How many times the stream was reopened after a drop. */
+        reconnects: number;
+        /** Ends the stream; the iterator then finishes. */
+        close(): void;
+        [Symbol.asyncIterator](): AsyncIterator<LogEntry>;
+}
+
+export interface TakeoverOptions extends RequestOptions {
+        cols?: number;
+        rows?: number;
+        /** Mint a single-use token and pass ?token= (default in browsers; in Node the header is used). */
+        useToken?: boolean;
+        /** The WebSocket class to use (default: `ws` in Node, globalThis.WebSocket in browsers). */
+        WebSocket?: unknown;
+        binaryType?: "nodebuffer" | "arraybuffer" | "blob" | "fragments";
+}
+
+export interface FileWriteOptions extends RequestOptions {
+        /** A number (0o755) or an octal string ("0755"). */
+        mode?: number | string;
+        createDirs?: boolean;
+        append?: boolean;
+}
+
+export interface FileReadOptions extends RequestOptions {
+        offset?: number;
+        length?: number;
+        encoding?: "utf-8" | "utf8";
+}
+
+export declare class Files {
+        write(path: string, data: string | Uint8Array | ArrayBuffer, opts?: FileWriteOptions): Promise<void>;
+        read(path: string, opts: FileReadOptions & { encoding: "utf-8" | "utf8" }): Promise<string>;
+        read(path: string, opts?: FileReadOptions): Promise<Uint8Array>;
+        readText(path: string, opts?: Omit<FileReadOptions, "encoding">): Promise<string>;
+        /** One of sandboxd's file tools by name; arguments and result as in docs/dbus-api.md. */
+        tool(name: string, args?: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+        view(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+        ls(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+        glob(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+        grep(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+        create(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+        strReplace(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+        insert(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
+}
+
+export declare class Sandbox {
+        readonly client: Client;
+        readonly files: Files;
+        info: SandboxInfo;
+        id: string;
+        name: string;
+        type: string;
+        state: SandboxInfo["state"];
+        network: SandboxInfo["network"];
+        owner: string;
+        createdAt: string;
+        expiresAt: string;
+        limits: SandboxLimits | null;
+        refresh(opts?: RequestOptions): Promise<this>;
+        extend(ttlSeconds: number, opts?: RequestOptions): Promise<this>;
+        delete(opts?: RequestOptions): Promise<void>;
+        exec(command: string | string[], opts: ExecOptions & { binary: true }): Promise<ExecResult<Uint8Array>>;
+        exec(command: string | string[], opts?: ExecOptions): Promise<ExecResult<string>>;
+        getLog(opts?: LogOptions): Promise<LogEntry[]>;
+        watch(opts?: WatchOptions): Watch;
+        /** Node: a `ws` WebSocket; browsers: a DOM WebSocket. Resolves once open. */
+        takeover(opts?: TakeoverOptions): Promise<any>;
+}
+
+/** The API key object, in the reference API's camelCase. */
+export interface ApiKey {
+        id: string;
+        name: string;
+        role: "admin" | "member";
+        expiresAt: string | null;
+        createdAt: string;
+        revokedAt: string | null;
+        scope: { actions: string[]; sandboxes: "*" | string[] };
+}
+
+export interface CreateApiKeyOptions extends RequestOptions {
+        name?: string;
+        preset?: "admin" | "member" | "runner";
+        role?: "admin" | "member";
+        actions?: string[];
+        sandboxes?: "*" | string[];
+        ttlSeconds?: number;
+}
+
+export declare class ApiKeys {
+        create(opts?: CreateApiKeyOptions): Promise<{ secret: string; apiKey: ApiKey }>;
+        list(opts?: RequestOptions): Promise<ApiKey[]>;
+        revoke(id: string, opts?: RequestOptions): Promise<void>;
+}
+
+export declare class Client {
+        constructor(opts?: ClientOptions);
+        readonly baseUrl: string;
+        readonly timeoutMs: number;
+        readonly apiKeys: ApiKeys;
+        createSandbox(opts?: CreateSandboxOptions): Promise<Sandbox>;
+        getSandbox(idOrName: string, opts?: RequestOptions): Promise<Sandbox>;
+        listSandboxes(opts?: RequestOptions): Promise<Sandbox[]>;
+        getLog(opts?: GlobalLogOptions): Promise<LogEntry[]>;
+        getLogOutput(rowId: number, opts?: RequestOptions & { encoding?: "base64" }):
+                Promise<{ id: number; stdout: string; stderr: string }>;
+}
+
+/** Creates a sandbox, runs fn with it, and deletes it when fn settles (unless onExit is "keep"). */
+export declare function withSandbox<T>(client: Client, opts: WithSandboxOptions, fn: (sb: Sandbox) => Promise<T> | T): Promise<T>;
+export declare function withSandbox<T>(client: Client, fn: (sb: Sandbox) => Promise<T> | T): Promise<T>;
+
+export interface SseEvent {
+        id: string | null;
+        event: string;
+        data: string;
+}
+export declare function parseSse(body: ReadableStream<Uint8Array>): AsyncGenerator<SseEvent>;
+
+export interface ErrorBody {
+        event?: "error";
+        error?: string;
+        code?: string;
+        status?: number;
+        requestId?: string;
+}
+
+export declare class SandboxdError extends Error {
+        constructor(message: string, opts?: { status?: number; code?: string; requestId?: string | null; body?: ErrorBody | null; cause?: unknown });
+        /** The HTTP status (0: no answer, e.g. a connection error or this client's own timeout). */
+        status: number;
+        /** The gateway's stable code (`not_found`, `invalid_request`, …), or `client_timeout`, `connection_error`. */
+        code: string;
+        /** The X-Request-Id of the answer, also in the audit rows the request caused. */
+        requestId: string | null;
+        body: ErrorBody | null;
+}
+export declare class BadRequest extends SandboxdError {}
+export declare class Unauthorized extends SandboxdError {}
+export declare class Forbidden extends SandboxdError {}
+export declare class NotFound extends SandboxdError {}
+export declare class MethodNotAllowed extends SandboxdError {}
+export declare class Conflict extends SandboxdError {}
+export declare class PayloadTooLarge extends SandboxdError {}
+export declare class Unprocessable extends SandboxdError {}
+export declare class LimitExceeded extends Unprocessable {}
+export declare class RateLimited extends SandboxdError {
+        /** Seconds, from Retry-After, when the gateway sent one. */
+        retryAfter: number | null;
+}
+export declare class Timeout extends SandboxdError {}
+export declare class ServerError extends SandboxdError {}
+export declare class Unavailable extends ServerError {}
+export declare class ConnectionError extends SandboxdError {}
+export declare function errorFromBody(status: number, body: ErrorBody | null, headers?: { get(name: string): string | null }): SandboxdError;
+
+export default Client;

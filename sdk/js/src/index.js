@@ -1,0 +1,592 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The sandbox-gatewayd client: sandboxes, exec (plain and streamed), files and file tools, the audit log,
+// watch (SSE with resume), takeover (WebSocket) and API keys, over fetch() in Node 18+ and browsers.
+
+import * as errors from "./errors.js";
+import { ConnectionError, SandboxdError, Timeout, errorFromBody } from "./errors.js";
+import { parseSse } from "./sse.js";
+import { b64decode, b64encode, bytesToText, toBytes } from "./base64.js";
+
+export * from "./errors.js";
+export { parseSse };
+
+const DEFAULT_BASE_URL = "http://127.0.0.1:8790";
+const isNode = typeof process !== "undefined" && !!(process.versions && process.versions.node);
+
+function sleep(ms, signal) {
+        return new Promise((resolve, reject) => {
+                if (signal && signal.aborted)
+                        return reject(signal.reason);
+                const t = setTimeout(resolve, ms);
+                if (signal)
+                        signal.addEventListener("abort", () => { clearTimeout(t); reject(signal.reason); }, { once: true });
+        });
+}
+
+/* Merges the caller's abort signal with this request's deadline (null: no deadline). */
+function requestSignal(timeoutMs, signal) {
+        const signals = [];
+        if (timeoutMs != null && timeoutMs > 0)
+                signals.push(AbortSignal.timeout(timeoutMs));
+        if (signal)
+                signals.push(signal);
+        if (signals.length === 0)
+                return undefined;
+        if (signals.length === 1)
+                return signals[0];
+        if (AbortSignal.any)
+                return AbortSignal.any(signals);
+        const c = new AbortController();
+        for (const s of signals)
+                s.addEventListener("abort", () => c.abort(s.reason), { once: true });
+        return c.signal;
+}
+
+function wrapFetchError(e, what) {
+        if (e instanceof SandboxdError)
+                return e;
+        if (e && (e.name === "TimeoutError"))
+                return new Timeout(`${what}: no answer in time`, { code: "client_timeout", cause: e });
+        if (e && e.name === "AbortError")
+                return e;
+        return new ConnectionError(`${what}: ${e && e.message ? e.message : e}`, { code: "connection_error", cause: e });
+}
+
+async function throwForResponse(res) {
+        let body = null;
+        const text = await res.text().catch(() => "");
+        try {
+                body = JSON.parse(text);
+        } catch {
+                body = { error: text || `HTTP ${res.status}` };
+        }
+        throw errorFromBody(res.status, body, res.headers);
+}
+
+function enc(s) {
+        return encodeURIComponent(s);
+}
+
+function query(params) {
+        const q = new URLSearchParams();
+        for (const [k, v] of Object.entries(params || {}))
+                if (v !== undefined && v !== null)
+                        q.set(k, String(v));
+        const s = q.toString();
+        return s ? `?${s}` : "";
+}
+
+export class Client {
+        /**
+         * @param {{apiKey?: string, baseUrl?: string, timeoutMs?: number, fetch?: typeof fetch}} opts
+         * apiKey defaults to $SANDBOXD_API_KEY in Node, baseUrl to $SANDBOXD_URL or http://127.0.0.1:8790.
+         */
+        constructor({ apiKey, baseUrl, timeoutMs = 60000, fetch: fetchImpl } = {}) {
+                const env = isNode ? process.env : {};
+                apiKey = apiKey ?? env.SANDBOXD_API_KEY;
+                if (!apiKey)
+                        throw new TypeError("Client: apiKey is required");
+                /* Kept off the enumerable properties so that logging or JSON.stringify(client) does
+                 * not print the secret. */
+                Object.defineProperty(this, "_apiKey", { value: apiKey, enumerable: false });
+                this.baseUrl = (baseUrl ?? env.SANDBOXD_URL ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
+                this.timeoutMs = timeoutMs;
+                this._fetch = fetchImpl || globalThis.fetch.bind(globalThis);
+                this.apiKeys = new ApiKeys(this);
+        }
+
+        toJSON() {
+                return { baseUrl: this.baseUrl, timeoutMs: this.timeoutMs };
+        }
+
+        _headers(extra) {
+                return { Authorization: `Bearer ${this._apiKey}`, ...extra };
+        }
+
+        /* One request; answers the Response when it is 2xx, throws the typed error otherwise.
+         * opts: json, body, headers, timeoutMs (null: none), signal. */
+        async _raw(method, path, opts = {}) {
+                const headers = this._headers(opts.headers);
+                let body = opts.body;
+                if (opts.json !== undefined) {
+                        body = JSON.stringify(opts.json);
+                        headers["Content-Type"] = "application/json";
+                }
+                const timeoutMs = opts.timeoutMs === undefined ? this.timeoutMs : opts.timeoutMs;
+                let res;
+                /* A kept-alive connection the gateway closed (a restart) fails the next request before
+                 * any answer: idempotent requests are sent once more on a fresh connection; POSTs are
+                 * not, since the gateway may have acted on them. */
+                const idempotent = method === "GET" || method === "PUT" || method === "DELETE";
+                for (let attempt = 0; ; attempt++) {
+                        try {
+                                res = await this._fetch(this.baseUrl + path, {
+                                        method, headers, body, signal: requestSignal(timeoutMs, opts.signal),
+                                });
+                                break;
+                        } catch (e) {
+                                const err = wrapFetchError(e, `${method} ${path}`);
+                                if (!(idempotent && attempt === 0 && err instanceof ConnectionError))
+                                        throw err;
+                        }
+                }
+                if (!res.ok)
+                        await throwForResponse(res);
+                return res;
+        }
+
+        async _json(method, path, opts) {
+                const res = await this._raw(method, path, opts);
+                if (res.status === 204) {
+                        /* An unread body keeps its connection out of the keep-alive pool. */
+                        await res.arrayBuffer().catch(() => {});
+                        return null;
+                }
+                try {
+                        return await res.json();
+                } catch (e) {
+                        throw wrapFetchError(e, `${method} ${path}`);
+                }
+        }
+
+        /** Creates a sandbox and answers it once it runs. */
+        async createSandbox({ type, ttlSeconds, name, network, signal } = {}) {
+                const body = {};
+                if (type !== undefined) body.type = type;
+                if (ttlSeconds !== undefined) body.ttl_seconds = ttlSeconds;
+                if (name !== undefined) body.name = name;
+                if (network !== undefined) body.network = network;
+                const info = await this._json("POST", "/v1/sandboxes", { json: body, signal });
+                return new Sandbox(this, info);
+        }
+
+        /** A sandbox by id or name. */
+        async getSandbox(idOrName, { signal } = {}) {
+                return new Sandbox(this, await this._json("GET", `/v1/sandboxes/${enc(idOrName)}`, { signal }));
+        }
+
+        async listSandboxes({ signal } = {}) {
+                const r = await this._json("GET", "/v1/sandboxes", { signal });
+                return r.sandboxes.map((s) => new Sandbox(this, s));
+        }
+
+        /** The whole audit log (GET /v1/log) with its filters: limit, offset, operation, event, source,
+         * accountId, sessionId, since, until, afterId. */
+        async getLog(opts = {}) {
+                return (await this._json("GET", `/v1/log${logQuery(opts, true)}`, { signal: opts.signal })).entries;
+        }
+
+        /** The whole captured output of one log row: {id, stdout, stderr}. */
+        async getLogOutput(rowId, { encoding, signal } = {}) {
+                return this._json("GET", `/v1/log/${enc(rowId)}/output${query({ encoding })}`, { signal });
+        }
+}
+
+function logQuery(o, global) {
+        const q = {
+                limit: o.limit, offset: o.offset, operation: o.operation, event: o.event, source: o.source,
+                account_id: o.accountId, since: o.since, until: o.until, after_id: o.afterId,
+        };
+        if (global)
+                q.session_id = o.sessionId;
+        return query(q);
+}
+
+class ApiKeys {
+        constructor(client) {
+                this._c = client;
+        }
+
+        /** Mints a key: {secret, apiKey}. spec: name, preset, role, actions, sandboxes, ttlSeconds. */
+        async create({ name, preset, role, actions, sandboxes, ttlSeconds, signal } = {}) {
+                const body = {};
+                if (name !== undefined) body.name = name;
+                if (preset !== undefined) body.preset = preset;
+                if (role !== undefined) body.role = role;
+                if (actions !== undefined) body.actions = actions;
+                if (sandboxes !== undefined) body.sandboxes = sandboxes;
+                if (ttlSeconds !== undefined) body.ttl_seconds = ttlSeconds;
+                return this._c._json("POST", "/v1/api-keys", { json: body, signal });
+        }
+
+        async list({ signal } = {}) {
+                return (await this._c._json("GET", "/v1/api-keys", { signal })).api_keys;
+        }
+
+        async revoke(id, { signal } = {}) {
+                await this._c._json("DELETE", `/v1/api-keys/${enc(id)}`, { signal });
+        }
+}
+
+function normalizeResult(r, binary) {
+        const out = {
+                exitCode: r.exit_code,
+                stdout: r.stdout,
+                stderr: r.stderr,
+                stdoutTruncated: r.stdout_truncated,
+                stderrTruncated: r.stderr_truncated,
+                durationMs: r.duration_ms,
+                timedOut: r.timed_out,
+                oomKilled: r.oom_killed,
+        };
+        if (binary !== undefined) {
+                out.stdout = binary ? b64decode(r.stdout) : bytesToText(b64decode(r.stdout));
+                out.stderr = binary ? b64decode(r.stderr) : bytesToText(b64decode(r.stderr));
+        }
+        return out;
+}
+
+class Files {
+        constructor(sb) {
+                this._sb = sb;
+        }
+
+        get _c() {
+                return this._sb.client;
+        }
+
+        get _base() {
+                return `/v1/sandboxes/${enc(this._sb.id)}`;
+        }
+
+        /** Writes a string (UTF-8) or bytes to path; mode (number or octal string), createDirs, append. */
+        async write(path, data, { mode, createDirs, append, signal } = {}) {
+                const q = query({
+                        path,
+                        mode: typeof mode === "number" ? mode.toString(8).padStart(4, "0") : mode,
+                        create_dirs: createDirs ? "true" : undefined,
+                        append: append ? "true" : undefined,
+                });
+                const res = await this._c._raw("PUT", `${this._base}/files${q}`, {
+                        body: toBytes(data), headers: { "Content-Type": "application/octet-stream" }, signal,
+                });
+                await res.arrayBuffer().catch(() => {});
+        }
+
+        /** The file's bytes (a part with offset/length); {encoding: "utf-8"} answers a string. */
+        async read(path, { offset, length, encoding, signal } = {}) {
+                const res = await this._c._raw("GET", `${this._base}/files${query({ path, offset, length })}`, { signal });
+                const bytes = new Uint8Array(await res.arrayBuffer());
+                return encoding === "utf-8" || encoding === "utf8" ? bytesToText(bytes) : bytes;
+        }
+
+        async readText(path, opts = {}) {
+                return this.read(path, { ...opts, encoding: "utf-8" });
+        }
+
+        /** One of sandboxd's file tools by name (view, ls, glob, grep, file_create, str_replace, insert). */
+        async tool(name, args = {}, { signal } = {}) {
+                return this._c._json("POST", `${this._base}/tools/${enc(name)}`, { json: args, signal });
+        }
+
+        view(args, o) { return this.tool("view", args, o); }
+        ls(args, o) { return this.tool("ls", args, o); }
+        glob(args, o) { return this.tool("glob", args, o); }
+        grep(args, o) { return this.tool("grep", args, o); }
+        create(args, o) { return this.tool("file_create", args, o); }
+        strReplace(args, o) { return this.tool("str_replace", args, o); }
+        insert(args, o) { return this.tool("insert", args, o); }
+}
+
+export class Sandbox {
+        constructor(client, info) {
+                Object.defineProperty(this, "client", { value: client, enumerable: false });
+                this._update(info);
+                Object.defineProperty(this, "files", { value: new Files(this), enumerable: false });
+        }
+
+        _update(info) {
+                this.info = info;
+                this.id = info.id;
+                this.name = info.name;
+                this.type = info.type;
+                this.state = info.state;
+                this.network = info.network;
+                this.owner = info.owner;
+                this.createdAt = info.created_at;
+                this.expiresAt = info.expires_at;
+                this.limits = info.limits;
+        }
+
+        get _base() {
+                return `/v1/sandboxes/${enc(this.id)}`;
+        }
+
+        /** Reloads the sandbox object. */
+        async refresh({ signal } = {}) {
+                this._update(await this.client._json("GET", this._base, { signal }));
+                return this;
+        }
+
+        /** The sandbox now expires ttlSeconds from now. */
+        async extend(ttlSeconds, { signal } = {}) {
+                this._update(await this.client._json("PATCH", this._base, { json: { ttl_seconds: ttlSeconds }, signal }));
+                return this;
+        }
+
+        /** Deletes the sandbox; resolves once every process of it is gone. */
+        async delete({ signal } = {}) {
+                await this.client._json("DELETE", this._base, { signal });
+        }
+
+        /**
+         * Runs a command (a string for /bin/sh -c, or an argv array). With onStdout/onStderr the
+         * answer is streamed (SSE) and the callbacks get each chunk as it arrives; the result is the same.
+         * stdin may be a string or bytes (bytes go base64); binary: true answers stdout/stderr as bytes.
+         */
+        async exec(command, opts = {}) {
+                const { cwd, env, stdin, timeoutSeconds, onStdout, onStderr, signal } = opts;
+                const body = {};
+                if (typeof command === "string")
+                        body.command = command;
+                else if (Array.isArray(command))
+                        body.argv = command;
+                else
+                        throw new TypeError("exec: command must be a string or an array of strings");
+                if (cwd !== undefined) body.cwd = cwd;
+                if (env !== undefined) body.env = env;
+                if (timeoutSeconds !== undefined) body.timeout_seconds = timeoutSeconds;
+                const base64 = opts.binary || (stdin !== undefined && typeof stdin !== "string");
+                if (base64)
+                        body.encoding = "base64";
+                if (stdin !== undefined)
+                        body.stdin = base64 ? b64encode(toBytes(stdin)) : stdin;
+                /* The HTTP deadline must outlast the command's own timeout. */
+                const timeoutMs = timeoutSeconds !== undefined
+                        ? Math.max(this.client.timeoutMs, timeoutSeconds * 1000 + 30000) : this.client.timeoutMs;
+                const binary = base64 ? !!opts.binary : undefined;
+                if (!onStdout && !onStderr) {
+                        const r = await this.client._json("POST", `${this._base}/exec`, { json: body, timeoutMs, signal });
+                        return normalizeResult(r, binary);
+                }
+                const res = await this.client._raw("POST", `${this._base}/exec`, {
+                        json: body, timeoutMs, signal, headers: { Accept: "text/event-stream" },
+                });
+                const decodeChunk = (d) => (base64 ? (binary ? b64decode(d) : bytesToText(b64decode(d))) : d);
+                try {
+                        for await (const ev of parseSse(res.body)) {
+                                if (ev.event === "stdout" || ev.event === "stderr") {
+                                        const cb = ev.event === "stdout" ? onStdout : onStderr;
+                                        if (cb)
+                                                await cb(decodeChunk(JSON.parse(ev.data).data));
+                                } else if (ev.event === "exit") {
+                                        return normalizeResult(JSON.parse(ev.data), binary);
+                                } else if (ev.event === "error") {
+                                        const b = JSON.parse(ev.data);
+                                        throw errorFromBody(b.status || 500, b, res.headers);
+                                }
+                        }
+                } catch (e) {
+                        throw wrapFetchError(e, "exec stream");
+                }
+                throw new ConnectionError("exec stream ended without a result", {
+                        code: "connection_error", requestId: res.headers.get("x-request-id"),
+                });
+        }
+
+        /** The sandbox's audit rows, newest first: limit, offset and the filters of GET …/log. */
+        async getLog(opts = {}) {
+                return (await this.client._json("GET", `${this._base}/log${logQuery(opts, false)}`, { signal: opts.signal })).entries;
+        }
+
+        /**
+         * New audit rows as they are written, as an async iterator of row objects. A dropped connection
+         * is reopened with Last-Event-ID (no gap, no duplicate); errors the gateway sends end it.
+         * opts: lastEventId (resume after that row), signal, retryDelayMs, maxRetries (per drop).
+         */
+        watch(opts = {}) {
+                return new Watch(this, opts);
+        }
+
+        /**
+         * A shell over WebSocket (admin keys only). Node: the `ws` package, sending the Authorization
+         * header. Browsers (or useToken: true): mints a single-use token and passes it as ?token=,
+         * so the long-lived key never appears in a URL. Resolves once the connection is open.
+         * opts: cols, rows, useToken, WebSocket (an implementation to use), binaryType.
+         */
+        async takeover(opts = {}) {
+                return takeover(this, opts);
+        }
+}
+
+class Watch {
+        constructor(sb, opts) {
+                this._sb = sb;
+                this.lastEventId = opts.lastEventId != null ? String(opts.lastEventId) : null;
+                this.reconnects = 0;
+                this._opts = opts;
+                this._ctrl = new AbortController();
+                if (opts.signal)
+                        opts.signal.addEventListener("abort", () => this._ctrl.abort(opts.signal.reason), { once: true });
+        }
+
+        /** Ends the stream (the iterator then finishes). */
+        close() {
+                this._ctrl.abort();
+        }
+
+        async *[Symbol.asyncIterator]() {
+                const { retryDelayMs = 500, maxRetries = 10 } = this._opts;
+                const path = `${this._sb._base}/watch`;
+                let failures = 0;
+                for (;;) {
+                        const headers = { Accept: "text/event-stream" };
+                        if (this.lastEventId !== null)
+                                headers["Last-Event-ID"] = this.lastEventId;
+                        try {
+                                let res;
+                                try {
+                                        res = await this._sb.client._raw("GET", path, {
+                                                headers, timeoutMs: null, signal: this._ctrl.signal,
+                                        });
+                                } catch (e) {
+                                        /* Refusals (4xx) are final; an unreachable gateway is retried. */
+                                        if (e instanceof ConnectionError || (e instanceof SandboxdError && e.status >= 502))
+                                                throw Object.assign(e, { _retry: true });
+                                        throw e;
+                                }
+                                for await (const ev of parseSse(res.body)) {
+                                        if (ev.event === "error") {
+                                                const b = JSON.parse(ev.data);
+                                                throw errorFromBody(b.status || 500, b, res.headers);
+                                        }
+                                        if (ev.event !== "entry")
+                                                continue;
+                                        failures = 0;
+                                        if (ev.id !== null)
+                                                this.lastEventId = ev.id;
+                                        yield JSON.parse(ev.data);
+                                }
+                                /* The server ended the stream cleanly: reconnect, as EventSource does. */
+                        } catch (e) {
+                                if (this._ctrl.signal.aborted)
+                                        return;
+                                if (e instanceof SandboxdError && !e._retry)
+                                        throw e;
+                                if (e instanceof SyntaxError)
+                                        throw e;
+                        }
+                        if (this._ctrl.signal.aborted)
+                                return;
+                        if (++failures > maxRetries)
+                                throw new ConnectionError(`watch: gave up after ${maxRetries} reconnects`, { code: "connection_error" });
+                        this.reconnects++;
+                        try {
+                                await sleep(retryDelayMs * Math.min(failures, 8), this._ctrl.signal);
+                        } catch {
+                                return;
+                        }
+                }
+        }
+}
+
+function wsUrl(baseUrl, path, params) {
+        return baseUrl.replace(/^http/, "ws") + path + query(params);
+}
+
+async function loadNodeWs() {
+        try {
+                const m = await import("ws");
+                return m.default || m.WebSocket;
+        } catch (e) {
+                throw new SandboxdError("takeover in Node needs the `ws` package (npm install ws)", { code: "missing_dependency", cause: e });
+        }
+}
+
+async function takeover(sb, opts) {
+        const { cols, rows } = opts;
+        const path = `${sb._base}/takeover`;
+        const client = sb.client;
+        const useToken = opts.useToken ?? !isNode;
+        let Impl = opts.WebSocket;
+        if (!Impl)
+                Impl = isNode ? await loadNodeWs() : globalThis.WebSocket;
+        let ws;
+        if (useToken) {
+                const t = await client._json("POST", `${sb._base}/takeover-token`, { signal: opts.signal });
+                ws = new Impl(wsUrl(client.baseUrl, path, { token: t.token, cols, rows }));
+        } else {
+                ws = new Impl(wsUrl(client.baseUrl, path, { cols, rows }), { headers: client._headers() });
+        }
+        /* The `ws` package is an EventEmitter (and tells a refused upgrade's status and body);
+         * a browser WebSocket has only addEventListener. */
+        const emitter = typeof ws.on === "function";
+        ws.binaryType = opts.binaryType || (emitter ? "nodebuffer" : "arraybuffer");
+        const on = (ev, fn) => (emitter ? ws.on(ev, fn) : ws.addEventListener(ev, fn));
+        const off = (ev, fn) => (emitter ? ws.off(ev, fn) : ws.removeEventListener(ev, fn));
+        return new Promise((resolve, reject) => {
+                const cleanup = () => {
+                        off("open", onOpen);
+                        off("error", onError);
+                        off("close", onClose);
+                        if (emitter)
+                                off("unexpected-response", onUnexpected);
+                };
+                const onOpen = () => { cleanup(); resolve(ws); };
+                const onError = (e) => {
+                        cleanup();
+                        const err = e && e.error ? e.error : e;
+                        reject(err instanceof SandboxdError ? err
+                                : new ConnectionError(`takeover: ${(err && err.message) || "the WebSocket failed"}`,
+                                        { code: "connection_error", cause: err }));
+                };
+                const onClose = (ev) => {
+                        cleanup();
+                        reject(new ConnectionError(`takeover: closed before it opened (${ev && ev.code !== undefined ? ev.code : ev})`,
+                                { code: "connection_error" }));
+                };
+                const onUnexpected = (req, res) => {
+                        let text = "";
+                        res.setEncoding("utf8");
+                        res.on("data", (d) => { text += d; });
+                        res.on("end", () => {
+                                let body;
+                                try { body = JSON.parse(text); } catch { body = { error: text || `HTTP ${res.statusCode}` }; }
+                                cleanup();
+                                /* Destroying the request makes ws emit an error nobody needs. */
+                                ws.on("error", () => {});
+                                const h = { get: (k) => res.headers[k.toLowerCase()] };
+                                reject(errorFromBody(res.statusCode, body, h));
+                                /* terminate() aborts the handshake and frees its socket; req.destroy() alone
+                                 * left the process alive for a minute. */
+                                res.destroy();
+                                ws.terminate();
+                        });
+                };
+                on("open", onOpen);
+                on("error", onError);
+                on("close", onClose);
+                if (emitter)
+                        on("unexpected-response", onUnexpected);
+        });
+}
+
+/**
+ * Creates a sandbox, runs fn(sandbox), and deletes the sandbox when fn settles (resolves or throws),
+ * unless onExit is "keep". Answers fn's result; fn's error wins over a failed delete.
+ */
+export async function withSandbox(client, opts, fn) {
+        if (typeof opts === "function") {
+                fn = opts;
+                opts = {};
+        }
+        const { onExit = "delete", ...createOpts } = opts || {};
+        const sb = await client.createSandbox(createOpts);
+        let ok = false;
+        try {
+                const r = await fn(sb);
+                ok = true;
+                return r;
+        } finally {
+                if (onExit === "delete") {
+                        try {
+                                await sb.delete();
+                        } catch (e) {
+                                if (ok && !(e instanceof errors.NotFound))
+                                        throw e;
+                        }
+                }
+        }
+}
+
+export default Client;

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The JS SDK against the live fleet (run inside the harness, as root): reference flow, typed errors,
+// streamed exec, files, watch live and resumed after a real dropped connection, takeover, API keys.
+import { test, before } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import NodeWebSocket from "ws";
+
+import {
+        Client, withSandbox, SandboxdError, BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Unprocessable,
+        LimitExceeded,
+} from "../src/index.js";
+
+const BASE = process.env.SANDBOXD_URL || "http://127.0.0.1:8790";
+let admin, adminSecret;
+
+function sh(...argv) {
+        return execFileSync(argv[0], argv.slice(1), { encoding: "utf8" });
+}
+
+function cliKey(preset) {
+        return JSON.parse(sh("sandboxctl", "api-key", "create", `--preset=${preset}`, "--json"));
+}
+
+before(async () => {
+        sh("systemctl", "start", "sandbox-auditd.service", "sandbox-gatewayd.socket");
+        const k = cliKey("admin");
+        adminSecret = k.secret;
+        admin = new Client({ apiKey: adminSecret, baseUrl: BASE, timeoutMs: 120000 });
+});
+
+function assertTyped(e, Cls, status, code) {
+        assert.ok(e instanceof Cls, `expected ${Cls.name}, got ${e && e.name}: ${e && e.message}`);
+        assert.ok(e instanceof SandboxdError);
+        assert.equal(e.status, status);
+        assert.equal(e.code, code);
+        assert.match(e.requestId, /^req_[a-z2-7]{20}$/);
+        return true;
+}
+
+test("reference flow: create, write, exec python3, stdout, deleted afterwards", async () => {
+        let id;
+        const r = await withSandbox(admin, { type: "small", ttlSeconds: 600, name: `js-ref-${process.pid}` }, async (sb) => {
+                id = sb.id;
+                assert.match(sb.id, /^sb_[a-z2-7]{10}$/);
+                assert.equal(sb.state, "running");
+                await sb.files.write("/tmp/task.py", "import sys\nprint(sum(range(10)))\nprint('err', file=sys.stderr)\n");
+                return sb.exec("python3 /tmp/task.py", { timeoutSeconds: 30 });
+        });
+        assert.equal(r.exitCode, 0);
+        assert.equal(r.stdout, "45\n");
+        assert.equal(r.stderr, "err\n");
+        assert.equal(r.timedOut, false);
+        assert.equal(r.oomKilled, false);
+        assert.equal(r.stdoutTruncated, false);
+        assert.equal(typeof r.durationMs, "number");
+        await assert.rejects(admin.getSandbox(id), (e) => assertTyped(e, NotFound, 404, "not_found"));
+});
+
+test("withSandbox deletes the sandbox when the function throws", async () => {
+        let id;
+        await assert.rejects(withSandbox(admin, { ttlSeconds: 600 }, async (sb) => {
+                id = sb.id;
+                await sb.exec(["true"]);
+                throw new Error("boom");
+        }), /boom/);
+        assert.ok(id);
+        const ids = (await admin.listSandboxes()).map((s) => s.id);
+        assert.ok(!ids.includes(id));
+        await assert.rejects(admin.getSandbox(id), NotFound);
+});
+
+test("errors are typed: 401, 403, 404, 400 with code and requestId", async () => {
+        const bad = new Client({ apiKey: "sbx_live_" + "a".repeat(52), baseUrl: BASE });
+        await assert.rejects(bad.listSandboxes(), (e) => assertTyped(e, Unauthorized, 401, "unauthorized"));
+        const member = new Client({ apiKey: cliKey("member").secret, baseUrl: BASE });
+        await assert.rejects(member.apiKeys.list(), (e) => assertTyped(e, Forbidden, 403, "session_required"));
+        await assert.rejects(admin.getSandbox("sb_aaaaaaaaaa"), (e) => assertTyped(e, NotFound, 404, "not_found"));
+        await assert.rejects(admin.createSandbox({ type: "no-such-type" }),
+                (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+        await assert.rejects(admin.createSandbox({ ttlSeconds: -1 }),
+                (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+        /* A client-side misuse is a TypeError, not a request. */
+        assert.throws(() => new Client({ apiKey: "" }), TypeError);
+});
+
+test("API keys: create, list, use, revoke; a runner key lacks log.read", async () => {
+        const { secret, apiKey } = await admin.apiKeys.create({ name: "js-sdk-runner", preset: "runner", ttlSeconds: 600 });
+        assert.match(secret, /^sbx_live_[a-z2-7]{52}$/);
+        assert.equal(apiKey.role, "member");
+        assert.ok((await admin.apiKeys.list()).some((k) => k.id === apiKey.id));
+        const runner = new Client({ apiKey: secret, baseUrl: BASE });
+        await withSandbox(runner, { ttlSeconds: 300 }, async (sb) => {
+                assert.equal(sb.owner, `key:${apiKey.id}`);
+                await assert.rejects(sb.getLog(), (e) => assertTyped(e, Forbidden, 403, "forbidden"));
+        });
+        await admin.apiKeys.revoke(apiKey.id);
+        const listed = (await admin.apiKeys.list()).find((k) => k.id === apiKey.id);
+        assert.ok(listed.revokedAt);
+        await assert.rejects(runner.listSandboxes(), (e) => assertTyped(e, Unauthorized, 401, "unauthorized"));
+        await assert.rejects(admin.apiKeys.revoke("key_aaaaaaaaaaaaaaaaaaaa"), NotFound);
+});
+
+test("get, list, extend, files in text and bytes, argv, env, cwd, stdin", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                const got = await admin.getSandbox(sb.id);
+                assert.equal(got.id, sb.id);
+                assert.ok((await admin.listSandboxes()).some((s) => s.id === sb.id));
+                const before = Date.parse(sb.expiresAt);
+                await sb.extend(3600);
+                assert.ok(Date.parse(sb.expiresAt) > before);
+
+                const bytes = new Uint8Array(256).map((_, i) => i);
+                await sb.files.write("/tmp/bin.dat", bytes);
+                assert.deepEqual(await sb.files.read("/tmp/bin.dat"), bytes);
+                await sb.files.write("/tmp/t.txt", "héllo\n");
+                assert.equal(await sb.files.readText("/tmp/t.txt"), "héllo\n");
+                assert.equal(await sb.files.read("/tmp/t.txt", { encoding: "utf-8" }), "héllo\n");
+                await assert.rejects(sb.files.read("/tmp/missing"), NotFound);
+
+                const r = await sb.exec(["sh", "-c", 'echo "$FOO $(pwd)"; cat'], { env: { FOO: "bar" }, cwd: "/tmp", stdin: "in\n" });
+                assert.equal(r.stdout, "bar /tmp\nin\n");
+                /* Bytes as stdin travel base64; binary: true answers bytes. */
+                const b = await sb.exec(["cat"], { stdin: bytes, binary: true });
+                assert.deepEqual(b.stdout, bytes);
+                const f = await sb.exec("exit 3");
+                assert.equal(f.exitCode, 3);
+                await assert.rejects(sb.exec("true", { timeoutSeconds: 100000 }),
+                        (e) => assertTyped(e, LimitExceeded, 422, "limit_exceeded"));
+        });
+});
+
+test("file tools: create, view, str_replace, insert, ls, glob, grep; their refusals typed", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                assert.deepEqual(await sb.files.create({ path: "src/a.py", content: "x = 1\ny = 2\n", create_dirs: true }),
+                        { size: 12, created: true });
+                await assert.rejects(sb.files.create({ path: "src/a.py", content: "z" }), (e) => assertTyped(e, Conflict, 409, "conflict"));
+                assert.equal((await sb.files.view({ path: "src/a.py", start_line: 2, end_line: 2 })).text, "     2\ty = 2\n");
+                await assert.rejects(sb.files.strReplace({ path: "src/a.py", old_str: "nothing", new_str: "z" }),
+                        (e) => assertTyped(e, Unprocessable, 422, "no_match") && !(e instanceof LimitExceeded));
+                assert.equal((await sb.files.strReplace({ path: "src/a.py", old_str: "y = 2", new_str: "y = 3" })).line, 2);
+                assert.equal((await sb.files.insert({ path: "src/a.py", insert_line: 0, new_str: "# top" })).lines, 3);
+                assert.equal(await sb.files.readText("src/a.py"), "# top\nx = 1\ny = 3\n");
+                assert.deepEqual((await sb.files.ls({ path: "src" })).entries.map((e) => e.name), ["a.py"]);
+                assert.deepEqual((await sb.files.glob({ pattern: "**/*.py" })).paths, ["/home/sandbox/src/a.py"]);
+                assert.equal((await sb.files.grep({ pattern: "^y", path: "src" })).count, 1);
+                await assert.rejects(sb.files.tool("view", { path: "src/a.py", bogus: 1 }), BadRequest);
+        });
+});
+
+test("streamed exec: callbacks get output as it arrives, then the result", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                const out = [], err = [];
+                const r = await sb.exec("echo one; echo two >&2; echo three; exit 5", {
+                        onStdout: (d) => out.push(d), onStderr: (d) => err.push(d),
+                });
+                assert.equal(out.join(""), "one\nthree\n");
+                assert.equal(err.join(""), "two\n");
+                assert.equal(r.exitCode, 5);
+                assert.equal(r.timedOut, false);
+                await assert.rejects(sb.exec("true", { onStdout: () => {}, timeoutSeconds: 0 }), BadRequest);
+        });
+});
+
+function rowText(row) {
+        return JSON.stringify(row);
+}
+
+test("watch: rows arrive live, and the stream resumes after a dropped connection", async () => {
+        await withSandbox(admin, { ttlSeconds: 300 }, async (sb) => {
+                const [newest] = await sb.getLog({ limit: 1 });
+                const w = sb.watch({ lastEventId: newest.id, retryDelayMs: 200 });
+                const it = w[Symbol.asyncIterator]();
+                const seen = [];
+                const next = async () => {
+                        const { value, done } = await it.next();
+                        assert.equal(done, false);
+                        seen.push(value);
+                        return value;
+                };
+                const until = async (marker) => {
+                        for (;;) {
+                                const row = await next();
+                                if (rowText(row).includes(marker) && row.event !== "started")
+                                        return row;
+                        }
+                };
+                const pending = until("marker-one");
+                await sb.exec(["echo", "marker-one"]);
+                const one = await pending;
+                assert.equal(one.session_id, sb.id);
+                assert.equal(one.operation, "exec");
+
+                /* A real drop: the gateway process goes away under the open stream. Rows written
+                 * while the watcher is away (written over the bus, not through the gateway) must come
+                 * after it reconnects, once each, in order. */
+                sh("systemctl", "stop", "sandbox-gatewayd.service");
+                sh("sandboxctl", "exec", sb.id, "--", "echo", "marker-two");
+                sh("sandboxctl", "exec", sb.id, "--", "echo", "marker-three");
+                await until("marker-two");
+                await until("marker-three");
+                assert.ok(w.reconnects >= 1, "the watcher reconnected");
+                const ids = seen.map((r) => r.id);
+                assert.deepEqual(ids, [...new Set(ids)].sort((a, b) => a - b), "no duplicate, no reordering");
+                assert.ok(ids[0] > newest.id);
+                /* No gap: every row of the sandbox in that id range was seen. */
+                const page = await sb.getLog({ afterId: newest.id, limit: 1000 });
+                const want = page.map((r) => r.id).filter((id) => id <= ids[ids.length - 1]).sort((a, b) => a - b);
+                assert.deepEqual(ids, want);
+                assert.equal(w.lastEventId, String(ids[ids.length - 1]));
+                w.close();
+                assert.equal((await it.next()).done, true);
+        });
+});
+
+async function echoRoundTrip(ws) {
+        let out = "";
+        const got = new Promise((resolve, reject) => {
+                ws.on("message", (data, isBinary) => {
+                        if (!isBinary)
+                                return;
+                        out += Buffer.from(data).toString("utf8");
+                        if (/[\r\n]hi\r\n/.test(out))
+                                resolve(out);
+                });
+                ws.on("close", (code) => reject(new Error(`closed (${code}) without "hi": ${JSON.stringify(out)}`)));
+        });
+        ws.send(Buffer.from("echo hi\n"));
+        await got;
+        return out;
+}
+
+test("takeover: echo round trip with the header, and with a single-use token", async () => {
+        await withSandbox(admin, { ttlSeconds: 300 }, async (sb) => {
+                const ws = await sb.takeover({ cols: 80, rows: 24 });
+                const out = await echoRoundTrip(ws);
+                assert.ok(!out.includes(adminSecret));
+                ws.close();
+
+                const ws2 = await sb.takeover({ useToken: true });
+                assert.ok(!ws2.url.includes(adminSecret), "the long-lived key never reaches a URL");
+                assert.match(ws2.url, /[?&]token=sbx_tt_/);
+                await echoRoundTrip(ws2);
+                ws2.close();
+
+                const member = new Client({ apiKey: cliKey("member").secret, baseUrl: BASE });
+                const msb = await member.getSandbox(sb.id);
+                await assert.rejects(msb.takeover(), (e) => assertTyped(e, Forbidden, 403, "forbidden"));
+        });
+});
+
+/* What a browser has: a WebSocket(url) with addEventListener only, that cannot send headers. */
+class BrowserLikeWebSocket {
+        constructor(url, protocols) {
+                if (protocols !== undefined && !Array.isArray(protocols) && typeof protocols !== "string")
+                        throw new TypeError("a browser WebSocket takes no headers");
+                this._ws = new NodeWebSocket(url);
+                this.url = url;
+        }
+        set binaryType(t) { this._ws.binaryType = t; }
+        get binaryType() { return this._ws.binaryType; }
+        addEventListener(ev, fn) { this._ws.addEventListener(ev, fn); }
+        removeEventListener(ev, fn) { this._ws.removeEventListener(ev, fn); }
+        send(d) { this._ws.send(d); }
+        close() { this._ws.close(); }
+}
+
+test("takeover the browser's way: token in the URL, DOM events, ArrayBuffer frames", async () => {
+        await withSandbox(admin, { ttlSeconds: 300 }, async (sb) => {
+                const ws = await sb.takeover({ WebSocket: BrowserLikeWebSocket, useToken: true, cols: 100, rows: 30 });
+                assert.ok(ws instanceof BrowserLikeWebSocket);
+                assert.equal(ws.binaryType, "arraybuffer");
+                assert.match(ws.url, /\/takeover\?token=sbx_tt_[^&]+&cols=100&rows=30$/);
+                assert.ok(!ws.url.includes(adminSecret));
+                let out = "";
+                await new Promise((resolve, reject) => {
+                        ws.addEventListener("message", (ev) => {
+                                assert.ok(ev.data instanceof ArrayBuffer);
+                                out += new TextDecoder().decode(ev.data);
+                                if (/[\r\n]hi\r\n/.test(out))
+                                        resolve();
+                        });
+                        ws.addEventListener("close", (ev) => reject(new Error(`closed (${ev.code}): ${JSON.stringify(out)}`)));
+                        ws.send(new TextEncoder().encode("echo hi\n"));
+                });
+                ws.close();
+                /* A token works once: the same URL again is refused before the upgrade. */
+                await assert.rejects(new Promise((resolve, reject) => {
+                        const again = new NodeWebSocket(ws.url);
+                        again.on("open", () => { again.close(); resolve(); });
+                        again.on("unexpected-response", (req, res) => { req.destroy(); reject(new Error(`HTTP ${res.statusCode}`)); });
+                        again.on("error", reject);
+                }), /HTTP 401/);
+        });
+});
+
+test("the key never appears in sandbox output or its log", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                const r = await sb.exec("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; ps -ef 2>/dev/null; true");
+                assert.equal(r.exitCode, 0);
+                assert.ok(r.stdout.length > 0);
+                assert.ok(!r.stdout.includes(adminSecret) && !r.stderr.includes(adminSecret));
+                const rows = await sb.getLog({ limit: 100 });
+                assert.ok(rows.length > 0);
+                assert.ok(!JSON.stringify(rows).includes(adminSecret));
+                assert.ok(!JSON.stringify(admin).includes(adminSecret), "the client does not serialise its key");
+                assert.ok(!JSON.stringify(sb).includes(adminSecret));
+        });
+});
