@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Fuzzes the gateway's route matching on its real table: "METHOD\nPATH" → route_find, the Allow list, and
+ * the numeric path parameters' parse_decimal. */
+#include <errno.h>
+
+#include "fuzz.h"
+#include "http-route.h"
+#include "http-server.h"
+#include "ini-util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        char *method, *path, allow[128], tiny[6];
+        RouteMatch m = {};
+        int r;
+
+        method = fuzz_take_line(&data, &size);
+        path = fuzz_strndup(data, size);
+        if (!method || !path)
+                goto finish;
+
+        r = route_find(gateway_routes, gateway_routes_count, method, path, &m);
+        FUZZ_ASSERT(r == 0 || r == -ENOENT || r == -EOPNOTSUPP);
+        if (r == 0) {
+                FUZZ_ASSERT(m.route);
+                FUZZ_ASSERT(m.n_params <= ROUTE_PARAMS_MAX);
+                for (size_t i = 0; i < m.n_params; i++) {
+                        size_t n = strnlen(m.params[i], ROUTE_PARAM_MAX);
+                        uint64_t v;
+
+                        /* A parameter is one whole, non-empty segment that fits. */
+                        FUZZ_ASSERT(n > 0 && n < ROUTE_PARAM_MAX);
+                        FUZZ_ASSERT(!strchr(m.params[i], '/'));
+                        (void) parse_decimal(m.params[i], &v);
+                }
+        }
+
+        /* Both a roomy buffer and one too small for any list: always NUL-terminated, never overrun. */
+        route_allowed_methods(gateway_routes, gateway_routes_count, path, allow, sizeof(allow));
+        FUZZ_ASSERT(memchr(allow, 0, sizeof(allow)));
+        route_allowed_methods(gateway_routes, gateway_routes_count, path, tiny, sizeof(tiny));
+        FUZZ_ASSERT(memchr(tiny, 0, sizeof(tiny)));
+        if (r == -EOPNOTSUPP)
+                FUZZ_ASSERT(allow[0] != 0);
+
+        /* The query values the routes read as numbers (offset=, length=) go through parse_decimal too. */
+        {
+                uint64_t v;
+                (void) parse_decimal(path, &v);
+        }
+finish:
+        free(method);
+        free(path);
+        return 0;
+}

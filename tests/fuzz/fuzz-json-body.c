@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Fuzzes the gateway's strict JSON body parsing (with its depth limit) and the request field checks. */
+#include <json-c/json.h>
+
+#include "fuzz.h"
+#include "http-util.h"
+#include "macro.h"
+
+/* One field of every type, as the routes' tables have them. */
+static const JsonField fields[] = {
+        { "command", JSON_FIELD_STRING, false },
+        { "timeout", JSON_FIELD_UINT, false },
+        { "stream", JSON_FIELD_BOOL, false },
+        { "argv", JSON_FIELD_STRV, false },
+        { "env", JSON_FIELD_STRMAP, false },
+        { "sandboxes", JSON_FIELD_STRV_OR_STAR, false },
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        json_object *o = NULL;
+        char *error = NULL, **strv = NULL;
+        size_t len;
+        int r;
+
+        /* The gateway's default JsonDepthMax is small; 8 lets the fuzzer reach the limit cheaply. */
+        r = json_parse_body((const char *) data, size, 8, true, &o, &error);
+        if (r < 0) {
+                FUZZ_ASSERT(error && !o);
+                free(error);
+                return 0;
+        }
+        FUZZ_ASSERT(o && !error);
+
+        /* What was accepted prints as valid JSON that parses back. */
+        const char *text = json_text(o, &len);
+        FUZZ_ASSERT(text && strlen(text) == len);
+
+        r = json_check_fields(o, fields, ELEMENTSOF(fields), &error);
+        if (r < 0)
+                FUZZ_ASSERT(error);
+        else {
+                (void) json_get_uint(o, "timeout");
+                (void) json_get_string(o, "command");
+                if (json_get_strv(o, "argv", &strv) >= 0 && strv) {
+                        for (char **s = strv; *s; s++)
+                                free(*s);
+                        free(strv);
+                }
+        }
+        free(error);
+        json_object_put(o);
+        return 0;
+}
