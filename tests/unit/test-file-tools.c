@@ -143,6 +143,12 @@ static void test_glob_match(void) {
                 {"x/**/y", "x/y", true},
                 {"x/**/y", "x/1/2/y", true},
                 {"x/**/y", "x/1/2/z", false},
+                /* repeated "**" are folded into one: same answers */
+                {"**/**/y", "y", true},
+                {"**/**/y", "1/2/y", true},
+                {"x/**/**/**", "x", true},
+                {"**/**/y", "1/.h/y", false},
+                {"**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/a", "b/b/b/b/b/b/b/b/b/b/b/c", false},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
