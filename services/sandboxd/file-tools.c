@@ -242,19 +242,31 @@ static bool is_globstar(const char *seg, const char *seg_end) {
         return seg_end - seg == 2 && seg[0] == '*' && seg[1] == '*';
 }
 
-/* Matches the remaining pattern segments against the remaining path segments. dir: path names a
- * directory, and the question is whether anything below it could match. */
-static bool glob_match_rec(const char *pat, const char *path, bool dir, unsigned depth) {
+/* Which (pattern segment, path segment) pairs are known not to match: without it, every "**" of a pattern
+ * can double the work (alternating "**" and "*" segments took minutes on one path; found by tests/fuzz/fuzz-file-tools).
+ * Within 64 x 64 the recursion depth stays below its limit, so a failure there does not depend on it. */
+typedef struct GlobMemo {
+        uint64_t failed[64]; /* bit s of failed[p]: pattern from segment p fails on path from segment s */
+} GlobMemo;
+
+/* Matches the remaining pattern segments (from segment pi) against the remaining path segments (from si).
+ * dir: path names a directory, and the question is whether anything below it could match. */
+static bool glob_match_rec(const char *pat, const char *path, bool dir, unsigned depth, unsigned pi,
+                           unsigned si, GlobMemo *memo) {
         const char *pe = strchrnul(pat, '/');
+        bool memoized = pi < 64 && si < 64, r;
 
         if (depth > 2 * TOOLS_WALK_DEPTH_MAX)
+                return false;
+        if (memoized && (memo->failed[pi] & (UINT64_C(1) << si)))
                 return false;
         if (*path == 0) {
                 if (dir)
                         return *pat != 0;
                 if (*pat == 0)
                         return true;
-                return is_globstar(pat, pe) && glob_match_rec(*pe ? pe + 1 : pe, path, dir, depth + 1);
+                return is_globstar(pat, pe) &&
+                       glob_match_rec(*pe ? pe + 1 : pe, path, dir, depth + 1, pi + 1, si, memo);
         }
         if (*pat == 0)
                 return false;
@@ -263,29 +275,32 @@ static bool glob_match_rec(const char *pat, const char *path, bool dir, unsigned
         const char *next_pat = *pe ? pe + 1 : pe, *next_path = *se ? se + 1 : se;
 
         if (is_globstar(pat, pe)) {
-                /* "**" followed by "**" matches what one does; without folding repeats, each one doubled
-                 * the work, and 20 of them took minutes (found by tests/fuzz/fuzz-file-tools) */
+                /* "**" followed by "**" matches what one does */
                 while (*pe && is_globstar(pe + 1, strchrnul(pe + 1, '/'))) {
                         pat = pe + 1;
                         pe = strchrnul(pat, '/');
+                        pi++;
                 }
                 next_pat = *pe ? pe + 1 : pe;
                 /* "**" stands for no name at all, or for one more (not hidden) name and itself again */
-                if (glob_match_rec(next_pat, path, dir, depth + 1))
-                        return true;
-                return path[0] != '.' && glob_match_rec(pat, next_path, dir, depth + 1);
-        }
-        if (!segment_match(pat, pe - pat, path, se - path))
-                return false;
-        return glob_match_rec(next_pat, next_path, dir, depth + 1);
+                r = glob_match_rec(next_pat, path, dir, depth + 1, pi + 1, si, memo) ||
+                    (path[0] != '.' && glob_match_rec(pat, next_path, dir, depth + 1, pi, si + 1, memo));
+        } else
+                r = segment_match(pat, pe - pat, path, se - path) &&
+                    glob_match_rec(next_pat, next_path, dir, depth + 1, pi + 1, si + 1, memo);
+        if (!r && memoized)
+                memo->failed[pi] |= UINT64_C(1) << si;
+        return r;
 }
 
 bool tool_glob_match(const char *pattern, const char *path) {
-        return glob_match_rec(pattern, path, false, 0);
+        GlobMemo memo = {};
+        return glob_match_rec(pattern, path, false, 0, 0, 0, &memo);
 }
 
 bool tool_glob_match_dir(const char *pattern, const char *dir) {
-        return glob_match_rec(pattern, dir, true, 0);
+        GlobMemo memo = {};
+        return glob_match_rec(pattern, dir, true, 0, 0, 0, &memo);
 }
 
 static bool has_wildcard(const char *s, size_t n) {

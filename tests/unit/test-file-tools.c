@@ -149,6 +149,9 @@ static void test_glob_match(void) {
                 {"x/**/**/**", "x", true},
                 {"**/**/y", "1/.h/y", false},
                 {"**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/a", "b/b/b/b/b/b/b/b/b/b/b/c", false},
+                {"**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/q", "b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b/b", false},
+                {"**/*/**/*/q", "a/b/c/q", true},
+                {"**/*/**/*/q", "a/q", false},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
