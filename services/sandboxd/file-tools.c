@@ -254,11 +254,13 @@ typedef struct GlobMemo {
 static bool glob_match_rec(const char *pat, const char *path, bool dir, unsigned depth, unsigned pi,
                            unsigned si, GlobMemo *memo) {
         const char *pe = strchrnul(pat, '/');
-        bool memoized = pi < 64 && si < 64, r;
+        bool r;
 
-        if (depth > 2 * TOOLS_WALK_DEPTH_MAX)
+        /* Nothing deeper than the walk goes matches, and beyond the memo the work would grow unbounded
+         * again (a path of 200 empty segments did). */
+        if (depth > 2 * TOOLS_WALK_DEPTH_MAX || pi >= 64 || si >= 64)
                 return false;
-        if (memoized && (memo->failed[pi] & (UINT64_C(1) << si)))
+        if (memo->failed[pi] & (UINT64_C(1) << si))
                 return false;
         if (*path == 0) {
                 if (dir)
@@ -288,7 +290,7 @@ static bool glob_match_rec(const char *pat, const char *path, bool dir, unsigned
         } else
                 r = segment_match(pat, pe - pat, path, se - path) &&
                     glob_match_rec(next_pat, next_path, dir, depth + 1, pi + 1, si + 1, memo);
-        if (!r && memoized)
+        if (!r)
                 memo->failed[pi] |= UINT64_C(1) << si;
         return r;
 }
