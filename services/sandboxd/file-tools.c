@@ -290,7 +290,7 @@ static bool glob_match_rec(const char *pat, const char *path, bool dir, unsigned
         } else
                 r = segment_match(pat, pe - pat, path, se - path) &&
                     glob_match_rec(next_pat, next_path, dir, depth + 1, pi + 1, si + 1, memo);
-        if (!r)
+        if (!r && pi < 64) /* folding "**" may have moved pi past the memo */
                 memo->failed[pi] |= UINT64_C(1) << si;
         return r;
 }
