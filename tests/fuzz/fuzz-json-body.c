@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         FUZZ_ASSERT(o && !error);
 
-        /* What was accepted prints as valid JSON that parses back. */
+        /* What was accepted prints, as one C string of the length json_text() says. */
         const char *text = json_text(o, &len);
         FUZZ_ASSERT(text && strlen(text) == len);
 
