@@ -18,6 +18,7 @@
 #include "macro.h"
 #include "time-util.h"
 #include "user-util.h"
+#include "sender-cache.h"
 
 /* One Record or RecordBatch call waiting for its commit. */
 struct PendingRecord {
@@ -67,79 +68,14 @@ bool manager_uid_may_read(Manager *m, uid_t uid) {
 
 /* --- callers' credentials ----------------------------------------------------------------------- */
 
-typedef struct SenderUid {
-        uid_t uid;
-        char name[];
-} SenderUid;
-
 int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-        const char *sender = sd_bus_message_get_sender(msg);
-        SenderUid *e;
-        uid_t uid;
-        int r;
-
-        /* A unique name is one connection, never reused on that bus, and a connection's uid never
-         * changes: dbus-daemon does not attach credentials to messages, so asking it costs a blocking
-         * round trip, once per client instead of once per row. */
-        if (sender && (e = hashmap_get(m->sender_uids, sender))) {
-                *ret = e->uid;
-                return 0;
-        }
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
-        if (r < 0)
-                return r;
-        r = sd_bus_creds_get_euid(creds, &uid);
-        if (r < 0)
-                return r;
-        if (sender && sender[0] == ':' && m->sender_uids) {
-                if (hashmap_size(m->sender_uids) >= AUDITD_SENDER_CACHE_MAX)
-                        manager_forget_sender(m, NULL); /* only if NameOwnerChanged went missing */
-                e = malloc(sizeof(SenderUid) + strlen(sender) + 1);
-                if (e) {
-                        e->uid = uid;
-                        strcpy(e->name, sender);
-                        if (hashmap_put(m->sender_uids, e->name, e) < 0)
-                                free(e);
-                }
-        }
-        *ret = uid;
-        return 0;
-}
-
-void manager_forget_sender(Manager *m, const char *name) {
-        SenderUid *e;
-
-        if (name) {
-                free(hashmap_remove(m->sender_uids, name));
-                return;
-        }
-        HASHMAP_FOREACH(e, m->sender_uids, state) {
-                (void) hashmap_remove(m->sender_uids, e->name);
-                free(e);
-        }
-}
-
-static int on_name_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
-        const char *name, *old_owner, *new_owner;
-
-        if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) < 0)
-                return 0;
-        /* a connection left the bus: its unique name lost its owner */
-        if (name[0] == ':' && new_owner[0] == 0)
-                manager_forget_sender(m, name);
-        return 0;
+        return sender_cache_uid(m->senders, msg, ret);
 }
 
 int manager_watch_senders(Manager *m) {
-        /* arg2='': only names that lost their owner. Installed before the name is requested (the bus
-         * handles a connection's messages in order), so no caller can be remembered unwatched. */
-        return sd_bus_add_match_async(m->bus, &m->name_owner_slot,
-                                      "type='signal',sender='org.freedesktop.DBus',"
-                                      "path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',"
-                                      "member='NameOwnerChanged',arg2=''",
-                                      on_name_owner_changed, NULL, m);
+        /* Installed before the name is requested (the bus handles a connection's messages in order), so
+         * no caller can be remembered unwatched. */
+        return sender_cache_watch(m->senders, m->bus, &m->name_owner_slot);
 }
 
 /* --- group commit ------------------------------------------------------------------------------- */
@@ -366,11 +302,9 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
 
         struct group *g = getgrnam("sandbox-admin");
         m->admin_gid = g ? g->gr_gid : (gid_t) -1;
-        m->sender_uids = hashmap_new();
-        if (!m->sender_uids) {
-                r = -ENOMEM;
+        r = sender_cache_new(AUDITD_SENDER_CACHE_MAX, &m->senders);
+        if (r < 0)
                 goto fail;
-        }
         struct passwd *pw = getpwnam("sandbox-gateway");
         m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
         m->retention_batch = AUDITD_RETENTION_BATCH_MAX;
@@ -415,10 +349,8 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->retention_timer);
         sd_event_source_disable_unref(m->sigterm);
         sd_event_source_disable_unref(m->sigint);
-        if (m->sender_uids)
-                manager_forget_sender(m, NULL);
-        hashmap_free(m->sender_uids);
         sd_bus_slot_unref(m->name_owner_slot);
+        sender_cache_free(m->senders);
         sd_bus_flush_close_unref(m->bus);
         audit_store_free(m->store);
         sd_event_unref(m->event);

@@ -11,6 +11,7 @@
 #include "audit-config.h"
 #include "audit-store.h"
 #include "hashmap.h"
+#include "sender-cache.h"
 
 #define AUDITD_STATE_DIR "/var/lib/sandbox-auditd"
 #define AUDITD_DB_FILE "audit.db"
@@ -42,7 +43,7 @@ typedef struct Manager {
 
         /* Callers' credentials: a bus round trip per connection, not per call (a blocking one, which
          * capped ingest at ~3,000 rows/s); an NSS lookup per reader uid at most every few seconds. */
-        Hashmap *sender_uids;        /* unique bus name → SenderUid, until NameOwnerChanged says it left */
+        SenderCache *senders;        /* callers' uids by unique bus name, until NameOwnerChanged says it left */
         sd_bus_slot *name_owner_slot;
         struct {
                 uid_t uid;
@@ -82,7 +83,6 @@ bool manager_uid_may_read(Manager *m, uid_t uid);
  * connection leaves the bus (NameOwnerChanged). */
 int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret);
 /* Forgets one connection's uid (name: a unique name) or, with NULL, all of them. */
-void manager_forget_sender(Manager *m, const char *name);
 /* Subscribes to the bus's NameOwnerChanged so that callers who left are forgotten. */
 int manager_watch_senders(Manager *m);
 

@@ -26,6 +26,7 @@
 #include "sandboxd-dbus.h"
 #include "unit.h"
 #include "user-util.h"
+#include "sender-cache.h"
 
 static size_t uid_pool_size(const Manager *m) {
         return (size_t) (m->config.uid_max - m->config.uid_min) + 1;
@@ -101,56 +102,11 @@ void manager_audit(Manager *m, const Caller *c, const AuditRow *row) {
                                 row->operation, strerror(-r), NULL);
 }
 
-typedef struct SenderUid {
-        uid_t uid;
-        char name[];
-} SenderUid;
-
 #define SENDER_CACHE_MAX 4096
 #define ADMIN_CACHE_USEC (5 * USEC_PER_SEC)
 
 int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-        const char *sender = sd_bus_message_get_sender(msg);
-        SenderUid *e;
-        uid_t uid;
-        int r;
-
-        /* A unique name belongs to one connection for the bus's life, and a connection's uid never
-         * changes: one round trip to the bus per client instead of one per call. */
-        if (sender && (e = hashmap_get(m->sender_uids, sender))) {
-                *ret = e->uid;
-                return 0;
-        }
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
-        if (r < 0)
-                return r;
-        r = sd_bus_creds_get_euid(creds, &uid);
-        if (r < 0)
-                return r;
-        if (sender && sender[0] == ':') {
-                if (hashmap_size(m->sender_uids) >= SENDER_CACHE_MAX)
-                        manager_clear_sender_cache(m);
-                e = malloc(sizeof(SenderUid) + strlen(sender) + 1);
-                if (e) {
-                        e->uid = uid;
-                        strcpy(e->name, sender);
-                        if (hashmap_put(m->sender_uids, e->name, e) < 0)
-                                free(e);
-                }
-        }
-        *ret = uid;
-        return 0;
-}
-
-void manager_clear_sender_cache(Manager *m) {
-        void *v;
-        size_t state = 0;
-
-        while (hashmap_iterate(m->sender_uids, &state, &v, NULL)) {
-                (void) hashmap_remove(m->sender_uids, ((SenderUid *) v)->name);
-                free(v);
-        }
+        return sender_cache_uid(m->senders, msg, ret);
 }
 
 bool manager_uid_is_admin(Manager *m, uid_t uid) {
@@ -201,10 +157,11 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         m->sandbox_names = hashmap_new();
         m->jobs = hashmap_new();
         m->early_jobs = hashmap_new();
-        m->sender_uids = hashmap_new();
+        r = sender_cache_new(SENDER_CACHE_MAX, &m->senders);
+        if (r < 0)
+                goto fail;
         m->uid_used = calloc(uid_pool_size(m) / 8 + 1, 1);
         if (!m->state_dir || !m->init_path || !m->sandboxes || !m->sandbox_names || !m->jobs || !m->early_jobs ||
-            !m->sender_uids ||
             !m->uid_used) {
                 r = -ENOMEM;
                 goto fail;
@@ -272,9 +229,7 @@ Manager *manager_free(Manager *m) {
         hashmap_free(m->sandbox_names);
         hashmap_free(m->jobs);
         hashmap_free(m->early_jobs);
-        if (m->sender_uids)
-                manager_clear_sender_cache(m);
-        hashmap_free(m->sender_uids);
+        sender_cache_free(m->senders);
         audit_spool_free(m->audit);
         sandbox_store_free(m->store);
         sd_event_source_disable_unref(m->sigterm);

@@ -11,6 +11,7 @@
 #include "sandboxd-config.h"
 #include "hashmap.h"
 #include "oom.h"
+#include "sender-cache.h"
 
 typedef struct Sandbox Sandbox;
 typedef struct AuditSpool AuditSpool;
@@ -39,7 +40,7 @@ typedef struct Manager {
         Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
         unsigned background_stops;  /* unit_stop_nowait() jobs in flight (unit.c) */
         struct QueuedStop *stop_queue, *stop_queue_tail;
-        Hashmap *sender_uids;       /* unique bus name → SenderUid (names are never reused) */
+        SenderCache *senders;       /* callers' uids by unique bus name (names are never reused) */
         Hashmap *shells;            /* unit name → Shell (sandbox-shell.c), made on first use */
         struct {
                 uid_t uid;
@@ -82,4 +83,3 @@ bool manager_uid_is_admin(Manager *m, uid_t uid);
 
 /* The effective uid of a message's sender, asked of the bus once per connection. */
 int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret);
-void manager_clear_sender_cache(Manager *m);
