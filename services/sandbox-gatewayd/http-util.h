@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base64-util.h"
 #include "utf8-util.h"
 
 /* "req_" + 20 characters of [a-z2-7]. */
@@ -53,9 +54,6 @@ const char *json_get_string(json_object *o, const char *name);
 /* A NULL-terminated copy of a JSON_FIELD_STRV member (NULL if absent). */
 int json_get_strv(json_object *o, const char *name, char ***ret);
 
-/* Standard base64 with padding, both ways (gnutls). decode: -EINVAL for anything that is not base64. */
-int base64_encode_alloc(const uint8_t *data, size_t size, char **ret);
-int base64_decode_alloc(const char *s, uint8_t **ret, size_t *ret_size);
 
 /* Output bytes as a JSON string: UTF-8 (U+FFFD for invalid bytes) or, with base64, base64. */
 json_object *json_bytes(const uint8_t *data, size_t size, bool base64);

@@ -9,6 +9,7 @@
  * handshake, and one io source whose events follow what wslay wants to read and write. */
 #include "websocket.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 #include <wslay/wslay.h>
 
+#include "base64-util.h"
 #include "macro.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -45,22 +47,11 @@ struct WebSocket {
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static void base64_encode(const uint8_t *in, size_t n, char *out) {
-        size_t o = 0;
-        for (size_t i = 0; i < n; i += 3) {
-                uint32_t v = (uint32_t) in[i] << 16 | (i + 1 < n ? (uint32_t) in[i + 1] << 8 : 0) |
-                             (i + 2 < n ? in[i + 2] : 0);
-                out[o++] = b64[v >> 18 & 63];
-                out[o++] = b64[v >> 12 & 63];
-                out[o++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
-                out[o++] = i + 2 < n ? b64[v & 63] : '=';
-        }
-        out[o] = 0;
-}
-
 int websocket_accept_key(const char *key, char ret[static WS_ACCEPT_LEN + 1]) {
         uint8_t digest[20];
         char buf[24 + sizeof(WS_GUID)];
+        _cleanup_free_ char *accept = NULL;
+        int r;
 
         /* 16 bytes in base64: 22 characters, the last with its 4 low bits unused, then "==". */
         if (!key || strlen(key) != 24 || key[22] != '=' || key[23] != '=')
@@ -74,7 +65,11 @@ int websocket_accept_key(const char *key, char ret[static WS_ACCEPT_LEN + 1]) {
         memcpy(buf + 24, WS_GUID, sizeof(WS_GUID));
         if (gnutls_hash_fast(GNUTLS_DIG_SHA1, buf, 24 + strlen(WS_GUID), digest) < 0)
                 return -EIO;
-        base64_encode(digest, sizeof(digest), ret);
+        r = base64_encode_alloc(digest, sizeof(digest), &accept);
+        if (r < 0)
+                return r;
+        assert(strlen(accept) == WS_ACCEPT_LEN);
+        memcpy(ret, accept, WS_ACCEPT_LEN + 1);
         return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
+#include "base64-util.h"
 #include "macro.h"
 #include "sandboxctl-util.h"
 #include "utf8-util.h"
@@ -92,31 +93,14 @@ static int fail(const char *what, const sd_bus_error *e, int r) {
 
 /* --- JSON of bytes ---------------------------------------------------------------------------------- */
 
-static char *base64(const uint8_t *p, size_t n) {
-        static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
-        if (!s)
-                return NULL;
-        for (size_t i = 0; i < n; i += 3) {
-                uint32_t v = (uint32_t) p[i] << 16 | (i + 1 < n ? (uint32_t) p[i + 1] << 8 : 0) |
-                             (i + 2 < n ? p[i + 2] : 0);
-                *o++ = tab[v >> 18 & 63];
-                *o++ = tab[v >> 12 & 63];
-                *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
-                *o++ = i + 2 < n ? tab[v & 63] : '=';
-        }
-        *o = 0;
-        return s;
-}
-
 /* key: the bytes as a string if they are UTF-8; otherwise key_base64 holds them exactly. */
 static void json_add_bytes(json_object *o, const char *key, const void *p, size_t n) {
         if (!memchr(p, 0, n) && utf8_is_valid(p, n)) {
                 json_object_object_add(o, key, json_object_new_string_len(p, (int) n));
                 return;
         }
-        _cleanup_free_ char *b = base64(p, n), *k = NULL;
-        if (b && asprintf(&k, "%s_base64", key) >= 0)
+        _cleanup_free_ char *b = NULL, *k = NULL;
+        if (base64_encode_alloc(p, n, &b) >= 0 && asprintf(&k, "%s_base64", key) >= 0)
                 json_object_object_add(o, k, json_object_new_string(b));
 }
 

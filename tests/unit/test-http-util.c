@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests of the gateway's HTTP/JSON helpers: request ids, error bodies, strict JSON, UTF-8, base64, times. */
+/* Tests of the gateway's HTTP/JSON helpers: request ids, error bodies, strict JSON, UTF-8, times. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,32 +155,6 @@ static void test_utf8(void) {
         json_object_put(j);
 }
 
-static void test_base64(void) {
-        uint8_t all[256], *d = NULL;
-        char *s = NULL;
-        size_t n;
-
-        for (int i = 0; i < 256; i++)
-                all[i] = (uint8_t) i;
-        for (size_t len = 0; len <= 256; len += 37) {
-                CHECK(base64_encode_alloc(all, len, &s) == 0);
-                CHECK(base64_decode_alloc(s, &d, &n) == 0);
-                CHECK_U64(n, len);
-                CHECK(memcmp(d, all, len) == 0);
-                free(s);
-                free(d);
-        }
-        CHECK(base64_encode_alloc((const uint8_t *) "hello", 5, &s) == 0);
-        CHECK_STR(s, "aGVsbG8=");
-        free(s);
-        CHECK_INT(base64_decode_alloc("aGVsbG8", &d, &n), -EINVAL);   /* no padding */
-        CHECK_INT(base64_decode_alloc("aGV*bG8=", &d, &n), -EINVAL);  /* bad character */
-        CHECK_INT(base64_decode_alloc("a=Vs", &d, &n), -EINVAL);      /* padding inside */
-        CHECK_INT(base64_decode_alloc("aGVsbG8=\n", &d, &n), -EINVAL);
-        CHECK(base64_decode_alloc("", &d, &n) == 0 && n == 0);
-        free(d);
-}
-
 static void test_time(void) {
         json_object *t = json_time(UINT64_C(1793451801590139));
         CHECK_STR(json_object_get_string(t), "2026-10-31T13:03:21.590139Z");
@@ -216,7 +190,6 @@ int main(void) {
         test_json_parse();
         test_json_fields();
         test_utf8();
-        test_base64();
         test_time();
         test_bus_errors();
         return test_finish("test-http-util");
