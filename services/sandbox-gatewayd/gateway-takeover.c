@@ -294,6 +294,8 @@ static void on_ws_binary(WebSocket *ws, const uint8_t *data, size_t n, void *use
 
         if (b->stream_fd < 0 || b->stream_eof)
                 return; /* nobody to type to any more */
+        if (n == 0)
+                return; /* realloc(p, 0) would free the buffer and look like ENOMEM */
         char *nb = realloc(b->to_stream, b->to_stream_len + n);
         if (!nb) {
                 (void) websocket_close(ws, WS_CLOSE_INTERNAL_ERROR, "out of memory");
