@@ -38,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         n_printed += n;
                         data += 1 + n, size -= 1 + n;
                 } else if (op == 'r' && size >= 4) {
-                        asciicast_resize(&a, t, (unsigned) (data[0] | data[1] << 8), (unsigned) (data[2] | data[3] << 8));
+                        asciicast_resize(&a, t, (unsigned) (data[0] | data[1] << 8),
+                                         (unsigned) (data[2] | data[3] << 8));
                         data += 4, size -= 4;
                 } else
                         break;
@@ -63,7 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         FUZZ_ASSERT(json_object_is_type(o, json_type_object));
                 else {
                         FUZZ_ASSERT(!marker); /* nothing after the truncation marker */
-                        FUZZ_ASSERT(json_object_is_type(o, json_type_array) && json_object_array_length(o) == 3);
+                        FUZZ_ASSERT(json_object_is_type(o, json_type_array) &&
+                                    json_object_array_length(o) == 3);
                         const char *kind = json_object_get_string(json_object_array_get_idx(o, 1));
                         json_object *d = json_object_array_get_idx(o, 2);
                         FUZZ_ASSERT(kind && json_object_is_type(d, json_type_string));

@@ -55,7 +55,7 @@ static void check_filter(sd_bus_message *m) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        FuzzInput in = { data, size };
+        FuzzInput in = {data, size};
         AuditConfig config;
         sd_bus_message *m;
         int r;

@@ -13,8 +13,8 @@
 static SandboxdConfig config;
 
 static bool caller_is_sane(const Caller *c, const Caller *before) {
-        if (!memchr(c->account_id, 0, sizeof(c->account_id)) || !memchr(c->request_id, 0, sizeof(c->request_id)) ||
-            !memchr(c->source, 0, sizeof(c->source)))
+        if (!memchr(c->account_id, 0, sizeof(c->account_id)) ||
+            !memchr(c->request_id, 0, sizeof(c->request_id)) || !memchr(c->source, 0, sizeof(c->source)))
                 return false;
         if (!streq(c->source, "agent") && !streq(c->source, "human_takeover"))
                 return false;
@@ -69,8 +69,8 @@ static void check_exec(sd_bus_message *m, Caller *c) {
                 const char *eq = strchr(*p, '=');
                 FUZZ_ASSERT(eq && eq > *p && !(**p >= '0' && **p <= '9'));
                 for (const char *k = *p; k < eq; k++)
-                        FUZZ_ASSERT((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') ||
-                                    *k == '_');
+                        FUZZ_ASSERT((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') ||
+                                    (*k >= '0' && *k <= '9') || *k == '_');
         }
         FUZZ_ASSERT(n <= ENV_MAX_ITEMS);
         FUZZ_ASSERT(o.stdin_size == 0 || o.stdin_data);
@@ -109,7 +109,8 @@ static void check_files(sd_bus_message *m, Caller *c, bool write, const char *pa
                 if (r >= 0) {
                         r = read_file_options_check(&o, path, config.file_max, &resolved, &e);
                         if (r >= 0)
-                                FUZZ_ASSERT(o.offset <= (uint64_t) INT64_MAX && (o.fd >= 0 || o.length <= config.file_max));
+                                FUZZ_ASSERT(o.offset <= (uint64_t) INT64_MAX &&
+                                            (o.fd >= 0 || o.length <= config.file_max));
                 }
         }
         if (r < 0)
@@ -131,7 +132,8 @@ static void check_shell(sd_bus_message *m, Caller *c) {
         if (r < 0)
                 FUZZ_ASSERT_REFUSED(r, &e);
         else {
-                FUZZ_ASSERT(o.cols >= 1 && o.cols <= SHELL_COLS_MAX && o.rows >= 1 && o.rows <= SHELL_ROWS_MAX);
+                FUZZ_ASSERT(o.cols >= 1 && o.cols <= SHELL_COLS_MAX && o.rows >= 1 &&
+                            o.rows <= SHELL_ROWS_MAX);
                 FUZZ_ASSERT(!o.term || shell_term_is_valid(o.term));
         }
         sd_bus_error_free(&e);
@@ -165,22 +167,22 @@ static void check_tool(sd_bus_message *m, Caller *c, ToolKind kind) {
 }
 
 /* Runs one reader over the options, positioned past the argv; as a trusted caller, then an untrusted one. */
-#define OVER_OPTIONS(m, skip_argv, call)                                                                    \
-        for (int _trusted = 1; _trusted >= 0; _trusted--) {                                                 \
-                Caller _c = { .uid = _trusted ? 0 : 1000, .trusted = _trusted }, _before;                   \
-                snprintf(_c.account_id, sizeof(_c.account_id), "uid:%u", _c.uid);                           \
-                snprintf(_c.source, sizeof(_c.source), "agent");                                            \
-                _before = _c;                                                                               \
-                FUZZ_ASSERT(sd_bus_message_rewind(m, true) >= 0);                                           \
-                if (skip_argv)                                                                              \
-                        FUZZ_ASSERT(sd_bus_message_skip(m, "as") >= 0);                                     \
-                Caller *c = &_c;                                                                            \
-                call;                                                                                       \
-                FUZZ_ASSERT(caller_is_sane(&_c, &_before));                                                 \
+#define OVER_OPTIONS(m, skip_argv, call)                                                \
+        for (int _trusted = 1; _trusted >= 0; _trusted--) {                             \
+                Caller _c = {.uid = _trusted ? 0 : 1000, .trusted = _trusted}, _before; \
+                snprintf(_c.account_id, sizeof(_c.account_id), "uid:%u", _c.uid);       \
+                snprintf(_c.source, sizeof(_c.source), "agent");                        \
+                _before = _c;                                                           \
+                FUZZ_ASSERT(sd_bus_message_rewind(m, true) >= 0);                       \
+                if (skip_argv)                                                          \
+                        FUZZ_ASSERT(sd_bus_message_skip(m, "as") >= 0);                 \
+                Caller *c = &_c;                                                        \
+                call;                                                                   \
+                FUZZ_ASSERT(caller_is_sane(&_c, &_before));                             \
         }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        FuzzInput in = { data, size };
+        FuzzInput in = {data, size};
         sd_bus_message *m;
         char path[128];
         int r;

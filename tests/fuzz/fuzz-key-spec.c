@@ -10,7 +10,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_(key_spec_strings_clear) KeySpecStrings strings = {};
         sd_bus_error e = SD_BUS_ERROR_NULL;
-        FuzzInput in = { data, size };
+        FuzzInput in = {data, size};
         KeySpec spec = {};
         sd_bus_message *m;
         KeyRole role;

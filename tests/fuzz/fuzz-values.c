@@ -130,7 +130,7 @@ static void check_printable(const char *s) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static void (*const check[])(const char *) = {
-                check_rfc3339, check_sec,          check_decimal, check_mode,        check_env,
+                check_rfc3339,      check_sec,    check_decimal,      check_mode,      check_env,
                 check_sandbox_path, check_commas, check_size_percent, check_printable,
         };
         char *s;

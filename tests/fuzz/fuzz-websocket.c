@@ -57,8 +57,8 @@ static void setup(void) {
         FUZZ_ASSERT(sd_id128_randomize(&id) >= 0);
         FUZZ_ASSERT(sd_bus_new(&server) >= 0 && sd_bus_set_fd(server, fds[0], fds[0]) >= 0);
         FUZZ_ASSERT(sd_bus_set_server(server, 1, id) >= 0);
-        FUZZ_ASSERT(sd_bus_add_object_vtable(server, NULL, "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager",
-                                             vtable, NULL) >= 0);
+        FUZZ_ASSERT(sd_bus_add_object_vtable(server, NULL, "/org/sandboxd/sandbox1",
+                                             "org.sandboxd.sandbox1.Manager", vtable, NULL) >= 0);
         FUZZ_ASSERT(sd_bus_start(server) >= 0 && sd_bus_attach_event(server, event, 0) >= 0);
         FUZZ_ASSERT(sd_bus_new(&client) >= 0 && sd_bus_set_fd(client, fds[1], fds[1]) >= 0);
         FUZZ_ASSERT(sd_bus_start(client) >= 0 && sd_bus_attach_event(client, event, 0) >= 0);
@@ -103,7 +103,8 @@ static void check_upgrade(char *line[7]) {
         if (sp)
                 *sp++ = 0;
         if (takeover_parse_size(line[6][0] ? line[6] : NULL, sp && *sp ? sp : NULL, &cols, &rows) == 0)
-                FUZZ_ASSERT(cols >= 1 && cols <= TAKEOVER_SIZE_MAX && rows >= 1 && rows <= TAKEOVER_SIZE_MAX);
+                FUZZ_ASSERT(cols >= 1 && cols <= TAKEOVER_SIZE_MAX && rows >= 1 &&
+                            rows <= TAKEOVER_SIZE_MAX);
 }
 
 /* --- the client's stream ------------------------------------------------------------------------ */
@@ -158,7 +159,7 @@ static void put_frame(Stream *s, uint8_t b0, bool masked, bool long_len, const u
 /* Frames from their descriptions. Counts the text messages (whole, or in fragments) that are valid
  * resizes, before any close: no more than these may reach ResizeShell. */
 static void build_frames(Stream *s, const uint8_t *data, size_t size) {
-        static const uint8_t key[4] = { 0x12, 0x34, 0x56, 0x78 };
+        static const uint8_t key[4] = {0x12, 0x34, 0x56, 0x78};
         Stream text = {};
         bool closed = false, in_text = false;
 
@@ -189,7 +190,7 @@ static void build_frames(Stream *s, const uint8_t *data, size_t size) {
                 data += n, size -= n;
         }
         free(text.data);
-        static const uint8_t bye[] = { 0x03, 0xe8, 'b', 'y', 'e' }; /* 1000 "bye" */
+        static const uint8_t bye[] = {0x03, 0xe8, 'b', 'y', 'e'}; /* 1000 "bye" */
         put_frame(s, 0x88, true, false, bye, sizeof(bye), key);
         s->ends_with_close = true;
 }
@@ -238,8 +239,8 @@ static void run_session(const Stream *st, size_t extra, bool small) {
         FUZZ_ASSERT(sd_event_add_io(event, &s.ws_peer_source, ws[1], EPOLLIN, on_peer, &s) >= 0);
         FUZZ_ASSERT(sd_event_add_io(event, &s.stream_peer_source, sh[1], EPOLLIN, on_peer, &s) >= 0);
 
-        FUZZ_ASSERT(takeover_bridge_new(event, client, ws[0], st->data, extra, sh[0], "sandbox-fuzz-shell-1.scope",
-                                        &config, on_done, &s, &b) >= 0);
+        FUZZ_ASSERT(takeover_bridge_new(event, client, ws[0], st->data, extra, sh[0],
+                                        "sandbox-fuzz-shell-1.scope", &config, on_done, &s, &b) >= 0);
         /* Ends by itself: the client's stream is finite, the shell never ends. libFuzzer's -timeout catches
          * a session that does not. */
         while (!s.done)
