@@ -176,7 +176,7 @@ static int read_row_field(sd_bus_message *msg, unsigned f, AuditRecord *rec, sd_
         return 0;
 }
 
-static int parse_row(sd_bus_message *msg, AuditRecord *rec, sd_bus_error *error) {
+int audit_parse_row(sd_bus_message *msg, AuditRecord *rec, sd_bus_error *error) {
         unsigned seen = 0;
         const char *key;
         int r;
@@ -231,7 +231,7 @@ static int method_record(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         if (!manager_uid_may_record(m, uid))
                 return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED,
                                         "Only root and sandbox-gateway may record audit rows.");
-        r = parse_row(msg, &rec, error);
+        r = audit_parse_row(msg, &rec, error);
         if (r < 0)
                 return r;
         r = audit_record_normalize(&rec, m->config.output_max, m->config.detail_max, &why);
@@ -302,7 +302,7 @@ static int method_record_batch(sd_bus_message *msg, void *userdata, sd_bus_error
                         a.allocated = na;
                 }
                 a.recs[a.n++] = AUDIT_RECORD_INIT;
-                r = parse_row(msg, &a.recs[a.n - 1], &e);
+                r = audit_parse_row(msg, &a.recs[a.n - 1], &e);
                 if (r < 0)
                         return row_error(error, &e, a.n - 1, r);
         }
@@ -389,7 +389,7 @@ void audit_emit_entry_added(Manager *m, const AuditEntry *e) {
 
 /* --- GetLog ------------------------------------------------------------------------------------- */
 
-static int parse_filter(sd_bus_message *msg, AuditFilter *f, sd_bus_error *error) {
+int audit_parse_filter(sd_bus_message *msg, AuditFilter *f, sd_bus_error *error) {
         const char *key, *contents;
         int r;
 
@@ -478,7 +478,7 @@ static int method_get_log(sd_bus_message *msg, void *userdata, sd_bus_error *err
         r = check_reader(m, msg, error);
         if (r < 0)
                 return r;
-        r = parse_filter(msg, &f, error);
+        r = audit_parse_filter(msg, &f, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(msg, "tt", &limit, &offset);

@@ -25,6 +25,12 @@ typedef struct Manager Manager;
 
 int manager_bus_setup(Manager *m);
 
+/* Record's row and GetLog's filter, read from msg (at the a{sv}, left past it) into *rec or *f: strings
+ * point into msg. Unknown or repeated keys, wrong types and unknown operation/event/source names are
+ * refused with InvalidArgs saying which; the row's own checks are audit_record_normalize()'s. */
+int audit_parse_row(sd_bus_message *msg, AuditRecord *rec, sd_bus_error *error);
+int audit_parse_filter(sd_bus_message *msg, AuditFilter *f, sd_bus_error *error);
+
 /* Answers a Record call: the row's id, or StorageFull for a storage error (negative errno). */
 int audit_reply_recorded(sd_bus_message *msg, uint64_t id);
 /* Answers a RecordBatch call: the rows' ids, in the order of the rows. */

@@ -156,6 +156,30 @@ bool takeover_origin_is_host(const char *origin, const char *host) {
         return strcasecmp(rest, host) == 0;
 }
 
+bool takeover_header_has_token(const char *value, const char *token) {
+        size_t n = strlen(token);
+
+        for (const char *p = value; p && *p;) {
+                p += strspn(p, " \t,");
+                size_t k = strcspn(p, ",");
+                size_t e = k;
+                while (e > 0 && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+                        e--;
+                if (e == n && strncasecmp(p, token, n) == 0)
+                        return true;
+                p += k;
+        }
+        return false;
+}
+
+int takeover_check_upgrade(const char *upgrade, const char *connection, const char *version) {
+        if (!takeover_header_has_token(upgrade, "websocket") || !takeover_header_has_token(connection, "upgrade"))
+                return -EPROTO;
+        if (!version || !streq(version, "13"))
+                return -EPROTONOSUPPORT;
+        return 0;
+}
+
 /* --- the bridge --------------------------------------------------------------------------------- */
 
 static void bridge_update(TakeoverBridge *b) {
@@ -270,6 +294,8 @@ static void on_ws_binary(WebSocket *ws, const uint8_t *data, size_t n, void *use
 
         if (b->stream_fd < 0 || b->stream_eof)
                 return; /* nobody to type to any more */
+        if (n == 0)
+                return; /* realloc(p, 0) would free the buffer and look like ENOMEM */
         char *nb = realloc(b->to_stream, b->to_stream_len + n);
         if (!nb) {
                 (void) websocket_close(ws, WS_CLOSE_INTERNAL_ERROR, "out of memory");

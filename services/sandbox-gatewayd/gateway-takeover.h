@@ -30,6 +30,13 @@ bool takeover_origin_allowed(const char *origin, const char *allowed);
  * websocket-client send that Origin by default). */
 bool takeover_origin_is_host(const char *origin, const char *host);
 
+/* Does a comma-separated header value (NULL: none) hold this token, case-insensitively? */
+bool takeover_header_has_token(const char *value, const char *token);
+
+/* The upgrade request's headers (each NULL if absent): 0 for a WebSocket upgrade of version 13; -EPROTO if
+ * Upgrade lacks "websocket" or Connection lacks "upgrade"; -EPROTONOSUPPORT for another version. */
+int takeover_check_upgrade(const char *upgrade, const char *connection, const char *version);
+
 /* Called once when the session is over: both sides closed. The owner frees the bridge (and tells
  * libmicrohttpd to close the connection). */
 typedef void (*takeover_done_t)(TakeoverBridge *b, void *userdata);

@@ -62,11 +62,7 @@ static int key_json_string(const ApiKey *k, char **ret) {
         return 0;
 }
 
-typedef struct SpecStrings {
-        char **actions, **sandboxes;
-} SpecStrings;
-
-static void spec_strings_clear(SpecStrings *s) {
+void key_spec_strings_clear(KeySpecStrings *s) {
         strv_free(s->actions);
         strv_free(s->sandboxes);
 }
@@ -76,7 +72,7 @@ static int bad_type(sd_bus_error *error, const char *key, const char *expected, 
                                  "Key spec field '%s' must be of type '%s', not '%s'.", key, expected, got);
 }
 
-static int parse_spec(sd_bus_message *msg, KeySpec *spec, SpecStrings *strings, sd_bus_error *error) {
+int gateway_keys_parse_spec(sd_bus_message *msg, KeySpec *spec, KeySpecStrings *strings, sd_bus_error *error) {
         static const struct {
                 const char *name, *signature;
         } fields[] = {
@@ -165,7 +161,7 @@ static int parse_spec(sd_bus_message *msg, KeySpec *spec, SpecStrings *strings, 
 }
 
 static int method_create_key(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        _cleanup_(spec_strings_clear) SpecStrings strings = {};
+        _cleanup_(key_spec_strings_clear) KeySpecStrings strings = {};
         _cleanup_(api_key_freep) ApiKey *k = NULL;
         _cleanup_free_ char *secret = NULL, *why = NULL, *js = NULL;
         KeysContext *c = userdata;
@@ -175,7 +171,7 @@ static int method_create_key(sd_bus_message *msg, void *userdata, sd_bus_error *
         r = check_root(msg, error);
         if (r < 0)
                 return r;
-        r = parse_spec(msg, &spec, &strings, error);
+        r = gateway_keys_parse_spec(msg, &spec, &strings, error);
         if (r < 0)
                 return r;
 

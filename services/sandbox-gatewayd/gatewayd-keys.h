@@ -15,3 +15,13 @@ typedef void (*gateway_keys_changed_t)(const char *operation, const ApiKey *k, c
                                        void *userdata);
 int gateway_keys_bus_add(sd_bus *bus, KeyStore *store, gateway_keys_changed_t on_change, void *userdata,
                          sd_bus_slot **ret_slot);
+
+/* CreateKey's spec, read from msg (at the a{sv}, left past it) into *spec: its strings point into msg, its
+ * lists into *strings (freed by key_spec_strings_clear). Unknown or repeated fields, wrong types and a
+ * TTL out of range are refused with InvalidArgs saying which; the rest is key_spec_resolve()'s. */
+typedef struct KeySpecStrings {
+        char **actions, **sandboxes;
+} KeySpecStrings;
+
+void key_spec_strings_clear(KeySpecStrings *s);
+int gateway_keys_parse_spec(sd_bus_message *msg, KeySpec *spec, KeySpecStrings *strings, sd_bus_error *error);

@@ -197,23 +197,6 @@ static void on_shell_opened(Request *r, sd_bus_message *reply, const sd_bus_erro
         req_reply_response(r, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
 }
 
-/* Does a comma-separated header value hold this token (case-insensitively)? */
-static bool header_has_token(const char *value, const char *token) {
-        size_t n = strlen(token);
-
-        for (const char *p = value; p && *p;) {
-                p += strspn(p, " \t,");
-                size_t k = strcspn(p, ",");
-                size_t e = k;
-                while (e > 0 && (p[e - 1] == ' ' || p[e - 1] == '\t'))
-                        e--;
-                if (e == n && strncasecmp(p, token, n) == 0)
-                        return true;
-                p += k;
-        }
-        return false;
-}
-
 /* The credentials: the Authorization header (SDKs), else ?token= (browsers). 0, or answered. */
 static int takeover_authenticate(Request *r) {
         Manager *m = r->manager;
@@ -299,8 +282,8 @@ int route_takeover(Request *r) {
         connection = req_header(r, MHD_HTTP_HEADER_CONNECTION);
         version = req_header(r, "Sec-WebSocket-Version");
         key = req_header(r, "Sec-WebSocket-Key");
-        if (!upgrade || !header_has_token(upgrade, "websocket") || !connection ||
-            !header_has_token(connection, "upgrade")) {
+        k = takeover_check_upgrade(upgrade, connection, version);
+        if (k == -EPROTO) {
                 req_reply_error(
                         r, 426, "upgrade_required",
                         "This route is a WebSocket: send Connection: Upgrade and Upgrade: websocket.");
@@ -308,7 +291,7 @@ int route_takeover(Request *r) {
                         (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_UPGRADE, "websocket");
                 return 0;
         }
-        if (!version || !streq(version, "13")) {
+        if (k < 0) {
                 req_reply_error(r, 426, "upgrade_required", "Only WebSocket version 13 is spoken here.");
                 if (r->response)
                         (void) MHD_add_response_header(r->response, "Sec-WebSocket-Version", "13");

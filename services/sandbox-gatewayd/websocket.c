@@ -3,8 +3,9 @@
  *
  * libmicrohttpd hands over the connection after its 101 response; wslay's event API does the framing
  * (it unmasks the client's frames, answers pings, and fails the connection with 1002 on frames that
- * break the protocol: unmasked, reserved bits, unknown opcodes, fragmented control frames). We add what
- * it leaves to the application: a size limit checked as a frame starts (so an oversized frame is
+ * break the protocol: unmasked, reserved bits, unknown opcodes, fragmented control frames; a frame its
+ * framing layer refuses, such as a length not in its shortest form, gets a close without a code). We add
+ * what it leaves to the application: a size limit checked as a frame starts (so an oversized frame is
  * refused before its payload is read, also with 1002), keepalive pings, a bound on the closing
  * handshake, and one io source whose events follow what wslay wants to read and write. */
 #include "websocket.h"
@@ -35,6 +36,7 @@ struct WebSocket {
         uint8_t *extra;
         size_t extra_size, extra_pos;
         bool paused, closed;
+        bool peer_gone;      /* reading failed: the peer hung up, or the connection broke */
         uint64_t last_heard; /* CLOCK_MONOTONIC µs of the last bytes from the peer */
         uint64_t msg_bytes;  /* of the data message being received, over its frames */
         bool close_pending;  /* websocket_close() waits for the queued messages */
@@ -93,12 +95,14 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
+                        ws->peer_gone = errno != EAGAIN;
                         wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK
                                                                    : WSLAY_ERR_CALLBACK_FAILURE);
                         return -1;
                 }
                 if (n == 0) {
                         /* The peer is gone without a close frame. */
+                        ws->peer_gone = true;
                         wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
                         return -1;
                 }
@@ -246,12 +250,25 @@ static void check_drained(WebSocket *ws) {
         ws->on_drained(ws, ws->userdata);
 }
 
+/* wslay_event_recv() failed. If the peer is still there, it broke the framing itself (a length not in
+ * its shortest form, a 64-bit length with the top bit set, …): wslay has queued a close frame for that,
+ * which is still to be sent before the connection ends, rather than dropping it unexplained. Returns 0
+ * then, else r. */
+static int recv_failed(WebSocket *ws, int r) {
+        if (ws->peer_gone)
+                return r;
+        wslay_event_shutdown_read(ws->ctx);
+        return 0;
+}
+
 static int on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
         WebSocket *ws = userdata;
         int r = 0;
 
         if (!ws->paused && (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
                 r = wslay_event_recv(ws->ctx);
+        if (r < 0)
+                r = recv_failed(ws, r);
         if (r == 0 && wslay_event_want_write(ws->ctx))
                 r = wslay_event_send(ws->ctx);
         if (r < 0 || (revents & (EPOLLHUP | EPOLLERR))) {
@@ -285,7 +302,10 @@ static int on_defer(sd_event_source *es, void *userdata) {
 
         /* Bytes libmicrohttpd had read already: process them before waiting for the socket. */
         ws->defer = sd_event_source_disable_unref(ws->defer);
-        if (wslay_event_recv(ws->ctx) < 0) {
+        int r = wslay_event_recv(ws->ctx);
+        if (r < 0)
+                r = recv_failed(ws, r);
+        if (r < 0) {
                 wslay_event_shutdown_read(ws->ctx);
                 wslay_event_shutdown_write(ws->ctx);
         } else if (wslay_event_want_write(ws->ctx) && wslay_event_send(ws->ctx) < 0)

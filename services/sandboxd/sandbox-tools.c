@@ -27,6 +27,7 @@
 #include "confine.h"
 #include "file-tools.h"
 #include "sandbox-files.h"
+#include "sandbox-options.h"
 #include "sandbox.h"
 #include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
@@ -39,17 +40,6 @@ const sd_bus_error_map sandbox_tools_errors[] = {
         SD_BUS_ERROR_MAP_END,
 };
 
-typedef enum ToolKind {
-        TOOL_FILE_CREATE,
-        TOOL_VIEW,
-        TOOL_STR_REPLACE,
-        TOOL_INSERT,
-        TOOL_LS,
-        TOOL_GLOB,
-        TOOL_GREP,
-        _TOOL_KIND_MAX,
-} ToolKind;
-
 static const char *const tool_operation[_TOOL_KIND_MAX] = {
         [TOOL_FILE_CREATE] = "file_create",
         [TOOL_VIEW] = "view",
@@ -60,17 +50,6 @@ static const char *const tool_operation[_TOOL_KIND_MAX] = {
         [TOOL_GREP] = "grep",
 };
 
-static const char *const tool_method[_TOOL_KIND_MAX] = {
-        [TOOL_FILE_CREATE] = "FileCreate",
-        [TOOL_VIEW] = "View",
-        [TOOL_STR_REPLACE] = "StrReplace",
-        [TOOL_INSERT] = "Insert",
-        [TOOL_LS] = "Ls",
-        [TOOL_GLOB] = "Glob",
-        [TOOL_GREP] = "Grep",
-};
-
-#define TOOL_PATTERN_MAX         4096
 #define TOOL_RESULTS_MAX         UINT32_C(1000000)
 #define TOOL_HELPER_TIMEOUT_USEC (120 * USEC_PER_SEC) /* a helper this slow is stuck: it is killed */
 #define TOOL_GREP_DEADLINE_USEC  (60 * USEC_PER_SEC)  /* grep answers what it found by then */
@@ -592,97 +571,36 @@ void sandbox_tools_forget(Sandbox *s) {
 
 /* --- parsing the call ------------------------------------------------------------------------------ */
 
-static int bad_type(sd_bus_error *error, const char *method, const char *key, const char *sig) {
-        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: option '%s' must be of type '%s'.",
-                                 method, key, sig);
-}
-
-/* Which options each tool takes, besides the caller context. */
-static bool option_allowed(ToolKind k, const char *key) {
-        if (streq(key, "path_bytes"))
-                return true;
-        if (streq(key, "overwrite") || streq(key, "mode") || streq(key, "create_dirs"))
-                return k == TOOL_FILE_CREATE;
-        if (streq(key, "fd"))
-                return k == TOOL_FILE_CREATE || k == TOOL_VIEW;
-        if (streq(key, "start_line") || streq(key, "end_line"))
-                return k == TOOL_VIEW;
-        if (streq(key, "max_results"))
-                return k == TOOL_LS || k == TOOL_GLOB || k == TOOL_GREP;
-        if (streq(key, "path"))
-                return k == TOOL_GLOB || k == TOOL_GREP;
-        if (streq(key, "glob") || streq(key, "ignore_case"))
-                return k == TOOL_GREP;
-        return false;
-}
-
+/* The options into tc: path and path_bytes point into the message. */
 static int read_options(ToolCall *tc, sd_bus_message *msg, const char **path, const void **path_bytes,
                         size_t *path_bytes_size, sd_bus_error *error) {
-        const char *method = tool_method[tc->kind], *key, *glob = NULL;
-        int r, b;
+        ToolOptions o;
+        int r;
 
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        r = tool_options_read(tc->kind, msg, &tc->caller, &o, error);
         if (r < 0)
                 return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = sandboxd_caller_context_entry(&tc->caller, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0) {
-                        if (!option_allowed(tc->kind, key))
-                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                         "%s: unknown option '%s'.", method, key);
-                        if (streq(key, "path_bytes")) {
-                                if (sd_bus_message_enter_container(msg, 'v', "ay") <= 0 ||
-                                    sd_bus_message_read_array(msg, 'y', path_bytes, path_bytes_size) < 0 ||
-                                    sd_bus_message_exit_container(msg) < 0)
-                                        return bad_type(error, method, key, "ay");
-                        } else if (streq(key, "path") || streq(key, "glob")) {
-                                if (sd_bus_message_read(msg, "v", "s", streq(key, "path") ? path : &glob) <
-                                    0)
-                                        return bad_type(error, method, key, "s");
-                        } else if (streq(key, "fd")) {
-                                int fd;
-                                if (sd_bus_message_read(msg, "v", "h", &fd) < 0)
-                                        return bad_type(error, method, key, "h");
-                                safe_close(tc->fd);
-                                tc->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-                                if (tc->fd < 0)
-                                        return -errno;
-                        } else if (streq(key, "overwrite") || streq(key, "create_dirs") ||
-                                   streq(key, "ignore_case")) {
-                                if (sd_bus_message_read(msg, "v", "b", &b) < 0)
-                                        return bad_type(error, method, key, "b");
-                                *(streq(key, "overwrite")     ? &tc->overwrite
-                                  : streq(key, "create_dirs") ? &tc->create_dirs
-                                                              : &tc->ignore_case) = b;
-                        } else {
-                                uint32_t *u = streq(key, "mode")         ? &tc->mode
-                                              : streq(key, "start_line") ? &tc->start_line
-                                              : streq(key, "end_line")   ? &tc->end_line
-                                                                         : &tc->max_results;
-                                if (sd_bus_message_read(msg, "v", "u", u) < 0)
-                                        return bad_type(error, method, key, "u");
-                        }
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
+        if (o.fd >= 0) {
+                tc->fd = fcntl(o.fd, F_DUPFD_CLOEXEC, 3);
+                if (tc->fd < 0)
+                        return -errno;
         }
-        if (r < 0)
-                return r;
-        if (glob) {
-                if (isempty(glob) || strlen(glob) > TOOL_PATTERN_MAX)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "Grep: 'glob' must be 1 to %d bytes.", TOOL_PATTERN_MAX);
-                tc->glob = strdup(glob);
+        if (o.glob) {
+                tc->glob = strdup(o.glob);
                 if (!tc->glob)
                         return -ENOMEM;
         }
-        return sd_bus_message_exit_container(msg);
+        *path = o.path;
+        *path_bytes = o.path_bytes;
+        *path_bytes_size = o.path_bytes_size;
+        tc->overwrite = o.overwrite;
+        tc->create_dirs = o.create_dirs;
+        tc->ignore_case = o.ignore_case;
+        tc->mode = o.mode;
+        tc->start_line = o.start_line;
+        tc->end_line = o.end_line;
+        tc->max_results = o.max_results;
+        return 0;
 }
 
 /* Sets tc->path (absolute) from the path argument or path_bytes. */

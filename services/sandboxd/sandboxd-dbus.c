@@ -13,17 +13,13 @@
 #include "macro.h"
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
+#include "sandbox-options.h"
 #include "sandbox-shell.h"
 #include "sandbox-id.h"
 #include "sandbox-tools.h"
 #include "sandbox.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
-
-#define ARGV_MAX_ITEMS 4096
-#define ARGV_MAX_BYTES (256 * 1024)
-#define ENV_MAX_ITEMS 1024
-#define CONTEXT_FIELD_MAX CALLER_FIELD_MAX
 
 static const sd_bus_error_map sandboxd_errors[] = {
         SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_SANDBOX, ENXIO),
@@ -104,68 +100,6 @@ static int audited(sd_bus_message *msg, void *userdata, sd_bus_error *error, con
 
 #define AUDITED(fn, op)                                                                                             static int vt_##fn(sd_bus_message *msg, void *userdata, sd_bus_error *error) {                                      return audited(msg, userdata, error, op, method_##fn);                                              }
 
-/* A context key, if this is one: returns 1 if consumed, 0 if not a context key, <0 on error. */
-static int caller_context_entry(Caller *c, const char *key, sd_bus_message *msg, sd_bus_error *error) {
-        const char *v;
-        int r;
-
-        if (!streq(key, "account_id") && !streq(key, "request_id") && !streq(key, "source"))
-                return 0;
-        r = sd_bus_message_read(msg, "v", "s", &v);
-        if (r < 0)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Context field '%s' must be a string.", key);
-        if (strlen(v) > CONTEXT_FIELD_MAX)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Context field '%s' is longer than %d bytes.",
-                                         key, CONTEXT_FIELD_MAX);
-        if (streq(key, "source") && !streq(v, "agent") && !streq(v, "human_takeover"))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Context field 'source' must be \"agent\" or \"human_takeover\".");
-        /* Only root and the gateway speak for someone else. */
-        if (!c->trusted)
-                return 1;
-        if (streq(key, "account_id") && !isempty(v))
-                snprintf(c->account_id, sizeof(c->account_id), "%s", v);
-        else if (streq(key, "request_id"))
-                snprintf(c->request_id, sizeof(c->request_id), "%s", v);
-        else if (streq(key, "source"))
-                snprintf(c->source, sizeof(c->source), "%.31s", v);
-        return 1;
-}
-
-static int unknown_option(sd_bus_error *error, const char *method, const char *key) {
-        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s: unknown option '%s'.", method, key);
-}
-
-static int bad_type(sd_bus_error *error, const char *key, const char *sig) {
-        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Option '%s' must be of type '%s'.", key, sig);
-}
-
-/* A context-only a{sv}. */
-static int read_context(sd_bus_message *msg, Caller *c, const char *method, sd_bus_error *error) {
-        const char *key;
-        int r;
-
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = caller_context_entry(c, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0)
-                        return unknown_option(error, method, key);
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        return sd_bus_message_exit_container(msg);
-}
-
 static Sandbox *find_sandbox(Manager *m, const char *id) {
         Sandbox *s = hashmap_get(m->sandboxes, id);
         return s ?: hashmap_get(m->sandbox_names, id);
@@ -208,85 +142,34 @@ int sandbox_reply_created(Sandbox *s, sd_bus_message *request) {
 }
 
 static int method_create_sandbox(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
-        const char *key, *name = NULL, *type = NULL, *network = "none";
-        uint64_t ttl = 0;
-        bool have_ttl = false;
+        CreateOptions o;
+        const char *type;
+        uint64_t ttl_usec;
         int r;
 
         r = caller_check(m, msg, c, error);
         if (r < 0)
                 return r;
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        r = create_options_read(msg, c, &o, error);
         if (r < 0)
                 return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = caller_context_entry(c, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0) {
-                        if (streq(key, "name"))
-                                r = sd_bus_message_read(msg, "v", "s", &name);
-                        else if (streq(key, "type"))
-                                r = sd_bus_message_read(msg, "v", "s", &type);
-                        else if (streq(key, "network"))
-                                r = sd_bus_message_read(msg, "v", "s", &network);
-                        else if (streq(key, "ttl_seconds")) {
-                                r = sd_bus_message_read(msg, "v", "t", &ttl);
-                                have_ttl = true;
-                        } else
-                                return unknown_option(error, "CreateSandbox", key);
-                        if (r < 0)
-                                return bad_type(error, key, streq(key, "ttl_seconds") ? "t" : "s");
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(msg);
-        if (r < 0)
-                return r;
-
-        if (name && !name_is_valid(name))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Invalid sandbox name '%s': 1-64 characters of A-Z a-z 0-9 . _ -, "
-                                         "not starting with . or -.", name);
-        if (name && (hashmap_get(m->sandbox_names, name) || hashmap_get(m->sandboxes, name)))
+        if (o.name && (hashmap_get(m->sandbox_names, o.name) || hashmap_get(m->sandboxes, o.name)))
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NAME_EXISTS, "A sandbox named '%s' exists already.",
-                                         name);
-        if (name && sandbox_id_is_valid(name))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "A sandbox name may not look like a sandbox id: '%s'.", name);
-        if (!type)
-                type = m->config.default_type;
-        if (!sandboxd_config_find_type(&m->config, type))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown sandbox type '%s'.", type);
-        if (!streq(network, "none") && !streq(network, "host"))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Option 'network' must be \"none\" or \"host\", not '%s'.", network);
-        uint64_t ttl_usec = m->config.default_ttl_usec;
-        if (have_ttl) {
-                char b[32];
-                if (ttl == 0 || seconds_to_usec(ttl, &ttl_usec) < 0 || ttl_usec > m->config.max_ttl_usec)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "ttl_seconds must be between 1 and %s.",
-                                                 format_seconds(m->config.max_ttl_usec, b));
-        }
+                                         o.name);
+        r = create_options_check(&o, &m->config, &type, &ttl_usec, error);
+        if (r < 0)
+                return r;
         if (hashmap_size(m->sandboxes) >= m->config.max_sandboxes)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                          "There are %zu sandboxes already, the configured maximum.",
                                          hashmap_size(m->sandboxes));
 
         SandboxCreateSpec spec = {
-                .name = name,
+                .name = o.name,
                 .type = type,
                 .owner = c->account_id,
                 .ttl_usec = ttl_usec,
-                .private_network = streq(network, "none"),
+                .private_network = streq(o.network, "none"),
                 .caller = c,
         };
         r = sandbox_create(m, &spec, msg, NULL);
@@ -364,7 +247,7 @@ static int method_set_ttl(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *
         if (r < 0)
                 return r;
         call_info_set_session(ci, id);
-        r = read_context(msg, c, "SetTTL", error);
+        r = context_options_read(msg, c, "SetTTL", error);
         if (r < 0)
                 return r;
         r = get_running(m, id, &s, error);
@@ -393,7 +276,7 @@ static int method_delete_sandbox(sd_bus_message *msg, Manager *m, Caller *c, Cal
         if (r < 0)
                 return r;
         call_info_set_session(ci, id);
-        r = read_context(msg, c, "DeleteSandbox", error);
+        r = context_options_read(msg, c, "DeleteSandbox", error);
         if (r < 0)
                 return r;
         Sandbox *s = find_sandbox(m, id);
@@ -407,72 +290,11 @@ static int method_delete_sandbox(sd_bus_message *msg, Manager *m, Caller *c, Cal
         return 1;
 }
 
-static int read_env(sd_bus_message *msg, char ***ret, sd_bus_error *error) {
-        const char *k, *v;
-        size_t n = 0;
-        char **env = NULL;
-        int r;
-
-        r = sd_bus_message_enter_container(msg, 'v', "a{ss}");
-        if (r < 0)
-                return bad_type(error, "env", "a{ss}");
-        r = sd_bus_message_enter_container(msg, 'a', "{ss}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_read(msg, "{ss}", &k, &v)) > 0) {
-                bool ok = !isempty(k) && !(k[0] >= '0' && k[0] <= '9');
-                for (const char *p = k; ok && *p; p++)
-                        ok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-                             *p == '_';
-                if (!ok) {
-                        strv_free(env);
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "Invalid environment variable name '%s'.", k);
-                }
-                if (n >= ENV_MAX_ITEMS) {
-                        strv_free(env);
-                        return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                                 "More than %d environment variables.", ENV_MAX_ITEMS);
-                }
-                char **ne = realloc(env, (n + 2) * sizeof(char *));
-                if (!ne) {
-                        strv_free(env);
-                        return -ENOMEM;
-                }
-                env = ne;
-                if (asprintf(&env[n], "%s=%s", k, v) < 0) {
-                        env[n] = NULL;
-                        strv_free(env);
-                        return -ENOMEM;
-                }
-                env[++n] = NULL;
-        }
-        if (r < 0) {
-                strv_free(env);
-                return r;
-        }
-        (void) sd_bus_message_exit_container(msg);
-        (void) sd_bus_message_exit_container(msg);
-        *ret = env;
-        return 0;
-}
-
-static int check_limit(sd_bus_error *error, const char *what, uint64_t v, uint64_t max, const char *type) {
-        if (v <= max)
-                return 0;
-        return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                 "%s %" PRIu64 " exceeds the maximum of type '%s' (%" PRIu64 ").", what, v, type, max);
-}
-
 static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
-        _cleanup_strv_free_ char **argv = NULL, **env = NULL;
-        _cleanup_free_ char *cwd = NULL;
-        const char *id, *key, *cwd_arg = NULL;
-        const void *stdin_data = NULL;
-        size_t stdin_size = 0;
-        uint64_t timeout = 0, memory_max = 0, tasks_max = 0;
-        bool have_timeout = false;
-        int stdout_fd = -1, stderr_fd = -1;
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_(exec_options_done) ExecOptions o = {};
+        _cleanup_(exec_limits_done) ExecLimits l = {};
+        const char *id;
         Sandbox *s = NULL;
         int r;
 
@@ -486,61 +308,7 @@ static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci,
         r = sd_bus_message_read_strv(msg, &argv);
         if (r < 0)
                 return r;
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = caller_context_entry(c, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0) {
-                        if (streq(key, "cwd")) {
-                                if (sd_bus_message_read(msg, "v", "s", &cwd_arg) < 0)
-                                        return bad_type(error, key, "s");
-                        } else if (streq(key, "env")) {
-                                strv_free(env);
-                                env = NULL;
-                                r = read_env(msg, &env, error);
-                                if (r < 0)
-                                        return r;
-                        } else if (streq(key, "stdin")) {
-                                if (sd_bus_message_enter_container(msg, 'v', "ay") < 0)
-                                        return bad_type(error, key, "ay");
-                                r = sd_bus_message_read_array(msg, 'y', &stdin_data, &stdin_size);
-                                if (r < 0)
-                                        return r;
-                                r = sd_bus_message_exit_container(msg);
-                                if (r < 0)
-                                        return r;
-                        } else if (streq(key, "timeout_seconds")) {
-                                if (sd_bus_message_read(msg, "v", "t", &timeout) < 0)
-                                        return bad_type(error, key, "t");
-                                have_timeout = true;
-                        } else if (streq(key, "memory_max")) {
-                                if (sd_bus_message_read(msg, "v", "t", &memory_max) < 0)
-                                        return bad_type(error, key, "t");
-                        } else if (streq(key, "tasks_max")) {
-                                if (sd_bus_message_read(msg, "v", "t", &tasks_max) < 0)
-                                        return bad_type(error, key, "t");
-                        } else if (streq(key, "stdout_fd")) {
-                                if (sd_bus_message_read(msg, "v", "h", &stdout_fd) < 0)
-                                        return bad_type(error, key, "h");
-                        } else if (streq(key, "stderr_fd")) {
-                                if (sd_bus_message_read(msg, "v", "h", &stderr_fd) < 0)
-                                        return bad_type(error, key, "h");
-                        } else
-                                return unknown_option(error, "Exec", key);
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(msg);
+        r = exec_options_read(msg, c, &o, error);
         if (r < 0)
                 return r;
 
@@ -552,61 +320,21 @@ static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci,
                 return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
                                          "Sandbox %s has type '%s', which the configuration no longer defines.",
                                          s->id, s->type);
-
-        size_t n = 0, bytes = 0;
-        for (char **a = argv; a && *a; a++, n++)
-                bytes += strlen(*a) + 1;
-        if (n == 0 || isempty(argv[0]))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "argv must not be empty.");
-        if (n > ARGV_MAX_ITEMS || bytes > ARGV_MAX_BYTES)
-                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                         "argv is too long (%zu items, %zu bytes; at most %d and %d).", n, bytes,
-                                         ARGV_MAX_ITEMS, ARGV_MAX_BYTES);
-        if (stdin_size > m->config.stdin_max)
-                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                         "stdin is %zu bytes; at most %" PRIu64 " are accepted.", stdin_size,
-                                         m->config.stdin_max);
-        if (cwd_arg) {
-                r = sandbox_resolve_path(cwd_arg, &cwd);
-                if (r < 0)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid cwd '%s'.", cwd_arg);
-        }
-
-        uint64_t timeout_usec;
-        if (!have_timeout)
-                timeout_usec = t->default_timeout_usec;
-        else if (timeout == 0 || seconds_to_usec(timeout, &timeout_usec) < 0)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "timeout_seconds must be between 1 and %" PRIu64 ".",
-                                         t->max_timeout_usec / USEC_PER_SEC);
-        r = check_limit(error, "timeout_seconds", timeout_usec / USEC_PER_SEC, t->max_timeout_usec / USEC_PER_SEC,
-                        t->name);
-        if (r < 0)
-                return r;
-        if (memory_max == 0)
-                memory_max = t->memory_max;
-        else if (memory_max < 1024 * 1024)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "memory_max must be at least 1 MiB.");
-        r = check_limit(error, "memory_max", memory_max, t->memory_max, t->name);
-        if (r < 0)
-                return r;
-        if (tasks_max == 0)
-                tasks_max = t->tasks_max;
-        r = check_limit(error, "tasks_max", tasks_max, t->tasks_max, t->name);
+        r = exec_options_check(&o, argv, t, m->config.stdin_max, &l, error);
         if (r < 0)
                 return r;
 
         ExecSpec spec = {
                 .argv = argv,
-                .env = env,
-                .cwd = cwd,
-                .stdin_data = stdin_data,
-                .stdin_size = stdin_size,
-                .timeout_usec = timeout_usec,
-                .memory_max = memory_max,
-                .tasks_max = tasks_max,
-                .stdout_fd = stdout_fd,
-                .stderr_fd = stderr_fd,
+                .env = o.env,
+                .cwd = l.cwd,
+                .stdin_data = o.stdin_data,
+                .stdin_size = o.stdin_size,
+                .timeout_usec = l.timeout_usec,
+                .memory_max = l.memory_max,
+                .tasks_max = l.tasks_max,
+                .stdout_fd = o.stdout_fd,
+                .stderr_fd = o.stderr_fd,
                 .caller = c,
                 .started_at = now_usec(CLOCK_REALTIME),
         };
@@ -618,11 +346,10 @@ static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci,
 
 static int method_write_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         _cleanup_free_ char *path = NULL;
-        const char *id, *path_arg, *key;
+        const char *id, *path_arg;
         const void *data;
         size_t size;
-        uint32_t mode = 0644;
-        int create_dirs = 0, append = 0, fd = -1;
+        WriteFileOptions o;
         Sandbox *s = NULL;
         int r;
 
@@ -636,65 +363,25 @@ static int method_write_file(sd_bus_message *msg, Manager *m, Caller *c, CallInf
         r = sd_bus_message_read_array(msg, 'y', &data, &size);
         if (r < 0)
                 return r;
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = caller_context_entry(c, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0) {
-                        if (streq(key, "mode")) {
-                                if (sd_bus_message_read(msg, "v", "u", &mode) < 0)
-                                        return bad_type(error, key, "u");
-                        } else if (streq(key, "create_dirs")) {
-                                if (sd_bus_message_read(msg, "v", "b", &create_dirs) < 0)
-                                        return bad_type(error, key, "b");
-                        } else if (streq(key, "append")) {
-                                if (sd_bus_message_read(msg, "v", "b", &append) < 0)
-                                        return bad_type(error, key, "b");
-                        } else if (streq(key, "fd")) {
-                                if (sd_bus_message_read(msg, "v", "h", &fd) < 0)
-                                        return bad_type(error, key, "h");
-                        } else
-                                return unknown_option(error, "WriteFile", key);
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(msg);
+        r = write_file_options_read(msg, c, &o, error);
         if (r < 0)
                 return r;
 
         r = get_running(m, id, &s, error);
         if (r < 0)
                 return r;
-        r = sandbox_resolve_path(path_arg, &path);
+        r = write_file_options_check(&o, path_arg, size, m->config.file_max, &path, error);
         if (r < 0)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid path '%s'.", path_arg);
-        if (mode > 0777)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "mode %o is not within 0000-0777.", mode);
-        if (size > m->config.file_max)
-                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                         "data is %zu bytes; at most %" PRIu64 " fit in one call (pass an fd).", size,
-                                         m->config.file_max);
-        if (fd >= 0 && size > 0)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Pass data or an fd, not both.");
+                return r;
 
         FileWriteSpec spec = {
                 .path = path,
                 .data = data,
                 .size = size,
-                .data_fd = fd,
-                .mode = mode,
-                .create_dirs = create_dirs,
-                .append = append,
+                .data_fd = o.fd,
+                .mode = o.mode,
+                .create_dirs = o.create_dirs,
+                .append = o.append,
         };
         r = sandbox_write_file(s, &spec, c, msg);
         if (r < 0)
@@ -704,9 +391,8 @@ static int method_write_file(sd_bus_message *msg, Manager *m, Caller *c, CallInf
 
 static int method_read_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
         _cleanup_free_ char *path = NULL;
-        const char *id, *path_arg, *key;
-        uint64_t offset = 0, length = 0;
-        int fd = -1;
+        const char *id, *path_arg;
+        ReadFileOptions o;
         Sandbox *s = NULL;
         int r;
 
@@ -717,58 +403,23 @@ static int method_read_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo
         if (r < 0)
                 return r;
         call_info_set_session(ci, id);
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = caller_context_entry(c, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0) {
-                        if (streq(key, "offset")) {
-                                if (sd_bus_message_read(msg, "v", "t", &offset) < 0)
-                                        return bad_type(error, key, "t");
-                        } else if (streq(key, "length")) {
-                                if (sd_bus_message_read(msg, "v", "t", &length) < 0)
-                                        return bad_type(error, key, "t");
-                        } else if (streq(key, "fd")) {
-                                if (sd_bus_message_read(msg, "v", "h", &fd) < 0)
-                                        return bad_type(error, key, "h");
-                        } else
-                                return unknown_option(error, "ReadFile", key);
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(msg);
+        r = read_file_options_read(msg, c, &o, error);
         if (r < 0)
                 return r;
 
         r = get_running(m, id, &s, error);
         if (r < 0)
                 return r;
-        r = sandbox_resolve_path(path_arg, &path);
+        r = read_file_options_check(&o, path_arg, m->config.file_max, &path, error);
         if (r < 0)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid path '%s'.", path_arg);
-        if (fd < 0 && length > m->config.file_max)
-                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                         "length %" PRIu64 " exceeds the %" PRIu64 " bytes one reply may carry (pass an fd).",
-                                         length, m->config.file_max);
-        if (offset > (uint64_t) INT64_MAX)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "offset is out of range.");
+                return r;
 
         FileReadSpec spec = {
                 .path = path,
-                .offset = offset,
-                .length = length,
-                .cap = fd >= 0 ? 0 : m->config.file_max,
-                .out_fd = fd,
+                .offset = o.offset,
+                .length = o.length,
+                .cap = o.fd >= 0 ? 0 : m->config.file_max,
+                .out_fd = o.fd,
         };
         r = sandbox_read_file(s, &spec, c, msg);
         if (r < 0)
@@ -779,8 +430,8 @@ static int method_read_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo
 /* --- takeover shells (sandbox-shell.c) ------------------------------------------------------------ */
 
 static int method_open_shell(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error) {
-        const char *id, *key, *term = NULL;
-        uint32_t cols = SHELL_COLS_DEFAULT, rows = SHELL_ROWS_DEFAULT;
+        const char *id;
+        ShellOptions o;
         Sandbox *s = NULL;
         int r;
 
@@ -791,54 +442,21 @@ static int method_open_shell(sd_bus_message *msg, Manager *m, Caller *c, CallInf
         if (r < 0)
                 return r;
         call_info_set_session(ci, id);
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = caller_context_entry(c, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0) {
-                        if (streq(key, "cols")) {
-                                if (sd_bus_message_read(msg, "v", "u", &cols) < 0)
-                                        return bad_type(error, key, "u");
-                        } else if (streq(key, "rows")) {
-                                if (sd_bus_message_read(msg, "v", "u", &rows) < 0)
-                                        return bad_type(error, key, "u");
-                        } else if (streq(key, "term")) {
-                                if (sd_bus_message_read(msg, "v", "s", &term) < 0)
-                                        return bad_type(error, key, "s");
-                        } else
-                                return unknown_option(error, "OpenShell", key);
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(msg);
+        r = shell_options_read(msg, c, &o, error);
         if (r < 0)
                 return r;
 
         r = get_running(m, id, &s, error);
         if (r < 0)
                 return r;
-        if (!shell_size_is_valid(cols, rows))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Terminal size %ux%u: cols must be 1-%d and rows 1-%d.", cols, rows,
-                                         SHELL_COLS_MAX, SHELL_ROWS_MAX);
-        if (term && !shell_term_is_valid(term))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Invalid term: 1-%d characters of A-Z a-z 0-9 . _ + -.", SHELL_TERM_MAX);
+        r = shell_options_check(&o, error);
+        if (r < 0)
+                return r;
 
         ShellSpec spec = {
-                .cols = cols,
-                .rows = rows,
-                .term = term,
+                .cols = o.cols,
+                .rows = o.rows,
+                .term = o.term,
                 .caller = c,
                 .started_at = now_usec(CLOCK_REALTIME),
                 .opener = c->uid,
@@ -913,10 +531,6 @@ AUDITED(open_shell, "takeover")
 /* The checks every Manager method makes, for the methods that live in other modules (sandbox-tools.c). */
 int sandboxd_caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_error *error) {
         return caller_check(m, msg, ret, error);
-}
-
-int sandboxd_caller_context_entry(Caller *c, const char *key, sd_bus_message *msg, sd_bus_error *error) {
-        return caller_context_entry(c, key, msg, error);
 }
 
 int sandboxd_get_running(Manager *m, const char *id, Sandbox **ret, sd_bus_error *error) {

@@ -32,9 +32,8 @@ void sandbox_emit_changed(Sandbox *s, const char *property);
 /* Replies to a CreateSandbox call now that the sandbox runs. */
 int sandbox_reply_created(Sandbox *s, sd_bus_message *request);
 
-/* For Manager methods in other modules (sandbox-tools.c): the caller check, a caller-context key of an
- * options a{sv} (1 if consumed, 0 if not a context key), and the running sandbox by id or name. */
+/* For Manager methods in other modules (sandbox-tools.c): the caller check and the running sandbox by id
+ * or name (their options are read by sandbox-options.c). */
 typedef struct Caller Caller;
 int sandboxd_caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_error *error);
-int sandboxd_caller_context_entry(Caller *c, const char *key, sd_bus_message *msg, sd_bus_error *error);
 int sandboxd_get_running(Manager *m, const char *id, Sandbox **ret, sd_bus_error *error);

@@ -13,6 +13,7 @@
 #include <systemd/sd-bus.h>
 
 #include "macro.h"
+#include "sandboxctl-util.h"
 #include "time-util.h"
 
 #define GATEWAY_BUS_NAME "org.sandboxd.gateway1"
@@ -46,27 +47,6 @@ static int bus_failed(const char *what, const sd_bus_error *e, int r) {
         if (e && e->name && (streq(e->name, SD_BUS_ERROR_ACCESS_DENIED) || streq(e->name, SD_BUS_ERROR_SERVICE_UNKNOWN)))
                 fprintf(stderr, "(API keys are managed by root, with sandbox-gatewayd installed.)\n");
         return EXIT_FAILURE;
-}
-
-static char **split_commas(const char *s) {
-        size_t n = 1;
-        for (const char *p = s; *p; p++)
-                n += *p == ',';
-        char **l = calloc(n + 1, sizeof(char *));
-        if (!l)
-                return NULL;
-        size_t i = 0;
-        for (const char *p = s;;) {
-                const char *e = strchrnul(p, ',');
-                if (e > p && !(l[i++] = strndup(p, (size_t) (e - p)))) {
-                        strv_free(l);
-                        return NULL;
-                }
-                if (!*e)
-                        break;
-                p = e + 1;
-        }
-        return l;
 }
 
 static int print_json(const char *js, JsonMode mode) {

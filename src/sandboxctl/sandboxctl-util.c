@@ -88,6 +88,27 @@ int parse_env_assignment(const char *s, char **ret_key, char **ret_value) {
         return 0;
 }
 
+char **split_commas(const char *s) {
+        size_t n = 1;
+        for (const char *p = s; *p; p++)
+                n += *p == ',';
+        char **l = calloc(n + 1, sizeof(char *));
+        if (!l)
+                return NULL;
+        size_t i = 0;
+        for (const char *p = s;;) {
+                const char *e = strchrnul(p, ',');
+                if (e > p && !(l[i++] = strndup(p, (size_t) (e - p)))) {
+                        strv_free(l);
+                        return NULL;
+                }
+                if (!*e)
+                        break;
+                p = e + 1;
+        }
+        return l;
+}
+
 int split_sandbox_path(const char *s, char **ret_id, char **ret_path) {
         const char *colon;
 

@@ -24,6 +24,10 @@ int parse_mode(const char *s, uint32_t *ret);
  * Returns 0 and fresh copies, -EINVAL for bad syntax, -ENOMEM. */
 int parse_env_assignment(const char *s, char **ret_key, char **ret_value);
 
+/* A comma-separated list ("--actions=exec,file.read") as a NULL-terminated list, empty items dropped.
+ * NULL on ENOMEM. */
+char **split_commas(const char *s);
+
 /* cp's "ID:PATH" syntax: returns 1 and fresh copies if the part before the first ':' is a valid sandbox
  * id and PATH is non-empty, 0 if s is a local path (outputs untouched), -EINVAL for "ID:" with an empty
  * PATH, -ENOMEM. */

@@ -408,12 +408,28 @@ static void test_log_row_cells(void) {
                 CHECK(!isempty(log_column_header[c]));
 }
 
+static void test_split_commas(void) {
+        char **l = split_commas("exec,file.read");
+        CHECK(l && l[0] && l[1] && !l[2]);
+        CHECK_STR(l[0], "exec");
+        CHECK_STR(l[1], "file.read");
+        strv_free(l);
+        l = split_commas(",,a,,");
+        CHECK(l && l[0] && !l[1]);
+        CHECK_STR(l[0], "a");
+        strv_free(l);
+        l = split_commas("");
+        CHECK(l && !l[0]);
+        strv_free(l);
+}
+
 int main(void) {
         test_parse_uint64();
         test_parse_seconds();
         test_parse_mode();
         test_parse_env_assignment();
         test_split_sandbox_path();
+        test_split_commas();
         test_path_basename();
         test_format_timestamp();
         test_make_printable();

@@ -76,6 +76,16 @@ static void test_size_and_origin(void) {
         CHECK(takeover_origin_allowed("https://anything", "*"));
         CHECK(takeover_origin_allowed("null", "https://a.example *"));
 
+        CHECK(takeover_check_upgrade("websocket", "Upgrade", "13") == 0);
+        CHECK(takeover_check_upgrade("h2c, WebSocket ", "keep-alive,\tupgrade", "13") == 0);
+        CHECK(takeover_check_upgrade(NULL, "Upgrade", "13") == -EPROTO);
+        CHECK(takeover_check_upgrade("websocket", NULL, "13") == -EPROTO);
+        CHECK(takeover_check_upgrade("websockets", "Upgrade", "13") == -EPROTO);
+        CHECK(takeover_check_upgrade("websocket", "Upgraded", "13") == -EPROTO);
+        CHECK(takeover_check_upgrade("websocket", "Upgrade", NULL) == -EPROTONOSUPPORT);
+        CHECK(takeover_check_upgrade("websocket", "Upgrade", "8") == -EPROTONOSUPPORT);
+        CHECK(takeover_check_upgrade("websocket", "Upgrade", "13 ") == -EPROTONOSUPPORT);
+
         CHECK(takeover_origin_is_host("http://127.0.0.1:8790", "127.0.0.1:8790"));
         CHECK(takeover_origin_is_host("https://Gateway.example", "gateway.example"));
         CHECK(!takeover_origin_is_host("http://127.0.0.1:8791", "127.0.0.1:8790"));

@@ -238,6 +238,26 @@ static void test_protocol_errors(void) {
         check_protocol_error(0xc2, "rsv", 3, true, false);         /* RSV1 without an extension */
 }
 
+/* A frame wslay's framing refuses before any callback (a length not in its shortest form): the server
+ * still says so with a close frame (wslay's, without a code) instead of just dropping the connection. */
+static void test_framing_error(void) {
+        static const uint8_t frame[] = {0x82, 0x80 | 126, 0x00,    0x05,    1,       2,      3,
+                                        4,    'h' ^ 1,    'e' ^ 2, 'l' ^ 3, 'l' ^ 4, 'o' ^ 1};
+        Pair p;
+        uint8_t payload[256], op;
+        size_t m;
+
+        pair_open(&p, NULL, 0, 0);
+        CHECK(write(p.fds[1], frame, sizeof(frame)) == (ssize_t) sizeof(frame));
+        CHECK(server_frame(p.e, p.fds[1], &op, payload, &m) == 0);
+        CHECK(op == 0x8);
+        CHECK_INT(m, 0);
+        CHECK(run_until(p.e, is_closed, &p.seen));
+        CHECK_INT(p.seen.sent, 1005); /* "no status", as RFC 6455 7.1.5 reports an empty close */
+        CHECK(p.seen.n_binary == 0);
+        pair_close(&p);
+}
+
 static void test_peer_gone(void) {
         Pair p;
 
@@ -276,6 +296,7 @@ int main(void) {
         test_accept_key();
         test_messages();
         test_protocol_errors();
+        test_framing_error();
         test_peer_gone();
         test_pings();
         return test_finish("test-websocket");
