@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import subprocess
 
 import dbus
 import pytest
@@ -123,6 +124,13 @@ def host_pid_of(uid, needle):
 def status(pid):
     lines = open(f"/proc/{pid}/status").read().splitlines()
     return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+
+def gone(pid):
+    try:
+        return status(pid)["State"][0] in "ZX"
+    except OSError:
+        return True
 
 
 def sandboxd_pid():
@@ -699,6 +707,8 @@ SETUID = r'''
 import subprocess, time
 mountinfo = open("/proc/self/mountinfo").read()
 R["NoNewPrivs"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("NoNewPrivs:")][0]
+R["caps"] = {l.split()[0]: l.split()[1] for l in open("/proc/self/status") if l.startswith("Cap")}
+R["unset no_new_privs"] = sc(157, 38, 0, 0, 0, 0)          # prctl(PR_SET_NO_NEW_PRIVS, 0)
 open("/tmp/suid", "w").close()
 R["chmod u+s"] = oserr(lambda: os.chmod("/tmp/suid", 0o4755))
 R["chmod g+s"] = oserr(lambda: os.chmod("/tmp/suid", 0o2755))
@@ -734,6 +744,8 @@ def test_setuid_binaries_stay_unprivileged(world):
     got = probe(world.mgr, world.a, SETUID)
     uid = str(world.a_uid)
     assert got["NoNewPrivs"] == "1"
+    assert got["unset no_new_privs"] == "EINVAL"  # it cannot be taken back
+    assert got["caps"] == {k: "0000000000000000" for k in ("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:")}
     assert got["chmod u+s"] == "EPERM" and got["chmod g+s"] == "EPERM"  # RestrictSUIDSGID=
     for m in ("/", "/usr/bin", "/tmp", "/var/tmp", "/home/sandbox", "/dev/shm"):
         assert got["nosuid " + m], m
@@ -772,11 +784,19 @@ R["paths"] = {}
 for p in ("/run/dbus/system_bus_socket", "/var/run/dbus/system_bus_socket", "/run/systemd/private",
           "/run/systemd/notify", "/run/systemd/journal/stdout"):
     R["paths"][p] = dbus_auth(unix(p))
+import subprocess
+def busctl_at(address):
+    r = subprocess.run(["busctl", "--address=" + address, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                        "org.freedesktop.DBus", "GetId"], capture_output=True, timeout=30)
+    return [r.returncode, r.stdout.decode(), r.stderr.decode()]
 R["abstract"] = {}
 for line in open("/proc/net/unix").read().splitlines()[1:]:
     f = line.split()
     if len(f) >= 8 and f[7].startswith("@"):
-        R["abstract"][f[7]] = dbus_auth(unix("\0" + f[7][1:]))
+        R["abstract"][f[7]] = [dbus_auth(unix("\0" + f[7][1:])),
+                               busctl_at("unix:abstract=" + f[7][1:])]
+test_bus = sys.argv[1]
+R["test bus"] = [dbus_auth(unix("\0" + test_bus)), busctl_at("unix:abstract=" + test_bus)]
 R["tcp"] = {}
 for name, fam in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
     for line in open("/proc/net/" + name).read().splitlines()[1:]:
@@ -787,7 +807,6 @@ for name, fam in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
         port = int(port, 16)
         host = "127.0.0.1" if fam == socket.AF_INET else "::1"
         R["tcp"]["%s:%d" % (host, port)] = dbus_auth(lambda: socket.create_connection((host, port), timeout=2))
-import subprocess
 r = subprocess.run("find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null", shell=True,
                    capture_output=True)
 R["sockets on disk"] = r.stdout.decode().split()
@@ -808,19 +827,50 @@ done()
 '''
 
 
+@pytest.fixture(scope="module")
+def abstract_bus():
+    """A bus with the host's system-bus configuration, listening on an abstract socket of the host's network
+    namespace: what a host with such a listener offers a sandbox with network "host"."""
+    name = f"/sandboxd-escape-{os.urandom(4).hex()}"
+    p = subprocess.Popen(["dbus-daemon", "--config-file=/usr/share/dbus-1/system.conf", "--nofork", "--nopidfile",
+                          "--nosyslog", f"--address=unix:abstract={name}"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: f"@{name}" in open("/proc/net/unix").read(), what="the abstract bus")
+        # it works for the host's own users
+        assert run("busctl", f"--address=unix:abstract={name}", "call", "org.freedesktop.DBus",
+                   "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId").stdout.startswith("s ")
+        yield name
+    finally:
+        p.terminate()
+        p.wait()
+
+
 @pytest.mark.parametrize("net", ["none", "host"])
-def test_no_bus_reachable(world, net):
+def test_no_bus_reachable(world, abstract_bus, net):
     sid = world.a if net == "none" else world.h
     before = world.mgr.list()
     sd = sandboxd_pid()
-    got = probe(world.mgr, sid, BUS)
+    got = probe(world.mgr, sid, BUS, abstract_bus)
     for p, res in got["paths"].items():
         assert res == "ENOENT", (p, res)  # /run is an empty tmpfs
-    # No socket answers a D-Bus handshake: neither the abstract ones nor TCP listeners (with network host,
-    # those of the host's network namespace).
-    for kind in ("abstract", "tcp"):
-        for addr, res in got[kind].items():
-            assert not res.startswith("OK") and not res.startswith("REJECTED"), (kind, addr, res)
+    auth, (code, out, err) = got["test bus"]
+    if net == "none":
+        # the abstract socket namespace is the network namespace's: the host's bus is not there
+        assert auth == "ECONNREFUSED" and f"@{abstract_bus}" not in got["abstract"], got["abstract"]
+    else:
+        # reachable with network "host" (see "Not protected yet"), and it authenticates the sandbox's uid,
+        # but drops the connection at Hello: the uid has no account on the host
+        assert auth.startswith("OK "), auth
+        assert f"@{abstract_bus}" in got["abstract"]
+    assert code != 0 and out == "", (code, out, err)
+    if net == "host":
+        assert "Transport endpoint is not connected" in err, err
+    # No other abstract socket or TCP listener lets a D-Bus call through.
+    for addr, (res, (code, out, err)) in got["abstract"].items():
+        assert code != 0 and out == "", (addr, res, code, out, err)
+    for addr, res in got["tcp"].items():
+        assert not res.startswith("OK"), (addr, res)
     assert got["sockets on disk"] == []
     for call, (code, out) in got["busctl"].items():
         assert code != 0 and out == "", (call, code, out)
@@ -960,3 +1010,29 @@ def test_file_tools_symlink_race(world):
             with pytest.raises(dbus.DBusException) as e:
                 call()
             assert e.value.get_dbus_name() == want, (p, e.value.get_dbus_name())
+
+
+# --- signals ----------------------------------------------------------------------------------------------
+
+def test_kill_everything(world, sandbox):
+    """kill(-1, SIGKILL) reaches only what the sandbox sees: not sandboxd, not its file server (which runs
+    under the sandbox's uid, outside its PID namespace), not the neighbour, and not the sandbox's own init."""
+    mgr = world.mgr
+    c, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    mgr.write(c, "a.txt", b"x")  # leaves a file server of c's running
+    server = wait_for(lambda: [p for p in cgroup_procs("sandboxd.service")
+                               if f"\nUid:\t{uid}\t" in open(f"/proc/{p}/status").read()], what="c's file server")
+    mgr.sh(c, "nohup sleep 4444.5 >/dev/null 2>&1 &", timeout_seconds=600)
+    sleeper = wait_for(lambda: host_pid_of(uid, b"sleep\x004444.5"), what="c's sleeper")
+    sd, c_init = sandboxd_pid(), init_pid(c)
+    # (kill(-1) spares the caller and, inside a PID namespace, its init)
+    code, out, err, info = mgr.exec(c, ["python3", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"])
+    assert code == 0, err
+    wait_for(lambda: gone(sleeper), what="c's own sleeper to die")
+    assert sandboxd_pid() == sd and status(sd)["State"][0] in "SR"
+    assert status(server[0])["State"][0] in "SR"
+    assert init_pid(c) == c_init
+    assert status(world.b_sleeper)["State"][0] == "S"
+    assert mgr.read(c, "a.txt")[0] == b"x"  # and the sandbox still works
+    assert mgr.exec(c, ["true"])[0] == 0
