@@ -1036,3 +1036,60 @@ def test_kill_everything(world, sandbox):
     assert status(world.b_sleeper)["State"][0] == "S"
     assert mgr.read(c, "a.txt")[0] == b"x"  # and the sandbox still works
     assert mgr.exec(c, ["true"])[0] == 0
+
+
+# --- the neighbour's IPC ------------------------------------------------------------------------------------
+
+PLANT = r'''
+import mmap, time
+sysv = ctypes.CDLL(None, use_errno=True)
+R["shmget"] = sysv.shmget(0x5EED5EED, 4096, 0o1666)             # IPC_CREAT | 0666
+R["msgget"] = sysv.msgget(0x5EED5EED, 0o1666)
+open("/dev/shm/escape-marker", "w").write("a")
+open("/tmp/escape-marker", "w").write("a")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0escape-marker")
+s.listen()
+open("/tmp/escape-planter.pid", "w").write(str(os.getpid()))
+done()
+sys.stdout.flush()
+os.close(1)
+time.sleep(600)                                                   # keeps the socket for the neighbour to try
+'''
+
+LOOK = r'''
+sysv = ctypes.CDLL(None, use_errno=True)
+R["shmget"] = sysv.shmget(0x5EED5EED, 0, 0) >= 0 or errno.errorcode[ctypes.get_errno()]
+R["msgget"] = sysv.msgget(0x5EED5EED, 0) >= 0 or errno.errorcode[ctypes.get_errno()]
+R["/dev/shm"] = os.path.exists("/dev/shm/escape-marker")
+R["/tmp"] = os.path.exists("/tmp/escape-marker")
+R["sysvipc"] = [open("/proc/sysvipc/" + f).read().count("\n") - 1 for f in ("shm", "msg")]
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0escape-marker")
+R["abstract"] = oserr(connect)
+done()
+'''
+
+
+def test_neighbour_ipc_is_separate(world):
+    """SysV IPC, POSIX shared memory, /tmp and abstract sockets of one sandbox are not the neighbour's."""
+    mgr = world.mgr
+    try:
+        # (busctl, so that the Exec runs while this test goes on; "--" keeps "-c" from busctl)
+        planter = subprocess.Popen(["busctl", "call", "--timeout=700", "--", "org.sandboxd.sandbox1",
+                                    "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager", "Exec", "sasa{sv}",
+                                    world.a, "3", "python3", "-c", PRELUDE + PLANT, "1", "timeout_seconds", "t", "600"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: "@escape-marker" in probe(mgr, world.a, 'R["unix"] = open("/proc/net/unix").read()\n'
+                                                   'done()')["unix"], what="a's planted objects")
+        mine = probe(mgr, world.a, LOOK)
+        theirs = probe(mgr, world.b, LOOK)
+    finally:
+        mgr.sh(world.a, "kill $(cat /tmp/escape-planter.pid); rm -f /tmp/escape-* /dev/shm/escape-*")
+        planter.wait(timeout=120)
+    # seen from a itself, everything is there: the look finds what it looks for
+    assert mine == {"shmget": True, "msgget": True, "/dev/shm": True, "/tmp": True, "sysvipc": [1, 1],
+                    "abstract": "ok"}, mine
+    assert theirs == {"shmget": "ENOENT", "msgget": "ENOENT", "/dev/shm": False, "/tmp": False, "sysvipc": [0, 0],
+                      "abstract": "ECONNREFUSED"}, theirs
