@@ -55,6 +55,15 @@ static const struct {
          * and glibc (fork, pthread_create, posix_spawn) falls back to clone. */
         { "clone3", ENOSYS },
 
+        /* io_uring performs its operations in the kernel, where seccomp never sees them: in a sandbox an
+         * IORING_OP_SOCKET made an AF_VSOCK socket that socket() itself refuses (the address families
+         * sandboxd.service restricts), and any future rule on a syscall with an io_uring twin would be
+         * just as void. Pretend the kernel has none, as without CONFIG_IO_URING: its users (libuv,
+         * liburing programs) fall back to plain syscalls. */
+        { "io_uring_setup", ENOSYS },
+        { "io_uring_enter", ENOSYS },
+        { "io_uring_register", ENOSYS },
+
         /* The kernel keyring is shared by everything that runs under one uid and is not namespaced. */
         { "keyctl", EPERM },
         { "add_key", EPERM },

@@ -158,6 +158,26 @@ static long call_clone3(void) {
         return reap_if_child(syscall(SYS_clone3, &args, sizeof(args)));
 }
 
+/* A ring's operations bypass the filter (IORING_OP_SOCKET, IORING_OP_OPENAT, …), so there must be no ring. */
+static long call_io_uring_setup(void) {
+        struct {
+                uint32_t fields[10];
+                uint32_t offsets[20];
+        } params = {}; /* struct io_uring_params, 120 bytes, all zero */
+        long r = syscall(SYS_io_uring_setup, 1, &params);
+        if (r >= 0)
+                close((int) r);
+        return r;
+}
+
+static long call_io_uring_enter(void) {
+        return syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0); /* EBADF natively */
+}
+
+static long call_io_uring_register(void) {
+        return syscall(SYS_io_uring_register, -1, 0, NULL, 0); /* EBADF natively */
+}
+
 static long call_mount(void) {
         return mount("none", NONEXISTENT, "tmpfs", 0, NULL);
 }
@@ -277,6 +297,9 @@ static const struct {
         { "unshare(CLONE_FILES | CLONE_NEWNET)", call_unshare_newnet_files, EPERM },
         { "clone(CLONE_NEWUSER)", call_clone_newuser, EPERM },
         { "clone3", call_clone3, ENOSYS },
+        { "io_uring_setup", call_io_uring_setup, ENOSYS },
+        { "io_uring_enter", call_io_uring_enter, ENOSYS },
+        { "io_uring_register", call_io_uring_register, ENOSYS },
         { "mount", call_mount, EPERM },
         { "umount2", call_umount2, EPERM },
         { "open_tree", call_open_tree, EPERM },
