@@ -565,6 +565,11 @@ int manager_bus_setup(Manager *m) {
         r = sd_bus_default_system(&m->bus);
         if (r < 0)
                 return r;
+        /* A dbus-daemon that went away (restarted, say) takes our name and every caller with it: exit
+         * with a failure, so that Restart=on-failure brings us back on the new bus. */
+        r = sd_bus_set_exit_on_disconnect(m->bus, true);
+        if (r < 0)
+                return r;
         r = sd_bus_add_object_vtable(m->bus, NULL, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, log_vtable, m);
         if (r < 0)
                 return r;

@@ -396,8 +396,15 @@ int manager_startup(Manager *m) {
 
 int manager_run(Manager *m) {
         uint64_t top = 0;
+        int r;
 
         (void) audit_store_max_id(m->store, &top);
         (void) sd_notifyf(false, "READY=1\nSTATUS=Recording (last id %" PRIu64 ").", top);
-        return sd_event_loop(m->event);
+        r = sd_event_loop(m->event);
+        if (r > 0) {
+                /* sd-bus ended the loop: the system bus went away. */
+                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
+                return -ECONNRESET;
+        }
+        return r;
 }

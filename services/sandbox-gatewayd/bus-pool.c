@@ -4,6 +4,7 @@
 #include "bus-pool.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +148,10 @@ int bus_pool_new_with(sd_event *event, unsigned n_connections, bus_pool_open_t o
                 if (r < 0)
                         goto fail;
                 p->n_buses++;
+                /* A connection that drops never comes back: the daemon exits and is restarted. */
+                r = sd_bus_set_exit_on_disconnect(p->buses[i].bus, true);
+                if (r < 0)
+                        goto fail;
                 r = sd_bus_attach_event(p->buses[i].bus, event, SD_EVENT_PRIORITY_NORMAL);
                 if (r < 0)
                         goto fail;

@@ -297,10 +297,17 @@ int manager_startup(Manager *m) {
                 log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
                 return r;
         }
-        r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        /* A dbus-daemon that went away (restarted, say) leaves every connection dead for good: exit with
+         * a failure, so that Restart=on-failure brings us back on the new bus (the listening socket
+         * stays with systemd meanwhile). The pool's connections do the same (bus-pool.c). */
+        r = sd_bus_set_exit_on_disconnect(m->bus, true);
+        if (r >= 0)
+                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)
                 return r;
         r = sd_bus_open_system(&m->signal_bus);
+        if (r >= 0)
+                r = sd_bus_set_exit_on_disconnect(m->signal_bus, true);
         if (r >= 0)
                 r = sd_bus_attach_event(m->signal_bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0) {
@@ -358,6 +365,14 @@ int manager_startup(Manager *m) {
 }
 
 int manager_run(Manager *m) {
+        int r;
+
         (void) sd_notifyf(false, "READY=1\nSTATUS=Serving HTTP%s.", m->listen_override ? " (standalone)" : "");
-        return sd_event_loop(m->event);
+        r = sd_event_loop(m->event);
+        if (r > 0) {
+                /* sd-bus ended the loop: the system bus went away. */
+                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
+                return -ECONNRESET;
+        }
+        return r;
 }

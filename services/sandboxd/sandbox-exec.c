@@ -390,10 +390,17 @@ static void stream_relay(Stream *st, const char *data, size_t n) {
                 relay_update(st);
 }
 
+/* Reads per wake-up: a writer as fast as we are (yes, cat /dev/zero) never lets the pipe run dry, and
+ * the loop must not wait for that while every other caller waits for us. The pipe stays readable, so
+ * the event loop comes back to it after the others had their turn. At the command's exit this also
+ * bounds the last read to what the pipe held then (64 KiB): what processes left behind write later
+ * is not waited for. */
+#define STREAM_READS_MAX 16
+
 static int stream_read_some(Stream *st) {
         char tmp[65536];
 
-        for (;;) {
+        for (unsigned i = 0; i < STREAM_READS_MAX; i++) {
                 ssize_t n = read(st->fd, tmp, sizeof(tmp));
                 if (n < 0) {
                         if (errno == EINTR)
@@ -407,6 +414,7 @@ static int stream_read_some(Stream *st) {
                 if (!st->exec->exited && st->pending_len >= RELAY_HIGH_WATER)
                         return 0;
         }
+        return 0;
 }
 
 static int on_stream_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {

@@ -271,6 +271,15 @@ static void remove_strays(Manager *m) {
         }
 }
 
+static bool sandbox_known(Manager *m, const char *id) {
+        if (hashmap_get(m->sandboxes, id))
+                return true;
+        for (Sandbox *p = m->pool; p; p = p->pool_next)
+                if (streq(p->id, id))
+                        return true;
+        return false;
+}
+
 static int adopt_one(const SandboxRecord *r, void *userdata) {
         Manager *m = userdata;
         int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, r->private_network, r->created_at,
@@ -316,6 +325,10 @@ int manager_startup(Manager *m) {
         r = sandbox_pool_startup(m);
         if (r < 0)
                 return r;
+        /* What the workspaces do not tell: units whose background stop was still queued when an earlier
+         * sandboxd died (the sandbox's row and workspace were gone already), and shells without their
+         * relay. Not fatal: without the list, the units stay as before. */
+        (void) unit_reconcile(m, sandbox_known);
 
         /* Last, and synchronously: once the name is ours, callers find everything in place. */
         r = sd_bus_request_name(m->bus, SANDBOXD_BUS_NAME, 0);
@@ -327,6 +340,14 @@ int manager_startup(Manager *m) {
 }
 
 int manager_run(Manager *m) {
+        int r;
+
         (void) sd_notifyf(false, "READY=1\nSTATUS=Managing %zu sandboxes.", hashmap_size(m->sandboxes));
-        return sd_event_loop(m->event);
+        r = sd_event_loop(m->event);
+        if (r > 0) {
+                /* sd-bus ended the loop: the system bus went away. */
+                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
+                return -ECONNRESET;
+        }
+        return r;
 }

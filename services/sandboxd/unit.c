@@ -2,10 +2,13 @@
 /* Talking to systemd: transient units, stop requests, and waiting for their jobs to finish. */
 #include "unit.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hashmap.h"
+#include "log.h"
 #include "macro.h"
 #include "sandboxd-manager.h"
 
@@ -287,4 +290,99 @@ void manager_free_jobs(Manager *m) {
                 (void) hashmap_remove(m->jobs, w->job);
                 job_wait_free(w);
         }
+}
+
+static int parse_number_suffix(const char *p, const char *suffix) {
+        /* "<n><suffix>": at least one digit, nothing else */
+        const char *q = p;
+        while (*q >= '0' && *q <= '9')
+                q++;
+        return q > p && streq(q, suffix) ? 0 : -EINVAL;
+}
+
+int unit_name_parse(const char *name, char ret_id[static SANDBOX_ID_LEN + 1], UnitKind *ret_kind) {
+        char id[SANDBOX_ID_LEN + 1];
+        const char *rest;
+        UnitKind kind;
+
+        if (!name || strncmp(name, "sandbox-", 8) != 0 || strlen(name) < 8 + SANDBOX_ID_LEN)
+                return -EINVAL;
+        memcpy(id, name + 8, SANDBOX_ID_LEN);
+        id[SANDBOX_ID_LEN] = 0;
+        if (!sandbox_id_is_valid(id))
+                return -EINVAL;
+        rest = name + 8 + SANDBOX_ID_LEN;
+        if (streq(rest, ".slice"))
+                kind = UNIT_KIND_SLICE;
+        else if (streq(rest, "-init.scope"))
+                kind = UNIT_KIND_INIT;
+        else if (strncmp(rest, "-exec-", 6) == 0 && parse_number_suffix(rest + 6, ".scope") == 0)
+                kind = UNIT_KIND_EXEC;
+        else if (strncmp(rest, "-shell-", 7) == 0 && parse_number_suffix(rest + 7, ".scope") == 0)
+                kind = UNIT_KIND_SHELL;
+        else
+                return -EINVAL;
+        memcpy(ret_id, id, sizeof(id));
+        *ret_kind = kind;
+        return 0;
+}
+
+int unit_reconcile(Manager *m, bool (*known)(Manager *m, const char *id)) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(hashmap_freep) Hashmap *stopped = NULL;
+        const char *name, *active;
+        int r, n = 0;
+
+        /* Every loaded unit of that pattern, whatever its state: inactive ones are skipped below. */
+        r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "ListUnitsByPatterns", &error, &reply, "asas", 0,
+                               1, "sandbox-*");
+        if (r < 0) {
+                log_msg(LOG_WARNING, "Could not list the units of earlier sandboxes: %s", error.message ?: strerror(-r));
+                sd_bus_error_free(&error);
+                return r;
+        }
+        stopped = hashmap_new();
+        if (!stopped)
+                return -ENOMEM;
+        r = sd_bus_message_enter_container(reply, 'a', "(ssssssouso)");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, &active, NULL, NULL, NULL,
+                                        NULL, NULL, NULL)) > 0) {
+                char id[SANDBOX_ID_LEN + 1], slice[UNIT_NAME_MAX];
+                UnitKind kind;
+
+                if (unit_name_parse(name, id, &kind) < 0 || streq(active, "inactive"))
+                        continue;
+                if (known(m, id)) {
+                        if (kind != UNIT_KIND_SHELL)
+                                continue; /* the sandbox's own, and its commands' background processes */
+                        log_sandbox(LOG_NOTICE, id, "Stopping %s: its shell's relay was an earlier sandboxd.", name);
+                        if (unit_stop_nowait(m, name) >= 0)
+                                n++;
+                        continue;
+                }
+                /* Of a sandbox that is gone: its slice takes every scope in it along, once. */
+                if (hashmap_get(stopped, id))
+                        continue;
+                snprintf(slice, sizeof(slice), "sandbox-%s.slice", id);
+                log_sandbox(LOG_NOTICE, id, "Stopping %s (and %s): sandbox %s is gone.", slice, name, id);
+                if (unit_stop_nowait(m, slice) >= 0)
+                        n++;
+                char *key = strdup(id);
+                if (!key || hashmap_put(stopped, key, key) < 0) {
+                        free(key);
+                        continue;
+                }
+        }
+        /* the keys are ours to free */
+        void *v;
+        size_t state = 0;
+        while (hashmap_iterate(stopped, &state, &v, NULL)) {
+                (void) hashmap_remove(stopped, v);
+                free(v);
+        }
+        return r < 0 ? r : n;
 }

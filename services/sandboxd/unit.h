@@ -4,6 +4,8 @@
 
 #include <systemd/sd-bus.h>
 
+#include "sandbox-id.h"
+
 typedef struct Manager Manager;
 typedef struct JobWait JobWait;
 
@@ -36,3 +38,24 @@ void manager_free_jobs(Manager *m);
 
 /* Unit names of ours. ret must hold at least UNIT_NAME_MAX bytes. */
 #define UNIT_NAME_MAX 256
+
+/* The units sandboxd makes, by name: sandbox-<id>.slice, sandbox-<id>-init.scope,
+ * sandbox-<id>-exec-<n>.scope, sandbox-<id>-shell-<n>.scope. */
+typedef enum UnitKind {
+        UNIT_KIND_SLICE,
+        UNIT_KIND_INIT,
+        UNIT_KIND_EXEC,
+        UNIT_KIND_SHELL,
+        _UNIT_KIND_MAX,
+} UnitKind;
+
+/* Takes a unit name apart: 0 with the sandbox id and the kind, or -EINVAL for any other name (our own
+ * services are called sandbox-… too). */
+int unit_name_parse(const char *name, char ret_id[static SANDBOX_ID_LEN + 1], UnitKind *ret_kind);
+
+/* At start-up, before the bus name is ours: asks systemd for every unit of ours and stops those that
+ * nobody will ever stop otherwise — everything of a sandbox we do not know (its background stop was
+ * still queued when an earlier sandboxd died, or its creation never finished), and the shell scopes of
+ * known sandboxes (their relay was the earlier sandboxd). Returns how many stops it queued, or a
+ * negative errno if systemd could not be asked. */
+int unit_reconcile(Manager *m, bool (*known)(Manager *m, const char *id));

@@ -1,0 +1,446 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Soak: holds 1,000 REST keep-alive clients, 200 SSE watchers and 50 WebSocket takeover shells against
+# sandbox-gatewayd for N minutes, counts every status code, samples each daemon's RSS and descriptors,
+# and fails on any 5xx, any broken connection, or memory or descriptors that keep growing.
+#
+# Runs inside a harness instance with the build installed (scripts/soak does that). One thread, asyncio,
+# raw HTTP/1.1 and WebSocket framing: nothing beyond Python's standard library.
+import argparse
+import asyncio
+import base64
+import json
+import os
+import random
+import re
+import resource
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+HOST, PORT = "127.0.0.1", 8790
+DAEMONS = ("sandboxd", "sandbox-auditd", "sandbox-gatewayd")
+MIB = 1 << 20
+# Memory a daemon may add on top of the flatness margin because a bounded cache of its own fills up:
+# the logger's SQLite page cache (cache_size=-32768 in audit-store.c) grows with its database until
+# it holds 32 MiB. (With the cache cut to 1 MiB, the logger's RSS stayed flat through the same soak.)
+CACHE_KIB = {"sandbox-auditd": 32 * 1024}
+
+
+def sh(*args):
+    return subprocess.run(list(args), check=True, capture_output=True, text=True).stdout
+
+
+class Stats:
+    def __init__(self):
+        self.status = {}         # HTTP status → count (REST)
+        self.kind = {}           # request kind → count
+        self.errors = {}         # transport errors by kind (connection reset, bad response, …)
+        self.sse_events = 0
+        self.sse_streams = 0
+        self.ws_echoes = 0
+        self.ws_sessions = 0
+        self.latency = []        # seconds, a sample of REST requests
+
+    def count(self, d, k, n=1):
+        d[k] = d.get(k, 0) + n
+
+    def fivexx(self):
+        return sum(n for s, n in self.status.items() if s >= 500)
+
+
+class HttpConn:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self):
+        self.r = self.w = None
+
+    async def open(self):
+        self.r, self.w = await asyncio.open_connection(HOST, PORT)
+
+    def close(self):
+        if self.w:
+            self.w.close()
+        self.r = self.w = None
+
+    async def request(self, method, path, key, body=None):
+        if not self.w:
+            await self.open()
+        data = json.dumps(body).encode() if body is not None else b""
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {key}\r\n"
+                f"Content-Length: {len(data)}\r\n")
+        if body is not None:
+            head += "Content-Type: application/json\r\n"
+        self.w.write(head.encode() + b"\r\n" + data)
+        await self.w.drain()
+        status, headers = await read_head(self.r)
+        if headers.get("transfer-encoding") == "chunked":
+            payload = b""
+            while True:
+                size = int((await self.r.readuntil(b"\r\n")).strip(), 16)
+                chunk = await self.r.readexactly(size + 2)
+                payload += chunk[:-2]
+                if size == 0:
+                    break
+        else:
+            payload = await self.r.readexactly(int(headers.get("content-length", "0")))
+        if headers.get("connection") == "close":
+            self.close()
+        return status, payload
+
+
+async def read_head(r):
+    line = await r.readuntil(b"\r\n")
+    parts = line.decode().split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+        raise ValueError(f"bad status line {line!r}")
+    headers = {}
+    while True:
+        line = await r.readuntil(b"\r\n")
+        if line == b"\r\n":
+            break
+        k, _, v = line.decode().partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return int(parts[1]), headers
+
+
+class Soak:
+    def __init__(self, args):
+        self.args = args
+        self.stats = Stats()
+        self.deadline = 0.0
+        self.samples = []  # (t, {daemon: (rss_kib, fds)})
+
+    # --- set-up -----------------------------------------------------------------------------------------
+    def setup(self):
+        sh("systemctl", "start", "sandboxd.service", "sandbox-auditd.service", "sandbox-gatewayd.socket")
+        self.keys = [json.loads(sh("sandboxctl", "api-key", "create", "--preset=admin", "--json"))["secret"]
+                     for _ in range(self.args.keys)]
+
+    async def make_sandboxes(self, n):
+        c = HttpConn()
+        ids = []
+        for i in range(n):
+            status, body = await c.request("POST", "/v1/sandboxes", self.keys[i % len(self.keys)],
+                                           {"type": "small", "ttl_seconds": 86400})
+            if status != 201:
+                raise SystemExit(f"soak: could not create a sandbox: {status} {body[:200]!r}")
+            ids.append(json.loads(body)["id"])
+        c.close()
+        return ids
+
+    # --- clients ----------------------------------------------------------------------------------------
+    async def rest_client(self, n):
+        st, key = self.stats, self.keys[n % len(self.keys)]
+        conn = HttpConn()
+        rnd = random.Random(n)
+        await asyncio.sleep(rnd.uniform(0, self.args.interval))
+        while time.monotonic() < self.deadline:
+            sid = rnd.choice(self.rest_ids)
+            x = rnd.random()
+            try:
+                t0 = time.monotonic()
+                if x < self.args.exec_share:
+                    kind = "exec"
+                    status, body = await conn.request("POST", f"/v1/sandboxes/{sid}/exec", key,
+                                                      {"argv": ["echo", f"soak-{n}"]})
+                    if status == 200 and json.loads(body)["stdout"] != f"soak-{n}\n":
+                        st.count(st.errors, "wrong exec output")
+                elif x < self.args.exec_share + self.args.cycle_share:
+                    kind = "cycle"
+                    status, body = await conn.request("POST", "/v1/sandboxes", key, {"type": "small"})
+                    if status == 201:
+                        new = json.loads(body)["id"]
+                        s2, _ = await conn.request("POST", f"/v1/sandboxes/{new}/exec", key, {"argv": ["true"]})
+                        st.count(st.status, s2)
+                        s3, _ = await conn.request("DELETE", f"/v1/sandboxes/{new}", key)
+                        st.count(st.status, s3)
+                elif x < 0.85:
+                    kind = "get"
+                    status, _ = await conn.request("GET", f"/v1/sandboxes/{sid}", key)
+                elif x < 0.95:
+                    kind = "log"
+                    status, _ = await conn.request("GET", f"/v1/sandboxes/{sid}/log?limit=5", key)
+                else:
+                    kind = "list"
+                    status, _ = await conn.request("GET", "/v1/sandboxes", key)
+                if rnd.random() < 0.05:
+                    st.latency.append(time.monotonic() - t0)
+                st.count(st.status, status)
+                st.count(st.kind, kind)
+            except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+                st.count(st.errors, f"rest {type(e).__name__}")
+                conn.close()
+            await asyncio.sleep(rnd.uniform(0.5, 1.5) * self.args.interval)
+        conn.close()
+
+    async def sse_client(self, n):
+        st, key = self.stats, self.keys[n % len(self.keys)]
+        sid = self.rest_ids[n % len(self.rest_ids)]
+        while time.monotonic() < self.deadline:
+            try:
+                r, w = await asyncio.open_connection(HOST, PORT)
+                w.write(f"GET /v1/sandboxes/{sid}/watch HTTP/1.1\r\nHost: {HOST}\r\n"
+                        f"Authorization: Bearer {key}\r\nAccept: text/event-stream\r\n\r\n".encode())
+                await w.drain()
+                status, _ = await read_head(r)
+                st.count(st.status, status)
+                st.count(st.kind, "watch")
+                if status != 200:
+                    w.close()
+                    await asyncio.sleep(self.args.interval)
+                    continue
+                st.sse_streams += 1
+                while time.monotonic() < self.deadline:
+                    left = self.deadline - time.monotonic()
+                    try:
+                        line = await asyncio.wait_for(r.readline(), timeout=max(left, 0.1))
+                    except asyncio.TimeoutError:
+                        break
+                    if not line:
+                        raise ConnectionResetError("the watch ended")
+                    if b"event: entry" in line:
+                        st.sse_events += 1
+                w.close()
+                return
+            except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+                st.count(st.errors, f"sse {type(e).__name__}")
+                await asyncio.sleep(1)
+
+    async def ws_client(self, n):
+        st, key = self.stats, self.keys[n % len(self.keys)]
+        sid = self.shell_ids[n % len(self.shell_ids)]
+        rnd = random.Random(100000 + n)
+        await asyncio.sleep(rnd.uniform(0, self.args.interval))
+        while time.monotonic() < self.deadline:
+            w = None
+            try:
+                r, w = await asyncio.open_connection(HOST, PORT)
+                nonce = base64.b64encode(os.urandom(16)).decode()
+                w.write(f"GET /v1/sandboxes/{sid}/takeover HTTP/1.1\r\nHost: {HOST}\r\nUpgrade: websocket\r\n"
+                        f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\n"
+                        f"Authorization: Bearer {key}\r\n\r\n".encode())
+                await w.drain()
+                status, _ = await read_head(r)
+                st.count(st.status, status)
+                st.count(st.kind, "takeover")
+                if status != 101:
+                    w.close()
+                    await asyncio.sleep(self.args.interval)
+                    continue
+                st.ws_sessions += 1
+                buf, i = b"", 0
+                while time.monotonic() < self.deadline:
+                    i += 1
+                    marker = f"ws{n}x{i}"
+                    w.write(ws_frame(f"echo {marker}\n".encode()))
+                    await w.drain()
+                    # the output line, not the echo of the typed one (bash may put \r before it)
+                    want = re.compile(rb"[\r\n]" + marker.encode() + rb"\r\n")
+                    while not want.search(buf):
+                        left = self.deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        op, data = await asyncio.wait_for(ws_read(r), timeout=max(left, 0.1))
+                        if op == 8:
+                            code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else 0
+                            st.count(st.errors, f"ws closed by the gateway: {code} {data[2:].decode(errors='replace')}")
+                            w.close()
+                            w = None
+                            await asyncio.sleep(1)
+                            break
+                        if op == 9:  # ping: the gateway hangs up on clients that never answer
+                            w.write(ws_frame(data, opcode=10))
+                        if op in (0, 2):
+                            buf = (buf + data)[-4096:]
+                        if os.environ.get("SANDBOXD_TEST_VERBOSE") == "2":
+                            print("ws frame", op, data[:200], flush=True)
+                    else:
+                        st.ws_echoes += 1
+                    if w is None:
+                        break
+                    await asyncio.sleep(rnd.uniform(0.5, 1.5) * self.args.interval)
+                if w is None:
+                    continue  # closed by the gateway: a new session
+                w.write(ws_frame(struct.pack("!H", 1000), opcode=8))
+                await w.drain()
+                w.close()
+                return
+            except asyncio.TimeoutError:
+                if w:
+                    w.close()
+                return  # the run ended while we waited for output
+            except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+                st.count(st.errors, f"ws {type(e).__name__}")
+                if w:
+                    w.close()
+                await asyncio.sleep(1)
+
+    # --- sampling ---------------------------------------------------------------------------------------
+    def sample(self):
+        out = {}
+        for d in DAEMONS:
+            pid = int(sh("systemctl", "show", "-p", "MainPID", "--value", d).strip() or 0)
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+                fds = len(os.listdir(f"/proc/{pid}/fd"))
+            except (OSError, StopIteration):
+                rss, fds = -1, -1
+            out[d] = (pid, rss, fds)
+        # the logger's database grows with every row: its page cache (cache_size, 32 MiB) fills with it
+        size = 0
+        for f in ("audit.db", "audit.db-wal"):
+            try:
+                size += os.stat(f"/var/lib/sandbox-auditd/{f}").st_size
+            except OSError:
+                pass
+        out["audit_db_kib"] = (0, size // 1024, 0)
+        return out
+
+    async def sampler(self, start):
+        while time.monotonic() < self.deadline:
+            s = await asyncio.get_running_loop().run_in_executor(None, self.sample)
+            self.samples.append((time.monotonic() - start, s))
+            if self.args.verbose:
+                st = self.stats
+                print(f"[{self.samples[-1][0]:6.0f}s] " + " ".join(f"{d}={v[1] // 1024}MiB/{v[2]}fd"
+                                                                    for d, v in s.items() if d in DAEMONS)
+                      + f" audit.db={s['audit_db_kib'][1] // 1024}MiB"
+                      + f" req={sum(st.kind.values())} 5xx={st.fivexx()} err={sum(st.errors.values())}",
+                      flush=True)
+            await asyncio.sleep(self.args.sample_every)
+
+    # --- the run ----------------------------------------------------------------------------------------
+    async def run(self):
+        a = self.args
+        self.rest_ids = await self.make_sandboxes(a.rest_sandboxes)
+        self.shell_ids = await self.make_sandboxes(a.shell_sandboxes) if a.ws else []
+        start = time.monotonic()
+        self.deadline = start + a.minutes * 60
+        tasks = [asyncio.create_task(self.sampler(start))]
+        tasks += [asyncio.create_task(self.sse_client(i)) for i in range(a.sse)]
+        tasks += [asyncio.create_task(self.ws_client(i)) for i in range(a.ws)]
+        tasks += [asyncio.create_task(self.rest_client(i)) for i in range(a.rest)]
+        await asyncio.gather(*tasks)
+        self.elapsed = time.monotonic() - start
+
+    def verdict(self):
+        """Memory and descriptors are flat when, after the warm-up (--warmup seconds, at most 30 % of a
+        short run, at least 20 % of a long one), the mean of the last third of the samples is at most
+        10 % (+ 4 MiB, + 16 fds: noise of a small daemon; + the size of a bounded cache of its own,
+        CACHE_KIB) above the first third's."""
+        a, st = self.args, self.stats
+        problems = []
+        run_s = a.minutes * 60
+        warm = max(0.2 * run_s, min(a.warmup, 0.3 * run_s))
+        rows = [s for t, s in self.samples if t >= warm]
+        report = {}
+        for d in DAEMONS:
+            pids = {s[d][0] for t, s in self.samples}
+            if len(pids) > 1:
+                problems.append(f"{d} restarted during the soak (pids {sorted(pids)})")
+            rss = [s[d][1] for s in rows if s[d][1] >= 0]
+            fds = [s[d][2] for s in rows if s[d][2] >= 0]
+            if len(rss) < 3:
+                problems.append(f"{d}: too few samples after the warm-up ({len(rss)})")
+                continue
+            k = len(rss) // 3
+            first_rss, last_rss = statistics.mean(rss[:k]), statistics.mean(rss[-k:])
+            first_fds, last_fds = statistics.mean(fds[:k]), statistics.mean(fds[-k:])
+            report[d] = {"rss_first_mib": round(first_rss / 1024, 1), "rss_last_mib": round(last_rss / 1024, 1),
+                         "rss_max_mib": round(max(rss) / 1024, 1), "fds_first": round(first_fds),
+                         "fds_last": round(last_fds), "fds_max": max(fds)}
+            report[d]["cache_allowance_mib"] = CACHE_KIB.get(d, 0) // 1024
+            if last_rss > first_rss * 1.10 + 4 * 1024 + CACHE_KIB.get(d, 0):
+                problems.append(f"{d}: RSS grew from {first_rss / 1024:.1f} to {last_rss / 1024:.1f} MiB")
+            if last_fds > first_fds * 1.10 + 16:
+                problems.append(f"{d}: descriptors grew from {first_fds:.0f} to {last_fds:.0f}")
+        if st.fivexx():
+            problems.append(f"{st.fivexx()} responses with a 5xx status")
+        if st.errors:
+            problems.append(f"transport errors: {st.errors}")
+        if a.sse and st.sse_streams < a.sse:
+            problems.append(f"only {st.sse_streams} of {a.sse} SSE streams opened")
+        if a.ws and st.ws_sessions < a.ws:
+            problems.append(f"only {st.ws_sessions} of {a.ws} takeover sessions opened")
+        lat = sorted(st.latency)
+        summary = {
+            "minutes": a.minutes, "elapsed_s": round(self.elapsed), "clients": {"rest": a.rest, "sse": a.sse, "ws": a.ws},
+            "requests": sum(st.kind.values()), "by_kind": st.kind, "status": {str(k): v for k, v in sorted(st.status.items())},
+            "fivexx": st.fivexx(), "transport_errors": st.errors, "sse_streams": st.sse_streams,
+            "sse_events": st.sse_events, "ws_sessions": st.ws_sessions, "ws_echoes": st.ws_echoes,
+            "latency_ms": {"p50": round(1000 * lat[len(lat) // 2], 1), "p99": round(1000 * lat[int(len(lat) * 0.99)], 1)}
+            if lat else {}, "daemons": report,
+            "audit_db_mib": round(self.samples[-1][1]["audit_db_kib"][1] / 1024, 1) if self.samples else None,
+            "problems": problems,
+        }
+        return summary
+
+
+def ws_frame(payload, opcode=2):
+    mask = os.urandom(4)
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + struct.pack("!H", n)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack("!Q", n)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+async def ws_read(r):
+    b0, b1 = await r.readexactly(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = struct.unpack("!H", await r.readexactly(2))[0]
+    elif n == 127:
+        n = struct.unpack("!Q", await r.readexactly(8))[0]
+    return b0 & 0x0F, await r.readexactly(n)
+
+
+def main():
+    p = argparse.ArgumentParser(description="Soak sandbox-gatewayd: REST, SSE and WebSocket clients for N minutes.")
+    p.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", 10)))
+    p.add_argument("--rest", type=int, default=1000, help="REST keep-alive clients (default 1000)")
+    p.add_argument("--sse", type=int, default=200, help="SSE watchers (default 200)")
+    p.add_argument("--ws", type=int, default=50, help="WebSocket takeover sessions (default 50)")
+    p.add_argument("--interval", type=float, default=5.0, help="mean seconds between one client's requests")
+    p.add_argument("--exec-share", type=float, default=0.10, help="share of REST requests that are Execs")
+    p.add_argument("--cycle-share", type=float, default=0.01, help="share that create, exec and delete a sandbox")
+    p.add_argument("--keys", type=int, default=4, help="API keys the clients share (per-key stream cap)")
+    p.add_argument("--rest-sandboxes", type=int, default=10)
+    p.add_argument("--shell-sandboxes", type=int, default=10)
+    p.add_argument("--warmup", type=float, default=30.0,
+                   help="seconds not judged for memory (at most 30 %% of the run, at least 20 %%)")
+    p.add_argument("--sample-every", type=float, default=5.0)
+    p.add_argument("--json", help="also write the summary here")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each sample")
+    args = p.parse_args()
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = args.rest + args.sse + args.ws + 256
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(need, soft), hard), hard))
+
+    s = Soak(args)
+    s.setup()
+    asyncio.run(s.run())
+    summary = s.verdict()
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    if summary["problems"]:
+        print("soak: FAILED: " + "; ".join(summary["problems"]), file=sys.stderr)
+        return 1
+    print(f"soak: passed: {summary['requests']} requests, 0 5xx, flat memory over {args.minutes:g} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
