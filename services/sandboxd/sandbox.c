@@ -97,7 +97,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                         }
         }
         exec_detach_all(s);
-        warm_scope_free(s->warm);
+        warm_scope_free_all(s);
         job_wait_cancel(s->job);
         s->init_source = sd_event_source_disable_unref(s->init_source);
         s->child_source = sd_event_source_disable_unref(s->child_source);

@@ -538,6 +538,51 @@ def test_warm_scope(mgr, sandbox):
     wait_for(lambda: systemctl_show(unit, "ActiveState")["ActiveState"] != "active", what="the scope to stop")
 
 
+def test_execs_at_once_get_scopes_made_for_them(mgr, sandbox):
+    """An Exec that comes while another of the sandbox runs and finds no warm scope ready gets a scope
+    made for it, with its own limits and its exact timeout (not a warm scope's bound), and its command
+    runs there alone: the placeholder that held the scope is gone. No two Execs share a scope."""
+    sid, _ = sandbox()
+    first = busctl_exec_async(sid, "sleep", "6", timeout=30)
+    try:
+        # while it runs (and before any Exec was answered, so no warm scope exists yet) come six more
+        wait_for(lambda: [u for u in scope_units(sid) if "-exec-" in u], what="the first Exec's scope")
+        others = [busctl_exec_async(sid, "sleep", "3", timeout=9) for _ in range(6)]
+        try:
+            def all_running():
+                units = {}
+                for u in scope_units(sid):
+                    if "-exec-" not in u:
+                        continue
+                    cg = systemctl_show(u, "ControlGroup")["ControlGroup"]
+                    try:
+                        procs = open(f"/sys/fs/cgroup/systemd{cg}/cgroup.procs").read().split()
+                        comms = [open(f"/proc/{x}/comm").read().strip() for x in procs]
+                    except (FileNotFoundError, ProcessLookupError):
+                        return None
+                    units[u] = comms
+                running = [u for u, comms in units.items() if comms == ["sleep"]]
+                return running if len(running) == 7 else None
+            running = wait_for(all_running, what="seven commands, each alone in its scope")
+            for u in running:
+                show = systemctl_show(u, "TasksMax", "MemoryMax", "RuntimeMaxUSec", "Slice")
+                assert show["Slice"] == f"sandbox-{sid}.slice"
+                assert (show["TasksMax"], show["MemoryMax"]) == ("256", str(1024 ** 3))
+                assert show["RuntimeMaxUSec"] in ("30s", "9s"), (u, show)
+            assert sorted(systemctl_show(u, "RuntimeMaxUSec")["RuntimeMaxUSec"] for u in running) == \
+                ["30s"] + ["9s"] * 6
+        finally:
+            results = [p.communicate(timeout=60) for p in others]
+    finally:
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    units = [re.search(r'"unit" s "([^"]+)"', out)[1]]
+    for p, (out, err) in zip(others, results):
+        assert p.returncode == 0 and out.startswith("iayaya{sv} 0 "), (out, err)
+        units.append(re.search(r'"unit" s "([^"]+)"', out)[1])
+    assert len(set(units)) == 7 and set(units) == set(running)
+
+
 def test_user_survives_host_account_changes(mgr, sandbox):
     """The host replaces /etc/passwd and /etc/group by rename whenever an account changes; a sandbox
     made before that (a pooled one, say) keeps its own user and groups, and never sees the host's."""
