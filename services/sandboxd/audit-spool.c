@@ -7,7 +7,8 @@
  * the page cache, not yet on disk). A pump sends the oldest rows with RecordBatch — each call takes
  * every row waiting (up to a bound), so a row arriving alone goes at once and a backlog drains in a
  * few large calls — with a bounded number of calls in flight on our one connection (which keeps them
- * in order), and deletes a call's rows once the logger acknowledged them. On any error it stops, waits
+ * in order; a second one only once a full batch waits, so the rows that come while a call is out go
+ * together in the next), and deletes a call's rows once the logger acknowledged them. On any error it stops, waits
  * (with backoff), and resends from the oldest row not acknowledged: the logger stores nothing twice
  * for a key it has, so delivery is exactly once. A logger without RecordBatch gets one Record per row.
  *
@@ -60,6 +61,7 @@ struct AuditSpool {
         sqlite3 *db;
         sqlite3_stmt *insert, *next, *delete, *count, *nth, *refuse;
         int64_t last_sent; /* highest seq handed to the bus in this round */
+        int64_t last_spooled; /* highest seq we inserted (at start-up: as if all were ours) */
         unsigned n_in_flight;
         InFlight in_flight[MAX_IN_FLIGHT];
         sd_event_source *kick, *retry;
@@ -402,6 +404,11 @@ static void pump(AuditSpool *s) {
         if (s->failing || !s->manager->bus)
                 return;
         while (s->n_in_flight < MAX_IN_FLIGHT) {
+                /* Group commit: while a call is out, the rows that come meanwhile wait for its answer
+                 * and go together in the next (one call, one commit in the logger, one delete here,
+                 * instead of one each per row under load), unless a full batch waits already. */
+                if (s->n_in_flight > 0 && s->last_spooled - s->last_sent < BATCH_ROWS)
+                        return;
                 InFlight *f = NULL;
                 for (unsigned i = 0; i < MAX_IN_FLIGHT && !f; i++)
                         if (!s->in_flight[i].slot)
@@ -475,6 +482,8 @@ int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
         if (sqlite3_step(s->count) == SQLITE_ROW)
                 s->pending = (uint64_t) sqlite3_column_int64(s->count, 0);
         sqlite3_reset(s->count);
+        /* A backlog from before drains with every call in flight that may be. */
+        s->last_spooled = s->pending > 0 ? INT64_MAX / 2 : 0;
 
         r = sd_event_add_defer(m->event, &s->kick, on_kick, s);
         if (r < 0)
@@ -524,6 +533,7 @@ int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
                 return sqlite_errno(rc);
         }
         s->pending++;
+        s->last_spooled = MAX(s->last_spooled, (int64_t) sqlite3_last_insert_rowid(s->db));
         kick(s);
         return 0;
 }
