@@ -429,7 +429,8 @@ static double proc_cpu_ms(pid_t pid) {
         buf[n] = 0;
         /* After the command name (which may hold anything), fields 3 on: utime and stime are 14 and 15. */
         const char *p = strrchr(buf, ')');
-        if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        if (!p ||
+            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
                 return NAN;
         return (double) (utime + stime) * 1000.0 / (double) sysconf(_SC_CLK_TCK);
 }
@@ -448,7 +449,9 @@ static double commands_cpu_ms(void) {
         }
         /* cgroup2 counts every cgroup's usage_usec with or without its cpu controller: the unified
          * hierarchy of a hybrid host, or the only one. */
-        f = fopen("/sys/fs/cgroup/unified/sandbox.slice/cpu.stat", "re") ?: fopen("/sys/fs/cgroup/sandbox.slice/cpu.stat", "re");
+        f = fopen("/sys/fs/cgroup/unified/sandbox.slice/cpu.stat", "re");
+        if (!f)
+                f = fopen("/sys/fs/cgroup/sandbox.slice/cpu.stat", "re");
         if (!f)
                 return NAN;
         double ms = NAN;
@@ -501,8 +504,8 @@ static void machine_cpu_ms(double *ret_busy, double *ret_all) {
         if (!f)
                 return;
         /* user nice system idle iowait irq softirq steal (guest time is in user already) */
-        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                   &v[7]) == 8) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7]) == 8) {
                 double tick = 1000.0 / (double) sysconf(_SC_CLK_TCK);
                 unsigned long long idle = v[3] + v[4], all = 0;
                 for (size_t i = 0; i < 8; i++)
@@ -537,8 +540,9 @@ static void cpu_print(const char *what, const CpuSnapshot *a, const CpuSnapshot 
         printf("    %-34s %8.3f\n", "all of these", total / (double) execs);
         double busy = b->busy_ms - a->busy_ms, all = b->all_ms - a->all_ms;
         if (!isnan(busy) && all > 0)
-                printf("    %-34s %8.3f   (%.0f %% of %ld CPUs busy: anyone's work, the kernel's threads too)\n",
-                       "the whole machine", busy / (double) execs, 100.0 * busy / all, sysconf(_SC_NPROCESSORS_ONLN));
+                printf("    %-34s %8.3f   (%.0f %% of %ld CPUs busy: anyone's work, the kernel's threads "
+                       "too)\n", "the whole machine", busy / (double) execs, 100.0 * busy / all,
+                       sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* --- main ----------------------------------------------------------------------------------------- */

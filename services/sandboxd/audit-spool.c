@@ -3,14 +3,14 @@
  * is answered, and from there to sandbox-auditd, in order, exactly once.
  *
  * The spool is a SQLite table in WAL mode with synchronous=NORMAL: a committed row survives kill -9 of
- * sandboxd or of the logger; a power loss may take the last rows committed before it (they were in
- * the page cache, not yet on disk). A pump sends the oldest rows with RecordBatch — each call takes
- * every row waiting (up to a bound), so a row arriving alone goes at once and a backlog drains in a
- * few large calls — with a bounded number of calls in flight on our one connection (which keeps them
- * in order; a second one only once a full batch waits, so the rows that come while a call is out go
- * together in the next), and deletes a call's rows once the logger acknowledged them. On any error it stops, waits
- * (with backoff), and resends from the oldest row not acknowledged: the logger stores nothing twice
- * for a key it has, so delivery is exactly once. A logger without RecordBatch gets one Record per row.
+ * sandboxd or of the logger; a power loss may take the last rows committed before it (they were in the page
+ * cache, not yet on disk). A pump sends the oldest rows with RecordBatch — each call takes every row
+ * waiting (up to a bound), so a row arriving alone goes at once and a backlog drains in a few large calls —
+ * with a bounded number of calls in flight on our one connection (which keeps them in order; a second one
+ * only once a full batch waits, so the rows that come while a call is out go together in the next), and
+ * deletes a call's rows once the logger acknowledged them. On any error it stops, waits (with backoff), and
+ * resends from the oldest row not acknowledged: the logger stores nothing twice for a key it has, so
+ * delivery is exactly once. A logger without RecordBatch gets one Record per row.
  *
  * A row the logger refuses as invalid (InvalidArgs: say its OutputMax= is below ours) would otherwise
  * stop every row after it for good: it is moved to the table "refused" beside the spool, logged, and

@@ -89,8 +89,9 @@ int unit_subscribe(Manager *m) {
          * and every job we wait for is one we queued. Subscribe() would make systemd build and the bus
          * route a UnitNew, a UnitRemoved and about ten PropertiesChanged signals for every unit of the
          * host, each scope of every Exec included: most of what an Exec cost systemd and dbus-daemon. */
-        return sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                         "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, NULL, m);
+        return sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.systemd1",
+                                         "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                                         "JobRemoved", on_job_removed, NULL, m);
 }
 
 static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {

@@ -192,8 +192,8 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
                 exec_scope_made(w->waiter, true); /* its Exec takes it over */
                 return;
         }
-        (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, w->idle_usec, USEC_PER_SEC,
-                                          on_idle, w);
+        (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, w->idle_usec,
+                                          USEC_PER_SEC, on_idle, w);
 }
 
 static int append_warm_props(sd_bus_message *msg, void *userdata) {
@@ -250,8 +250,8 @@ static size_t n_stacks_kept = 0;
 static void *stack_get(void) {
         if (n_stacks_kept > 0)
                 return stacks_kept[--n_stacks_kept];
-        void *p = mmap(NULL, PLACEHOLDER_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
-                       -1, 0);
+        void *p = mmap(NULL, PLACEHOLDER_STACK_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
         return p == MAP_FAILED ? NULL : p;
 }
 
@@ -286,8 +286,8 @@ static int spawn_placeholder(Placeholder **ret) {
         return 0;
 }
 
-static int prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max, ExecQueued *waiter,
-                   WarmScope **ret) {
+static int prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
+                   ExecQueued *waiter, WarmScope **ret) {
         Manager *m = s->manager;
         Placeholder *p = NULL;
         WarmScope *w;
