@@ -6,8 +6,8 @@
  * sandboxd or of the logger; a power loss may take the last rows committed before it (they were in the page
  * cache, not yet on disk). A pump sends the oldest rows with RecordBatch — each call takes every row
  * waiting (up to a bound), so a row arriving alone goes at once and a backlog drains in a few large calls —
- * with a bounded number of calls in flight on our one connection (which keeps them in order; a second one
- * only once a full batch waits, so the rows that come while a call is out go together in the next), and
+ * with a bounded number of calls in flight on our one connection (which keeps them in order; a third one
+ * only once a full batch waits, so under load the rows that come meanwhile go together), and
  * deletes a call's rows once the logger acknowledged them. On any error it stops, waits (with backoff), and
  * resends from the oldest row not acknowledged: the logger stores nothing twice for a key it has, so
  * delivery is exactly once. A logger without RecordBatch gets one Record per row.
@@ -38,6 +38,7 @@
 #define AUDIT_BUS_PATH "/org/sandboxd/audit1"
 #define AUDIT_INTERFACE "org.sandboxd.audit1.Log"
 #define MAX_IN_FLIGHT 8
+#define GROUP_COMMIT_IN_FLIGHT 2 /* calls out before new rows wait to go together */
 /* Rows per RecordBatch (the logger's group commit takes 256), and bytes of output and detail per call
  * beyond its first row: the system bus refuses messages over 32 MiB. */
 #define BATCH_ROWS 256
@@ -404,10 +405,12 @@ static void pump(AuditSpool *s) {
         if (s->failing || !s->manager->bus)
                 return;
         while (s->n_in_flight < MAX_IN_FLIGHT) {
-                /* Group commit: while a call is out, the rows that come meanwhile wait for its answer
-                 * and go together in the next (one call, one commit in the logger, one delete here,
-                 * instead of one each per row under load), unless a full batch waits already. */
-                if (s->n_in_flight > 0 && s->last_spooled - s->last_sent < BATCH_ROWS)
+                /* Group commit under load: while two calls are out, the rows that come meanwhile wait
+                 * for an answer and go together in the next (one call, one commit in the logger, one
+                 * delete here, instead of one each per row), unless a full batch waits already. With
+                 * less traffic a row goes at once, so it is in the log by the time its caller, who
+                 * got the reply after it was spooled, can ask for it (SDKs read their own writes). */
+                if (s->n_in_flight >= GROUP_COMMIT_IN_FLIGHT && s->last_spooled - s->last_sent < BATCH_ROWS)
                         return;
                 InFlight *f = NULL;
                 for (unsigned i = 0; i < MAX_IN_FLIGHT && !f; i++)
