@@ -202,6 +202,7 @@ typedef struct ChildArgs {
         int go_fd, err_fd;
         const int *cgroup_fds;   /* a warm scope's cgroup v1 "tasks" files, to enter first thing */
         size_t n_cgroup_fds;
+        WarmScopeHold *hold;     /* its placeholder, to end once we are in */
         bool wait_go;            /* no warm scope: wait until sandboxd says its scope is up */
         uid_t uid;
         const char *cwd;
@@ -232,6 +233,9 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         for (size_t i = 0; i < a->n_cgroup_fds; i++)
                 if (write(a->cgroup_fds[i], "0", 1) != 1)
                         CHILD_FAIL("enter the command's scope", errno);
+        /* In: the placeholder goes, and is gone before anything of the caller's runs here. */
+        if (a->hold)
+                warm_scope_hold_let_go(a->hold);
         /* The sandbox's mount, IPC, UTS (and network) namespaces; the PID namespace we were born in. */
         if (setns(a->init_pidfd, a->ns_flags) < 0)
                 CHILD_FAIL("join the sandbox's namespaces", errno);
@@ -1064,6 +1068,7 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
                 .err_fd = fail[1],
                 .cgroup_fds = cgroup_fds,
                 .n_cgroup_fds = n_cgroup_fds,
+                .hold = e->warm ? warm_scope_hold(e->warm) : NULL,
                 .wait_go = !e->warm,
                 .uid = s->uid,
                 .cwd = spec->cwd ?: SANDBOXD_SANDBOX_HOME,

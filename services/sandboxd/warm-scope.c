@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -54,7 +55,8 @@
 typedef struct Placeholder {
         WarmScope *warm; /* NULL once the scope was freed or taken and released */
         pid_t pid;
-        void *stack;
+        void *stack;     /* MAP_SHARED, so a forked child sees its WarmScopeHold too; the hold at its bottom */
+        WarmScopeHold *hold;
         sd_event_source *source;
 } Placeholder;
 
@@ -189,7 +191,8 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
         if (open_cgroups(w, w->fds, ELEMENTSOF(w->fds), &w->n_fds, &w->cgroup2_fd) >= 0)
                 w->opened = true;
         if (w->waiter) {
-                exec_scope_made(w->waiter, true); /* its Exec takes it over */
+                ExecQueued *q = TAKE_PTR(w->waiter);
+                exec_scope_made(q, true); /* its Exec takes it over */
                 return;
         }
         (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, w->idle_usec,
@@ -217,6 +220,7 @@ static int append_warm_props(sd_bus_message *msg, void *userdata) {
  * through syscall(), which touch nothing of ours (no errno: none of them fails here), on its own stack,
  * uninstrumented (a sanitizer's shadow of that stack would outlive it). */
 __attribute__((no_sanitize_address)) static int placeholder_main(void *userdata) {
+        WarmScopeHold *hold = userdata;
         struct {
                 void *handler;
                 unsigned long flags;
@@ -234,10 +238,16 @@ __attribute__((no_sanitize_address)) static int placeholder_main(void *userdata)
         (void) syscall(SYS_rt_sigaction, SIGINT, &dfl, NULL, sizeof(uint64_t));
         (void) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
         /* sandboxd may have died before PR_SET_PDEATHSIG took. */
-        if (syscall(SYS_getppid) != (long) (intptr_t) userdata)
+        if (syscall(SYS_getppid) != hold->parent)
                 (void) syscall(SYS_exit, 0);
-        for (;;)
-                (void) syscall(SYS_pause);
+        /* Until the Exec's child is in the scope and says so. Not a plain pause() until sandboxd kills
+         * us: the child waits for our exit (hold->tid, cleared by the kernel) before it runs anything of
+         * the caller's, so that the command never shares a memory cgroup with a process that shares
+         * sandboxd's memory: the OOM killer, choosing us there, would kill every process sharing our
+         * memory, sandboxd included. */
+        while (__atomic_load_n(&hold->go, __ATOMIC_ACQUIRE) == 0)
+                (void) syscall(SYS_futex, &hold->go, FUTEX_WAIT, 0, NULL, NULL, 0);
+        (void) syscall(SYS_exit, 0);
         return 0;
 }
 
@@ -251,7 +261,7 @@ static void *stack_get(void) {
         if (n_stacks_kept > 0)
                 return stacks_kept[--n_stacks_kept];
         void *p = mmap(NULL, PLACEHOLDER_STACK_SIZE, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+                       MAP_SHARED | MAP_ANONYMOUS | MAP_STACK, -1, 0);
         return p == MAP_FAILED ? NULL : p;
 }
 
@@ -272,10 +282,16 @@ static int spawn_placeholder(Placeholder **ret) {
                 free(p);
                 return -ENOMEM;
         }
+        /* The hold at the stack's bottom, which the stack grows towards but never reaches. */
+        p->hold = p->stack;
+        *p->hold = (WarmScopeHold) { .parent = getpid() };
         /* CLONE_VM: no copy of our page tables, no copy-on-write faults, no exec; not CLONE_FILES: it
-         * closes its own copy of our descriptors, so it holds none of ours open (a command's pipes). */
-        p->pid = clone(placeholder_main, (char *) p->stack + PLACEHOLDER_STACK_SIZE, CLONE_VM | SIGCHLD,
-                       (void *) (intptr_t) getpid());
+         * closes its own copy of our descriptors, so it holds none of ours open (a command's pipes).
+         * The kernel writes its tid into hold->tid before clone() returns, and clears it and wakes its
+         * waiters when it exits. */
+        p->pid = clone(placeholder_main, (char *) p->stack + PLACEHOLDER_STACK_SIZE,
+                       CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, p->hold,
+                       (pid_t *) &p->hold->tid, NULL, (pid_t *) &p->hold->tid);
         if (p->pid < 0) {
                 int r = -errno;
                 stack_put(p->stack);
@@ -507,6 +523,19 @@ static int open_one(const char *dir, bool v2, bool essential, void *userdata) {
                 return essential ? -errno : 0;
         o->fds[o->n++] = fd;
         return 0;
+}
+
+WarmScopeHold *warm_scope_hold(WarmScope *w) {
+        return w->placeholder ? w->placeholder->hold : NULL;
+}
+
+void warm_scope_hold_let_go(WarmScopeHold *hold) {
+        uint32_t tid;
+
+        __atomic_store_n(&hold->go, 1, __ATOMIC_RELEASE);
+        (void) syscall(SYS_futex, &hold->go, FUTEX_WAKE, 1, NULL, NULL, 0);
+        while ((tid = __atomic_load_n(&hold->tid, __ATOMIC_ACQUIRE)) != 0)
+                (void) syscall(SYS_futex, &hold->tid, FUTEX_WAIT, tid, NULL, NULL, 0);
 }
 
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd) {

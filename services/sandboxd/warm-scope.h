@@ -46,6 +46,22 @@ int warm_scope_enter(WarmScope *w, pid_t pid);
  * close. Hierarchies where a child of sandboxd already is in the right place are left out. Once the
  * child said it is in, warm_scope_release() lets the placeholder go. */
 #define WARM_SCOPE_FDS_MAX 16
+
+/* How an Exec's child lets the placeholder go once it is in the scope itself: in memory the two share
+ * (a MAP_SHARED page, so a forked child too). */
+typedef struct WarmScopeHold {
+        uint32_t go;   /* set by the child: the placeholder exits */
+        uint32_t tid;  /* the placeholder's, cleared by the kernel when it has exited */
+        pid_t parent;  /* sandboxd */
+} WarmScopeHold;
+
+/* The warm scope's hold, or NULL if its placeholder is gone already. */
+WarmScopeHold *warm_scope_hold(WarmScope *w);
+
+/* In the Exec's child, once it is in the scope, before it runs anything of the caller's: ends the
+ * placeholder and waits until it has exited. Only system calls, no errno: safe in a child that shares
+ * sandboxd's memory. */
+void warm_scope_hold_let_go(WarmScopeHold *hold);
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd);
 void warm_scope_release(WarmScope *w);
 
