@@ -207,6 +207,25 @@ def test_memory_bomb_oom_killed(mgr, sandbox):
     assert (code, out) == (0, b"ok\n") and not info["oom_killed"]
 
 
+def test_memory_bomb_in_a_scope_made_for_it(mgr, sandbox):
+    """The same while another Exec of the sandbox runs: the bomb's scope is made for it and held by a
+    placeholder that shares sandboxd's memory, which must be gone before the command runs (the OOM
+    killer, choosing it, would kill sandboxd with it). sandboxd answers, and answers again."""
+    sid, _ = sandbox()
+    other = busctl_exec_async(sid, "sleep", "5", timeout=30)
+    try:
+        wait_for(lambda: [u for u in scope_units(sid) if "-exec-" in u], what="the first Exec's scope")
+        code, out, err, info = mgr.exec(sid, ["python3", "-c", "b = bytearray(512 * 1024 * 1024)"],
+                                        memory_max=64 * 1024 * 1024)
+        assert info["oom_killed"], (code, out, err, info)
+        assert code == 128 + signal.SIGKILL
+    finally:
+        out, err = other.communicate(timeout=60)
+    assert other.returncode == 0, err
+    code, out, _, info = mgr.exec(sid, ["echo", "ok"])
+    assert (code, out) == (0, b"ok\n") and not info["oom_killed"]
+
+
 def test_timeout(mgr, sandbox):
     sid, _ = sandbox()
     code, out, err, info = mgr.sh(sid, "echo started; sleep 30", timeout_seconds=2)
