@@ -190,10 +190,19 @@ def test_fork_bomb_contained(mgr, sandbox):
     assert bomb.returncode == 0, err
     assert '"timed_out" b true' in out
     time.sleep(2)
-    # only the sandbox's init is left of that uid
-    left = uid_processes(uid)
-    assert len(left) == 1, left
-    assert open(f"/proc/{left[0]}/comm").read().strip() == "sandbox-init"
+    # only the sandbox's init is left of that uid, beside sandboxd's file server for the sandbox (a
+    # child of sandboxd outside the sandbox's PID namespace, started when it was claimed from the pool)
+    sandboxd = int(run("systemctl", "show", "-p", "MainPID", "--value", "sandboxd.service").stdout.strip())
+    init = [p for p in uid_processes(uid) if open(f"/proc/{p}/comm").read().strip() == "sandbox-init"]
+    assert len(init) == 1, init
+    sandbox_pidns = os.readlink(f"/proc/{init[0]}/ns/pid")
+
+    def file_server(p):
+        ppid = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
+        return ppid == sandboxd and os.readlink(f"/proc/{p}/ns/pid") != sandbox_pidns
+
+    left = [p for p in uid_processes(uid) if p not in init and not file_server(p)]
+    assert left == [], [(p, open(f"/proc/{p}/comm").read().strip()) for p in left]
 
 
 def test_memory_bomb_oom_killed(mgr, sandbox):
