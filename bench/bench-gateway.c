@@ -395,6 +395,156 @@ static void *bus_worker_main(void *p) {
         return NULL;
 }
 
+/* --- CPU per exec ----------------------------------------------------------------------------- */
+
+/* The processes an Exec goes through, and the CPU time each spent (user + system, its own threads,
+ * not its reaped children) between two snapshots. CPU time per exec stays put when the machine is
+ * shared, where execs per second do not. */
+enum { CPU_SANDBOXD, CPU_SYSTEMD, CPU_DBUS, CPU_AUDITD, CPU_GATEWAYD, CPU_BENCH, CPU_COMMANDS, _CPU_MAX };
+static const char *const cpu_names[_CPU_MAX] = {
+        "sandboxd", "systemd (PID 1)", "dbus-daemon", "sandbox-auditd", "sandbox-gatewayd",
+        "bench-gateway (the clients)", "the commands (sandbox.slice)",
+};
+
+typedef struct CpuSnapshot {
+        double ms[_CPU_MAX]; /* NAN: not known */
+        double busy_ms, all_ms; /* the whole machine (/proc/stat), anyone's work */
+} CpuSnapshot;
+
+static pid_t cpu_pids[_CPU_MAX];
+
+static double proc_cpu_ms(pid_t pid) {
+        char path[64], buf[1024];
+        unsigned long long utime, stime;
+
+        if (pid <= 0)
+                return NAN;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return NAN;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return NAN;
+        buf[n] = 0;
+        /* After the command name (which may hold anything), fields 3 on: utime and stime are 14 and 15. */
+        const char *p = strrchr(buf, ')');
+        if (!p ||
+            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+                return NAN;
+        return (double) (utime + stime) * 1000.0 / (double) sysconf(_SC_CLK_TCK);
+}
+
+/* What the sandboxes' processes used: the commands themselves, from their fork in sandboxd to their
+ * exit (cgroup v1 cpuacct on a hybrid host, cgroup2's cpu.stat otherwise). */
+static double commands_cpu_ms(void) {
+        unsigned long long v;
+        char buf[256];
+        FILE *f = fopen("/sys/fs/cgroup/cpuacct/sandbox.slice/cpuacct.usage", "re");
+
+        if (f) {
+                int k = fscanf(f, "%llu", &v);
+                fclose(f);
+                return k == 1 ? (double) v / 1e6 : NAN;
+        }
+        /* cgroup2 counts every cgroup's usage_usec with or without its cpu controller: the unified
+         * hierarchy of a hybrid host, or the only one. */
+        f = fopen("/sys/fs/cgroup/unified/sandbox.slice/cpu.stat", "re");
+        if (!f)
+                f = fopen("/sys/fs/cgroup/sandbox.slice/cpu.stat", "re");
+        if (!f)
+                return NAN;
+        double ms = NAN;
+        while (fgets(buf, sizeof(buf), f))
+                if (sscanf(buf, "usage_usec %llu", &v) == 1)
+                        ms = (double) v / 1e3;
+        fclose(f);
+        return ms;
+}
+
+static pid_t bus_name_pid(sd_bus *bus, const char *name) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        uint32_t pid = 0;
+
+        if (sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "GetConnectionUnixProcessID", NULL, &reply, "s", name) < 0 ||
+            sd_bus_message_read(reply, "u", &pid) < 0)
+                return 0;
+        return (pid_t) pid;
+}
+
+static void cpu_find_pids(sd_bus *bus) {
+        char comm[64] = "";
+        FILE *f;
+
+        cpu_pids[CPU_SANDBOXD] = bus_name_pid(bus, "org.sandboxd.sandbox1");
+        cpu_pids[CPU_AUDITD] = bus_name_pid(bus, "org.sandboxd.audit1");
+        cpu_pids[CPU_GATEWAYD] = bus_name_pid(bus, KEYS_BUS_NAME);
+        cpu_pids[CPU_DBUS] = bus_name_pid(bus, "org.freedesktop.DBus");
+        if (cpu_pids[CPU_DBUS] <= 0 && (f = fopen("/run/dbus/pid", "re"))) {
+                int pid;
+                if (fscanf(f, "%d", &pid) == 1)
+                        cpu_pids[CPU_DBUS] = pid;
+                fclose(f);
+        }
+        /* PID 1 only where it is the systemd that makes the scopes (the harness's, or the host's). */
+        if ((f = fopen("/proc/1/comm", "re"))) {
+                if (fgets(comm, sizeof(comm), f) && strncmp(comm, "systemd", 7) == 0)
+                        cpu_pids[CPU_SYSTEMD] = 1;
+                fclose(f);
+        }
+        cpu_pids[CPU_BENCH] = getpid();
+}
+
+static void machine_cpu_ms(double *ret_busy, double *ret_all) {
+        unsigned long long v[10] = {};
+        FILE *f = fopen("/proc/stat", "re");
+
+        *ret_busy = *ret_all = NAN;
+        if (!f)
+                return;
+        /* user nice system idle iowait irq softirq steal (guest time is in user already) */
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7]) == 8) {
+                double tick = 1000.0 / (double) sysconf(_SC_CLK_TCK);
+                unsigned long long idle = v[3] + v[4], all = 0;
+                for (size_t i = 0; i < 8; i++)
+                        all += v[i];
+                *ret_busy = (double) (all - idle) * tick;
+                *ret_all = (double) all * tick;
+        }
+        fclose(f);
+}
+
+static void cpu_snapshot(CpuSnapshot *s) {
+        for (size_t i = 0; i < _CPU_MAX; i++)
+                s->ms[i] = i == CPU_COMMANDS ? commands_cpu_ms() : proc_cpu_ms(cpu_pids[i]);
+        machine_cpu_ms(&s->busy_ms, &s->all_ms);
+}
+
+static void cpu_print(const char *what, const CpuSnapshot *a, const CpuSnapshot *b, uint64_t execs) {
+        double total = 0;
+
+        printf("  CPU ms per exec, %s (%" PRIu64 " execs):\n", what, execs);
+        if (execs == 0)
+                return;
+        for (size_t i = 0; i < _CPU_MAX; i++) {
+                double d = b->ms[i] - a->ms[i];
+                if (isnan(d)) {
+                        printf("    %-34s      n/a\n", cpu_names[i]);
+                        continue;
+                }
+                printf("    %-34s %8.3f\n", cpu_names[i], d / (double) execs);
+                total += d;
+        }
+        printf("    %-34s %8.3f\n", "all of these", total / (double) execs);
+        double busy = b->busy_ms - a->busy_ms, all = b->all_ms - a->all_ms;
+        if (!isnan(busy) && all > 0)
+                printf("    %-34s %8.3f   (%.0f %% of %ld CPUs busy: anyone's work, the kernel's threads "
+                       "too)\n", "the whole machine", busy / (double) execs, 100.0 * busy / all,
+                       sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 /* --- main ----------------------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
@@ -454,6 +604,7 @@ int main(int argc, char *argv[]) {
         r = mint_admin_key(bus, &key, &key_id);
         if (r < 0)
                 return EXIT_FAILURE;
+        cpu_find_pids(bus);
 
         Conn *conn = calloc(1, sizeof(Conn));
         double *rest = calloc(cycles, sizeof(double)), *shell = calloc(cycles, sizeof(double));
@@ -496,6 +647,7 @@ int main(int argc, char *argv[]) {
         /* Throughput: one sandbox, many keep-alive clients, `true` again and again. */
         atomic_uint_fast64_t ok = 0, errors = 0, bus_ok = 0, bus_errors = 0;
         double elapsed = 0, bus_elapsed = 0;
+        CpuSnapshot cpu0, cpu1, cpu2;
         _cleanup_free_ char *sb_body = NULL, *sb = NULL;
         if (ret == EXIT_SUCCESS && !interrupted) {
                 int status = 0;
@@ -512,6 +664,7 @@ int main(int argc, char *argv[]) {
                 Worker *w = calloc(clients, sizeof(Worker));
                 snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", sb);
                 fprintf(stderr, "bench-gateway: %u clients exec `true` for %u s…\n", clients, seconds);
+                cpu_snapshot(&cpu0);
                 uint64_t t0 = now_nsec(), deadline = t0 + (uint64_t) seconds * UINT64_C(1000000000);
                 unsigned started = 0;
                 for (unsigned i = 0; w && i < clients; i++) {
@@ -524,6 +677,7 @@ int main(int argc, char *argv[]) {
                 for (unsigned i = 0; i < started; i++)
                         pthread_join(w[i].thread, NULL);
                 elapsed = (double) (now_nsec() - t0) / 1e9;
+                cpu_snapshot(&cpu1);
                 free(w);
                 if (!interrupted) {
                         BusWorker *bw = calloc(clients, sizeof(BusWorker));
@@ -540,6 +694,7 @@ int main(int argc, char *argv[]) {
                         for (unsigned i = 0; i < bstarted; i++)
                                 pthread_join(bw[i].thread, NULL);
                         bus_elapsed = (double) (now_nsec() - b0) / 1e9;
+                        cpu_snapshot(&cpu2);
                         free(bw);
                 }
                 int status = 0;
@@ -572,6 +727,10 @@ int main(int argc, char *argv[]) {
         printf("the same straight on sandboxd's bus, %u connections, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64
                " errors; gateway / bus: %.2f\n",
                clients, bus_elapsed, bus_rate, (uint_fast64_t) bus_ok, (uint_fast64_t) bus_errors, rate / bus_rate);
+        if (elapsed > 0)
+                cpu_print("through the gateway", &cpu0, &cpu1, (uint64_t) ok + errors);
+        if (bus_elapsed > 0)
+                cpu_print("straight on the bus", &cpu1, &cpu2, (uint64_t) bus_ok + bus_errors);
         printf("targets: cycle p50 <= %.0f ms: %s; >= %.0f execs/s: %s; 0 errors: %s\n", TARGET_CYCLE_P50_MS,
                r50 <= TARGET_CYCLE_P50_MS ? "met" : "NOT MET", TARGET_EXECS_PER_SEC,
                rate >= TARGET_EXECS_PER_SEC ? "met" : "NOT MET", errors == 0 && ok > 0 ? "met" : "NOT MET");

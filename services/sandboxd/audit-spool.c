@@ -3,13 +3,14 @@
  * is answered, and from there to sandbox-auditd, in order, exactly once.
  *
  * The spool is a SQLite table in WAL mode with synchronous=NORMAL: a committed row survives kill -9 of
- * sandboxd or of the logger; a power loss may take the last rows committed before it (they were in
- * the page cache, not yet on disk). A pump sends the oldest rows with RecordBatch — each call takes
- * every row waiting (up to a bound), so a row arriving alone goes at once and a backlog drains in a
- * few large calls — with a bounded number of calls in flight on our one connection (which keeps them
- * in order), and deletes a call's rows once the logger acknowledged them. On any error it stops, waits
- * (with backoff), and resends from the oldest row not acknowledged: the logger stores nothing twice
- * for a key it has, so delivery is exactly once. A logger without RecordBatch gets one Record per row.
+ * sandboxd or of the logger; a power loss may take the last rows committed before it (they were in the page
+ * cache, not yet on disk). A pump sends the oldest rows with RecordBatch — each call takes every row
+ * waiting (up to a bound), so a row arriving alone goes at once and a backlog drains in a few large calls —
+ * with a bounded number of calls in flight on our one connection (which keeps them in order; a third one
+ * only once a full batch waits, so under load the rows that come meanwhile go together), and
+ * deletes a call's rows once the logger acknowledged them. On any error it stops, waits (with backoff), and
+ * resends from the oldest row not acknowledged: the logger stores nothing twice for a key it has, so
+ * delivery is exactly once. A logger without RecordBatch gets one Record per row.
  *
  * A row the logger refuses as invalid (InvalidArgs: say its OutputMax= is below ours) would otherwise
  * stop every row after it for good: it is moved to the table "refused" beside the spool, logged, and
@@ -37,6 +38,7 @@
 #define AUDIT_BUS_PATH "/org/sandboxd/audit1"
 #define AUDIT_INTERFACE "org.sandboxd.audit1.Log"
 #define MAX_IN_FLIGHT 8
+#define GROUP_COMMIT_IN_FLIGHT 2 /* calls out before new rows wait to go together */
 /* Rows per RecordBatch (the logger's group commit takes 256), and bytes of output and detail per call
  * beyond its first row: the system bus refuses messages over 32 MiB. */
 #define BATCH_ROWS 256
@@ -60,6 +62,7 @@ struct AuditSpool {
         sqlite3 *db;
         sqlite3_stmt *insert, *next, *delete, *count, *nth, *refuse;
         int64_t last_sent; /* highest seq handed to the bus in this round */
+        int64_t last_spooled; /* highest seq we inserted (at start-up: as if all were ours) */
         unsigned n_in_flight;
         InFlight in_flight[MAX_IN_FLIGHT];
         sd_event_source *kick, *retry;
@@ -402,6 +405,13 @@ static void pump(AuditSpool *s) {
         if (s->failing || !s->manager->bus)
                 return;
         while (s->n_in_flight < MAX_IN_FLIGHT) {
+                /* Group commit under load: while two calls are out, the rows that come meanwhile wait
+                 * for an answer and go together in the next (one call, one commit in the logger, one
+                 * delete here, instead of one each per row), unless a full batch waits already. With
+                 * less traffic a row goes at once, so it is in the log by the time its caller, who
+                 * got the reply after it was spooled, can ask for it (SDKs read their own writes). */
+                if (s->n_in_flight >= GROUP_COMMIT_IN_FLIGHT && s->last_spooled - s->last_sent < BATCH_ROWS)
+                        return;
                 InFlight *f = NULL;
                 for (unsigned i = 0; i < MAX_IN_FLIGHT && !f; i++)
                         if (!s->in_flight[i].slot)
@@ -475,6 +485,8 @@ int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
         if (sqlite3_step(s->count) == SQLITE_ROW)
                 s->pending = (uint64_t) sqlite3_column_int64(s->count, 0);
         sqlite3_reset(s->count);
+        /* A backlog from before drains with every call in flight that may be. */
+        s->last_spooled = s->pending > 0 ? INT64_MAX / 2 : 0;
 
         r = sd_event_add_defer(m->event, &s->kick, on_kick, s);
         if (r < 0)
@@ -524,6 +536,7 @@ int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
                 return sqlite_errno(rc);
         }
         s->pending++;
+        s->last_spooled = MAX(s->last_spooled, (int64_t) sqlite3_last_insert_rowid(s->db));
         kick(s);
         return 0;
 }

@@ -92,6 +92,30 @@ struct Exec {
         uint64_t call_started_at, call_mono;
 };
 
+/* An Exec waiting for the scope systemd makes for it (exec_start()): its own copy of the call's
+ * arguments; stdin and the streaming fds stay in the request, which it keeps. */
+struct ExecQueued {
+        ExecQueued *next;
+        Sandbox *sandbox;
+        WarmScope *warm;   /* its scope in the making, ours */
+        sd_bus_message *request;
+        ExecSpec spec;
+        Caller caller;
+        uint64_t call_mono;
+};
+
+static ExecQueued *exec_queued_free(ExecQueued *q) {
+        if (!q)
+                return NULL;
+        warm_scope_free(q->warm);
+        sd_bus_message_unref(q->request);
+        strv_free(q->spec.argv);
+        strv_free(q->spec.env);
+        free((char *) q->spec.cwd);
+        free(q);
+        return NULL;
+}
+
 static void stream_done(Stream *st) {
         st->source = sd_event_source_disable_unref(st->source);
         st->relay_source = sd_event_source_disable_unref(st->relay_source);
@@ -109,6 +133,7 @@ static Exec *exec_free(Exec *e) {
                 for (Exec **p = &e->sandbox->execs; *p; p = &(*p)->next)
                         if (*p == e) {
                                 *p = e->next;
+                                e->sandbox->n_execs--;
                                 break;
                         }
         }
@@ -130,6 +155,26 @@ static Exec *exec_free(Exec *e) {
         return NULL;
 }
 
+static void exec_queued_fail_error(Sandbox *s, ExecQueued *q, const sd_bus_error *error) {
+        _cleanup_free_ char *detail = audit_detail_error(error->name, error->message);
+        AuditRow row = {
+                .session_id = s->id,
+                .operation = "exec",
+                .event = "failed",
+                .detail = detail,
+                .exit_code = -1,
+                .started_at = q->spec.started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - q->call_mono,
+        };
+        manager_audit(s->manager, &q->caller, &row);
+        (void) sd_bus_reply_method_error(q->request, error);
+        exec_queued_free(q);
+}
+
+static void exec_queued_fail(Sandbox *s, ExecQueued *q, const char *name, const char *message) {
+        exec_queued_fail_error(s, q, &SD_BUS_ERROR_MAKE_CONST(name, message));
+}
+
 void exec_detach_all(Sandbox *s) {
         while (s->execs) {
                 Exec *e = s->execs;
@@ -137,6 +182,15 @@ void exec_detach_all(Sandbox *s) {
                 e->sandbox = NULL;
                 e->next = NULL;
         }
+        s->n_execs = 0;
+        /* Those still waiting for a scope never ran: they fail, with their row. */
+        while (s->exec_queue) {
+                ExecQueued *q = s->exec_queue;
+                s->exec_queue = q->next;
+                exec_queued_fail(s, q, SANDBOXD_ERROR_NOT_RUNNING,
+                                 "The sandbox went away before the command ran.");
+        }
+        s->n_exec_queued = 0;
 }
 
 /* --- the child --------------------------------------------------------------------------------- */
@@ -148,6 +202,7 @@ typedef struct ChildArgs {
         int go_fd, err_fd;
         const int *cgroup_fds;   /* a warm scope's cgroup v1 "tasks" files, to enter first thing */
         size_t n_cgroup_fds;
+        WarmScopeHold *hold;     /* its placeholder, to end once we are in */
         bool wait_go;            /* no warm scope: wait until sandboxd says its scope is up */
         uid_t uid;
         const char *cwd;
@@ -178,6 +233,9 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         for (size_t i = 0; i < a->n_cgroup_fds; i++)
                 if (write(a->cgroup_fds[i], "0", 1) != 1)
                         CHILD_FAIL("enter the command's scope", errno);
+        /* In: the placeholder goes, and is gone before anything of the caller's runs here. */
+        if (a->hold)
+                warm_scope_hold_let_go(a->hold);
         /* The sandbox's mount, IPC, UTS (and network) namespaces; the PID namespace we were born in. */
         if (setns(a->init_pidfd, a->ns_flags) < 0)
                 CHILD_FAIL("join the sandbox's namespaces", errno);
@@ -600,9 +658,12 @@ static void exec_finish(Exec *e) {
 done:
         /* The next Exec's scope, once this one is answered (not while its command runs, which it
          * would compete with for the CPU): a command with the type's limits then waits for no
-         * systemd job. Not after a call that failed: that leaves no unit behind. */
+         * systemd job. As many as there are other Execs running: under load each would otherwise
+         * find none ready and take the slow path. Not after a call that failed: that leaves no unit
+         * behind. */
         if (e->sandbox && e->started)
-                (void) warm_scope_prepare_default(e->sandbox);
+                (void) warm_scope_prepare_default(e->sandbox,
+                                                  e->sandbox->n_execs + e->sandbox->n_exec_queued);
         exec_free(e);
 }
 
@@ -835,7 +896,94 @@ fail:
         return NULL;
 }
 
+static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *request, uint64_t call_mono,
+                         WarmScope *made);
+
+/* No warm scope ready: rather than fork() a child that waits for its scope (copying our page tables,
+ * and copy-on-write faults on both sides until it execs: most of sandboxd's CPU time per Exec under
+ * load), the call waits for a scope made for it, with its own limits (RuntimeMaxUSec= its timeout,
+ * exactly as a scope of its own), and its child is then born in it like in a warm one. It waits for
+ * systemd's job as long as it would have anyway. */
+static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
+        ExecQueued *q = calloc(1, sizeof(ExecQueued));
+        int r;
+
+        if (!q)
+                return -ENOMEM;
+        q->sandbox = s;
+        q->spec = *spec;
+        q->spec.argv = strv_copy(spec->argv);
+        q->spec.env = spec->env ? strv_copy(spec->env) : NULL;
+        q->spec.cwd = spec->cwd ? strdup(spec->cwd) : NULL;
+        if (!q->spec.argv || (spec->env && !q->spec.env) || (spec->cwd && !q->spec.cwd)) {
+                exec_queued_free(q);
+                return -ENOMEM;
+        }
+        if (spec->caller)
+                q->caller = *spec->caller;
+        else
+                caller_system(&q->caller);
+        q->spec.caller = &q->caller;
+        q->spec.started_at = spec->started_at ?: now_usec(CLOCK_REALTIME);
+        q->call_mono = now_usec(CLOCK_MONOTONIC);
+        r = warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec, q, &q->warm);
+        if (r < 0) {
+                exec_queued_free(q);
+                return r;
+        }
+        q->request = sd_bus_message_ref(request);
+        ExecQueued **tail = &s->exec_queue;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = q;
+        s->n_exec_queued++;
+        return 0;
+}
+
+void exec_scope_made(ExecQueued *q, bool ok) {
+        Sandbox *s = q->sandbox;
+        WarmScope *w = TAKE_PTR(q->warm);
+        int r;
+
+        for (ExecQueued **p = &s->exec_queue; *p; p = &(*p)->next)
+                if (*p == q) {
+                        *p = q->next;
+                        s->n_exec_queued--;
+                        break;
+                }
+        if (!ok)
+                /* The scope could not be made: the call goes on the way it always could. */
+                w = warm_scope_free(w);
+        if (s->state != SANDBOX_RUNNING) {
+                warm_scope_free(w);
+                exec_queued_fail(s, q, SANDBOXD_ERROR_NOT_RUNNING, "The sandbox is no longer running.");
+                return;
+        }
+        r = exec_start_at(s, &q->spec, q->request, q->call_mono, w);
+        if (r < 0) {
+                /* what the Exec call answers when exec_start() fails */
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                (void) sd_bus_error_set_errnof(&error, r, "Could not start the command: %s", strerror(-r));
+                exec_queued_fail_error(s, q, &error);
+                return;
+        }
+        exec_queued_free(q);
+}
+
 int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
+        /* Alone, a child that confines itself while systemd makes its scope answers soonest; with other
+         * Execs of the sandbox running, the fork() costs more than that overlap saves. */
+        if (s->n_execs > 0 && !warm_scope_has_ready(s, spec->tasks_max, spec->memory_max) &&
+            exec_enqueue(s, spec, request) >= 0)
+                return 0;
+        return exec_start_at(s, spec, request, now_usec(CLOCK_MONOTONIC), NULL);
+}
+
+/* made: a scope made for this call, which it takes over (freed on failure too); NULL: a warm one if
+ * the sandbox has one ready, else a scope of its own that the child waits for. */
+static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *request, uint64_t call_mono,
+                         WarmScope *made) {
+        _cleanup_(warm_scope_freep) WarmScope *made_scope = made;
         Manager *m = s->manager;
         _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF },
                                  go[2] = { -EBADF, -EBADF }, fail[2] = { -EBADF, -EBADF };
@@ -880,7 +1028,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         e->tasks_max = spec->tasks_max;
         e->start_mono = now_usec(CLOCK_MONOTONIC);
         e->start_real = now_usec(CLOCK_REALTIME);
-        e->call_mono = e->start_mono;
+        e->call_mono = call_mono;
         e->call_started_at = spec->started_at ?: e->start_real;
         if (spec->caller)
                 e->caller = *spec->caller;
@@ -895,7 +1043,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
                 free(e);
                 return -ENOMEM;
         }
-        e->warm = warm_scope_take(s, e->tasks_max, e->memory_max);
+        e->warm = TAKE_PTR(made_scope) ?: warm_scope_take(s, e->tasks_max, e->memory_max);
         if (e->warm) {
                 snprintf(e->unit, sizeof(e->unit), "%s", warm_scope_unit(e->warm));
                 e->scope_up = true;
@@ -928,6 +1076,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
                 .err_fd = fail[1],
                 .cgroup_fds = cgroup_fds,
                 .n_cgroup_fds = n_cgroup_fds,
+                .hold = e->warm ? warm_scope_hold(e->warm) : NULL,
                 .wait_go = !e->warm,
                 .uid = s->uid,
                 .cwd = spec->cwd ?: SANDBOXD_SANDBOX_HOME,
@@ -969,6 +1118,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         e->sandbox = s;
         e->next = s->execs;
         s->execs = e;
+        s->n_execs++;
         e->request = sd_bus_message_ref(request);
         e->go_fd = TAKE_FD(go[1]);
         e->err_fd = TAKE_FD(fail[0]);

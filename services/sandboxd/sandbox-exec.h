@@ -8,6 +8,7 @@
 
 typedef struct Sandbox Sandbox;
 typedef struct Exec Exec;
+typedef struct ExecQueued ExecQueued;
 typedef struct Caller Caller;
 
 typedef struct ExecSpec {
@@ -24,8 +25,13 @@ typedef struct ExecSpec {
         uint64_t started_at;        /* when the call came in, µs since the epoch */
 } ExecSpec;
 
-/* Starts the command; the reply to request is sent when it has exited. */
+/* Starts the command; the reply to request is sent when it has exited. Without a warm scope ready
+ * for these limits, the call waits for a scope made for it (keeping its own copy of spec, and
+ * request). */
 int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request);
+
+/* The scope made for a waiting Exec is up (ok), or could not be made: the call goes on. */
+void exec_scope_made(ExecQueued *q, bool ok);
 
 /* The sandbox is going away: forget it, but keep waiting for the process. */
 void exec_detach_all(Sandbox *s);

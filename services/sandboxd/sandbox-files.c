@@ -511,6 +511,10 @@ static void server_schedule(Manager *m, const char *id) {
                 (void) sd_event_source_set_enabled(server_defer, SD_EVENT_ONESHOT);
 }
 
+void sandbox_files_prepare(Sandbox *s) {
+        server_schedule(s->manager, s->id);
+}
+
 /* Hands the job to the sandbox's file server if it has an idle one: 1 if it took it, 0 if not. */
 static int server_take(Sandbox *s, FileOp *op, const FileJob *job, const int *fds, size_t n_fds) {
         char control[CMSG_SPACE(sizeof(int) * 2)] = {};

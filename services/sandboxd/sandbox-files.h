@@ -31,6 +31,11 @@ typedef struct FileReadSpec {
 int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, const Caller *caller, sd_bus_message *request);
 int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller, sd_bus_message *request);
 
+/* Starts the sandbox's file server when sandboxd is next idle, so that even its first WriteFile or
+ * ReadFile finds one rather than forking a helper of its own (which the first call otherwise does).
+ * It goes after FILE_SERVER_IDLE_MSEC without a call, as always. */
+void sandbox_files_prepare(Sandbox *s);
+
 /* Ends the sandbox's warm helper, if it has one (a helper made ahead for its next WriteFile or
  * ReadFile, running as its uid): called when the sandbox is deleted, before its uid is freed. */
 void sandbox_files_forget(Sandbox *s);

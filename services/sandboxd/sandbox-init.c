@@ -11,17 +11,6 @@
 int main(int argc, char *argv[]) {
         sigset_t set;
 
-        /* --hold: the placeholder of a warm scope (warm-scope.c); it waits for sandboxd to close
-         * our stdin once the command that takes over the scope is in it. */
-        if (argc > 1 && strcmp(argv[1], "--hold") == 0) {
-                char buf[64];
-                for (;;) {
-                        ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
-                        if (n == 0 || (n < 0 && errno != EINTR))
-                                return EXIT_SUCCESS;
-                }
-        }
-
         /* The sandbox's processes run as our uid: without this they could ptrace us. */
         (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 

@@ -97,7 +97,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                         }
         }
         exec_detach_all(s);
-        warm_scope_free(s->warm);
+        warm_scope_free_all(s);
         job_wait_cancel(s->job);
         s->init_source = sd_event_source_disable_unref(s->init_source);
         s->child_source = sd_event_source_disable_unref(s->child_source);
@@ -623,6 +623,10 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
                 s->create_request = sd_bus_message_unref(s->create_request);
         }
         sandbox_emit_new(s);
+        /* Its file server starts once the reply is out, so that the first WriteFile (the reference
+         * flow's next step) does not fork a helper of its own. Only at a claim from the pool: the
+         * price is a fork for a sandbox that never uses a file call, bounded here by the pool. */
+        sandbox_files_prepare(s);
         /* The slice was described with the id alone; give it the name (nobody waits for this). */
         snprintf(buf, sizeof(buf), "sandbox %s (%s)", s->id, s->name);
         (void) sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",

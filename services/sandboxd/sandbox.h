@@ -15,6 +15,7 @@
 
 typedef struct Manager Manager;
 typedef struct Exec Exec;
+typedef struct ExecQueued ExecQueued;
 typedef struct WarmScope WarmScope;
 
 typedef enum SandboxState {
@@ -71,7 +72,11 @@ typedef struct Sandbox {
         struct Sandbox *pool_next;
 
         Exec *execs;   /* running Execs, linked through Exec.next */
-        WarmScope *warm;  /* the next Exec's scope, if made ahead (warm-scope.c) */
+        WarmScope *warm;  /* the next Execs' scopes made ahead, oldest first (warm-scope.c) */
+        unsigned n_warm;
+        unsigned n_execs; /* Execs running (the list above), to size the warm scopes to */
+        ExecQueued *exec_queue; /* Execs waiting for a warm scope in the making (sandbox-exec.c) */
+        unsigned n_exec_queued;
 } Sandbox;
 
 typedef struct SandboxCreateSpec {

@@ -317,7 +317,7 @@ int manager_startup(Manager *m) {
         if (r < 0)
                 return r;
 
-        /* After Subscribe(): stopping sandboxes we cannot adopt needs JobRemoved. */
+        /* After the match: stopping sandboxes we cannot adopt needs JobRemoved. */
         r = sandbox_store_load(m->store, adopt_one, m);
         if (r < 0)
                 return r;

@@ -87,16 +87,14 @@ static int on_job_removed(sd_bus_message *message, void *userdata, sd_bus_error 
 }
 
 int unit_subscribe(Manager *m) {
-        int r;
-
-        /* The match first, then Subscribe(): no JobRemoved is sent to unsubscribed clients. */
-        r = sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                      "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed,
-                                      NULL, m);
-        if (r < 0)
-                return r;
-        return sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                        "org.freedesktop.systemd1.Manager", "Subscribe", NULL, NULL, NULL);
+        /* Only the match, no Manager.Subscribe(): systemd sends a job's JobNew and JobRemoved to the
+         * bus whenever the client that queued it is still connected (it tracks the job's requester),
+         * and every job we wait for is one we queued. Subscribe() would make systemd build and the bus
+         * route a UnitNew, a UnitRemoved and about ten PropertiesChanged signals for every unit of the
+         * host, each scope of every Exec included: most of what an Exec cost systemd and dbus-daemon. */
+        return sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.systemd1",
+                                         "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                                         "JobRemoved", on_job_removed, NULL, m);
 }
 
 static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {

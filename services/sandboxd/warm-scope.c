@@ -4,9 +4,20 @@
  * Starting a transient scope costs a StartTransientUnit round trip and a JobRemoved signal, several
  * milliseconds on a busy systemd, which dwarfs everything else an Exec does. So after an Exec,
  * sandboxd asks for the next one's scope right away, holding a placeholder process of ours (host
- * PID namespace, invisible to the sandbox) that waits for EOF on a pipe. The next Exec with the same
- * limits moves its confined child into that scope's cgroups, in every hierarchy exactly where the
- * placeholder is and closes the pipe. Nothing of the command runs before it is in its scope.
+ * PID namespace, invisible to the sandbox). The next Exec with the same limits has its confined child
+ * born in that scope's cgroup2 cgroup and write itself into its cgroup v1 ones, exactly where the
+ * placeholder is, and the placeholder is killed. Nothing of the command runs before it is in its scope.
+ *
+ * The placeholder is not a program: it is a clone of sandboxd sharing its memory (like a thread, but
+ * a process of its own, so systemd can move it alone), on a small stack of its own, that closes every
+ * file descriptor and sleeps until a signal ends it. Creating one costs about what a thread costs; an
+ * exec of a binary cost as much again as the Exec's own command (the dynamic loader, glibc's CPU
+ * feature probing, which traps to the hypervisor here). It dies with sandboxd (PR_SET_PDEATHSIG).
+ *
+ * Under load one warm scope is not enough: while it is being made, every other Exec of the sandbox
+ * would ask systemd for a scope of its own and fork sandboxd for its child, whose copy-on-write
+ * faults were most of sandboxd's CPU time per Exec. So a sandbox keeps as many warm scopes as it has
+ * Execs running (up to WARM_MAX); those beyond the first go after a short idle time.
  *
  * systemd 252 takes RuntimeMaxUSec= of a scope only when it is created, so a warm scope carries an
  * upper bound (the type's longest timeout plus the time it may wait warm) and sandboxd stops it at
@@ -16,29 +27,50 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "macro.h"
+#include "sandbox-exec.h"
 #include "sandbox.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 #include "unit.h"
 
 #define WARM_IDLE_USEC (5 * 60 * USEC_PER_SEC)
+#define WARM_EXTRA_IDLE_USEC (30 * USEC_PER_SEC) /* the ones beyond the first, made for a burst */
+#define WARM_MAX 16
+#define PLACEHOLDER_STACK_SIZE (64 * 1024)
+
+/* A placeholder process; it outlives its WarmScope until it is reaped, since it runs on its stack. */
+typedef struct Placeholder {
+        WarmScope *warm; /* NULL once the scope was freed or taken and released */
+        pid_t pid;
+        void *stack;     /* MAP_SHARED, so a forked child sees its WarmScopeHold too; the hold at its bottom */
+        WarmScopeHold *hold;
+        sd_event_source *source;
+} Placeholder;
+
+static void stack_put(void *stack);
 
 struct WarmScope {
         Sandbox *sandbox;
+        WarmScope *next;             /* the sandbox's list, while it is in it */
+        bool listed;
         char unit[UNIT_NAME_MAX];
-        uint64_t tasks_max, memory_max, runtime_max;
-        pid_t placeholder;
-        int hold_fd;                 /* closing it ends the placeholder */
-        sd_event_source *child_source, *idle_timer;
+        uint64_t tasks_max, memory_max, runtime_max, idle_usec;
+        Placeholder *placeholder;    /* NULL once it is gone */
+        ExecQueued *waiter;          /* made for this waiting Exec (not in the sandbox's list) */
+        sd_event_source *idle_timer;
         JobWait *job;
         bool ready;
         char *cgroups;               /* the placeholder's /proc/PID/cgroup */
@@ -54,19 +86,38 @@ const char *warm_scope_unit(const WarmScope *w) {
         return w->unit;
 }
 
+static void unlist(WarmScope *w) {
+        if (!w->listed || !w->sandbox)
+                return;
+        for (WarmScope **p = &w->sandbox->warm; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        break;
+                }
+        w->sandbox->n_warm -= MIN(w->sandbox->n_warm, 1u);
+        w->next = NULL;
+        w->listed = false;
+}
+
+void warm_scope_release(WarmScope *w) {
+        Placeholder *p = w->placeholder;
+
+        if (!p)
+                return;
+        /* Still our unreaped child (its source has not fired), so the pid is still its own. */
+        (void) kill(p->pid, SIGKILL);
+        p->warm = NULL;
+        w->placeholder = NULL;
+}
+
 WarmScope *warm_scope_free(WarmScope *w) {
         if (!w)
                 return NULL;
-        if (w->sandbox && w->sandbox->warm == w)
-                w->sandbox->warm = NULL;
+        unlist(w);
+        w->waiter = NULL;
         job_wait_cancel(w->job);
-        w->hold_fd = safe_close(w->hold_fd);
-        /* The child source stays until the placeholder is reaped: it is ours. */
-        if (w->child_source) {
-                (void) sd_event_source_set_userdata(w->child_source, NULL);
-                (void) sd_event_source_set_floating(w->child_source, true);
-                w->child_source = sd_event_source_unref(w->child_source);
-        }
+        /* An unused scope empties and systemd collects it. */
+        warm_scope_release(w);
         w->idle_timer = sd_event_source_disable_unref(w->idle_timer);
         for (size_t i = 0; i < w->n_fds; i++)
                 safe_close(w->fds[i]);
@@ -76,15 +127,28 @@ WarmScope *warm_scope_free(WarmScope *w) {
         return NULL;
 }
 
-static int on_placeholder_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
-        WarmScope *w = userdata;
+void warm_scope_free_all(Sandbox *s) {
+        while (s->warm)
+                warm_scope_free(s->warm);
+}
 
-        if (w) {
-                w->child_source = sd_event_source_disable_unref(w->child_source);
-                if (w->sandbox && w->sandbox->warm == w)
-                        warm_scope_free(w); /* died before it was used: no warm scope then */
-        } else
-                sd_event_source_disable_unref(es);
+static int on_placeholder_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        Placeholder *p = userdata;
+
+        if (p->warm) {
+                WarmScope *w = p->warm;
+                w->placeholder = NULL;
+                /* Died before an Exec took its scope (systemd stopped it, say): no warm scope then. One
+                 * taken is its Exec's to free. */
+                if (w->waiter)
+                        exec_scope_made(w->waiter, false); /* frees it; the call goes on without */
+                else if (w->listed)
+                        warm_scope_free(w);
+        }
+        p->source = sd_event_source_disable_unref(p->source);
+        /* Reaped: nothing runs on its stack any more. */
+        stack_put(p->stack);
+        free(p);
         return 0;
 }
 
@@ -114,16 +178,25 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
         WarmScope *w = userdata;
 
         w->job = NULL;
-        if (!result || !streq(result, "done") || read_cgroups(w->placeholder, &w->cgroups) < 0) {
-                warm_scope_free(w);
+        if (!result || !streq(result, "done") || !w->placeholder ||
+            read_cgroups(w->placeholder->pid, &w->cgroups) < 0) {
+                if (w->waiter)
+                        exec_scope_made(w->waiter, false); /* frees it; the call goes on without */
+                else
+                        warm_scope_free(w);
                 return;
         }
         w->ready = true;
         /* What the Exec's child needs to enter the scope, opened now rather than on its way. */
         if (open_cgroups(w, w->fds, ELEMENTSOF(w->fds), &w->n_fds, &w->cgroup2_fd) >= 0)
                 w->opened = true;
-        (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, WARM_IDLE_USEC, USEC_PER_SEC,
-                                          on_idle, w);
+        if (w->waiter) {
+                ExecQueued *q = TAKE_PTR(w->waiter);
+                exec_scope_made(q, true); /* its Exec takes it over */
+                return;
+        }
+        (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, w->idle_usec,
+                                          USEC_PER_SEC, on_idle, w);
 }
 
 static int append_warm_props(sd_bus_message *msg, void *userdata) {
@@ -134,7 +207,7 @@ static int append_warm_props(sd_bus_message *msg, void *userdata) {
         return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
                                      "Description", "s", desc,
                                      "Slice", "s", w->sandbox->slice,
-                                     "PIDs", "au", 1, (uint32_t) w->placeholder,
+                                     "PIDs", "au", 1, (uint32_t) w->placeholder->pid,
                                      "TasksMax", "t", w->tasks_max,
                                      "MemoryMax", "t", w->memory_max,
                                      "RuntimeMaxUSec", "t", w->runtime_max,
@@ -143,98 +216,192 @@ static int append_warm_props(sd_bus_message *msg, void *userdata) {
                                      "SendSIGHUP", "b", 1);
 }
 
-static int spawn_placeholder(const char *init_path, int hold_fd, pid_t *ret) {
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        sigset_t all, none;
-        int r;
+/* The placeholder's whole life, in a clone of sandboxd that shares its memory: only system calls
+ * through syscall(), which touch nothing of ours (no errno: none of them fails here), on its own stack,
+ * uninstrumented (a sanitizer's shadow of that stack would outlive it). */
+__attribute__((no_sanitize_address)) static int placeholder_main(void *userdata) {
+        WarmScopeHold *hold = userdata;
+        struct {
+                void *handler;
+                unsigned long flags;
+                void *restorer;
+                uint64_t mask;
+        } dfl = {}; /* the kernel's struct sigaction, SIG_DFL */
+        uint64_t none = 0;
 
-        r = posix_spawn_file_actions_init(&fa);
-        if (r != 0)
-                return -r;
-        r = posix_spawnattr_init(&attr);
-        if (r != 0) {
-                posix_spawn_file_actions_destroy(&fa);
-                return -r;
-        }
-        (void) sigfillset(&all);
-        (void) sigemptyset(&none);
-        if ((r = posix_spawn_file_actions_adddup2(&fa, hold_fd, 0)) == 0 &&
-            (r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0)) == 0 &&
-            (r = posix_spawn_file_actions_adddup2(&fa, 1, 2)) == 0 &&
-            (r = posix_spawn_file_actions_addclosefrom_np(&fa, 3)) == 0 &&
-            (r = posix_spawnattr_setsigdefault(&attr, &all)) == 0 &&
-            (r = posix_spawnattr_setsigmask(&attr, &none)) == 0 &&
-            (r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)) == 0) {
-                char *argv[] = { (char *) "sandbox-init", (char *) "--hold", NULL };
-                char *envp[] = { NULL };
-                r = posix_spawn(ret, init_path, &fa, &attr, argv, envp);
-        }
-        posix_spawnattr_destroy(&attr);
-        posix_spawn_file_actions_destroy(&fa);
-        return -r;
+        (void) syscall(SYS_close_range, 0U, ~0U, 0U);
+        (void) syscall(SYS_prctl, PR_SET_NAME, (unsigned long) "sandboxd-warm", 0UL, 0UL, 0UL);
+        (void) syscall(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long) SIGKILL, 0UL, 0UL, 0UL);
+        /* What systemd sends to stop a scope ends us; sandboxd blocks these for its signalfd. */
+        (void) syscall(SYS_rt_sigaction, SIGTERM, &dfl, NULL, sizeof(uint64_t));
+        (void) syscall(SYS_rt_sigaction, SIGHUP, &dfl, NULL, sizeof(uint64_t));
+        (void) syscall(SYS_rt_sigaction, SIGINT, &dfl, NULL, sizeof(uint64_t));
+        (void) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
+        /* sandboxd may have died before PR_SET_PDEATHSIG took. */
+        if (syscall(SYS_getppid) != hold->parent)
+                (void) syscall(SYS_exit, 0);
+        /* Until the Exec's child is in the scope and says so. Not a plain pause() until sandboxd kills
+         * us: the child waits for our exit (hold->tid, cleared by the kernel) before it runs anything of
+         * the caller's, so that the command never shares a memory cgroup with a process that shares
+         * sandboxd's memory: the OOM killer, choosing us there, would kill every process sharing our
+         * memory, sandboxd included. */
+        while (__atomic_load_n(&hold->go, __ATOMIC_ACQUIRE) == 0)
+                (void) syscall(SYS_futex, &hold->go, FUTEX_WAIT, 0, NULL, NULL, 0);
+        (void) syscall(SYS_exit, 0);
+        return 0;
 }
 
-int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec) {
+/* Stacks of reaped placeholders, kept for the next ones: an mmap() and a munmap() per Exec under load
+ * were a fifth of sandboxd's own CPU time. */
+#define STACKS_KEPT 32
+static void *stacks_kept[STACKS_KEPT];
+static size_t n_stacks_kept = 0;
+
+static void *stack_get(void) {
+        if (n_stacks_kept > 0)
+                return stacks_kept[--n_stacks_kept];
+        void *p = mmap(NULL, PLACEHOLDER_STACK_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+}
+
+/* Only once nothing runs on it: its placeholder was reaped, or never started. */
+static void stack_put(void *stack) {
+        if (n_stacks_kept < STACKS_KEPT)
+                stacks_kept[n_stacks_kept++] = stack;
+        else
+                (void) munmap(stack, PLACEHOLDER_STACK_SIZE);
+}
+
+static int spawn_placeholder(Placeholder **ret) {
+        Placeholder *p = calloc(1, sizeof(Placeholder));
+        if (!p)
+                return -ENOMEM;
+        p->stack = stack_get();
+        if (!p->stack) {
+                free(p);
+                return -ENOMEM;
+        }
+        /* The hold at the stack's bottom, which the stack grows towards but never reaches. */
+        p->hold = p->stack;
+        *p->hold = (WarmScopeHold) { .parent = getpid() };
+        /* CLONE_VM: no copy of our page tables, no copy-on-write faults, no exec; not CLONE_FILES: it
+         * closes its own copy of our descriptors, so it holds none of ours open (a command's pipes).
+         * The kernel writes its tid into hold->tid before clone() returns, and clears it and wakes its
+         * waiters when it exits. */
+        p->pid = clone(placeholder_main, (char *) p->stack + PLACEHOLDER_STACK_SIZE,
+                       CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, p->hold,
+                       (pid_t *) &p->hold->tid, NULL, (pid_t *) &p->hold->tid);
+        if (p->pid < 0) {
+                int r = -errno;
+                stack_put(p->stack);
+                free(p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+static int prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
+                   ExecQueued *waiter, WarmScope **ret) {
         Manager *m = s->manager;
-        _cleanup_close_pair_ int hold[2] = { -EBADF, -EBADF };
+        Placeholder *p = NULL;
         WarmScope *w;
         int r;
 
-        if (s->warm || s->state != SANDBOX_RUNNING || m->exiting)
-                return 0;
-        if (pipe2(hold, O_CLOEXEC) < 0)
-                return -errno;
         w = calloc(1, sizeof(WarmScope));
         if (!w)
                 return -ENOMEM;
         w->sandbox = s;
-        w->hold_fd = -EBADF;
         w->cgroup2_fd = -EBADF;
         w->tasks_max = tasks_max;
         w->memory_max = memory_max;
-        w->runtime_max = max_timeout_usec + WARM_IDLE_USEC + 60 * USEC_PER_SEC;
+        w->runtime_max = runtime_max;
+        w->waiter = waiter;
+        w->idle_usec = s->n_warm == 0 ? WARM_IDLE_USEC : WARM_EXTRA_IDLE_USEC;
         snprintf(w->unit, sizeof(w->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
 
-        /* posix_spawn() (CLONE_VM | CLONE_VFORK in glibc) rather than fork(): no copy of our page
-         * tables, and nothing of ours in the child but a pipe on stdin and /dev/null on stdout and
-         * stderr, default signal dispositions and an empty mask. */
-        pid_t pid;
-        r = spawn_placeholder(m->init_path, hold[0], &pid);
+        r = spawn_placeholder(&p);
         if (r < 0) {
                 free(w);
                 return r;
         }
-        w->placeholder = pid;
-        w->hold_fd = TAKE_FD(hold[1]);
-        s->warm = w;
-        r = sd_event_add_child(m->event, &w->child_source, pid, WEXITED, on_placeholder_exit, w);
-        if (r >= 0)
-                r = unit_start_transient(m, w->unit, append_warm_props, NULL, w, on_warm_started, w, &w->job);
+        p->warm = w;
+        w->placeholder = p;
+        if (!waiter) {
+                /* At the end: the oldest, soonest ready, is taken first. */
+                WarmScope **tail = &s->warm;
+                while (*tail)
+                        tail = &(*tail)->next;
+                *tail = w;
+                w->listed = true;
+                s->n_warm++;
+        }
+        r = sd_event_add_child(m->event, &p->source, p->pid, WEXITED, on_placeholder_exit, p);
         if (r < 0) {
-                (void) kill(pid, SIGKILL);
+                (void) kill(p->pid, SIGKILL);
+                (void) waitpid(p->pid, NULL, 0);
+                stack_put(p->stack);
+                free(p);
+                w->placeholder = NULL;
                 warm_scope_free(w);
                 return r;
         }
+        r = unit_start_transient(m, w->unit, append_warm_props, NULL, w, on_warm_started, w, &w->job);
+        if (r < 0) {
+                warm_scope_free(w); /* kills the placeholder; its exit frees it */
+                return r;
+        }
+        if (ret)
+                *ret = w;
         return 0;
 }
 
-int warm_scope_prepare_default(Sandbox *s) {
+int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec) {
+        if (s->state != SANDBOX_RUNNING || s->manager->exiting || s->n_warm >= WARM_MAX)
+                return 0;
+        return prepare(s, tasks_max, memory_max, max_timeout_usec + WARM_IDLE_USEC + 60 * USEC_PER_SEC, NULL,
+                       NULL);
+}
+
+int warm_scope_prepare_for(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
+                           ExecQueued *waiter, WarmScope **ret) {
+        if (s->state != SANDBOX_RUNNING || s->manager->exiting)
+                return -ESTALE;
+        return prepare(s, tasks_max, memory_max, runtime_max, waiter, ret);
+}
+
+int warm_scope_prepare_default(Sandbox *s, unsigned n) {
         const SandboxType *t = sandboxd_config_find_type(&s->manager->config, s->type);
+        int r = 0;
 
         if (!t)
                 return -ENOENT;
-        return warm_scope_prepare(s, t->tasks_max, t->memory_max, t->max_timeout_usec);
+        n = MIN(MAX(n, 1u), (unsigned) WARM_MAX);
+        while (s->n_warm < n && r >= 0) {
+                unsigned before = s->n_warm;
+                r = warm_scope_prepare(s, t->tasks_max, t->memory_max, t->max_timeout_usec);
+                if (s->n_warm == before)
+                        break;
+        }
+        return r;
+}
+
+bool warm_scope_has_ready(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
+        for (WarmScope *w = s->warm; w; w = w->next)
+                if (w->ready && w->tasks_max == tasks_max && w->memory_max == memory_max && w->placeholder)
+                        return true;
+        return false;
 }
 
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
-        WarmScope *w = s->warm;
-
-        if (!w || !w->ready || w->tasks_max != tasks_max || w->memory_max != memory_max || !w->child_source)
-                return NULL;
-        s->warm = NULL;
-        w->idle_timer = sd_event_source_disable_unref(w->idle_timer);
-        return w;
+        for (WarmScope *w = s->warm; w; w = w->next)
+                if (w->ready && w->tasks_max == tasks_max && w->memory_max == memory_max && w->placeholder) {
+                        unlist(w);
+                        w->idle_timer = sd_event_source_disable_unref(w->idle_timer);
+                        return w;
+                }
+        return NULL;
 }
 
 static int cgroup_dir(const char *controllers, char *buf, size_t n) {
@@ -358,6 +525,19 @@ static int open_one(const char *dir, bool v2, bool essential, void *userdata) {
         return 0;
 }
 
+WarmScopeHold *warm_scope_hold(WarmScope *w) {
+        return w->placeholder ? w->placeholder->hold : NULL;
+}
+
+void warm_scope_hold_let_go(WarmScopeHold *hold) {
+        uint32_t tid;
+
+        __atomic_store_n(&hold->go, 1, __ATOMIC_RELEASE);
+        (void) syscall(SYS_futex, &hold->go, FUTEX_WAKE, 1, NULL, NULL, 0);
+        while ((tid = __atomic_load_n(&hold->tid, __ATOMIC_ACQUIRE)) != 0)
+                (void) syscall(SYS_futex, &hold->tid, FUTEX_WAIT, tid, NULL, NULL, 0);
+}
+
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd) {
         if (w->opened && w->n_fds <= n_max) {
                 /* Handed over: the caller closes them. */
@@ -390,6 +570,3 @@ static int open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int
         return 0;
 }
 
-void warm_scope_release(WarmScope *w) {
-        w->hold_fd = safe_close(w->hold_fd);
-}

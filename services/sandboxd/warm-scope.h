@@ -2,22 +2,35 @@
 /* Warm scopes: the next Exec's scope, made ahead of time, so a command waits for no systemd job. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 typedef struct Sandbox Sandbox;
 typedef struct WarmScope WarmScope;
+typedef struct ExecQueued ExecQueued;
 
-/* Starts making a scope for the sandbox's next Exec with these limits (nothing if one exists).
- * max_timeout_usec: the longest timeout an Exec may ask for; the scope's RuntimeMaxUSec= bound. */
+/* Starts making one more scope for the sandbox's next Execs with these limits (nothing if it has
+ * the most it may have). max_timeout_usec: the longest timeout an Exec may ask for; the scope's
+ * RuntimeMaxUSec= bound. */
 int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t max_timeout_usec);
 
 /* warm_scope_prepare() with the limits of the sandbox's type, which is what an Exec that asks for
- * nothing else gets. */
-int warm_scope_prepare_default(Sandbox *s);
+ * nothing else gets, until the sandbox has n warm scopes (made or being made; at least 1, at most
+ * WARM_MAX): one per Exec running keeps a burst of Execs out of the slow path. */
+int warm_scope_prepare_default(Sandbox *s, unsigned n);
 
-/* Hands over the sandbox's ready scope if its limits are these; NULL otherwise. */
+/* A scope made for one waiting Exec, with its own limits (runtime_max: its RuntimeMaxUSec=): when it
+ * is up, or could not be made, exec_scope_made(waiter, …) gets it. Not one of the sandbox's warm
+ * scopes; *ret is the waiter's to free. */
+int warm_scope_prepare_for(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
+                           ExecQueued *waiter, WarmScope **ret);
+
+/* Whether the sandbox has a warm scope with these limits ready to take. */
+bool warm_scope_has_ready(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
+
+/* Hands over a ready scope of the sandbox with these limits (the oldest); NULL if it has none. */
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
 
 const char *warm_scope_unit(const WarmScope *w);
@@ -33,8 +46,29 @@ int warm_scope_enter(WarmScope *w, pid_t pid);
  * close. Hierarchies where a child of sandboxd already is in the right place are left out. Once the
  * child said it is in, warm_scope_release() lets the placeholder go. */
 #define WARM_SCOPE_FDS_MAX 16
+
+/* How an Exec's child lets the placeholder go once it is in the scope itself: in memory the two share
+ * (a MAP_SHARED page, so a forked child too). */
+typedef struct WarmScopeHold {
+        uint32_t go;   /* set by the child: the placeholder exits */
+        uint32_t tid;  /* the placeholder's, cleared by the kernel when it has exited */
+        pid_t parent;  /* sandboxd */
+} WarmScopeHold;
+
+/* The warm scope's hold, or NULL if its placeholder is gone already. */
+WarmScopeHold *warm_scope_hold(WarmScope *w);
+
+/* In the Exec's child, once it is in the scope, before it runs anything of the caller's: ends the
+ * placeholder and waits until it has exited. Only system calls, no errno: safe in a child that shares
+ * sandboxd's memory. */
+void warm_scope_hold_let_go(WarmScopeHold *hold);
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd);
 void warm_scope_release(WarmScope *w);
 
-/* Frees it; an unused scope empties (its placeholder exits) and systemd collects it. */
+/* Frees it; an unused scope empties (its placeholder is killed) and systemd collects it. */
 WarmScope *warm_scope_free(WarmScope *w);
+static inline void warm_scope_freep(WarmScope **w) {
+        warm_scope_free(*w);
+}
+/* Frees every warm scope the sandbox has. */
+void warm_scope_free_all(Sandbox *s);

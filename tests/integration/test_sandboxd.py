@@ -190,10 +190,19 @@ def test_fork_bomb_contained(mgr, sandbox):
     assert bomb.returncode == 0, err
     assert '"timed_out" b true' in out
     time.sleep(2)
-    # only the sandbox's init is left of that uid
-    left = uid_processes(uid)
-    assert len(left) == 1, left
-    assert open(f"/proc/{left[0]}/comm").read().strip() == "sandbox-init"
+    # only the sandbox's init is left of that uid, beside sandboxd's file server for the sandbox (a
+    # child of sandboxd outside the sandbox's PID namespace, started when it was claimed from the pool)
+    sandboxd = int(run("systemctl", "show", "-p", "MainPID", "--value", "sandboxd.service").stdout.strip())
+    init = [p for p in uid_processes(uid) if open(f"/proc/{p}/comm").read().strip() == "sandbox-init"]
+    assert len(init) == 1, init
+    sandbox_pidns = os.readlink(f"/proc/{init[0]}/ns/pid")
+
+    def file_server(p):
+        ppid = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
+        return ppid == sandboxd and os.readlink(f"/proc/{p}/ns/pid") != sandbox_pidns
+
+    left = [p for p in uid_processes(uid) if p not in init and not file_server(p)]
+    assert left == [], [(p, open(f"/proc/{p}/comm").read().strip()) for p in left]
 
 
 def test_memory_bomb_oom_killed(mgr, sandbox):
@@ -203,6 +212,25 @@ def test_memory_bomb_oom_killed(mgr, sandbox):
     assert info["oom_killed"], (code, out, err, info)
     assert code == 128 + signal.SIGKILL and out == b""
     # sandboxd is fine, and so is the sandbox
+    code, out, _, info = mgr.exec(sid, ["echo", "ok"])
+    assert (code, out) == (0, b"ok\n") and not info["oom_killed"]
+
+
+def test_memory_bomb_in_a_scope_made_for_it(mgr, sandbox):
+    """The same while another Exec of the sandbox runs: the bomb's scope is made for it and held by a
+    placeholder that shares sandboxd's memory, which must be gone before the command runs (the OOM
+    killer, choosing it, would kill sandboxd with it). sandboxd answers, and answers again."""
+    sid, _ = sandbox()
+    other = busctl_exec_async(sid, "sleep", "5", timeout=30)
+    try:
+        wait_for(lambda: [u for u in scope_units(sid) if "-exec-" in u], what="the first Exec's scope")
+        code, out, err, info = mgr.exec(sid, ["python3", "-c", "b = bytearray(512 * 1024 * 1024)"],
+                                        memory_max=64 * 1024 * 1024)
+        assert info["oom_killed"], (code, out, err, info)
+        assert code == 128 + signal.SIGKILL
+    finally:
+        out, err = other.communicate(timeout=60)
+    assert other.returncode == 0, err
     code, out, _, info = mgr.exec(sid, ["echo", "ok"])
     assert (code, out) == (0, b"ok\n") and not info["oom_killed"]
 
@@ -536,6 +564,51 @@ def test_warm_scope(mgr, sandbox):
     assert '"timed_out" b true' in out, (out, err)
     unit = re.search(r'"unit" s "([^"]+)"', out)[1]
     wait_for(lambda: systemctl_show(unit, "ActiveState")["ActiveState"] != "active", what="the scope to stop")
+
+
+def test_execs_at_once_get_scopes_made_for_them(mgr, sandbox):
+    """An Exec that comes while another of the sandbox runs and finds no warm scope ready gets a scope
+    made for it, with its own limits and its exact timeout (not a warm scope's bound), and its command
+    runs there alone: the placeholder that held the scope is gone. No two Execs share a scope."""
+    sid, _ = sandbox()
+    first = busctl_exec_async(sid, "sleep", "6", timeout=30)
+    try:
+        # while it runs (and before any Exec was answered, so no warm scope exists yet) come six more
+        wait_for(lambda: [u for u in scope_units(sid) if "-exec-" in u], what="the first Exec's scope")
+        others = [busctl_exec_async(sid, "sleep", "3", timeout=9) for _ in range(6)]
+        try:
+            def all_running():
+                units = {}
+                for u in scope_units(sid):
+                    if "-exec-" not in u:
+                        continue
+                    cg = systemctl_show(u, "ControlGroup")["ControlGroup"]
+                    try:
+                        procs = open(f"/sys/fs/cgroup/systemd{cg}/cgroup.procs").read().split()
+                        comms = [open(f"/proc/{x}/comm").read().strip() for x in procs]
+                    except (FileNotFoundError, ProcessLookupError):
+                        return None
+                    units[u] = comms
+                running = [u for u, comms in units.items() if comms == ["sleep"]]
+                return running if len(running) == 7 else None
+            running = wait_for(all_running, what="seven commands, each alone in its scope")
+            for u in running:
+                show = systemctl_show(u, "TasksMax", "MemoryMax", "RuntimeMaxUSec", "Slice")
+                assert show["Slice"] == f"sandbox-{sid}.slice"
+                assert (show["TasksMax"], show["MemoryMax"]) == ("256", str(1024 ** 3))
+                assert show["RuntimeMaxUSec"] in ("30s", "9s"), (u, show)
+            assert sorted(systemctl_show(u, "RuntimeMaxUSec")["RuntimeMaxUSec"] for u in running) == \
+                ["30s"] + ["9s"] * 6
+        finally:
+            results = [p.communicate(timeout=60) for p in others]
+    finally:
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    units = [re.search(r'"unit" s "([^"]+)"', out)[1]]
+    for p, (out, err) in zip(others, results):
+        assert p.returncode == 0 and out.startswith("iayaya{sv} 0 "), (out, err)
+        units.append(re.search(r'"unit" s "([^"]+)"', out)[1])
+    assert len(set(units)) == 7 and set(units) == set(running)
 
 
 def test_user_survives_host_account_changes(mgr, sandbox):
