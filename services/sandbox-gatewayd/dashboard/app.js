@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // sandbox-gatewayd's dashboard: the sandbox list, each sandbox's live audit log and output, and the
 // takeover terminal (xterm.js). Plain ES module; everything it shows comes from the REST API.
-import { Terminal } from "/ui/vendor/xterm/xterm.mjs";
-import { FitAddon } from "/ui/vendor/xterm/addon-fit.mjs";
+// xterm.js and its fit addon are imported when a terminal opens: without them (an install that skipped
+// `npm ci`) everything else still works, and the terminal says what is missing.
 
 const KEY_STORAGE = "sandboxd.apiKey";
 const PAGE = 50;
@@ -182,7 +182,7 @@ function renderSandboxes() {
                 const a = el("a", { href: `#${s.id}`, class: "sandbox-link", "data-id": s.id },
                              el("span", { class: "sb-name", text: label }),
                              el("span", { class: `state state-${s.state}`, text: s.state }),
-                             el("span", { class: "sb-meta", text: `${s.id} · ${s.type} · network ${s.network}` }));
+                             el("span", { class: "sb-meta", text: `${s.id} · ${s.type} · ${s.network}` }));
                 if (current && current.id === s.id)
                         a.setAttribute("aria-current", "page");
                 return el("li", {}, a);
@@ -191,6 +191,13 @@ function renderSandboxes() {
 }
 
 $("refresh").addEventListener("click", () => loadSandboxes().catch((e) => showError("sandboxes-error", e)));
+
+// Sandboxes come and go through the API too (agents, expiry): the list follows every few seconds while
+// the tab is visible.
+setInterval(() => {
+        if (apiKey() && !$("app").hidden && document.visibilityState === "visible")
+                loadSandboxes().catch((e) => showError("sandboxes-error", e));
+}, 5000);
 
 $("create-form").addEventListener("submit", async (ev) => {
         ev.preventDefault();
@@ -531,17 +538,28 @@ $("open-terminal").addEventListener("click", async () => {
                         "admin key." : `Cannot open a terminal: ${showMessage(e)}`;
                 return;
         }
+        let xtermLib;
+        try {
+                const [{ Terminal }, { FitAddon }] = await Promise.all([import("/ui/vendor/xterm/xterm.mjs"),
+                                                                          import("/ui/vendor/xterm/addon-fit.mjs")]);
+                xtermLib = { Terminal, FitAddon };
+        } catch (e) {
+                $("terminal-error").textContent = "The terminal emulator (xterm.js) is not installed with this " +
+                        `dashboard: ${e.message}`;
+                return;
+        }
         if (!current || current.id !== id)
                 return;
-        openTerminal(id, token);
+        openTerminal(id, token, xtermLib);
 });
 
-function openTerminal(id, token) {
+function openTerminal(id, token, { Terminal, FitAddon }) {
         $("terminal-panel").hidden = false;
         const xterm = new Terminal({
                 cursorBlink: true,
                 fontFamily: '"DejaVu Sans Mono", "Liberation Mono", monospace',
                 fontSize: 14,
+                lineHeight: 1.2, // room for underscores and descenders below the baseline
                 scrollback: 2000,
                 theme: { background: "#111418", foreground: "#e6e6e6" },
         });

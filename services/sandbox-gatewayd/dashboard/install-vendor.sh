@@ -6,10 +6,13 @@ set -eu
 src=$1
 dest=${MESON_INSTALL_DESTDIR_PREFIX%"${MESON_INSTALL_PREFIX:-}"}$2/vendor/xterm
 nm=$src/node_modules/@xterm
+# Without them the rest of the dashboard works and its terminal says what is missing; the fleet's install
+# does not fail over it (tests/integration/test_dashboard.py does).
 for f in xterm/lib/xterm.mjs xterm/css/xterm.css xterm/LICENSE addon-fit/lib/addon-fit.mjs; do
         if [ ! -f "$nm/$f" ]; then
-                echo "install-vendor.sh: $nm/$f is missing: run 'npm ci' in $src (scripts/test does)" >&2
-                exit 1
+                echo "install-vendor.sh: warning: $nm/$f is missing, the dashboard's terminal will not work:" \
+                        "run 'npm ci' in $src (scripts/test and scripts/up do)" >&2
+                exit 0
         fi
 done
 mkdir -p "$dest"
