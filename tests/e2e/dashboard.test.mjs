@@ -278,11 +278,17 @@ test("a member key sees the gateway's 403 when it tries to take over", async () 
 
 test("the page is legible in a narrow window", async () => {
         await page.setViewportSize({ width: 420, height: 800 });
-        // one column: the sandbox list above the detail, nothing wider than the window
+        // one column, nothing wider than the window: the open sandbox first, the list below it
         const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
         assert.ok(overflow <= 0, `the page is ${overflow}px wider than the window`);
         const list = await page.locator("nav.sandboxes").boundingBox();
         const detail = await page.locator("#detail").boundingBox();
-        assert.ok(detail.y >= list.y + list.height, "the detail is not below the list");
+        assert.ok(list.y >= detail.y + detail.height, "the list is not below the open sandbox");
+        assert.ok(detail.width <= 420 && list.width <= 420, `${detail.width} ${list.width}`);
         await shot("narrow");
+        // the table scrolls inside its frame rather than widening the page
+        await page.locator("#log-rows tr").first().click();
+        await page.locator("#output").waitFor({ state: "visible", timeout: WAIT });
+        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
+        await shot("narrow-output");
 });

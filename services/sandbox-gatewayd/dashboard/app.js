@@ -262,6 +262,7 @@ async function openSandbox(id) {
         const gen = ++openGen;
         $("detail-none").hidden = true;
         $("detail-body").hidden = false;
+        $("app").classList.add("has-detail");
         $("detail-title").textContent = id;
         try {
                 const sb = await api("GET", `/v1/sandboxes/${enc(id)}`);
@@ -296,6 +297,7 @@ function closeSandbox() {
         showError("terminal-error", null);
         $("detail-none").hidden = false;
         $("detail-body").hidden = true;
+        $("app").classList.remove("has-detail");
         renderSandboxes();
 }
 
@@ -477,7 +479,8 @@ function handleEvent(block) {
 
 async function showOutput(row) {
         const out = $("output");
-        $("output-title").textContent = `Output of row ${row.id}: ${row.operation} ${fmtDetail(row)}`.trim();
+        $("output-title").textContent = `Output of row ${row.id} (${row.operation}, ${row.event})`;
+        $("output-detail").textContent = fmtDetail(row);
         $("output-stdout").textContent = "Loading…";
         $("output-stderr").textContent = "";
         out.hidden = false;
@@ -490,7 +493,7 @@ async function showOutput(row) {
         } catch (e) {
                 $("output-stdout").textContent = "";
                 $("output-stderr").textContent = "";
-                $("output-title").textContent = `Output of row ${row.id}: ${showMessage(e)}`;
+                $("output-detail").textContent = `Cannot read the output: ${showMessage(e)}`;
         }
         out.focus();
         out.scrollIntoView({ block: "nearest" });
