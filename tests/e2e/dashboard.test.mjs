@@ -20,6 +20,7 @@ const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const WAIT = 30000;
 
 let context, page, profile;
+const urls = []; // every URL the page asked for, WebSockets too
 const made = []; // sandboxes to delete at the end
 let step = 0;
 
@@ -103,6 +104,8 @@ before(async () => {
         });
         page = context.pages()[0] || await context.newPage();
         page.on("dialog", (d) => d.accept()); // the delete confirmation
+        page.on("request", (r) => urls.push(r.url()));
+        page.on("websocket", (ws) => urls.push(ws.url()));
         page.on("pageerror", (e) => console.log(`# page error: ${e.message}`));
         page.on("console", (m) => {
                 if (m.type() === "error")
@@ -291,4 +294,15 @@ test("the page is legible in a narrow window", async () => {
         await page.locator("#output").waitFor({ state: "visible", timeout: WAIT });
         assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
         await shot("narrow-output");
+});
+
+test("no URL the page used carried a key; the takeover WebSocket carried a one-time token", async () => {
+        assert.ok(urls.length > 20, urls.length);
+        for (const u of urls) {
+                assert.ok(!u.includes(ADMIN) && !u.includes(MEMBER), u);
+                assert.ok(!/sbx_live_/.test(u), u);
+        }
+        const sockets = urls.filter((u) => u.startsWith("ws:"));
+        assert.equal(sockets.length, 1, sockets.join(" "));
+        assert.match(sockets[0], /\/takeover\?token=sbx_tt_[^&]+&cols=\d+&rows=\d+$/);
 });

@@ -581,7 +581,11 @@ function openTerminal(id, token, { Terminal, FitAddon }) {
         const encoder = new TextEncoder();
         $("terminal-status").textContent = "Connecting…";
 
+        const opened = { cols: xterm.cols, rows: xterm.rows };
         ws.onopen = () => {
+                // the panel may have been refitted while connecting: the shell gets the size it has now
+                if (xterm.cols !== opened.cols || xterm.rows !== opened.rows)
+                        ws.send(JSON.stringify({ type: "resize", cols: xterm.cols, rows: xterm.rows }));
                 $("terminal-status").textContent = `Connected · ${xterm.cols}×${xterm.rows}`;
                 xterm.focus();
         };
