@@ -36,6 +36,7 @@ static int reply_static(Request *r, const char *name) {
         _cleanup_close_ int fd = -EBADF;
         struct MHD_Response *resp;
         char etag[STATIC_ETAG_MAX];
+        unsigned status;
         struct stat st;
         int k;
 
@@ -58,7 +59,7 @@ static int reply_static(Request *r, const char *name) {
         static_etag(&st, etag);
         if (static_etag_matches(req_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH), etag)) {
                 resp = MHD_create_response_from_buffer(0, (void *) "", MHD_RESPMEM_PERSISTENT);
-                k = 304;
+                status = 304;
         } else {
                 /* MHD reads the file as it sends it, and closes it */
                 resp = MHD_create_response_from_fd64((uint64_t) st.st_size, fd);
@@ -67,7 +68,7 @@ static int reply_static(Request *r, const char *name) {
                         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                                        static_content_type(name));
                 }
-                k = 200;
+                status = 200;
         }
         if (!resp)
                 return -ENOMEM;
@@ -76,7 +77,7 @@ static int reply_static(Request *r, const char *name) {
         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
         add_security_headers(resp);
-        req_reply_response(r, (unsigned) k, resp);
+        req_reply_response(r, status, resp);
         return 0;
 }
 
