@@ -26,6 +26,7 @@ void gateway_config_defaults(GatewayConfig *c) {
                 .takeover_token_ttl_usec = 30 * USEC_PER_SEC,
                 .bus_connections = 4,
                 .json_depth_max = 32,
+                .dashboard_dir = GATEWAY_DASHBOARD_DIR_DEFAULT,
         };
 }
 
@@ -115,6 +116,12 @@ static const struct {
           "a number from 2 to 64" },
 };
 
+/* Does the path end in a "." or ".." segment? */
+static bool endswith_dots(const char *s) {
+        size_t n = strlen(s);
+        return (n >= 2 && streq(s + n - 2, "/.")) || (n >= 3 && streq(s + n - 3, "/.."));
+}
+
 static int gateway_assignment(const IniPosition *at, const char *key, const char *value, void *userdata) {
         Loader *l = userdata;
         uint64_t v;
@@ -138,6 +145,23 @@ static int gateway_assignment(const IniPosition *at, const char *key, const char
                         return ini_bad_value(l->error, at, key, value, -EINVAL,
                                              "space-separated origins such as https://console.example, or *");
                 snprintf(l->c.takeover_origins, sizeof(l->c.takeover_origins), "%s", value);
+                return 0;
+        }
+        if (streq(key, "DashboardDirectory")) {
+                /* An absolute path without "." or ".." segments; "no" turns the dashboard off (stored as
+                 * ""). */
+                if (streq(value, "no")) {
+                        l->c.dashboard_dir[0] = 0;
+                        return 0;
+                }
+                bool ok = strlen(value) < sizeof(l->c.dashboard_dir) && value[0] == '/';
+                for (const char *p = value; ok && *p; p++)
+                        ok = (unsigned char) *p > ' ' && *p != 0x7f;
+                ok = ok && !strstr(value, "/./") && !strstr(value, "/../") && !endswith_dots(value);
+                if (!ok)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "an absolute directory such as /usr/share/sandboxd/dashboard, or no");
+                snprintf(l->c.dashboard_dir, sizeof(l->c.dashboard_dir), "%s", value);
                 return 0;
         }
         for (size_t i = 0; i < ELEMENTSOF(settings); i++) {

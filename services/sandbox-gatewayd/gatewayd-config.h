@@ -15,6 +15,14 @@
 #define GATEWAY_LISTEN_DEFAULT "127.0.0.1:8790"
 #define GATEWAY_LISTEN_MAX 128
 #define GATEWAY_ORIGINS_MAX 1024
+#define GATEWAY_PATH_MAX 256
+
+/* Where the dashboard's files are installed (meson's datadir, /usr/share). */
+#ifdef DATADIR
+#define GATEWAY_DASHBOARD_DIR_DEFAULT DATADIR "/sandboxd/dashboard"
+#else
+#define GATEWAY_DASHBOARD_DIR_DEFAULT "/usr/share/sandboxd/dashboard"
+#endif
 
 typedef struct GatewayConfig {
         char listen[GATEWAY_LISTEN_MAX]; /* ADDR:PORT, used when not socket-activated */
@@ -29,11 +37,13 @@ typedef struct GatewayConfig {
         uint64_t json_depth_max;         /* nesting of request JSON */
         char takeover_origins[GATEWAY_ORIGINS_MAX]; /* space-separated Origins browsers may take over
                                                      * from; "*" any; empty: none */
+        char dashboard_dir[GATEWAY_PATH_MAX];       /* the dashboard's files (GET /, /ui/…); "": off
+                                                     * (DashboardDirectory=no) */
 } GatewayConfig;
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
  * MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
- * JSONDepthMax=32. */
+ * JSONDepthMax=32, DashboardDirectory=/usr/share/sandboxd/dashboard. */
 void gateway_config_defaults(GatewayConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical order, on top of c; later assignments

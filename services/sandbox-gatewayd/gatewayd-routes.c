@@ -41,6 +41,11 @@ const Route gateway_routes[] = {
           ROUTE_PUBLIC | ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/takeovers/{n}/recording", GATEWAY_ACTION_TAKEOVER, "takeover",
           route_takeover_recording, ROUTE_SANDBOX },
+        /* The dashboard: static files, no key (the page holds none; it asks for one). */
+        { "GET", "/", -1, "read", route_dashboard_index, ROUTE_PUBLIC },
+        { "HEAD", "/", -1, "read", route_dashboard_index, ROUTE_PUBLIC },
+        { "GET", "/ui/{path*}", -1, "read", route_dashboard_file, ROUTE_PUBLIC },
+        { "HEAD", "/ui/{path*}", -1, "read", route_dashboard_file, ROUTE_PUBLIC },
 };
 
 const size_t gateway_routes_count = ELEMENTSOF(gateway_routes);

@@ -35,6 +35,10 @@ int route_log_all(Request *r);
 int route_log_output(Request *r);
 int route_watch(Request *r);
 
+/* the dashboard's static files (route-static.c) */
+int route_dashboard_index(Request *r);
+int route_dashboard_file(Request *r);
+
 /* takeover (route-takeover.c) */
 int route_takeover_token(Request *r);
 int route_takeover(Request *r);

@@ -15,7 +15,9 @@ bool route_pattern_match(const char *pattern, const char *path, RouteMatch *ret)
         while (*p && *s) {
                 if (*p == '{') {
                         const char *pe = strchr(p, '}');
-                        size_t len = strcspn(s, "/");
+                        /* "{name*}" as the pattern's last segment takes the rest of the path, slashes too */
+                        bool rest = pe && pe > p + 1 && pe[-1] == '*' && pe[1] == 0;
+                        size_t len = rest ? strlen(s) : strcspn(s, "/");
                         if (!pe || len == 0 || len >= ROUTE_PARAM_MAX || n_params >= ROUTE_PARAMS_MAX)
                                 return false;
                         if (ret) {

@@ -21,7 +21,8 @@ typedef enum RouteFlags {
 
 typedef struct Route {
         const char *method;    /* "GET", "POST", … */
-        const char *pattern;   /* "/v1/sandboxes/{id}/exec": a {…} segment matches one non-empty segment */
+        const char *pattern;   /* "/v1/sandboxes/{id}/exec": a {…} segment matches one non-empty segment;
+                                * a last "{…*}" segment matches the non-empty rest ("/ui/{path*}") */
         int action;            /* GatewayAction, or -1 with ROUTE_PUBLIC */
         const char *operation; /* the audit operation a denied request of this route is recorded as */
         route_handler_t handler;

@@ -101,7 +101,9 @@ static void req_set_response(Request *r, unsigned status, struct MHD_Response *r
                         return;
         }
         (void) MHD_add_response_header(resp, "X-Request-Id", r->request_id);
-        (void) MHD_add_response_header(resp, "Cache-Control", "no-store");
+        /* API answers are never cached; the dashboard's files say their own policy */
+        if (!MHD_get_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL))
+                (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         r->response = resp;
         r->status = status;
         req_wake(r);

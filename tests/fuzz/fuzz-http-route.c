@@ -4,9 +4,15 @@
 #include <errno.h>
 
 #include "fuzz.h"
+#include "gateway-static.h"
 #include "http-route.h"
 #include "http-server.h"
 #include "ini-util.h"
+
+static bool ends_with(const char *s, const char *suffix) {
+        size_t a = strlen(s), b = strlen(suffix);
+        return a >= b && streq(s + a - b, suffix);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *method, *path, allow[128], tiny[6];
@@ -27,10 +33,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         size_t n = strnlen(m.params[i], ROUTE_PARAM_MAX);
                         uint64_t v;
 
-                        /* A parameter is one whole, non-empty segment that fits. */
+                        /* A parameter is one whole, non-empty segment that fits; only a pattern's last
+                         * "{…*}" takes the rest of the path, slashes too. */
                         FUZZ_ASSERT(n > 0 && n < ROUTE_PARAM_MAX);
-                        FUZZ_ASSERT(!strchr(m.params[i], '/'));
+                        FUZZ_ASSERT(!strchr(m.params[i], '/') ||
+                                    (i == m.n_params - 1 && ends_with(m.route->pattern, "*}")));
                         (void) parse_decimal(m.params[i], &v);
+                }
+                /* The dashboard's file names: one the checks accept names no way out of its directory. */
+                if (ends_with(m.route->pattern, "{path*}") && static_name_check(m.params[0]) == 0) {
+                        const char *name = m.params[0];
+                        FUZZ_ASSERT(name[0] != '/' && name[0] != '.');
+                        FUZZ_ASSERT(!strstr(name, "/.") && !strstr(name, "//"));
+                        FUZZ_ASSERT(static_content_type(name));
                 }
         }
 

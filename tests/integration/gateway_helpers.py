@@ -159,7 +159,8 @@ def gateway_config():
         path = os.path.join(DROPIN_DIR, "50-test.conf")
         with open(path, "w") as f:
             f.write("[Gateway]\n" + text)
-        written.append(path)
+        if path not in written:  # applied again: the same file, removed once
+            written.append(path)
         run("systemctl", "restart", "sandbox-gatewayd.service")
 
     yield apply

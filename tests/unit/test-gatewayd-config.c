@@ -40,6 +40,8 @@ static void test_defaults(void) {
         CHECK_U64(c.heartbeat_usec, 15 * USEC_PER_SEC);
         CHECK_U64(c.takeover_token_ttl_usec, 30 * USEC_PER_SEC);
         CHECK_U64(c.json_depth_max, 32);
+        CHECK_STR(c.dashboard_dir, GATEWAY_DASHBOARD_DIR_DEFAULT);
+        CHECK(c.dashboard_dir[0] == '/' && strstr(c.dashboard_dir, "/sandboxd/dashboard"));
         /* missing files are fine */
         CHECK(gateway_config_load(&c, "/nonexistent/x.conf", "/nonexistent/x.conf.d", NULL) == 0);
 }
@@ -54,7 +56,8 @@ static void test_load(void) {
                                             "ConnectionTimeoutSec=2min\nHeartbeatSec=5s\nWatchQueueMax=10\n");
         snprintf(dropins, sizeof(dropins), "%s/d", dir);
         CHECK(mkdir(dropins, 0755) == 0);
-        write_file("d/10-a.conf", "[Gateway]\nMaxStreamsPerKey=7\nTakeoverTokenTTLSec=45\n");
+        write_file("d/10-a.conf", "[Gateway]\nMaxStreamsPerKey=7\nTakeoverTokenTTLSec=45\n"
+                                  "DashboardDirectory=/srv/console\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.listen, "0.0.0.0:9000");
         CHECK_U64(c.max_body_bytes, UINT64_C(1) << 20);
@@ -63,6 +66,12 @@ static void test_load(void) {
         CHECK_U64(c.heartbeat_usec, 5 * USEC_PER_SEC);
         CHECK_U64(c.watch_queue_max, 10);
         CHECK_U64(c.takeover_token_ttl_usec, 45 * USEC_PER_SEC);
+        CHECK_STR(c.dashboard_dir, "/srv/console");
+
+        /* "no" turns the dashboard off */
+        write_file("d/20-b.conf", "[Gateway]\nDashboardDirectory=no\n");
+        CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
+        CHECK_STR(c.dashboard_dir, "");
 }
 
 static void expect_error(const char *text, const char *message) {
@@ -86,6 +95,11 @@ static void test_bad(void) {
         expect_error("[Gateway]\nListen=localhost\n", "Invalid Listen=localhost");
         expect_error("[Gateway]\nListen=1.2.3.4:99999\n", "Invalid Listen=");
         expect_error("[Gateway]\nColour=blue\n", "Unknown key Colour=");
+        expect_error("[Gateway]\nDashboardDirectory=share/dashboard\n", "Invalid DashboardDirectory=");
+        expect_error("[Gateway]\nDashboardDirectory=/usr/../etc\n", "Invalid DashboardDirectory=");
+        expect_error("[Gateway]\nDashboardDirectory=/usr/share/..\n", "Invalid DashboardDirectory=");
+        expect_error("[Gateway]\nDashboardDirectory=/a b\n", "Invalid DashboardDirectory=");
+        expect_error("[Gateway]\nDashboardDirectory=yes\n", "Invalid DashboardDirectory=");
         expect_error("[Server]\nListen=1.2.3.4:1\n", "Unknown section [Server]");
 }
 

@@ -40,6 +40,21 @@ static void test_patterns(void) {
         char longseg[300] = "/v1/sandboxes/";
         memset(longseg + strlen(longseg), 'a', 200);
         CHECK(!route_pattern_match("/v1/sandboxes/{id}", longseg, NULL));
+
+        /* a last "{…*}" segment takes the rest of the path, slashes and all, but not nothing */
+        CHECK(route_pattern_match("/ui/{path*}", "/ui/app.js", &m) && m.n_params == 1 && streq(m.params[0], "app.js"));
+        CHECK(route_pattern_match("/ui/{path*}", "/ui/vendor/xterm/xterm.mjs", &m));
+        CHECK_STR(m.params[0], "vendor/xterm/xterm.mjs");
+        CHECK(route_pattern_match("/ui/{path*}", "/ui//x/", &m) && streq(m.params[0], "/x/"));
+        CHECK(!route_pattern_match("/ui/{path*}", "/ui/", NULL));
+        CHECK(!route_pattern_match("/ui/{path*}", "/ui", NULL));
+        CHECK(!route_pattern_match("/ui/{path*}", "/uix/a", NULL));
+        char longpath[300] = "/ui/";
+        memset(longpath + strlen(longpath), 'a', 200);
+        CHECK(!route_pattern_match("/ui/{path*}", longpath, NULL));
+        /* '*' only counts at the end of the pattern: elsewhere the segment is an ordinary parameter */
+        CHECK(route_pattern_match("/x/{a*}/y", "/x/b/y", &m) && streq(m.params[0], "b"));
+        CHECK(!route_pattern_match("/x/{a*}/y", "/x/b/c/y", NULL));
 }
 
 static void test_find(void) {

@@ -1,0 +1,636 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// sandbox-gatewayd's dashboard: the sandbox list, each sandbox's live audit log and output, and the
+// takeover terminal (xterm.js). Plain ES module; everything it shows comes from the REST API.
+// xterm.js and its fit addon are imported when a terminal opens: without them (an install that skipped
+// `npm ci`) everything else still works, and the terminal says what is missing.
+
+const KEY_STORAGE = "sandboxd.apiKey";
+const PAGE = 50;
+
+const $ = (id) => document.getElementById(id);
+
+// --- the API ---------------------------------------------------------------------------------------
+
+class ApiError extends Error {
+        constructor(status, code, message) {
+                super(message);
+                this.status = status;
+                this.code = code;
+        }
+        // What a person reads: the gateway's own words, with its status and code.
+        describe() {
+                return `${this.message} (HTTP ${this.status}${this.code ? ", " + this.code : ""})`;
+        }
+}
+
+function apiKey() {
+        return sessionStorage.getItem(KEY_STORAGE);
+}
+
+async function errorFrom(resp) {
+        let body = null;
+        try {
+                body = await resp.json();
+        } catch {
+                // not the gateway's JSON error body (a proxy's page, say)
+        }
+        if (body && typeof body.error === "string")
+                return new ApiError(resp.status, body.code, body.error);
+        return new ApiError(resp.status, null, resp.statusText || "The request failed.");
+}
+
+// The key travels in the Authorization header only: never in a URL, a cookie or the page.
+async function api(method, path, body) {
+        const headers = { Authorization: `Bearer ${apiKey()}` };
+        const init = { method, headers, cache: "no-store" };
+        if (body !== undefined) {
+                headers["Content-Type"] = "application/json";
+                init.body = JSON.stringify(body);
+        }
+        let resp;
+        try {
+                resp = await fetch(path, init);
+        } catch (e) {
+                throw new ApiError(0, "network", `The gateway cannot be reached: ${e.message}`);
+        }
+        if (resp.status === 401 && path !== "/v1/sandboxes")
+                signOut("The gateway no longer accepts this key.");
+        if (!resp.ok)
+                throw await errorFrom(resp);
+        return resp.status === 204 ? null : resp.json();
+}
+
+const enc = encodeURIComponent;
+
+// --- formatting ------------------------------------------------------------------------------------
+
+function fmtTime(iso) {
+        if (!iso)
+                return "";
+        const d = new Date(iso);
+        return isNaN(d) ? iso : d.toLocaleTimeString([], { hour12: false }) + "." +
+                String(d.getMilliseconds()).padStart(3, "0");
+}
+
+function fmtDetail(row) {
+        const d = row.detail;
+        if (d == null)
+                return "";
+        if (typeof d !== "object")
+                return String(d);
+        if (Array.isArray(d.argv))
+                return d.argv.join(" ");
+        if (typeof d.command === "string")
+                return d.command;
+        if (typeof d.path === "string" && Object.keys(d).length <= 2)
+                return d.path;
+        return JSON.stringify(d);
+}
+
+function fmtDuration(ms) {
+        if (ms == null)
+                return "";
+        return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+}
+
+function el(tag, props = {}, ...children) {
+        const e = document.createElement(tag);
+        for (const [k, v] of Object.entries(props)) {
+                if (k === "class")
+                        e.className = v;
+                else if (k.startsWith("on"))
+                        e.addEventListener(k.slice(2), v);
+                else if (k === "text")
+                        e.textContent = v;
+                else
+                        e.setAttribute(k, v);
+        }
+        for (const c of children)
+                e.append(c);
+        return e;
+}
+
+function showError(id, err) {
+        $(id).textContent = err ? (err instanceof ApiError ? err.describe() : String(err.message || err)) : "";
+}
+
+// --- signing in ------------------------------------------------------------------------------------
+
+async function signIn(key) {
+        sessionStorage.setItem(KEY_STORAGE, key);
+        try {
+                await loadSandboxes();
+        } catch (e) {
+                sessionStorage.removeItem(KEY_STORAGE);
+                throw e;
+        }
+        $("login").hidden = true;
+        $("app").hidden = false;
+        $("logout").hidden = false;
+        $("who").hidden = false;
+        $("who").textContent = `Key …${key.slice(-4)}`;
+        selectFromHash();
+}
+
+function signOut(message) {
+        sessionStorage.removeItem(KEY_STORAGE);
+        closeSandbox();
+        $("app").hidden = true;
+        $("logout").hidden = true;
+        $("who").hidden = true;
+        $("login").hidden = false;
+        $("login-error").textContent = message || "";
+        $("key").value = "";
+        $("key").focus();
+}
+
+$("login-form").addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const key = $("key").value.trim();
+        $("login-error").textContent = "";
+        try {
+                await signIn(key);
+                $("key").value = "";
+        } catch (e) {
+                $("login-error").textContent = e instanceof ApiError && e.status === 401 ?
+                        `The gateway refused this key: ${e.message}` : showMessage(e);
+        }
+});
+
+function showMessage(e) {
+        return e instanceof ApiError ? e.describe() : String(e.message || e);
+}
+
+$("logout").addEventListener("click", () => signOut(""));
+
+// --- the sandbox list ------------------------------------------------------------------------------
+
+let sandboxes = [];
+let current = null; // the sandbox shown: { id, name, ... }
+
+async function loadSandboxes() {
+        const data = await api("GET", "/v1/sandboxes");
+        sandboxes = data.sandboxes.sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
+        renderSandboxes();
+        showError("sandboxes-error", null);
+}
+
+function renderSandboxes() {
+        const list = $("sandbox-list");
+        list.replaceChildren(...sandboxes.map((s) => {
+                const label = s.name ? `${s.name}` : s.id;
+                const a = el("a", { href: `#${s.id}`, class: "sandbox-link", "data-id": s.id },
+                             el("span", { class: "sb-name", text: label }),
+                             el("span", { class: `state state-${s.state}`, text: s.state }),
+                             el("span", { class: "sb-meta", text: `${s.id} · ${s.type} · ${s.network}` }));
+                if (current && current.id === s.id)
+                        a.setAttribute("aria-current", "page");
+                return el("li", {}, a);
+        }));
+        $("sandbox-empty").hidden = sandboxes.length > 0;
+}
+
+$("refresh").addEventListener("click", () => loadSandboxes().catch((e) => showError("sandboxes-error", e)));
+
+// Sandboxes come and go through the API too (agents, expiry): the list follows every few seconds while
+// the tab is visible.
+setInterval(() => {
+        if (apiKey() && !$("app").hidden && document.visibilityState === "visible")
+                loadSandboxes().catch((e) => showError("sandboxes-error", e));
+}, 5000);
+
+$("create-form").addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const body = { type: $("create-type").value, network: $("create-network").value };
+        const name = $("create-name").value.trim();
+        if (name)
+                body.name = name;
+        const ttl = parseInt($("create-ttl").value, 10);
+        if (ttl > 0)
+                body.ttl_seconds = ttl;
+        $("create-submit").disabled = true;
+        $("create-submit").textContent = "Creating…";
+        try {
+                const sb = await api("POST", "/v1/sandboxes", body);
+                $("create-name").value = "";
+                await loadSandboxes();
+                location.hash = sb.id;
+        } catch (e) {
+                showError("sandboxes-error", e);
+        } finally {
+                $("create-submit").disabled = false;
+                $("create-submit").textContent = "Create";
+        }
+});
+
+$("delete-sandbox").addEventListener("click", async () => {
+        if (!current || !confirm(`Delete sandbox ${current.name || current.id}? Everything in it ends.`))
+                return;
+        const id = current.id;
+        $("delete-sandbox").disabled = true;
+        try {
+                await api("DELETE", `/v1/sandboxes/${enc(id)}`);
+                history.replaceState(null, "", location.pathname);
+                closeSandbox();
+                await loadSandboxes();
+        } catch (e) {
+                showError("detail-error", e);
+        } finally {
+                $("delete-sandbox").disabled = false;
+        }
+});
+
+// --- one sandbox -----------------------------------------------------------------------------------
+
+window.addEventListener("hashchange", () => {
+        if (apiKey())
+                selectFromHash();
+});
+
+function selectFromHash() {
+        const id = decodeURIComponent(location.hash.slice(1));
+        if (!id) {
+                closeSandbox();
+                return;
+        }
+        if (!current || current.id !== id)
+                openSandbox(id);
+}
+
+async function openSandbox(id) {
+        closeSandbox();
+        const gen = ++openGen;
+        $("detail-none").hidden = true;
+        $("detail-body").hidden = false;
+        $("app").classList.add("has-detail");
+        $("detail-title").textContent = id;
+        try {
+                const sb = await api("GET", `/v1/sandboxes/${enc(id)}`);
+                if (gen !== openGen)
+                        return;
+                current = sb;
+                renderSandboxes();
+                renderDetail(sb);
+                await loadLog(true);
+                if (gen === openGen)
+                        startWatch(gen);
+        } catch (e) {
+                if (gen === openGen)
+                        showError("detail-error", e);
+        }
+}
+
+let openGen = 0;
+
+function closeSandbox() {
+        openGen++;
+        stopWatch();
+        closeTerminal();
+        current = null;
+        rows.clear();
+        $("log-rows").replaceChildren();
+        $("output").hidden = true;
+        $("older").hidden = true;
+        $("log-empty").hidden = true;
+        showError("detail-error", null);
+        showError("log-error", null);
+        showError("terminal-error", null);
+        $("detail-none").hidden = false;
+        $("detail-body").hidden = true;
+        $("app").classList.remove("has-detail");
+        renderSandboxes();
+}
+
+function renderDetail(sb) {
+        $("detail-title").textContent = sb.name ? `${sb.name} (${sb.id})` : sb.id;
+        const props = [["State", sb.state], ["Type", sb.type], ["Network", sb.network], ["Owner", sb.owner],
+                       ["Created", new Date(sb.created_at).toLocaleString()],
+                       ["Expires", sb.expires_at ? new Date(sb.expires_at).toLocaleString() : "never"]];
+        $("detail-props").replaceChildren(...props.flatMap(([k, v]) => [el("dt", { text: k }),
+                                                                         el("dd", { text: v ?? "" })]));
+}
+
+// --- the audit log: a page, older pages on demand, new rows live ---------------------------------
+
+const rows = new Map(); // id → row, everything shown
+let olderDone = false;
+
+function rowElement(row) {
+        const open = () => showOutput(row);
+        const exit = row.exit_code == null ? "" : String(row.exit_code);
+        const tr = el("tr", { "data-id": String(row.id), class: `ev-${row.event}`, onclick: open },
+                      el("td", {}, el("button", { type: "button", class: "link", text: `${row.id}`,
+                                                  "aria-label": `Show the output of row ${row.id}`,
+                                                  onclick: (e) => { e.stopPropagation(); open(); } })),
+                      el("td", { text: fmtTime(row.started_at), title: row.started_at || "" }),
+                      el("td", { text: row.source === "human_takeover" ? "takeover" : row.source }),
+                      el("td", { text: row.event && row.event !== "finished" ? `${row.operation} (${row.event})`
+                                                                             : row.operation }),
+                      el("td", { class: "detail-cell", text: fmtDetail(row), title: fmtDetail(row) }),
+                      el("td", { class: exit && exit !== "0" ? "num bad" : "num", text: exit }),
+                      el("td", { class: "num", text: fmtDuration(row.duration_ms) }));
+        return tr;
+}
+
+// Keeps the table newest first whatever order rows arrive in (a live row, an older page).
+function addRows(list) {
+        const body = $("log-rows");
+        for (const row of list) {
+                if (rows.has(row.id))
+                        continue;
+                rows.set(row.id, row);
+                const tr = rowElement(row);
+                let before = null;
+                for (const other of body.children) {
+                        if (Number(other.dataset.id) < row.id) {
+                                before = other;
+                                break;
+                        }
+                }
+                body.insertBefore(tr, before);
+        }
+        $("log-empty").hidden = rows.size > 0;
+}
+
+async function loadLog(first) {
+        if (!current)
+                return;
+        // Offsets count from the newest row; every row shown, live ones too, is one of those skipped.
+        const offset = first ? 0 : rows.size;
+        const id = current.id;
+        try {
+                const page = await api("GET", `/v1/sandboxes/${enc(id)}/log?limit=${PAGE}&offset=${offset}`);
+                if (!current || current.id !== id)
+                        return;
+                addRows(page.entries);
+                olderDone = page.entries.length < PAGE;
+                $("older").hidden = olderDone;
+                showError("log-error", null);
+        } catch (e) {
+                showError("log-error", e);
+        }
+}
+
+$("older").addEventListener("click", () => loadLog(false));
+
+// The watch stream, read with fetch(): EventSource cannot send the Authorization header.
+let watch = null;
+
+function setLive(text, ok) {
+        $("live").textContent = text;
+        $("live").classList.toggle("ok", !!ok);
+}
+
+function stopWatch() {
+        if (watch) {
+                watch.abort.abort();
+                clearTimeout(watch.retry);
+                watch = null;
+        }
+        setLive("", false);
+}
+
+function newestId() {
+        let max = 0;
+        for (const id of rows.keys())
+                max = Math.max(max, id);
+        return max;
+}
+
+async function startWatch(gen) {
+        const id = current.id;
+        const w = { abort: new AbortController(), retry: null };
+        watch = w;
+        setLive("Connecting…", false);
+        let failure = null;
+        try {
+                // Resume after the newest row shown: no gap between the page and the stream, no duplicate.
+                const resp = await fetch(`/v1/sandboxes/${enc(id)}/watch`, {
+                        headers: { Authorization: `Bearer ${apiKey()}`, "Last-Event-ID": String(newestId()) },
+                        signal: w.abort.signal, cache: "no-store",
+                });
+                if (!resp.ok)
+                        throw await errorFrom(resp);
+                setLive("Live", true);
+                const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+                let buf = "";
+                for (;;) {
+                        const { value, done } = await reader.read();
+                        if (done)
+                                break;
+                        buf += value.replace(/\r\n?/g, "\n");
+                        let cut;
+                        while ((cut = buf.indexOf("\n\n")) >= 0) {
+                                const block = buf.slice(0, cut);
+                                buf = buf.slice(cut + 2);
+                                handleEvent(block);
+                        }
+                }
+        } catch (e) {
+                if (w.abort.signal.aborted)
+                        return;
+                failure = e;
+        }
+        if (watch !== w || gen !== openGen)
+                return;
+        if (failure instanceof ApiError && (failure.status === 401 || failure.status === 403 || failure.status === 404)) {
+                setLive("Not live", false);
+                showError("log-error", failure);
+                return;
+        }
+        // The stream ended (the gateway restarted, a proxy cut it): come back after the last row seen.
+        setLive("Reconnecting…", false);
+        w.retry = setTimeout(() => {
+                if (watch === w && gen === openGen)
+                        startWatch(gen);
+        }, 2000);
+}
+
+function handleEvent(block) {
+        let event = "message", data = "";
+        for (const line of block.split("\n")) {
+                if (line.startsWith(":"))
+                        continue;
+                const i = line.indexOf(":");
+                const field = i < 0 ? line : line.slice(0, i);
+                const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+                if (field === "event")
+                        event = value;
+                else if (field === "data")
+                        data += (data ? "\n" : "") + value;
+        }
+        if (!data)
+                return;
+        const obj = JSON.parse(data);
+        if (event === "entry")
+                addRows([obj]);
+        else if (event === "error") {
+                showError("log-error", new ApiError(obj.status, obj.code, obj.error));
+                // too far behind: the missed rows are in the log; show the newest page again
+                if (obj.code === "too_far_behind") {
+                        rows.clear();
+                        $("log-rows").replaceChildren();
+                        loadLog(true);
+                }
+        }
+}
+
+// --- a row's output --------------------------------------------------------------------------------
+
+async function showOutput(row) {
+        const out = $("output");
+        $("output-title").textContent = `Output of row ${row.id} (${row.operation}, ${row.event})`;
+        $("output-detail").textContent = fmtDetail(row);
+        $("output-stdout").textContent = "Loading…";
+        $("output-stderr").textContent = "";
+        out.hidden = false;
+        for (const tr of $("log-rows").children)
+                tr.classList.toggle("selected", Number(tr.dataset.id) === row.id);
+        try {
+                const o = await api("GET", `/v1/log/${row.id}/output`);
+                $("output-stdout").textContent = o.stdout || "(none)";
+                $("output-stderr").textContent = o.stderr || "(none)";
+        } catch (e) {
+                $("output-stdout").textContent = "";
+                $("output-stderr").textContent = "";
+                $("output-detail").textContent = `Cannot read the output: ${showMessage(e)}`;
+        }
+        out.focus();
+        out.scrollIntoView({ block: "nearest" });
+}
+
+$("close-output").addEventListener("click", () => {
+        $("output").hidden = true;
+        for (const tr of $("log-rows").children)
+                tr.classList.remove("selected");
+});
+
+// --- the takeover terminal -------------------------------------------------------------------------
+
+let term = null;
+
+function closeTerminal() {
+        if (!term)
+                return;
+        term.observer.disconnect();
+        window.removeEventListener("resize", term.onWindowResize);
+        if (term.ws.readyState <= WebSocket.OPEN)
+                term.ws.close(1000, "closed");
+        term.xterm.dispose();
+        term = null;
+        $("terminal-panel").hidden = true;
+        // the page's hook for tests and the console
+        window.dashboardTerminal = null;
+}
+
+$("close-terminal").addEventListener("click", closeTerminal);
+
+$("open-terminal").addEventListener("click", async () => {
+        if (!current)
+                return;
+        closeTerminal();
+        showError("terminal-error", null);
+        const id = current.id;
+        let token;
+        try {
+                // The gateway decides who may take over: a member key gets its 403 here, shown as it is.
+                token = (await api("POST", `/v1/sandboxes/${enc(id)}/takeover-token`, {})).token;
+        } catch (e) {
+                $("terminal-error").textContent = e instanceof ApiError && e.status === 403 ?
+                        `The gateway refused the takeover: ${e.describe()}. Taking over a sandbox needs an ` +
+                        "admin key." : `Cannot open a terminal: ${showMessage(e)}`;
+                return;
+        }
+        let xtermLib;
+        try {
+                const [{ Terminal }, { FitAddon }] = await Promise.all([import("/ui/vendor/xterm/xterm.mjs"),
+                                                                          import("/ui/vendor/xterm/addon-fit.mjs")]);
+                xtermLib = { Terminal, FitAddon };
+        } catch (e) {
+                $("terminal-error").textContent = "The terminal emulator (xterm.js) is not installed with this " +
+                        `dashboard: ${e.message}`;
+                return;
+        }
+        if (!current || current.id !== id)
+                return;
+        openTerminal(id, token, xtermLib);
+});
+
+function openTerminal(id, token, { Terminal, FitAddon }) {
+        $("terminal-panel").hidden = false;
+        const xterm = new Terminal({
+                cursorBlink: true,
+                fontFamily: '"DejaVu Sans Mono", "Liberation Mono", monospace',
+                fontSize: 14,
+                lineHeight: 1.2, // room for underscores and descenders below the baseline
+                scrollback: 2000,
+                theme: { background: "#111418", foreground: "#e6e6e6" },
+        });
+        const fit = new FitAddon();
+        xterm.loadAddon(fit);
+        xterm.open($("terminal"));
+        fit.fit();
+
+        // The short-lived token goes in the URL (a WebSocket cannot carry a header from a browser); the
+        // key never does. The token works once, for this sandbox, within seconds.
+        const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+        const url = `${scheme}//${location.host}/v1/sandboxes/${enc(id)}/takeover?token=${enc(token)}` +
+                `&cols=${xterm.cols}&rows=${xterm.rows}`;
+        const ws = new WebSocket(url);
+        ws.binaryType = "arraybuffer";
+        const encoder = new TextEncoder();
+        $("terminal-status").textContent = "Connecting…";
+
+        const opened = { cols: xterm.cols, rows: xterm.rows };
+        ws.onopen = () => {
+                // the panel may have been refitted while connecting: the shell gets the size it has now
+                if (xterm.cols !== opened.cols || xterm.rows !== opened.rows)
+                        ws.send(JSON.stringify({ type: "resize", cols: xterm.cols, rows: xterm.rows }));
+                $("terminal-status").textContent = `Connected · ${xterm.cols}×${xterm.rows}`;
+                xterm.focus();
+        };
+        ws.onmessage = (ev) => {
+                if (ev.data instanceof ArrayBuffer)
+                        xterm.write(new Uint8Array(ev.data));
+        };
+        ws.onclose = (ev) => {
+                const why = ev.reason ? ` (${ev.reason})` : ev.code === 1006 ? " (the connection failed)" : "";
+                $("terminal-status").textContent = `Session ended${why}`;
+        };
+        xterm.onData((d) => {
+                if (ws.readyState === WebSocket.OPEN)
+                        ws.send(encoder.encode(d));
+        });
+        xterm.onBinary((d) => {
+                if (ws.readyState === WebSocket.OPEN)
+                        ws.send(Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff));
+        });
+        xterm.onResize(({ cols, rows }) => {
+                if (ws.readyState === WebSocket.OPEN) {
+                        ws.send(JSON.stringify({ type: "resize", cols, rows }));
+                        $("terminal-status").textContent = `Connected · ${cols}×${rows}`;
+                }
+        });
+
+        // Follows the window (and the panel): the grid is recomputed, and the shell told by onResize.
+        const refit = () => {
+                try {
+                        fit.fit();
+                } catch {
+                        // hidden or detached: nothing to fit
+                }
+        };
+        const observer = new ResizeObserver(refit);
+        observer.observe($("terminal"));
+        term = { xterm, ws, fit, observer, onWindowResize: refit };
+        window.addEventListener("resize", refit);
+        window.dashboardTerminal = xterm;
+}
+
+// --- start -----------------------------------------------------------------------------------------
+
+if (apiKey()) {
+        signIn(apiKey()).catch((e) => signOut(showMessage(e)));
+} else {
+        $("key").focus();
+}

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// End-to-end test of the gateway's dashboard in Debian's headless Chromium (playwright-core, no browser
+// download), against the live fleet: sign in, sandboxes, the live audit log, output, paging, the takeover
+// terminal and a member key's refusal. Run by tests/integration/test_dashboard.py inside the harness,
+// which passes GATEWAY_URL, ADMIN_KEY, MEMBER_KEY and ARTIFACTS (the screenshots' directory).
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { chromium } from "playwright-core";
+
+const BASE = process.env.GATEWAY_URL || "http://127.0.0.1:8790";
+const ADMIN = process.env.ADMIN_KEY;
+const MEMBER = process.env.MEMBER_KEY;
+const ARTIFACTS = process.env.ARTIFACTS || join(tmpdir(), "dashboard-artifacts");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+// Bounds a hang; no verdict depends on how fast anything is.
+const WAIT = 30000;
+
+let context, page, profile;
+const urls = []; // every URL the page asked for, WebSockets too
+const made = []; // sandboxes to delete at the end
+let step = 0;
+
+async function api(method, path, body, key = ADMIN) {
+        const headers = { Authorization: `Bearer ${key}` };
+        if (body !== undefined)
+                headers["Content-Type"] = "application/json";
+        const r = await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+        const text = await r.text();
+        if (!r.ok)
+                throw new Error(`${method} ${path}: ${r.status} ${text}`);
+        return text ? JSON.parse(text) : null;
+}
+
+async function newSandbox(name) {
+        const sb = await api("POST", "/v1/sandboxes", { name, type: "small", ttl_seconds: 900 });
+        made.push(sb.id);
+        return sb;
+}
+
+async function shot(name) {
+        step++;
+        await page.screenshot({ path: join(ARTIFACTS, `${String(step).padStart(2, "0")}-${name}.png`), fullPage: true });
+}
+
+async function signIn(key) {
+        await page.goto(BASE + "/");
+        await page.getByRole("textbox", { name: "API key" }).fill(key);
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await page.locator("#app").waitFor({ state: "visible", timeout: WAIT });
+}
+
+async function signOut() {
+        await page.getByRole("button", { name: "Sign out" }).click();
+        await page.locator("#login").waitFor({ state: "visible", timeout: WAIT });
+}
+
+async function openSandbox(sb) {
+        await page.getByRole("button", { name: "Refresh the sandbox list" }).click();
+        await page.locator(`a.sandbox-link[data-id="${sb.id}"]`).click();
+        await page.locator("#detail-title").filter({ hasText: sb.id }).waitFor({ timeout: WAIT });
+        await page.locator("#live").filter({ hasText: /^Live$/ }).waitFor({ timeout: WAIT });
+}
+
+// The terminal's screen as lines of text, from the DOM rows xterm.js renders.
+async function screenLines() {
+        return page.locator("#terminal .xterm-rows > div").allTextContents()
+                .then((rows) => rows.map((r) => r.replace(/\u00a0/g, " ").trimEnd()));
+}
+
+async function waitForLine(pred, what) {
+        let lines = [];
+        const end = Date.now() + WAIT;
+        while (Date.now() < end) {
+                lines = await screenLines();
+                const hit = lines.find(pred);
+                if (hit !== undefined)
+                        return hit;
+                await page.waitForTimeout(100);
+        }
+        assert.fail(`the terminal never showed ${what}; screen:\n${lines.join("\n")}`);
+}
+
+async function typeInTerminal(text) {
+        await page.locator("#terminal .xterm-helper-textarea").focus();
+        await page.keyboard.type(text);
+        await page.keyboard.press("Enter");
+}
+
+before(async () => {
+        assert.ok(ADMIN && MEMBER, "ADMIN_KEY and MEMBER_KEY must be set (test_dashboard.py does)");
+        mkdirSync(ARTIFACTS, { recursive: true });
+        profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"));
+        // A new, empty profile each run (playwright wants it as the persistent context's directory).
+        context = await chromium.launchPersistentContext(profile, {
+                executablePath: CHROMIUM,
+                headless: true,
+                args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                       "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+                viewport: { width: 1280, height: 800 },
+        });
+        page = context.pages()[0] || await context.newPage();
+        page.on("dialog", (d) => d.accept()); // the delete confirmation
+        page.on("request", (r) => urls.push(r.url()));
+        page.on("websocket", (ws) => urls.push(ws.url()));
+        page.on("pageerror", (e) => console.log(`# page error: ${e.message}`));
+        page.on("console", (m) => {
+                if (m.type() === "error")
+                        console.log(`# console: ${m.text()}`);
+        });
+});
+
+after(async () => {
+        await context?.close();
+        for (const id of made)
+                await api("DELETE", `/v1/sandboxes/${id}`).catch(() => {});
+        if (profile)
+                rmSync(profile, { recursive: true, force: true });
+});
+
+test("the page is served with its security headers, and its key stays out of the URL", async () => {
+        const r = await fetch(BASE + "/");
+        assert.equal(r.status, 200);
+        assert.match(r.headers.get("content-type"), /^text\/html/);
+        const csp = r.headers.get("content-security-policy");
+        assert.match(csp, /script-src 'self'(;|$)/);
+        assert.match(csp, /frame-ancestors 'none'/);
+        assert.equal(r.headers.get("x-content-type-options"), "nosniff");
+        assert.equal(r.headers.get("referrer-policy"), "no-referrer");
+
+        await page.goto(BASE + "/");
+        await shot("login");
+        assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+});
+
+test("signing in lists a sandbox made through the API; the key is in sessionStorage only", async () => {
+        const sb = await newSandbox("e2e-listed");
+        await signIn(ADMIN);
+        await page.locator(`a.sandbox-link[data-id="${sb.id}"]`).waitFor({ timeout: WAIT });
+        assert.match(await page.locator(`a.sandbox-link[data-id="${sb.id}"]`).textContent(), /e2e-listed/);
+        assert.equal(await page.evaluate(() => sessionStorage.getItem("sandboxd.apiKey")), ADMIN);
+        assert.equal(await page.evaluate(() => localStorage.length), 0);
+        assert.ok(!page.url().includes(ADMIN), page.url());
+        assert.deepEqual(await context.cookies(), []);
+        await shot("signed-in");
+
+        // a wrong key is refused with the gateway's own words, and not kept
+        await signOut();
+        await page.getByRole("textbox", { name: "API key" }).fill("sbx_live_notakey");
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await page.locator("#login-error").filter({ hasText: /refused this key/ }).waitFor({ timeout: WAIT });
+        assert.equal(await page.evaluate(() => sessionStorage.getItem("sandboxd.apiKey")), null);
+        await signIn(ADMIN);
+});
+
+test("a sandbox is created and deleted from the page", async () => {
+        const name = `e2e-ui-${Date.now().toString(36)}`;
+        await page.locator("details.create summary").click();
+        await page.getByLabel("Name (optional)").fill(name);
+        await page.getByRole("button", { name: "Create" }).click();
+        await page.locator("#detail-title").filter({ hasText: name }).waitFor({ timeout: WAIT });
+        const id = (await page.locator("#detail-title").textContent()).match(/\((sb_[a-z2-7]+)\)/)[1];
+        made.push(id);
+        const listed = (await api("GET", "/v1/sandboxes")).sandboxes.find((s) => s.id === id);
+        assert.equal(listed?.name, name);
+        await page.locator(`a.sandbox-link[data-id="${id}"]`).waitFor({ timeout: WAIT });
+        await shot("created");
+
+        await page.getByRole("button", { name: "Delete" }).click();
+        await page.locator(`a.sandbox-link[data-id="${id}"]`).waitFor({ state: "detached", timeout: WAIT });
+        const r = await fetch(`${BASE}/v1/sandboxes/${id}`, { headers: { Authorization: `Bearer ${ADMIN}` } });
+        assert.equal(r.status, 404);
+});
+
+test("an exec through the API appears as a new row without a reload, and its row shows the whole output", async () => {
+        const sb = await newSandbox("e2e-live");
+        await page.evaluate(() => { window.__sameDocument = true; });
+        await openSandbox(sb);
+        const before = await page.locator("#log-rows tr").count();
+        // more than the 1 KiB a log row carries: the whole output comes from GET /v1/log/{row}/output
+        const res = await api("POST", `/v1/sandboxes/${sb.id}/exec`, { command: "seq 1 2000; echo done-marker >&2" });
+        assert.equal(res.exit_code, 0);
+        const row = page.locator("#log-rows tr").filter({ hasText: "seq 1 2000" });
+        await row.waitFor({ timeout: WAIT });
+        assert.equal(await page.evaluate(() => window.__sameDocument), true, "the page was reloaded");
+        assert.equal(await page.locator("#log-rows tr").count(), before + 1);
+        // newest first, with its operation and exit code
+        const cells = await page.locator("#log-rows tr").first().locator("td").allTextContents();
+        assert.equal(cells[3], "exec");
+        assert.equal(cells[5], "0");
+        await shot("live-row");
+
+        await row.click();
+        await page.locator("#output-stdout").filter({ hasText: "2000" }).waitFor({ timeout: WAIT });
+        const out = await page.locator("#output-stdout").textContent();
+        assert.ok(out.startsWith("1\n2\n") && out.trimEnd().endsWith("1999\n2000"), out.slice(-40));
+        assert.equal(out.length, res.stdout.length);
+        assert.match(await page.locator("#output-stderr").textContent(), /done-marker/);
+        await shot("row-output");
+});
+
+test("older rows are paged in on demand", async () => {
+        const sb = await newSandbox("e2e-pages");
+        // 55 execs and the create row: more than the page of 50
+        for (let i = 0; i < 11; i++)
+                await Promise.all([0, 1, 2, 3, 4].map((j) => api("POST", `/v1/sandboxes/${sb.id}/exec`, { argv: ["true", `n${i * 5 + j}`] })));
+        const total = (await api("GET", `/v1/sandboxes/${sb.id}/log?limit=1000`)).entries.length;
+        assert.ok(total > 50, `${total} rows`);
+        await openSandbox(sb);
+        await page.locator("#log-rows tr").nth(49).waitFor({ timeout: WAIT });
+        assert.equal(await page.locator("#log-rows tr").count(), 50);
+        assert.equal(await page.locator("#log-rows tr").filter({ hasText: "sandbox.create" }).count(), 0);
+        await page.getByRole("button", { name: "Load older rows" }).click();
+        await page.locator("#log-rows tr").filter({ hasText: "sandbox.create" }).waitFor({ timeout: WAIT });
+        assert.equal(await page.locator("#log-rows tr").count(), total);
+        assert.equal(await page.getByRole("button", { name: "Load older rows" }).isVisible(), false);
+        // still newest first, each row once
+        const ids = (await page.locator("#log-rows tr").evaluateAll((trs) => trs.map((t) => Number(t.dataset.id))));
+        assert.deepEqual(ids, [...ids].sort((a, b) => b - a));
+        assert.equal(new Set(ids).size, ids.length);
+        await shot("paged");
+});
+
+test("the terminal takes over the sandbox: echo hi shows hi, and resizing the window resizes the shell", async () => {
+        const sb = await newSandbox("e2e-term");
+        await openSandbox(sb);
+        await page.getByRole("button", { name: "Open terminal" }).click();
+        await page.locator("#terminal-status").filter({ hasText: /^Connected/ }).waitFor({ timeout: WAIT });
+        await typeInTerminal("echo hi");
+        await waitForLine((l) => l === "hi", '"hi" on a line of its own');
+        await shot("terminal-echo");
+
+        // a terminal emulator, not a text box: colours (SGR 31) and cursor movement (CUB) are interpreted
+        await typeInTerminal("printf '\\033[31mRED\\033[0m plain\\n'; printf 'abcd\\033[3DX\\n'");
+        await waitForLine((l) => l === "RED plain", "the coloured line");
+        await page.locator("#terminal .xterm-rows span.xterm-fg-1", { hasText: "RED" }).first().waitFor({ timeout: WAIT });
+        await waitForLine((l) => l === "aXcd", "the line written over by moving the cursor back");
+
+        await typeInTerminal("stty size");
+        const size1 = await waitForLine((l) => /^\d+ \d+$/.test(l), "the output of stty size");
+        const grid1 = await page.evaluate(() => [window.dashboardTerminal.rows, window.dashboardTerminal.cols]);
+        assert.equal(size1, grid1.join(" "));
+
+        await page.setViewportSize({ width: 900, height: 640 });
+        await page.waitForFunction((g) => window.dashboardTerminal.cols !== g[1], grid1, { timeout: WAIT });
+        const grid2 = await page.evaluate(() => [window.dashboardTerminal.rows, window.dashboardTerminal.cols]);
+        await typeInTerminal("clear; stty size");
+        const size2 = await waitForLine((l) => l === grid2.join(" "), `stty size saying ${grid2.join(" ")}`);
+        assert.notEqual(size2, size1);
+        await shot("terminal-resized");
+        await page.setViewportSize({ width: 1280, height: 800 });
+
+        // the session is one audit row of the takeover, live in the log once the terminal is closed
+        await page.getByRole("button", { name: "Close terminal" }).click();
+        await page.locator("#log-rows tr").filter({ hasText: "takeover" }).first().waitFor({ timeout: WAIT });
+});
+
+test("a member key sees the gateway's 403 when it tries to take over", async () => {
+        const sb = await newSandbox("e2e-member");
+        await signOut();
+        assert.equal(await page.evaluate(() => sessionStorage.getItem("sandboxd.apiKey")), null);
+        await signIn(MEMBER);
+        await openSandbox(sb);
+        await page.getByRole("button", { name: "Open terminal" }).click();
+        const err = page.locator("#terminal-error");
+        await err.filter({ hasText: "403" }).waitFor({ timeout: WAIT });
+        const text = await err.textContent();
+        // the gateway's own message, as it answered the token request
+        const r = await fetch(`${BASE}/v1/sandboxes/${sb.id}/takeover-token`,
+                              { method: "POST", headers: { Authorization: `Bearer ${MEMBER}` } });
+        assert.equal(r.status, 403);
+        const body = await r.json();
+        assert.ok(text.includes(body.error), `${text} lacks ${body.error}`);
+        assert.equal(await page.locator("#terminal-panel").isVisible(), false);
+        assert.ok(!page.url().includes(MEMBER), page.url());
+        await shot("member-403");
+});
+
+test("the page is legible in a narrow window", async () => {
+        await page.setViewportSize({ width: 420, height: 800 });
+        // one column, nothing wider than the window: the open sandbox first, the list below it
+        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        assert.ok(overflow <= 0, `the page is ${overflow}px wider than the window`);
+        const list = await page.locator("nav.sandboxes").boundingBox();
+        const detail = await page.locator("#detail").boundingBox();
+        assert.ok(list.y >= detail.y + detail.height, "the list is not below the open sandbox");
+        assert.ok(detail.width <= 420 && list.width <= 420, `${detail.width} ${list.width}`);
+        await shot("narrow");
+        // the table scrolls inside its frame rather than widening the page
+        await page.locator("#log-rows tr").first().click();
+        await page.locator("#output").waitFor({ state: "visible", timeout: WAIT });
+        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
+        await shot("narrow-output");
+});
+
+test("no URL the page used carried a key; the takeover WebSocket carried a one-time token", async () => {
+        assert.ok(urls.length > 20, urls.length);
+        for (const u of urls) {
+                assert.ok(!u.includes(ADMIN) && !u.includes(MEMBER), u);
+                assert.ok(!/sbx_live_/.test(u), u);
+        }
+        const sockets = urls.filter((u) => u.startsWith("ws:"));
+        assert.equal(sockets.length, 1, sockets.join(" "));
+        assert.match(sockets[0], /\/takeover\?token=sbx_tt_[^&]+&cols=\d+&rows=\d+$/);
+});
