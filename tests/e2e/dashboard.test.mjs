@@ -207,8 +207,16 @@ test("older rows are paged in on demand", async () => {
         // 55 execs and the create row: more than the page of 50
         for (let i = 0; i < 11; i++)
                 await Promise.all([0, 1, 2, 3, 4].map((j) => api("POST", `/v1/sandboxes/${sb.id}/exec`, { argv: ["true", `n${i * 5 + j}`] })));
-        const total = (await api("GET", `/v1/sandboxes/${sb.id}/log?limit=1000`)).entries.length;
-        assert.ok(total > 50, `${total} rows`);
+        // an exec's row reaches the log just after its answer (sandboxd's spool delivers it): wait for
+        // all 56, so the page has no row still to come
+        const total = 56;
+        for (const end = Date.now() + WAIT; ; await new Promise((r) => setTimeout(r, 50))) {
+                const n = (await api("GET", `/v1/sandboxes/${sb.id}/log?limit=1000`)).entries.length;
+                assert.ok(n <= total, `${n} rows`);
+                if (n === total)
+                        break;
+                assert.ok(Date.now() < end, `only ${n} of ${total} rows in the log`);
+        }
         await openSandbox(sb);
         await page.locator("#log-rows tr").nth(49).waitFor({ timeout: WAIT });
         assert.equal(await page.locator("#log-rows tr").count(), 50);
