@@ -331,6 +331,22 @@ static void note_truncated(json_object *info, const char *what) {
                 fprintf(stderr, "sandboxctl: %s: more results than shown (raise --max-results)\n", what);
 }
 
+/* The end of a list reply (Ls, Glob, Grep): closes the array r was reading, reads the info a{sv}, then
+ * prints both as JSON (the list under key) or says on stderr that the list was cut short. */
+static int finish_list(sd_bus_message *reply, int r, json_object *info, json_object *list, const char *key,
+                       const char *verb) {
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r >= 0)
+                r = read_info(reply, info);
+        if (r >= 0 && arg_json) {
+                json_object_object_add(info, key, json_object_get(list));
+                print_json(info);
+        } else if (r >= 0)
+                note_truncated(info, verb);
+        return r;
+}
+
 static int verb_ls(sd_bus *bus, char **args, size_t n, const Options *o) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         json_object *list = json_object_new_array(), *info = json_object_new_object();
@@ -377,15 +393,7 @@ static int verb_ls(sd_bus *bus, char **args, size_t n, const Options *o) {
                         putchar('\n');
                 }
         }
-        if (r >= 0)
-                r = sd_bus_message_exit_container(reply);
-        if (r >= 0)
-                r = read_info(reply, info);
-        if (r >= 0 && arg_json) {
-                json_object_object_add(info, "entries", json_object_get(list));
-                print_json(info);
-        } else if (r >= 0)
-                note_truncated(info, "ls");
+        r = finish_list(reply, r, info, list, "entries", "ls");
         json_object_put(list);
         json_object_put(info);
         return r;
@@ -417,15 +425,7 @@ static int verb_glob(sd_bus *bus, char **args, const Options *o) {
                         putchar('\n');
                 }
         }
-        if (r >= 0)
-                r = sd_bus_message_exit_container(reply);
-        if (r >= 0)
-                r = read_info(reply, info);
-        if (r >= 0 && arg_json) {
-                json_object_object_add(info, "paths", json_object_get(list));
-                print_json(info);
-        } else if (r >= 0)
-                note_truncated(info, "glob");
+        r = finish_list(reply, r, info, list, "paths", "glob");
         json_object_put(list);
         json_object_put(info);
         return r;
@@ -476,16 +476,9 @@ static int verb_grep(sd_bus *bus, char **args, size_t n, const Options *o) {
                         putchar('\n');
                 }
         }
-        if (r >= 0)
-                r = sd_bus_message_exit_container(reply);
-        if (r >= 0)
-                r = read_info(reply, info);
-        if (r >= 0 && arg_json) {
-                json_object_object_add(info, "matches", json_object_get(list));
-                print_json(info);
-        } else if (r >= 0) {
+        r = finish_list(reply, r, info, list, "matches", "grep");
+        if (r >= 0 && !arg_json) {
                 json_object *v;
-                note_truncated(info, "grep");
                 if (json_object_object_get_ex(info, "binary_skipped", &v) && json_object_get_uint64(v) > 0)
                         fprintf(stderr, "sandboxctl: grep: %" PRIu64 " binary file(s) skipped\n",
                                 json_object_get_uint64(v));
