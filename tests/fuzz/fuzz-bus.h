@@ -265,6 +265,26 @@ static inline int fuzz_bus_seal(sd_bus_message *m) {
         return r < 0 ? r : sd_bus_message_rewind(m, true);
 }
 
+/* A sealed message carrying one a{sv} made from the input, as the readers of a daemon's option
+ * dictionaries get it; NULL if memory ran out (our builder makes only what the bus would carry, so any
+ * other refusal is a bug in it and aborts). */
+static inline sd_bus_message *fuzz_options_message(FuzzInput *in) {
+        sd_bus_message *m = fuzz_bus_message();
+        int r;
+
+        if (!m)
+                return NULL;
+        r = fuzz_append_options(m, in, 0);
+        if (r >= 0)
+                r = fuzz_bus_seal(m);
+        if (r < 0) {
+                fprintf(stderr, "building the message: %s\n", strerror(-r));
+                FUZZ_ASSERT(r == -ENOMEM);
+                return sd_bus_message_unref(m);
+        }
+        return m;
+}
+
 /* Every reader's contract: accepted, or refused with an error name and a message; only running out of
  * memory may go without. */
 #define FUZZ_ASSERT_REFUSED(r, e) FUZZ_ASSERT((r) == -ENOMEM || ((e)->name && (e)->message))
