@@ -313,7 +313,7 @@ int manager_startup(Manager *m) {
         r = manager_bus_setup(m);
         if (r < 0)
                 return r;
-        r = unit_subscribe(m);
+        r = unit_watch_jobs(m);
         if (r < 0)
                 return r;
 

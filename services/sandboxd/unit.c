@@ -86,7 +86,7 @@ static int on_job_removed(sd_bus_message *message, void *userdata, sd_bus_error 
         return 0;
 }
 
-int unit_subscribe(Manager *m) {
+int unit_watch_jobs(Manager *m) {
         /* Only the match, no Manager.Subscribe(): systemd sends a job's JobNew and JobRemoved to the
          * bus whenever the client that queued it is still connected (it tracks the job's requester),
          * and every job we wait for is one we queued. Subscribe() would make systemd build and the bus

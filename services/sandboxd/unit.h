@@ -16,7 +16,8 @@ typedef void (*job_done_t)(Manager *m, const char *result, const sd_bus_error *e
 /* Fills in the properties array (a(sv)) of StartTransientUnit. */
 typedef int (*append_props_t)(sd_bus_message *m, void *userdata);
 
-int unit_subscribe(Manager *m);
+/* Adds the match for systemd's JobRemoved, with which the jobs sandboxd queued are followed. */
+int unit_watch_jobs(Manager *m);
 
 /* Both return a handle owned by the Manager; it is freed after the callback ran. job_wait_cancel()
  * drops the callback (for owners that go away first). */
