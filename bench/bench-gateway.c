@@ -548,11 +548,12 @@ static void cpu_print(const char *what, const CpuSnapshot *a, const CpuSnapshot 
 /* --- main ----------------------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-        fputs("bench-gateway [--cycles N] [--clients N] [--seconds S] [--port P]\n\n"
+        fputs("bench-gateway [--cycles N] [--clients N] [--sandboxes M] [--seconds S] [--port P]\n\n"
               "The reference cycle (create, PUT task.py, exec python3, delete) through sandbox-gatewayd's REST\n"
               "API beside the same cycle with a shell and systemd-run --scope, alternating, in one run; then\n"
-              "exec throughput with N keep-alive clients on one sandbox. Needs root (a key over the bus, and\n"
-              "systemd-run), sandboxd and sandbox-gatewayd running on 127.0.0.1:PORT.\n",
+              "exec throughput with N keep-alive clients spread over M sandboxes (default 1: all on one).\n"
+              "Needs root (a key over the bus, and systemd-run), sandboxd and sandbox-gatewayd running on\n"
+              "127.0.0.1:PORT.\n",
               f);
 }
 
@@ -560,14 +561,15 @@ int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },       { "cycles", required_argument, NULL, 'n' },
                 { "clients", required_argument, NULL, 'c' }, { "seconds", required_argument, NULL, 's' },
-                { "port", required_argument, NULL, 'p' },   {},
+                { "port", required_argument, NULL, 'p' },   { "sandboxes", required_argument, NULL, 'm' },
+                {},
         };
-        unsigned cycles = 100, clients = 64, seconds = 10, port = 8790, warmup = 3;
+        unsigned cycles = 100, clients = 64, seconds = 10, port = 8790, warmup = 3, nsandboxes = 1;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_free_ char *key = NULL, *key_id = NULL;
         int c, r, ret = EXIT_SUCCESS;
 
-        while ((c = getopt_long(argc, argv, "hn:c:s:p:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "hn:c:s:p:m:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         usage(stdout);
@@ -584,11 +586,15 @@ int main(int argc, char *argv[]) {
                 case 'p':
                         port = (unsigned) strtoul(optarg, NULL, 10);
                         break;
+                case 'm':
+                        nsandboxes = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
                 default:
                         usage(stderr);
                         return 2;
                 }
-        if (cycles == 0 || clients == 0 || clients > 4096 || seconds == 0 || port == 0 || port > 65535) {
+        if (cycles == 0 || clients == 0 || clients > 4096 || nsandboxes == 0 ||
+            nsandboxes > clients || seconds == 0 || port == 0 || port > 65535) {
                 usage(stderr);
                 return 2;
         }
@@ -644,32 +650,38 @@ int main(int argc, char *argv[]) {
                 }
         }
 
-        /* Throughput: one sandbox, many keep-alive clients, `true` again and again. */
+        /* Throughput: many keep-alive clients on one sandbox (or spread over several), `true` again and
+         * again. */
         atomic_uint_fast64_t ok = 0, errors = 0, bus_ok = 0, bus_errors = 0;
         double elapsed = 0, bus_elapsed = 0;
         CpuSnapshot cpu0, cpu1, cpu2;
-        _cleanup_free_ char *sb_body = NULL, *sb = NULL;
-        if (ret == EXIT_SUCCESS && !interrupted) {
+        char **sb = calloc(nsandboxes, sizeof(char *)), **paths = calloc(nsandboxes, sizeof(char *));
+        unsigned nsb = 0;
+        if (!sb || !paths)
+                return EXIT_FAILURE;
+        for (; ret == EXIT_SUCCESS && !interrupted && nsb < nsandboxes; nsb++) {
+                _cleanup_free_ char *sb_body = NULL;
                 int status = 0;
                 r = http(conn, "POST", "/v1/sandboxes", key, "{\"type\":\"small\",\"ttl_seconds\":900}", &status,
                          &sb_body);
-                sb = r >= 0 && status == 201 ? json_string_field(sb_body, "id") : NULL;
-                if (!sb) {
-                        fprintf(stderr, "bench-gateway: could not create the throughput sandbox (%d)\n", status);
+                sb[nsb] = r >= 0 && status == 201 ? json_string_field(sb_body, "id") : NULL;
+                if (!sb[nsb] || asprintf(&paths[nsb], "/v1/sandboxes/%s/exec", sb[nsb]) < 0) {
+                        fprintf(stderr, "bench-gateway: could not create a throughput sandbox (%d)\n", status);
+                        free(sb[nsb]);
                         ret = EXIT_FAILURE;
+                        break;
                 }
         }
-        if (sb) {
-                char path[128];
+        if (ret == EXIT_SUCCESS && !interrupted) {
                 Worker *w = calloc(clients, sizeof(Worker));
-                snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", sb);
-                fprintf(stderr, "bench-gateway: %u clients exec `true` for %u s…\n", clients, seconds);
+                fprintf(stderr, "bench-gateway: %u clients on %u sandbox(es) exec `true` for %u s…\n", clients,
+                        nsandboxes, seconds);
                 cpu_snapshot(&cpu0);
                 uint64_t t0 = now_nsec(), deadline = t0 + (uint64_t) seconds * UINT64_C(1000000000);
                 unsigned started = 0;
                 for (unsigned i = 0; w && i < clients; i++) {
-                        w[i] = (Worker) { .sa = conn->sa, .key = key, .path = path, .deadline = deadline,
-                                          .ok = &ok, .errors = &errors };
+                        w[i] = (Worker) { .sa = conn->sa, .key = key, .path = paths[i % nsandboxes],
+                                          .deadline = deadline, .ok = &ok, .errors = &errors };
                         if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) != 0)
                                 break;
                         started++;
@@ -685,8 +697,8 @@ int main(int argc, char *argv[]) {
                         uint64_t b0 = now_nsec(), bdeadline = b0 + (uint64_t) seconds * UINT64_C(1000000000);
                         unsigned bstarted = 0;
                         for (unsigned i = 0; bw && i < clients; i++) {
-                                bw[i] = (BusWorker) { .sandbox = sb, .deadline = bdeadline, .ok = &bus_ok,
-                                                      .errors = &bus_errors };
+                                bw[i] = (BusWorker) { .sandbox = sb[i % nsandboxes], .deadline = bdeadline,
+                                                      .ok = &bus_ok, .errors = &bus_errors };
                                 if (pthread_create(&bw[i].thread, NULL, bus_worker_main, &bw[i]) != 0)
                                         break;
                                 bstarted++;
@@ -697,12 +709,18 @@ int main(int argc, char *argv[]) {
                         cpu_snapshot(&cpu2);
                         free(bw);
                 }
+        }
+        for (unsigned i = 0; i < nsb; i++) {
                 int status = 0;
                 char del[128];
-                snprintf(del, sizeof(del), "/v1/sandboxes/%s", sb);
+                snprintf(del, sizeof(del), "/v1/sandboxes/%s", sb[i]);
                 if (http(conn, "DELETE", del, key, NULL, &status, NULL) < 0 || status >= 300)
                         ret = EXIT_FAILURE;
+                free(sb[i]);
+                free(paths[i]);
         }
+        free(sb);
+        free(paths);
 
         (void) sd_bus_call_method(bus, KEYS_BUS_NAME, KEYS_PATH, KEYS_IFACE, "RevokeKey", NULL, NULL, "s", key_id);
 
@@ -720,9 +738,9 @@ int main(int argc, char *argv[]) {
         }
         printf("  %-44s p50 %8.2f ms   p99 %8.2f ms\n", "shell + systemd-run --scope", s50, s99);
         printf("  ratio (shell / REST)                         p50 %8.2f      p99 %8.2f\n", s50 / r50, s99 / r99);
-        printf("exec throughput, %u keep-alive clients, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64
-               " errors\n",
-               clients, elapsed, rate, (uint_fast64_t) ok, (uint_fast64_t) errors);
+        printf("exec throughput, %u keep-alive clients on %u sandbox(es), %.1f s: %.0f execs/s, %" PRIuFAST64
+               " ok, %" PRIuFAST64 " errors\n",
+               clients, nsandboxes, elapsed, rate, (uint_fast64_t) ok, (uint_fast64_t) errors);
         double bus_rate = bus_elapsed > 0 ? (double) bus_ok / bus_elapsed : NAN;
         printf("the same straight on sandboxd's bus, %u connections, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64
                " errors; gateway / bus: %.2f\n",
