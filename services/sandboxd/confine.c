@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -369,12 +370,14 @@ int confine_drop_privileges(uid_t uid, gid_t gid) {
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return negative_errno();
 
-        /* Groups first, while CAP_SETGID is still there. */
-        if (setgroups(0, NULL) < 0)
+        /* Groups first, while CAP_SETGID is still there. The raw system calls, not glibc's wrappers:
+         * in a process with threads those change every thread's credentials (a signal to each), and
+         * an Exec's child shares sandboxd's memory, threads' bookkeeping included, until it execs. */
+        if (syscall(SYS_setgroups, 0, NULL) < 0)
                 return negative_errno();
-        if (setresgid(gid, gid, gid) < 0)
+        if (syscall(SYS_setresgid, gid, gid, gid) < 0)
                 return negative_errno();
-        if (setresuid(uid, uid, uid) < 0)
+        if (syscall(SYS_setresuid, uid, uid, uid) < 0)
                 return negative_errno();
 
         /* Leaving uid 0 already cleared the permitted and effective sets (no SECBIT_KEEP_CAPS here);
@@ -605,4 +608,79 @@ int confine_reset_signals(void) {
         if (sigemptyset(&mask) < 0 || sigprocmask(SIG_SETMASK, &mask, NULL) < 0)
                 return negative_errno();
         return 0;
+}
+
+/* execvpe() with the search path taken from envp's PATH (glibc's takes it from our own environ, which a
+ * child sharing sandboxd's memory must not touch). Like execvp(): a name with a slash is run as it
+ * is; otherwise each directory of PATH (an empty one is the working directory; no PATH at all:
+ * "/bin:/usr/bin") is tried in turn, going on past the errors that mean "not here"; EACCES is
+ * remembered for the end. A file the kernel does not know how to run (ENOEXEC) is run by /bin/sh, as
+ * POSIX asks. Allocates nothing. Returns only on failure, with errno set. */
+static void exec_or_sh(const char *path, char *const argv[], char *const envp[]) {
+        execve(path, argv, envp);
+        if (errno != ENOEXEC)
+                return;
+        size_t argc = 0;
+        while (argv[argc])
+                argc++;
+        if (argc > 4096)
+                return; /* errno is ENOEXEC still */
+        const char *sh_argv[argc + 2];
+        sh_argv[0] = "/bin/sh";
+        sh_argv[1] = path;
+        for (size_t i = 1; i <= argc; i++) /* argv[argc], the NULL, too */
+                sh_argv[i + 1] = argv[i];
+        execve("/bin/sh", (char *const *) sh_argv, envp);
+        errno = ENOEXEC;
+}
+
+void confine_execvpe(const char *file, char *const argv[], char *const envp[]) {
+        const char *search = "/bin:/usr/bin";
+        char path[PATH_MAX];
+        bool denied = false;
+
+        if (!file || !*file) {
+                errno = ENOENT;
+                return;
+        }
+        if (strchr(file, '/')) {
+                exec_or_sh(file, argv, envp);
+                return;
+        }
+        for (char *const *e = envp; e && *e; e++)
+                if (strncmp(*e, "PATH=", 5) == 0) {
+                        search = *e + 5;
+                        break;
+                }
+        size_t flen = strlen(file);
+        for (const char *p = search;;) {
+                const char *end = strchrnul(p, ':');
+                size_t dlen = (size_t) (end - p);
+                if (dlen + 1 + flen < sizeof(path)) {
+                        if (dlen > 0) {
+                                memcpy(path, p, dlen);
+                                path[dlen] = '/';
+                                memcpy(path + dlen + 1, file, flen + 1);
+                        } else
+                                memcpy(path, file, flen + 1);
+                        exec_or_sh(path, argv, envp);
+                        switch (errno) {
+                        case EACCES:
+                                denied = true;
+                                break;
+                        case ENOENT:
+                        case ENOTDIR:
+                        case ESTALE:
+                        case ENODEV:
+                        case ETIMEDOUT:
+                                break;
+                        default:
+                                return; /* found, and it failed for a reason of its own */
+                        }
+                }
+                if (!*end)
+                        break;
+                p = end + 1;
+        }
+        errno = denied ? EACCES : ENOENT;
 }

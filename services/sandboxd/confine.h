@@ -72,3 +72,7 @@ int confine_reset_signals(void);
  * disposition changed later would not be reset in children): notes which signals are not SIG_DFL,
  * for confine_reset_signals(). */
 int confine_signals_prepare(void);
+
+/* execvpe() that searches envp's PATH rather than our own environment's, and allocates nothing: for a
+ * child that shares sandboxd's memory until it execs. Returns only on failure, with errno set. */
+void confine_execvpe(const char *file, char *const argv[], char *const envp[]);

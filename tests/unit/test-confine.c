@@ -2,6 +2,7 @@
 /* Tests confine.c in forked children: the seccomp filter, privilege drop, rlimits, fd closing, signals. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <linux/keyctl.h>
 #include <linux/userfaultfd.h>
@@ -21,6 +22,7 @@
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/swap.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -384,6 +386,15 @@ static int test_blocked(void) {
                 }                                                                                           \
         } while (0)
 
+#define CHECK_EQ(a, b)                                                                                      \
+        do {                                                                                                \
+                long long _a = (a), _b = (b);                                                               \
+                if (_a != _b) {                                                                             \
+                        out("  FAIL %s:%d: %s is %lld, expected %lld\n", __func__, __LINE__, #a, _a, _b);   \
+                        failures++;                                                                         \
+                }                                                                                           \
+        } while (0)
+
 static void *thread_main(void *arg) {
         return arg;
 }
@@ -699,6 +710,76 @@ static int child_reset_signals(void) {
         return failures;
 }
 
+/* confine_execvpe(file) in a child: its exit code, or 100 + what errno it came back with
+ * (ENOENT 100+2, EACCES 100+13, ENOEXEC 100+8). */
+static int execvpe_status(const char *file, char *const envp[]) {
+        pid_t pid = fork();
+        if (pid == 0) {
+                char *argv[] = { (char *) file, (char *) "arg1", NULL };
+                confine_execvpe(file, argv, envp);
+                _exit(100 + errno);
+        }
+        return pid > 0 ? wait_child(pid) : -1;
+}
+
+static bool write_file_mode(const char *path, const char *content, mode_t mode) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (fd < 0)
+                return false;
+        bool ok = write(fd, content, strlen(content)) == (ssize_t) strlen(content);
+        return close(fd) == 0 && ok && chmod(path, mode) == 0;
+}
+
+/* The search path is envp's, not ours; the errors execvp() goes on past, and those it stops at. */
+static int child_execvpe(void) {
+        int failures = 0;
+        char dir[] = "/tmp/test-confine-XXXXXX", other[] = "/tmp/test-confine-XXXXXX", path[PATH_MAX],
+             env_path[3 * PATH_MAX];
+
+        CHECK(mkdtemp(dir) && mkdtemp(other));
+        snprintf(path, sizeof(path), "%s/seven", dir);
+        CHECK(write_file_mode(path, "#!/bin/sh\ntest \"$1\" = arg1 && exit 7\nexit 1\n", 0755));
+        snprintf(path, sizeof(path), "%s/noshebang", dir);
+        CHECK(write_file_mode(path, "test \"$1\" = arg1 && exit 9\nexit 1\n", 0755));
+        snprintf(path, sizeof(path), "%s/seven", other); /* found first, but not executable */
+        CHECK(write_file_mode(path, "#!/bin/sh\nexit 3\n", 0644));
+        snprintf(path, sizeof(path), "%s/denied", other);
+        CHECK(write_file_mode(path, "#!/bin/sh\nexit 3\n", 0644));
+
+        /* Our own PATH leads nowhere; envp's finds it, past a missing directory and a non-executable
+         * file of the same name. */
+        const char *our_path = getenv("PATH");
+        char *saved_path = strdup(our_path ?: "/usr/bin:/bin");
+        CHECK(saved_path && setenv("PATH", "/nonexistent-sandboxd", 1) == 0);
+        snprintf(env_path, sizeof(env_path), "PATH=/nonexistent-sandboxd:%s:%s", other, dir);
+        char *envp[] = { (char *) "A=1", env_path, NULL };
+        CHECK_EQ(execvpe_status("seven", envp), 7);
+        /* A file the kernel cannot run goes to /bin/sh, arguments and all. */
+        CHECK_EQ(execvpe_status("noshebang", envp), 9);
+        /* Nowhere: ENOENT; only somewhere without the x bit: EACCES. */
+        CHECK_EQ(execvpe_status("no-such-program-sandboxd", envp), 100 + ENOENT);
+        CHECK_EQ(execvpe_status("denied", envp), 100 + EACCES);
+        /* A name with a slash is not searched for. */
+        snprintf(path, sizeof(path), "%s/seven", dir);
+        CHECK_EQ(execvpe_status(path, envp), 7);
+        CHECK_EQ(execvpe_status("./seven", envp), 100 + ENOENT);
+        /* An empty element is the working directory. */
+        CHECK(chdir(dir) == 0);
+        char *envp_cwd[] = { (char *) "PATH=/nonexistent-sandboxd::", NULL };
+        CHECK_EQ(execvpe_status("seven", envp_cwd), 7);
+        /* No PATH in envp: /bin:/usr/bin. */
+        char *envp_none[] = { (char *) "A=1", NULL };
+        CHECK_EQ(execvpe_status("true", envp_none), 0);
+        CHECK_EQ(execvpe_status("", envp_none), 100 + ENOENT);
+
+        CHECK(saved_path && setenv("PATH", saved_path, 1) == 0);
+        free(saved_path);
+        char cmd[2 * PATH_MAX + 16];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s %s", dir, other);
+        CHECK(system(cmd) == 0);
+        return failures;
+}
+
 /* Runs fn in a child and reports it under name; the child's exit code is its number of failures. */
 static int run_test(const char *name, int (*fn)(void)) {
         pid_t pid = fork();
@@ -748,6 +829,7 @@ int main(void) {
         failures += run_test("confine_reset_signals() after confine_signals_prepare()",
                              child_reset_signals_prepared);
         failures += run_test("full sequence, then exec", child_full_sequence);
+        failures += run_test("confine_execvpe() searches envp's PATH", child_execvpe);
 
         out("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
         return failures ? EXIT_FAILURE : EXIT_SUCCESS;
