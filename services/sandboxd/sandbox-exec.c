@@ -25,6 +25,7 @@
 
 #include "audit-spool.h"
 #include "confine.h"
+#include "offload.h"
 #include "oom.h"
 #include "sandbox.h"
 #include "sandboxd-dbus.h"
@@ -77,6 +78,8 @@ struct Exec {
         uint64_t start_mono, start_real, deadline;
         JobWait *job;
         WarmScope *warm;  /* a scope made ahead for us, or NULL: we ask for our own */
+        struct ExecSpawn *spawn; /* while a worker thread clones the child (exec_spawn_done()) */
+        WarmScopePin *pin; /* the warm scope's placeholder, whose hold the child may still touch */
         bool ready;       /* the child is confined and waits for go (or, self_entered, runs on) */
         bool self_entered; /* the child writes itself into the warm scope and needs no go */
         bool scope_up;    /* systemd's start job for its scope is done */
@@ -103,6 +106,8 @@ struct ExecQueued {
         Caller caller;
         uint64_t call_mono;
 };
+
+static void exec_spawn_abandon(struct ExecSpawn *sp, WarmScopePin *pin);
 
 static ExecQueued *exec_queued_free(ExecQueued *q) {
         if (!q)
@@ -137,6 +142,11 @@ static Exec *exec_free(Exec *e) {
                                 break;
                         }
         }
+        if (e->spawn)
+                /* Its child, if it was born, is killed and reaped when the worker is done (and then
+                 * the pin goes). */
+                exec_spawn_abandon(e->spawn, TAKE_PTR(e->pin));
+        warm_scope_unpin(TAKE_PTR(e->pin));
         job_wait_cancel(e->job);
         warm_scope_free(e->warm);
         e->child_source = sd_event_source_disable_unref(e->child_source);
@@ -155,19 +165,25 @@ static Exec *exec_free(Exec *e) {
         return NULL;
 }
 
-static void exec_queued_fail_error(Sandbox *s, ExecQueued *q, const sd_bus_error *error) {
+/* An Exec call that fails after exec_start() took it: its error answer and its audit row. */
+static void exec_call_failed(Manager *m, const char *session_id, const Caller *caller, sd_bus_message *request,
+                             uint64_t started_at, uint64_t call_mono, const sd_bus_error *error) {
         _cleanup_free_ char *detail = audit_detail_error(error->name, error->message);
         AuditRow row = {
-                .session_id = s->id,
+                .session_id = session_id,
                 .operation = "exec",
                 .event = "failed",
                 .detail = detail,
                 .exit_code = -1,
-                .started_at = q->spec.started_at,
-                .duration_usec = now_usec(CLOCK_MONOTONIC) - q->call_mono,
+                .started_at = started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - call_mono,
         };
-        manager_audit(s->manager, &q->caller, &row);
-        (void) sd_bus_reply_method_error(q->request, error);
+        manager_audit(m, caller, &row);
+        (void) sd_bus_reply_method_error(request, error);
+}
+
+static void exec_queued_fail_error(Sandbox *s, ExecQueued *q, const sd_bus_error *error) {
+        exec_call_failed(s->manager, s->id, &q->caller, q->request, q->spec.started_at, q->call_mono, error);
         exec_queued_free(q);
 }
 
@@ -221,8 +237,6 @@ static _noreturn_ void child_fail_step(int err_fd, int stage, const char *step, 
 /* What clone3() says where it or CLONE_INTO_CGROUP is missing (or filtered). */
 #define CLONE3_UNSUPPORTED(e) ((e) == ENOSYS || (e) == EINVAL || (e) == E2BIG || (e) == EPERM)
 
-extern char **environ;
-
 static _noreturn_ void exec_child(const ChildArgs *a) {
         char go;
         int r;
@@ -269,8 +283,8 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
                 _exit(127);
         close(a->go_fd);
 
-        environ = a->envp;
-        execvp(a->argv[0], a->argv);
+        /* Not execvp(): it would take the search path from our environ, which is sandboxd's. */
+        confine_execvpe(a->argv[0], a->argv, a->envp);
         child_fail(a->err_fd, EXEC_STAGE_EXEC, errno);
 }
 
@@ -330,9 +344,9 @@ static int exec_child_entry(void *userdata) {
  * spell waits out: 8-16 ms here). Such a child does not wait for our go either, so on x86-64 it
  * shares our memory until it execs, like vfork() (we are suspended meanwhile, a fraction of a
  * millisecond), on a stack of its own: no copy of our page tables, no copy-on-write faults charged to
- * its memory cgroup, nothing to tear down at its exec. It writes nothing of ours but that stack, errno
- * and environ (exec_start() restores it). Returns the pid, or -1 with errno; 0 in the child never
- * returns. */
+ * its memory cgroup, nothing to tear down at its exec. It writes nothing of ours but that stack and
+ * errno. Called in a worker thread (exec_spawn_run()), only that thread waits meanwhile. Returns the
+ * pid, or -1 with errno; 0 in the child never returns. */
 static pid_t spawn_child(const ChildArgs *a, int cgroup2_fd) {
         if (cgroup2_fd >= 0) {
                 struct clone_args_v2 args = {
@@ -342,7 +356,7 @@ static pid_t spawn_child(const ChildArgs *a, int cgroup2_fd) {
                 };
                 long pid;
 #if defined(__x86_64__)
-                static void *stack = NULL;
+                static _Thread_local void *stack = NULL; /* each worker thread's children: one at a time */
                 if (!stack) {
                         void *p = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -377,6 +391,97 @@ static pid_t spawn_child(const ChildArgs *a, int cgroup2_fd) {
         if (pid == 0)
                 exec_child(a);
         return pid;
+}
+
+/* What an Exec's child needs until it has exec'd, and what exec_spawned() takes over after: a child
+ * cloned in a worker thread outlives the call that asked for it. */
+typedef struct ExecSpawn {
+        OffloadJob job;
+        Exec *exec;                  /* NULL once the Exec was freed meanwhile */
+        ChildArgs a;
+        int init_pidfd;              /* ours (a dup of the sandbox's) when cloned in a worker */
+        int host_pidns_fd;           /* the manager's */
+        int cgroup_fds[17];          /* a warm scope's cgroup v1 "tasks" files */
+        size_t n_cgroup_fds;
+        int cgroup2_fd;
+        int in, out[2], err[2], go[2], fail[2], relay_out, relay_err;
+        char **env;
+        pid_t pid;                   /* the result: the child, or -1 and error */
+        int error;
+        uint64_t spawn_mono;         /* when it was cloned */
+        WarmScopePin *pin;           /* its Exec's, once that was freed meanwhile */
+} ExecSpawn;
+
+static void exec_spawn_run(OffloadJob *job);
+static void exec_spawn_done(OffloadJob *job);
+static int exec_spawned(Exec *e, ExecSpawn *sp);
+
+static ExecSpawn *exec_spawn_new(void) {
+        ExecSpawn *sp = calloc(1, sizeof(ExecSpawn));
+
+        if (!sp)
+                return NULL;
+        sp->job = (OffloadJob) { .run = exec_spawn_run, .done = exec_spawn_done };
+        sp->init_pidfd = sp->host_pidns_fd = sp->cgroup2_fd = -EBADF;
+        sp->in = sp->relay_out = sp->relay_err = -EBADF;
+        sp->out[0] = sp->out[1] = sp->err[0] = sp->err[1] = -EBADF;
+        sp->go[0] = sp->go[1] = sp->fail[0] = sp->fail[1] = -EBADF;
+        sp->pid = -1;
+        return sp;
+}
+
+static ExecSpawn *exec_spawn_free(ExecSpawn *sp) {
+        if (!sp)
+                return NULL;
+        for (size_t i = 0; i < sp->n_cgroup_fds; i++)
+                safe_close(sp->cgroup_fds[i]);
+        int *fds[] = { &sp->init_pidfd, &sp->cgroup2_fd, &sp->in, &sp->out[0], &sp->out[1], &sp->err[0],
+                       &sp->err[1], &sp->go[0], &sp->go[1], &sp->fail[0], &sp->fail[1], &sp->relay_out,
+                       &sp->relay_err };
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                *fds[i] = safe_close(*fds[i]);
+        strv_free(sp->env);
+        free(sp);
+        return NULL;
+}
+
+static void exec_spawn_freep(ExecSpawn **sp) {
+        exec_spawn_free(*sp);
+}
+
+static void exec_spawn_abandon(ExecSpawn *sp, WarmScopePin *pin) {
+        sp->exec = NULL;
+        sp->pin = pin;
+}
+
+/* Clones the child into the sandbox's PID namespace: in a worker thread, or in the loop's for a child
+ * that does not share our memory. setns(CLONE_NEWPID) is the calling thread's alone. */
+static void exec_spawn_run(OffloadJob *job) {
+        ExecSpawn *sp = container_of(job, ExecSpawn, job);
+
+        sp->spawn_mono = now_usec(CLOCK_MONOTONIC);
+        if (setns(sp->a.init_pidfd, CLONE_NEWPID) < 0) {
+                sp->pid = -1;
+                sp->error = errno;
+                return;
+        }
+        sp->a.cgroup_fds = sp->cgroup_fds;
+        sp->a.n_cgroup_fds = sp->n_cgroup_fds;
+        sp->pid = spawn_child(&sp->a, sp->cgroup2_fd);
+        if (sp->pid < 0 && sp->cgroup2_fd >= 0 && CLONE3_UNSUPPORTED(errno)) {
+                /* No clone3() or no CLONE_INTO_CGROUP (before Linux 5.7): the child writes itself into
+                 * the cgroup2 hierarchy too, the slow way. */
+                int fd = openat(sp->cgroup2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        sp->cgroup_fds[sp->n_cgroup_fds++] = fd;
+                        sp->a.n_cgroup_fds = sp->n_cgroup_fds;
+                        sp->pid = spawn_child(&sp->a, -EBADF);
+                } else
+                        errno = EIO;
+        }
+        sp->error = errno;
+        if (setns(sp->host_pidns_fd, CLONE_NEWPID) < 0)
+                abort(); /* this thread could never clone a child of its own again */
 }
 
 /* --- output ------------------------------------------------------------------------------------- */
@@ -698,6 +803,7 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                 (void) on_child_ready(e->ready_source, e->go_fd, EPOLLIN, e);
         e->status = *si;
         e->exited = true;
+        warm_scope_unpin(TAKE_PTR(e->pin));
         e->child_source = sd_event_source_disable_unref(e->child_source);
         /* What the command wrote is in the pipes now; processes it left behind may write more, but
          * the answer does not wait for them. */
@@ -834,6 +940,8 @@ static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *u
         n = read(fd, &c, 1);
         if (n < 0 && errno == EAGAIN)
                 return 0;
+        /* 'r' comes after the child let its placeholder go (or it gave up): it touches the hold no more. */
+        warm_scope_unpin(TAKE_PTR(e->pin));
         e->ready_source = sd_event_source_disable_unref(e->ready_source);
         if (n != 1 || c != 'r')
                 return 0; /* it failed; its exit tells why */
@@ -984,36 +1092,35 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
 static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *request, uint64_t call_mono,
                          WarmScope *made) {
         _cleanup_(warm_scope_freep) WarmScope *made_scope = made;
+        _cleanup_(exec_spawn_freep) ExecSpawn *spawn = exec_spawn_new();
         Manager *m = s->manager;
-        _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF },
-                                 go[2] = { -EBADF, -EBADF }, fail[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int in = -EBADF, relay_out = -EBADF, relay_err = -EBADF;
-        _cleanup_strv_free_ char **env = NULL;
         Exec *e;
         int r;
 
-        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
-            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0 || pipe2(fail, O_CLOEXEC) < 0)
+        if (!spawn)
+                return -ENOMEM;
+        if (pipe2(spawn->out, O_CLOEXEC) < 0 || pipe2(spawn->err, O_CLOEXEC) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, spawn->go) < 0 || pipe2(spawn->fail, O_CLOEXEC) < 0)
                 return -errno;
         if (spec->stdin_size > 0) {
-                in = memfd_create("sandbox-stdin", MFD_CLOEXEC);
-                if (in < 0)
+                spawn->in = memfd_create("sandbox-stdin", MFD_CLOEXEC);
+                if (spawn->in < 0)
                         return -errno;
-                if (write(in, spec->stdin_data, spec->stdin_size) != (ssize_t) spec->stdin_size)
+                if (write(spawn->in, spec->stdin_data, spec->stdin_size) != (ssize_t) spec->stdin_size)
                         return -EIO;
-                if (lseek(in, 0, SEEK_SET) < 0)
+                if (lseek(spawn->in, 0, SEEK_SET) < 0)
                         return -errno;
         } else {
-                in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (in < 0)
+                spawn->in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (spawn->in < 0)
                         return -errno;
         }
-        if (spec->stdout_fd >= 0 && (relay_out = fcntl(spec->stdout_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+        if (spec->stdout_fd >= 0 && (spawn->relay_out = fcntl(spec->stdout_fd, F_DUPFD_CLOEXEC, 3)) < 0)
                 return -errno;
-        if (spec->stderr_fd >= 0 && (relay_err = fcntl(spec->stderr_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+        if (spec->stderr_fd >= 0 && (spawn->relay_err = fcntl(spec->stderr_fd, F_DUPFD_CLOEXEC, 3)) < 0)
                 return -errno;
-        env = build_env(s, spec->env);
-        if (!env)
+        spawn->env = build_env(s, spec->env);
+        if (!spawn->env)
                 return -ENOMEM;
 
         e = calloc(1, sizeof(Exec));
@@ -1066,73 +1173,115 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
                 e->self_entered = true;
         }
 
-        ChildArgs a = {
-                .init_pidfd = s->init_pidfd,
+        ExecSpawn *sp = TAKE_PTR(spawn);
+        sp->exec = e;
+        memcpy(sp->cgroup_fds, cgroup_fds, n_cgroup_fds * sizeof(int));
+        sp->n_cgroup_fds = n_cgroup_fds;
+        sp->cgroup2_fd = TAKE_FD(cgroup2_fd);
+        sp->a = (ChildArgs) {
                 .ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
-                .stdin_fd = in,
-                .stdout_fd = out[1],
-                .stderr_fd = err[1],
-                .go_fd = go[0],
-                .err_fd = fail[1],
-                .cgroup_fds = cgroup_fds,
-                .n_cgroup_fds = n_cgroup_fds,
-                .hold = e->warm ? warm_scope_hold(e->warm) : NULL,
+                .stdin_fd = sp->in,
+                .stdout_fd = sp->out[1],
+                .stderr_fd = sp->err[1],
+                .go_fd = sp->go[0],
+                .err_fd = sp->fail[1],
+                .hold = e->warm ? warm_scope_hold(e->warm, &e->pin) : NULL,
                 .wait_go = !e->warm,
                 .uid = s->uid,
-                .cwd = spec->cwd ?: SANDBOXD_SANDBOX_HOME,
-                .argv = spec->argv,
-                .envp = env,
+                .cwd = e->cwd ?: SANDBOXD_SANDBOX_HOME,
+                .argv = e->argv,
+                .envp = sp->env,
         };
-
-        /* Children we fork now are born in the sandbox's PID namespace; we ourselves stay where we are. */
-        if (setns(s->init_pidfd, CLONE_NEWPID) < 0) {
-                r = -errno;
-                exec_free(e);
-                return r;
-        }
-        char **saved_environ = environ;
-        pid_t pid = spawn_child(&a, cgroup2_fd);
-        if (pid < 0 && cgroup2_fd >= 0 && CLONE3_UNSUPPORTED(errno)) {
-                /* No clone3() or no CLONE_INTO_CGROUP (before Linux 5.7): the child writes itself into
-                 * the cgroup2 hierarchy too, the slow way. */
-                int fd = openat(cgroup2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-                if (fd >= 0) {
-                        cgroup_fds[n_cgroup_fds++] = fd;
-                        a.n_cgroup_fds = n_cgroup_fds;
-                        pid = spawn_child(&a, -EBADF);
-                } else
-                        errno = EIO;
-        }
-        int fork_errno = errno;
-        environ = saved_environ; /* a child sharing our memory set it for its execvp() */
-        if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
-                abort(); /* we could never fork a helper of our own again */
-        for (size_t i = 0; i < n_cgroup_fds; i++)
-                safe_close(cgroup_fds[i]);
-        if (pid < 0) {
-                exec_free(e);
-                return -fork_errno;
-        }
-        e->pid = pid;
-
+        sp->host_pidns_fd = m->host_pidns_fd;
         e->sandbox = s;
         e->next = s->execs;
         s->execs = e;
         s->n_execs++;
         e->request = sd_bus_message_ref(request);
-        e->go_fd = TAKE_FD(go[1]);
-        e->err_fd = TAKE_FD(fail[0]);
+
+        /* A child born in its warm scope shares our memory until it execs, and its clone3() returns
+         * only then: a worker thread waits for that, not the event loop. The pidfd is ours, since the
+         * sandbox may go meanwhile. */
+        if (sp->cgroup2_fd >= 0 && m->offload) {
+                sp->a.init_pidfd = sp->init_pidfd = fcntl(s->init_pidfd, F_DUPFD_CLOEXEC, 3);
+                if (sp->init_pidfd >= 0) {
+                        e->spawn = sp;
+                        offload_submit(m->offload, &sp->job);
+                        return 0;
+                }
+        }
+        sp->a.init_pidfd = s->init_pidfd;
+        exec_spawn_run(&sp->job);
+        r = exec_spawned(e, sp);
+        exec_spawn_free(sp);
+        return r;
+}
+
+/* Back in the event loop with the worker's child (or its errno): the rest of exec_start_at(). */
+static void exec_spawn_done(OffloadJob *job) {
+        ExecSpawn *sp = container_of(job, ExecSpawn, job);
+        Exec *e = sp->exec;
+
+        if (!e) {
+                /* Freed meanwhile: nobody waits for this child, which has run nothing of the caller's
+                 * (a warm-scope child still had to say 'r'... and is past it: it dies either way). */
+                if (sp->pid > 0) {
+                        (void) kill(sp->pid, SIGKILL);
+                        (void) waitpid(sp->pid, NULL, 0);
+                }
+                warm_scope_unpin(sp->pin);
+                exec_spawn_free(sp);
+                return;
+        }
+        e->spawn = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *request = sd_bus_message_ref(e->request);
+        Caller caller = e->caller;
+        char session_id[SANDBOX_ID_LEN + 1];
+        uint64_t started_at = e->call_started_at, call_mono = e->call_mono;
+        Manager *m = e->manager;
+        snprintf(session_id, sizeof(session_id), "%s", e->session_id);
+
+        int r = exec_spawned(e, sp);
+        exec_spawn_free(sp);
+        if (r < 0) {
+                /* What the Exec call would have answered had exec_start() failed (e is gone). */
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                (void) sd_bus_error_set_errnof(&error, r, "Could not start the command: %s", strerror(-r));
+                exec_call_failed(m, session_id, &caller, request, started_at, call_mono, &error);
+        }
+}
+
+/* The child is born (or not): its pid, its pipes and sources. On failure e is freed (or, with a child
+ * to reap, left to its child source, replied) and the caller answers the call. */
+static int exec_spawned(Exec *e, ExecSpawn *sp) {
+        Manager *m = e->manager;
+        pid_t pid = sp->pid;
+        int r;
+
+        if (pid < 0) {
+                r = -sp->error;
+                e->replied = true;
+                exec_free(e);
+                return r;
+        }
+        e->pid = pid;
+        if (e->warm)
+                /* The time counts from the fork. */
+                e->start_mono = sp->spawn_mono;
+
+        e->go_fd = TAKE_FD(sp->go[1]);
+        e->err_fd = TAKE_FD(sp->fail[0]);
         (void) fcntl(e->err_fd, F_SETFL, O_NONBLOCK);
-        (void) fcntl(out[0], F_SETFL, O_NONBLOCK);
-        (void) fcntl(err[0], F_SETFL, O_NONBLOCK);
+        (void) fcntl(sp->out[0], F_SETFL, O_NONBLOCK);
+        (void) fcntl(sp->err[0], F_SETFL, O_NONBLOCK);
 
         r = sd_event_add_child(m->event, &e->child_source, pid, WEXITED, on_child_exit, e);
         if (r < 0)
                 goto fail_kill;
-        r = stream_init(e, &e->out, TAKE_FD(out[0]), TAKE_FD(relay_out));
+        r = stream_init(e, &e->out, TAKE_FD(sp->out[0]), TAKE_FD(sp->relay_out));
         if (r < 0)
                 goto fail_kill;
-        r = stream_init(e, &e->err, TAKE_FD(err[0]), TAKE_FD(relay_err));
+        r = stream_init(e, &e->err, TAKE_FD(sp->err[0]), TAKE_FD(sp->relay_err));
         if (r < 0)
                 goto fail_kill;
         (void) fcntl(e->go_fd, F_SETFL, O_NONBLOCK);

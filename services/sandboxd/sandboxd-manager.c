@@ -17,6 +17,7 @@
 #include "audit-spool.h"
 #include "log.h"
 #include "namespace.h"
+#include "offload.h"
 #include "sandbox-id.h"
 #include "time-util.h"
 #include "macro.h"
@@ -190,6 +191,12 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
         (void) sd_event_set_watchdog(m->event, true);
+        /* Two workers at most: a clone3() waits mostly on the kernel's cgroup locks and for a CPU,
+         * which more threads than CPUs would not make come sooner. */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        r = offload_new(m->event, cpus > 1 ? 2 : 1, &m->offload);
+        if (r < 0)
+                goto fail;
         r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
         if (r < 0)
                 goto fail;
@@ -212,6 +219,8 @@ Manager *manager_free(Manager *m) {
 
         if (!m)
                 return NULL;
+        /* Execs whose child a worker is cloning get it first (or its error), while all is still here. */
+        m->offload = offload_free(m->offload);
         /* Shells do not: their relay is us. */
         shell_free_all(m);
         /* Sandboxes outlive us: only our bookkeeping goes. */

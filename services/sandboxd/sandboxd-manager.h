@@ -54,6 +54,7 @@ typedef struct Manager {
         CgroupMemoryLayout memory_layout;
         char *memory_prefix;
         int host_pidns_fd;
+        struct Offload *offload;    /* worker threads that clone Execs' children (offload.c) */
 
         gid_t admin_gid;            /* sandbox-admin, or (gid_t) -1 */
         uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */

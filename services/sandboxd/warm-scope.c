@@ -58,6 +58,8 @@ typedef struct Placeholder {
         void *stack;     /* MAP_SHARED, so a forked child sees its WarmScopeHold too; the hold at its bottom */
         WarmScopeHold *hold;
         sd_event_source *source;
+        bool pinned;     /* a child of ours may still touch the hold (warm_scope_hold()) */
+        bool reaped;
 } Placeholder;
 
 static void stack_put(void *stack);
@@ -146,6 +148,9 @@ static int on_placeholder_exit(sd_event_source *es, const siginfo_t *si, void *u
                         warm_scope_free(w);
         }
         p->source = sd_event_source_disable_unref(p->source);
+        p->reaped = true;
+        if (p->pinned)
+                return 0; /* warm_scope_unpin() puts the stack back */
         /* Reaped: nothing runs on its stack any more. */
         stack_put(p->stack);
         free(p);
@@ -525,8 +530,25 @@ static int open_one(const char *dir, bool v2, bool essential, void *userdata) {
         return 0;
 }
 
-WarmScopeHold *warm_scope_hold(WarmScope *w) {
-        return w->placeholder ? w->placeholder->hold : NULL;
+WarmScopeHold *warm_scope_hold(WarmScope *w, WarmScopePin **ret_pin) {
+        Placeholder *p = w->placeholder;
+
+        *ret_pin = NULL;
+        if (!p || p->pinned)
+                return NULL;
+        p->pinned = true;
+        *ret_pin = p;
+        return p->hold;
+}
+
+void warm_scope_unpin(WarmScopePin *p) {
+        if (!p)
+                return;
+        p->pinned = false;
+        if (p->reaped) {
+                stack_put(p->stack);
+                free(p);
+        }
 }
 
 void warm_scope_hold_let_go(WarmScopeHold *hold) {

@@ -55,8 +55,17 @@ typedef struct WarmScopeHold {
         pid_t parent;  /* sandboxd */
 } WarmScopeHold;
 
-/* The warm scope's hold, or NULL if its placeholder is gone already. */
-WarmScopeHold *warm_scope_hold(WarmScope *w);
+/* A placeholder whose hold a child of ours may still touch: its stack is not reused for another
+ * placeholder until warm_scope_unpin(), even once it is reaped. */
+typedef struct Placeholder WarmScopePin;
+
+/* The warm scope's hold, or NULL if its placeholder is gone already. *ret_pin keeps its stack (and so
+ * the hold) from being reused until warm_scope_unpin(*ret_pin): call that once the child is past
+ * warm_scope_hold_let_go() (it said 'r', exec'd or died). sandboxd goes on while such a child sets
+ * itself up, and may reap the placeholder meanwhile: without the pin, the next placeholder could
+ * get the same stack, and the child would wait on a hold that is no longer its. */
+WarmScopeHold *warm_scope_hold(WarmScope *w, WarmScopePin **ret_pin);
+void warm_scope_unpin(WarmScopePin *pin);
 
 /* In the Exec's child, once it is in the scope, before it runs anything of the caller's: ends the
  * placeholder and waits until it has exited. Only system calls, no errno: safe in a child that shares
