@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # sandboxd end to end: the reference flow, limits, isolation, persistence and bad input, through the
 # system bus as its users drive it.
+import concurrent.futures
 import os
 import re
 import signal
@@ -627,6 +628,63 @@ def test_execs_at_once_get_scopes_made_for_them(mgr, sandbox):
         assert p.returncode == 0 and out.startswith("iayaya{sv} 0 "), (out, err)
         units.append(re.search(r'"unit" s "([^"]+)"', out)[1])
     assert len(set(units)) == 7 and set(units) == set(running)
+
+
+def test_many_clients_exec_in_one_sandbox(mgr, sandbox):
+    """Sixteen clients each run twelve short commands back to back in one sandbox: the warm scopes are
+    taken, made and reused while worker threads clone the children and the event loop goes on. Every
+    call answers with the command's own result, each in a scope of its own, and nothing is left."""
+    sid, _ = sandbox()
+
+    def client(k):
+        results = []
+        for i in range(12):
+            p = busctl_exec_async(sid, "sh", "-c", f"echo {k}-{i}", timeout=20)
+            out, err = p.communicate(timeout=90)
+            results.append((p.returncode, out, err))
+        return results
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        all_results = [r for rs in pool.map(client, range(16)) for r in rs]
+    units = []
+    for k in range(16):
+        for i in range(12):
+            rc, out, err = all_results[k * 12 + i]
+            said = f"{k}-{i}\n".encode()
+            assert rc == 0, (k, i, out, err)
+            assert out.startswith(f"iayaya{{sv}} 0 {len(said)} " + " ".join(map(str, said)) + " 0 "), (k, i, out)
+            units.append(re.search(r'"unit" s "([^"]+)"', out)[1])
+    assert len(set(units)) == len(units) == 16 * 12
+    # no command is left behind: their scopes go (the warm ones, made ahead, hold no command)
+    def still_active():
+        out = run("systemctl", "list-units", "--plain", "--no-legend", f"sandbox-{sid}-*").stdout
+        return [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0] in set(units)]
+    wait_for(lambda: still_active() == [], what="the commands' scopes to go")
+    assert run("systemctl", "is-active", "sandboxd").stdout.strip() == "active"
+
+
+def test_delete_while_execs_start(mgr, sandbox):
+    """DeleteSandbox while dozens of Execs of the sandbox are being started (some cloned by worker
+    threads right then): every call gets an answer (the command's or an error), the sandbox and all
+    its processes and units go, and sandboxd goes on serving."""
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    mgr.exec(sid, ["true"])  # a warm scope, and so the worker path, for the first of them
+    procs = [busctl_exec_async(sid, "sleep", "0.3", timeout=20) for _ in range(40)]
+    time.sleep(0.2)
+    mgr.delete(sid)
+    for p in procs:
+        out, err = p.communicate(timeout=90)
+        # answered by sandboxd (the command's result, or an error saying why), not by busctl's timeout
+        if p.returncode == 0:
+            assert out.startswith("iayaya{sv} "), out
+        else:
+            assert err.strip() and "timed out" not in err.lower(), err
+    assert sid not in [r[0] for r in mgr.list()]
+    wait_for(lambda: scope_units(sid) == [], what="the sandbox's units to go")
+    assert uid_processes(uid) == []
+    sid2, _ = sandbox()
+    assert mgr.exec(sid2, ["echo", "still here"])[1] == b"still here\n"
 
 
 def test_user_survives_host_account_changes(mgr, sandbox):
