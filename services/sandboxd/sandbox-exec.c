@@ -1009,9 +1009,10 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
 
 /* No warm scope ready: rather than fork() a child that waits for its scope (copying our page tables,
  * and copy-on-write faults on both sides until it execs: most of sandboxd's CPU time per Exec under
- * load), the call waits for a scope made for it, with its own limits (RuntimeMaxUSec= its timeout,
- * exactly as a scope of its own), and its child is then born in it like in a warm one. It waits for
- * systemd's job as long as it would have anyway. */
+ * load), the call waits for a warm scope already on its way (one made after an earlier Exec's reply),
+ * or else for a scope made for it, with its own limits (RuntimeMaxUSec= its timeout, exactly as a
+ * scope of its own), and its child is then born in it like in a warm one. It waits for systemd's job
+ * as long as it would have anyway. */
 static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         ExecQueued *q = calloc(1, sizeof(ExecQueued));
         int r;
@@ -1034,7 +1035,9 @@ static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *reques
         q->spec.caller = &q->caller;
         q->spec.started_at = spec->started_at ?: now_usec(CLOCK_REALTIME);
         q->call_mono = now_usec(CLOCK_MONOTONIC);
-        r = warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec, q, &q->warm);
+        /* One already on its way is sooner than one made now, and spares systemd a scope. */
+        r = warm_scope_adopt(s, spec->tasks_max, spec->memory_max, q, &q->warm) ? 0 :
+                warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec, q, &q->warm);
         if (r < 0) {
                 exec_queued_free(q);
                 return r;
@@ -1080,8 +1083,12 @@ void exec_scope_made(ExecQueued *q, bool ok) {
 
 int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         /* Alone, a child that confines itself while systemd makes its scope answers soonest; with other
-         * Execs of the sandbox running, the fork() costs more than that overlap saves. */
-        if (s->n_execs > 0 && !warm_scope_has_ready(s, spec->tasks_max, spec->memory_max) &&
+         * Execs of the sandbox running, the fork() costs more than that overlap saves. And a warm
+         * scope on its way (made after the previous Exec's reply, which a client running commands
+         * back to back answers at once with this call) comes sooner than a scope of our own, and
+         * spares systemd making two. */
+        if (!warm_scope_has_ready(s, spec->tasks_max, spec->memory_max) &&
+            (s->n_execs > 0 || warm_scope_has_pending(s, spec->tasks_max, spec->memory_max)) &&
             exec_enqueue(s, spec, request) >= 0)
                 return 0;
         return exec_start_at(s, spec, request, now_usec(CLOCK_MONOTONIC), NULL);

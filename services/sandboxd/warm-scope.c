@@ -399,6 +399,29 @@ bool warm_scope_has_ready(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
         return false;
 }
 
+static bool pending(const WarmScope *w, uint64_t tasks_max, uint64_t memory_max) {
+        return !w->ready && w->job && !w->waiter && w->placeholder && w->tasks_max == tasks_max &&
+               w->memory_max == memory_max;
+}
+
+bool warm_scope_has_pending(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
+        for (WarmScope *w = s->warm; w; w = w->next)
+                if (pending(w, tasks_max, memory_max))
+                        return true;
+        return false;
+}
+
+bool warm_scope_adopt(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, ExecQueued *waiter, WarmScope **ret) {
+        for (WarmScope *w = s->warm; w; w = w->next)
+                if (pending(w, tasks_max, memory_max)) {
+                        unlist(w);
+                        w->waiter = waiter;
+                        *ret = w;
+                        return true;
+                }
+        return false;
+}
+
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) {
         for (WarmScope *w = s->warm; w; w = w->next)
                 if (w->ready && w->tasks_max == tasks_max && w->memory_max == memory_max && w->placeholder) {

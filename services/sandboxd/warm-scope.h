@@ -27,8 +27,16 @@ int warm_scope_prepare_default(Sandbox *s, unsigned n);
 int warm_scope_prepare_for(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
                            ExecQueued *waiter, WarmScope **ret);
 
-/* Whether the sandbox has a warm scope with these limits ready to take. */
+/* Whether the sandbox has a warm scope with these limits ready to take; or one on its way (systemd's
+ * job not done yet). */
 bool warm_scope_has_ready(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
+bool warm_scope_has_pending(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
+
+/* One of the sandbox's warm scopes with these limits still on its way, for one waiting Exec: it
+ * leaves the sandbox's list and, once up (or if it cannot be), exec_scope_made(waiter, …) gets it,
+ * as if made for it, but with a warm scope's RuntimeMaxUSec= bound (sandboxd keeps the Exec's own
+ * deadline, as with any warm scope). false if there is none; *ret is the waiter's to free. */
+bool warm_scope_adopt(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, ExecQueued *waiter, WarmScope **ret);
 
 /* Hands over a ready scope of the sandbox with these limits (the oldest); NULL if it has none. */
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);

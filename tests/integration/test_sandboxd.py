@@ -663,6 +663,22 @@ def test_many_clients_exec_in_one_sandbox(mgr, sandbox):
     assert run("systemctl", "is-active", "sandboxd").stdout.strip() == "active"
 
 
+def test_back_to_back_execs_cost_one_scope_each(mgr, sandbox):
+    """A client that runs commands back to back sends each right after the previous reply, while the
+    sandbox's next warm scope is still being made: the Exec waits for that one rather than forking a
+    child of its own and asking systemd for a second scope. Scopes are numbered in the order they are
+    asked for, so N commands span N numbers (N and a half of them when each second Exec made its own)."""
+    sid, _ = sandbox()
+    n = 30
+    numbers = []
+    for _ in range(n):
+        code, _, _, info = mgr.exec(sid, ["true"])
+        assert code == 0
+        numbers.append(int(re.fullmatch(rf"sandbox-{sid}-exec-(\d+)\.scope", str(info["unit"]))[1]))
+    assert numbers == sorted(numbers) and len(set(numbers)) == n
+    assert numbers[-1] - numbers[0] <= n, numbers
+
+
 def test_delete_while_execs_start(mgr, sandbox):
     """DeleteSandbox while dozens of Execs of the sandbox are being started (some cloned by worker
     threads right then): every call gets an answer (the command's or an error), the sandbox and all
