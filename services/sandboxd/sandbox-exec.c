@@ -219,6 +219,7 @@ typedef struct ChildArgs {
         const int *cgroup_fds;   /* a warm scope's cgroup v1 "tasks" files, to enter first thing */
         size_t n_cgroup_fds;
         WarmScopeHold *hold;     /* its placeholder, to end once we are in */
+        bool born_in_scope;      /* cloned into the scope's cgroup2 cgroup (CLONE_INTO_CGROUP) */
         bool wait_go;            /* no warm scope: wait until sandboxd says its scope is up */
         uid_t uid;
         const char *cwd;
@@ -243,13 +244,18 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
 
         if (confine_reset_signals() < 0)
                 CHILD_FAIL("reset signals", errno);
-        /* Into the warm scope before anything else, while still root: "0" is the writer itself. */
+        /* Born in the scope's cgroup2 cgroup, the one systemd watches for emptiness: the placeholder may
+         * start to go now, while we set ourselves up (it is gone before anything of the caller's
+         * runs, below). */
+        if (a->hold && a->born_in_scope)
+                warm_scope_hold_go(a->hold);
+        /* Into the warm scope's other hierarchies before anything else, while still root: "0" is the
+         * writer itself. */
         for (size_t i = 0; i < a->n_cgroup_fds; i++)
                 if (write(a->cgroup_fds[i], "0", 1) != 1)
                         CHILD_FAIL("enter the command's scope", errno);
-        /* In: the placeholder goes, and is gone before anything of the caller's runs here. */
-        if (a->hold)
-                warm_scope_hold_let_go(a->hold);
+        if (a->hold && !a->born_in_scope)
+                warm_scope_hold_go(a->hold);
         /* The sandbox's mount, IPC, UTS (and network) namespaces; the PID namespace we were born in. */
         if (setns(a->init_pidfd, a->ns_flags) < 0)
                 CHILD_FAIL("join the sandbox's namespaces", errno);
@@ -274,6 +280,10 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         r = confine_seccomp_install();
         if (r < 0)
                 CHILD_FAIL("install the seccomp filter", -r);
+        /* The placeholder shares sandboxd's memory: had the OOM killer chosen it in this scope, it
+         * would have killed sandboxd too. Nothing of the caller's runs before it is gone. */
+        if (a->hold)
+                warm_scope_hold_wait(a->hold);
 
         /* Ready: confined. In a warm scope we are in place already and run on; otherwise we wait for
          * sandboxd to let us go once systemd has put us in our scope (EOF means: give up). */
@@ -467,6 +477,7 @@ static void exec_spawn_run(OffloadJob *job) {
         }
         sp->a.cgroup_fds = sp->cgroup_fds;
         sp->a.n_cgroup_fds = sp->n_cgroup_fds;
+        sp->a.born_in_scope = sp->cgroup2_fd >= 0;
         sp->pid = spawn_child(&sp->a, sp->cgroup2_fd);
         if (sp->pid < 0 && sp->cgroup2_fd >= 0 && CLONE3_UNSUPPORTED(errno)) {
                 /* No clone3() or no CLONE_INTO_CGROUP (before Linux 5.7): the child writes itself into
@@ -475,6 +486,7 @@ static void exec_spawn_run(OffloadJob *job) {
                 if (fd >= 0) {
                         sp->cgroup_fds[sp->n_cgroup_fds++] = fd;
                         sp->a.n_cgroup_fds = sp->n_cgroup_fds;
+                        sp->a.born_in_scope = false;
                         sp->pid = spawn_child(&sp->a, -EBADF);
                 } else
                         errno = EIO;

@@ -574,11 +574,14 @@ void warm_scope_unpin(WarmScopePin *p) {
         }
 }
 
-void warm_scope_hold_let_go(WarmScopeHold *hold) {
-        uint32_t tid;
-
+void warm_scope_hold_go(WarmScopeHold *hold) {
         __atomic_store_n(&hold->go, 1, __ATOMIC_RELEASE);
         (void) syscall(SYS_futex, &hold->go, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void warm_scope_hold_wait(WarmScopeHold *hold) {
+        uint32_t tid;
+
         while ((tid = __atomic_load_n(&hold->tid, __ATOMIC_ACQUIRE)) != 0)
                 (void) syscall(SYS_futex, &hold->tid, FUTEX_WAIT, tid, NULL, NULL, 0);
 }

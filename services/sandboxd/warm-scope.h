@@ -69,16 +69,18 @@ typedef struct Placeholder WarmScopePin;
 
 /* The warm scope's hold, or NULL if its placeholder is gone already. *ret_pin keeps its stack (and so
  * the hold) from being reused until warm_scope_unpin(*ret_pin): call that once the child is past
- * warm_scope_hold_let_go() (it said 'r', exec'd or died). sandboxd goes on while such a child sets
+ * warm_scope_hold_wait() (it said 'r', exec'd or died). sandboxd goes on while such a child sets
  * itself up, and may reap the placeholder meanwhile: without the pin, the next placeholder could
  * get the same stack, and the child would wait on a hold that is no longer its. */
 WarmScopeHold *warm_scope_hold(WarmScope *w, WarmScopePin **ret_pin);
 void warm_scope_unpin(WarmScopePin *pin);
 
-/* In the Exec's child, once it is in the scope, before it runs anything of the caller's: ends the
- * placeholder and waits until it has exited. Only system calls, no errno: safe in a child that shares
- * sandboxd's memory. */
-void warm_scope_hold_let_go(WarmScopeHold *hold);
+/* In the Exec's child, once it is in the scope (in the hierarchy systemd watches for emptiness, so the
+ * scope never looks empty): warm_scope_hold_go() tells the placeholder to exit; warm_scope_hold_wait(),
+ * before anything of the caller's runs, waits until it has. In between the child sets itself up while
+ * the placeholder exits. Only system calls, no errno: safe in a child that shares sandboxd's memory. */
+void warm_scope_hold_go(WarmScopeHold *hold);
+void warm_scope_hold_wait(WarmScopeHold *hold);
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd);
 void warm_scope_release(WarmScope *w);
 
