@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -395,6 +396,35 @@ static void *bus_worker_main(void *p) {
         return NULL;
 }
 
+/* The obvious alternative under the same load: each client runs `systemd-run --scope` with the same
+ * limits and `true`, again and again, as a script or an agent framework without sandboxd would. */
+typedef struct RunWorker {
+        pthread_t thread;
+        uint64_t deadline;
+        atomic_uint_fast64_t *ok, *errors;
+} RunWorker;
+
+extern char **environ;
+
+static void *run_worker_main(void *p) {
+        RunWorker *w = p;
+        char *argv[] = { (char *) "systemd-run", (char *) "--quiet",        (char *) "--scope",
+                         (char *) "-p",          (char *) "TasksMax=256",   (char *) "-p",
+                         (char *) "MemoryMax=1G", (char *) "-p",            (char *) "RuntimeMaxSec=20",
+                         (char *) "true",        NULL };
+
+        while (now_nsec() < w->deadline && !interrupted) {
+                pid_t pid;
+                int status = 0;
+                int r = posix_spawnp(&pid, "systemd-run", NULL, NULL, argv, environ);
+                if (r == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                        atomic_fetch_add(w->ok, 1);
+                else if (atomic_fetch_add(w->errors, 1) < 5)
+                        fprintf(stderr, "bench-gateway: systemd-run: %s, status %d\n", strerror(r), status);
+        }
+        return NULL;
+}
+
 /* --- CPU per exec ----------------------------------------------------------------------------- */
 
 /* The processes an Exec goes through, and the CPU time each spent (user + system, its own threads,
@@ -551,7 +581,8 @@ static void usage(FILE *f) {
         fputs("bench-gateway [--cycles N] [--clients N] [--sandboxes M] [--seconds S] [--port P]\n\n"
               "The reference cycle (create, PUT task.py, exec python3, delete) through sandbox-gatewayd's REST\n"
               "API beside the same cycle with a shell and systemd-run --scope, alternating, in one run; then\n"
-              "exec throughput with N keep-alive clients spread over M sandboxes (default 1: all on one).\n"
+              "exec throughput with N keep-alive clients spread over M sandboxes (default 1: all on one),\n"
+              "through the gateway and straight on the bus, beside N clients each running systemd-run --scope.\n"
               "Needs root (a key over the bus, and systemd-run), sandboxd and sandbox-gatewayd running on\n"
               "127.0.0.1:PORT.\n",
               f);
@@ -652,9 +683,9 @@ int main(int argc, char *argv[]) {
 
         /* Throughput: many keep-alive clients on one sandbox (or spread over several), `true` again and
          * again. */
-        atomic_uint_fast64_t ok = 0, errors = 0, bus_ok = 0, bus_errors = 0;
-        double elapsed = 0, bus_elapsed = 0;
-        CpuSnapshot cpu0, cpu1, cpu2;
+        atomic_uint_fast64_t ok = 0, errors = 0, bus_ok = 0, bus_errors = 0, run_ok = 0, run_errors = 0;
+        double elapsed = 0, bus_elapsed = 0, run_elapsed = 0;
+        CpuSnapshot cpu0, cpu1, cpu2, cpu3;
         char **sb = calloc(nsandboxes, sizeof(char *)), **paths = calloc(nsandboxes, sizeof(char *));
         unsigned nsb = 0;
         if (!sb || !paths)
@@ -709,6 +740,24 @@ int main(int argc, char *argv[]) {
                         cpu_snapshot(&cpu2);
                         free(bw);
                 }
+                if (!interrupted) {
+                        RunWorker *rw = calloc(clients, sizeof(RunWorker));
+                        fprintf(stderr, "bench-gateway: %u clients run systemd-run --scope true for %u s…\n", clients,
+                                seconds);
+                        uint64_t s0 = now_nsec(), sdeadline = s0 + (uint64_t) seconds * UINT64_C(1000000000);
+                        unsigned sstarted = 0;
+                        for (unsigned i = 0; rw && i < clients; i++) {
+                                rw[i] = (RunWorker) { .deadline = sdeadline, .ok = &run_ok, .errors = &run_errors };
+                                if (pthread_create(&rw[i].thread, NULL, run_worker_main, &rw[i]) != 0)
+                                        break;
+                                sstarted++;
+                        }
+                        for (unsigned i = 0; i < sstarted; i++)
+                                pthread_join(rw[i].thread, NULL);
+                        run_elapsed = (double) (now_nsec() - s0) / 1e9;
+                        cpu_snapshot(&cpu3);
+                        free(rw);
+                }
         }
         for (unsigned i = 0; i < nsb; i++) {
                 int status = 0;
@@ -745,13 +794,24 @@ int main(int argc, char *argv[]) {
         printf("the same straight on sandboxd's bus, %u connections, %.1f s: %.0f execs/s, %" PRIuFAST64 " ok, %" PRIuFAST64
                " errors; gateway / bus: %.2f\n",
                clients, bus_elapsed, bus_rate, (uint_fast64_t) bus_ok, (uint_fast64_t) bus_errors, rate / bus_rate);
+        double run_rate = run_elapsed > 0 ? (double) run_ok / run_elapsed : NAN;
+        printf("the obvious alternative, %u clients each running systemd-run --scope true, %.1f s: %.0f runs/s, %"
+               PRIuFAST64 " ok, %" PRIuFAST64 " errors\n",
+               clients, run_elapsed, run_rate, (uint_fast64_t) run_ok, (uint_fast64_t) run_errors);
+        printf("ratio sandboxd (through the gateway) / systemd-run: %.2f; straight on the bus / systemd-run: %.2f\n",
+               rate / run_rate, bus_rate / run_rate);
         if (elapsed > 0)
                 cpu_print("through the gateway", &cpu0, &cpu1, (uint64_t) ok + errors);
         if (bus_elapsed > 0)
                 cpu_print("straight on the bus", &cpu1, &cpu2, (uint64_t) bus_ok + bus_errors);
+        if (run_elapsed > 0)
+                cpu_print("with systemd-run (its own processes are in none of the rows)", &cpu2, &cpu3,
+                          (uint64_t) run_ok + run_errors);
         printf("targets: cycle p50 <= %.0f ms: %s; >= %.0f execs/s: %s; 0 errors: %s\n", TARGET_CYCLE_P50_MS,
                r50 <= TARGET_CYCLE_P50_MS ? "met" : "NOT MET", TARGET_EXECS_PER_SEC,
                rate >= TARGET_EXECS_PER_SEC ? "met" : "NOT MET", errors == 0 && ok > 0 ? "met" : "NOT MET");
+        if (run_errors > 0)
+                ret = EXIT_FAILURE;
 
         free(rest);
         free(shell);
