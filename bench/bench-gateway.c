@@ -327,10 +327,13 @@ static int shell_cycle(unsigned n) {
 
 /* --- throughput -------------------------------------------------------------------------------- */
 
+/* One client of a throughput phase: what it calls (HTTP: sa, key, path; the bus: sandbox; systemd-run:
+ * nothing), until when, and where it counts. */
 typedef struct Worker {
         pthread_t thread;
         struct sockaddr_in sa;
         const char *key, *path;
+        const char *sandbox;
         uint64_t deadline;
         atomic_uint_fast64_t *ok, *errors;
 } Worker;
@@ -361,15 +364,8 @@ static void *worker_main(void *p) {
 }
 
 /* The same load straight on sandboxd's bus interface, one connection per client: what the gateway adds. */
-typedef struct BusWorker {
-        pthread_t thread;
-        const char *sandbox;
-        uint64_t deadline;
-        atomic_uint_fast64_t *ok, *errors;
-} BusWorker;
-
 static void *bus_worker_main(void *p) {
-        BusWorker *w = p;
+        Worker *w = p;
         sd_bus *bus = NULL;
 
         if (sd_bus_open_system(&bus) < 0) {
@@ -398,16 +394,10 @@ static void *bus_worker_main(void *p) {
 
 /* The obvious alternative under the same load: each client runs `systemd-run --scope` with the same
  * limits and `true`, again and again, as a script or an agent framework without sandboxd would. */
-typedef struct RunWorker {
-        pthread_t thread;
-        uint64_t deadline;
-        atomic_uint_fast64_t *ok, *errors;
-} RunWorker;
-
 extern char **environ;
 
 static void *run_worker_main(void *p) {
-        RunWorker *w = p;
+        Worker *w = p;
         char *argv[] = { (char *) "systemd-run", (char *) "--quiet",        (char *) "--scope",
                          (char *) "-p",          (char *) "TasksMax=256",   (char *) "-p",
                          (char *) "MemoryMax=1G", (char *) "-p",            (char *) "RuntimeMaxSec=20",
@@ -423,6 +413,29 @@ static void *run_worker_main(void *p) {
                         fprintf(stderr, "bench-gateway: systemd-run: %s, status %d\n", strerror(r), status);
         }
         return NULL;
+}
+
+/* Runs one throughput phase: n clients of fn, each a copy of proto sending to sandbox i mod m (paths
+ * for HTTP, ids for the bus), for seconds; returns how long it took, in seconds. */
+static double run_phase(const Worker *proto, unsigned n, char **paths, char **ids, unsigned m, unsigned seconds,
+                        void *(*fn)(void *)) {
+        Worker *w = calloc(n, sizeof(Worker));
+        uint64_t t0 = now_nsec();
+        unsigned started = 0;
+
+        for (unsigned i = 0; w && i < n; i++) {
+                w[i] = *proto;
+                w[i].path = paths[i % m];
+                w[i].sandbox = ids[i % m];
+                w[i].deadline = t0 + (uint64_t) seconds * UINT64_C(1000000000);
+                if (pthread_create(&w[i].thread, NULL, fn, &w[i]) != 0)
+                        break;
+                started++;
+        }
+        for (unsigned i = 0; i < started; i++)
+                pthread_join(w[i].thread, NULL);
+        free(w);
+        return (double) (now_nsec() - t0) / 1e9;
 }
 
 /* --- CPU per exec ----------------------------------------------------------------------------- */
@@ -704,60 +717,24 @@ int main(int argc, char *argv[]) {
                 }
         }
         if (ret == EXIT_SUCCESS && !interrupted) {
-                Worker *w = calloc(clients, sizeof(Worker));
                 fprintf(stderr, "bench-gateway: %u clients on %u sandbox(es) exec `true` for %u s…\n", clients,
                         nsandboxes, seconds);
                 cpu_snapshot(&cpu0);
-                uint64_t t0 = now_nsec(), deadline = t0 + (uint64_t) seconds * UINT64_C(1000000000);
-                unsigned started = 0;
-                for (unsigned i = 0; w && i < clients; i++) {
-                        w[i] = (Worker) { .sa = conn->sa, .key = key, .path = paths[i % nsandboxes],
-                                          .deadline = deadline, .ok = &ok, .errors = &errors };
-                        if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) != 0)
-                                break;
-                        started++;
-                }
-                for (unsigned i = 0; i < started; i++)
-                        pthread_join(w[i].thread, NULL);
-                elapsed = (double) (now_nsec() - t0) / 1e9;
+                elapsed = run_phase(&(Worker) { .sa = conn->sa, .key = key, .ok = &ok, .errors = &errors }, clients,
+                                    paths, sb, nsandboxes, seconds, worker_main);
                 cpu_snapshot(&cpu1);
-                free(w);
-                if (!interrupted) {
-                        BusWorker *bw = calloc(clients, sizeof(BusWorker));
-                        fprintf(stderr, "bench-gateway: %u bus clients call Exec `true` for %u s…\n", clients, seconds);
-                        uint64_t b0 = now_nsec(), bdeadline = b0 + (uint64_t) seconds * UINT64_C(1000000000);
-                        unsigned bstarted = 0;
-                        for (unsigned i = 0; bw && i < clients; i++) {
-                                bw[i] = (BusWorker) { .sandbox = sb[i % nsandboxes], .deadline = bdeadline,
-                                                      .ok = &bus_ok, .errors = &bus_errors };
-                                if (pthread_create(&bw[i].thread, NULL, bus_worker_main, &bw[i]) != 0)
-                                        break;
-                                bstarted++;
-                        }
-                        for (unsigned i = 0; i < bstarted; i++)
-                                pthread_join(bw[i].thread, NULL);
-                        bus_elapsed = (double) (now_nsec() - b0) / 1e9;
-                        cpu_snapshot(&cpu2);
-                        free(bw);
-                }
-                if (!interrupted) {
-                        RunWorker *rw = calloc(clients, sizeof(RunWorker));
-                        fprintf(stderr, "bench-gateway: %u clients run systemd-run --scope true for %u s…\n", clients,
-                                seconds);
-                        uint64_t s0 = now_nsec(), sdeadline = s0 + (uint64_t) seconds * UINT64_C(1000000000);
-                        unsigned sstarted = 0;
-                        for (unsigned i = 0; rw && i < clients; i++) {
-                                rw[i] = (RunWorker) { .deadline = sdeadline, .ok = &run_ok, .errors = &run_errors };
-                                if (pthread_create(&rw[i].thread, NULL, run_worker_main, &rw[i]) != 0)
-                                        break;
-                                sstarted++;
-                        }
-                        for (unsigned i = 0; i < sstarted; i++)
-                                pthread_join(rw[i].thread, NULL);
-                        run_elapsed = (double) (now_nsec() - s0) / 1e9;
-                        cpu_snapshot(&cpu3);
-                        free(rw);
-                }
+        }
+        if (ret == EXIT_SUCCESS && !interrupted) {
+                fprintf(stderr, "bench-gateway: %u bus clients call Exec `true` for %u s…\n", clients, seconds);
+                bus_elapsed = run_phase(&(Worker) { .ok = &bus_ok, .errors = &bus_errors }, clients, paths, sb,
+                                        nsandboxes, seconds, bus_worker_main);
+                cpu_snapshot(&cpu2);
+        }
+        if (ret == EXIT_SUCCESS && !interrupted) {
+                fprintf(stderr, "bench-gateway: %u clients run systemd-run --scope true for %u s…\n", clients, seconds);
+                run_elapsed = run_phase(&(Worker) { .ok = &run_ok, .errors = &run_errors }, clients, paths, sb,
+                                        nsandboxes, seconds, run_worker_main);
+                cpu_snapshot(&cpu3);
         }
         for (unsigned i = 0; i < nsb; i++) {
                 int status = 0;
