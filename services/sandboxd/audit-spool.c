@@ -14,7 +14,12 @@
  *
  * A row the logger refuses as invalid (InvalidArgs: say its OutputMax= is below ours) would otherwise
  * stop every row after it for good: it is moved to the table "refused" beside the spool, logged, and
- * the others go on; refused rows are queued again when sandboxd next starts. */
+ * the others go on; refused rows are queued again when sandboxd next starts.
+ *
+ * An operation that runs for a while (an Exec) is also noted in the table "running" when it starts
+ * (audit_begin()), and its row, when it ends, replaces that note in one transaction (audit_finish(),
+ * same key). Should sandboxd die in between, the note becomes a "failed" row at the next start, with
+ * "interrupted" in its detail: an Exec cut off by sandboxd's death is on the record too. */
 #include "audit-spool.h"
 
 #include <errno.h>
@@ -60,7 +65,7 @@ typedef struct InFlight {
 struct AuditSpool {
         Manager *manager;
         sqlite3 *db;
-        sqlite3_stmt *insert, *next, *delete, *count, *nth, *refuse;
+        sqlite3_stmt *insert, *next, *delete, *count, *nth, *refuse, *begin, *end;
         int64_t last_sent; /* highest seq handed to the bus in this round */
         int64_t last_spooled; /* highest seq we inserted (at start-up: as if all were ours) */
         unsigned n_in_flight;
@@ -90,6 +95,12 @@ static const char *const migrations[] = {
         " exit_code INTEGER NOT NULL, stdout BLOB, stderr BLOB,"
         " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL, request_id TEXT NOT NULL,"
         " error TEXT NOT NULL, refused_at INTEGER NOT NULL)",
+        /* operations under way (audit_begin()), whose row is not written yet */
+        "CREATE TABLE running ("
+        " key TEXT PRIMARY KEY,"
+        " session_id TEXT NOT NULL, account_id TEXT NOT NULL, source TEXT NOT NULL,"
+        " operation TEXT NOT NULL, detail TEXT NOT NULL,"
+        " started_at INTEGER NOT NULL, request_id TEXT NOT NULL)",
 };
 
 #define SPOOL_COLUMNS                                                                                       \
@@ -109,6 +120,8 @@ AuditSpool *audit_spool_free(AuditSpool *s) {
         sqlite3_finalize(s->count);
         sqlite3_finalize(s->nth);
         sqlite3_finalize(s->refuse);
+        sqlite3_finalize(s->begin);
+        sqlite3_finalize(s->end);
         sqlite3_close_v2(s->db);
         free(s);
         return NULL;
@@ -429,6 +442,45 @@ static void pump(AuditSpool *s) {
         }
 }
 
+/* Operations noted as running when sandboxd last stopped (a row of its end would have dropped the note
+ * in the same transaction): each becomes a "failed" row under the note's key, the detail saying it was
+ * interrupted, in the order they started. */
+static int spool_interrupted(AuditSpool *s) {
+        sqlite3_stmt *st = NULL;
+        int n = 0, r;
+
+        r = sqlite_errno(sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL));
+        if (r < 0)
+                return r;
+        r = sqlite_errno(sqlite3_prepare_v2(
+                s->db,
+                "INSERT INTO spool (" SPOOL_COLUMNS ")"
+                " SELECT key, session_id, account_id, source, operation, 'failed',"
+                " json_set(detail, '$.error', '" AUDIT_ERROR_INTERRUPTED "', '$.message', ?),"
+                " -1, x'', x'', started_at, max(0, ? - started_at), request_id"
+                " FROM running ORDER BY started_at",
+                -1, &st, NULL));
+        if (r >= 0) {
+                sqlite3_bind_text(st, 1,
+                                  "sandboxd stopped while this ran; its end, exit code and output are unknown",
+                                  -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64) now_usec(CLOCK_REALTIME));
+                r = sqlite3_step(st) == SQLITE_DONE ? 0 : sqlite_errno(sqlite3_errcode(s->db));
+                n = sqlite3_changes(s->db);
+        }
+        sqlite3_finalize(st);
+        if (r >= 0)
+                r = sqlite_errno(sqlite3_exec(s->db, "DELETE FROM running; COMMIT", NULL, NULL, NULL));
+        if (r < 0) {
+                (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                return r;
+        }
+        if (n > 0)
+                log_msg(LOG_WARNING, "%d operation(s) were under way when sandboxd last stopped; recorded as "
+                        "interrupted.", n);
+        return n;
+}
+
 int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
         AuditSpool *s;
         int r;
@@ -465,8 +517,18 @@ int audit_spool_open(Manager *m, const char *path, AuditSpool **ret) {
             (r = sqlite_prepare_persistent(s->db,
                                            "INSERT INTO refused (seq, " SPOOL_COLUMNS ", error, refused_at)"
                                            " SELECT seq, " SPOOL_COLUMNS ", ?, ? FROM spool WHERE seq = ?",
-                                           &s->refuse)) < 0)
+                                           &s->refuse)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "INSERT INTO running (key, session_id, account_id, source,"
+                                           " operation, detail, started_at, request_id) VALUES (?,?,?,?,?,?,?,?)",
+                                           &s->begin)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "DELETE FROM running WHERE key = ?", &s->end)) < 0)
                 goto fail;
+        r = spool_interrupted(s);
+        if (r < 0)
+                /* they stay noted until the next start; the spool itself works */
+                log_msg(LOG_WARNING, "Could not record the operations sandboxd's last run left unfinished: %s",
+                        strerror(-r));
         /* Rows the logger refused before: perhaps it takes them now (its configuration changed). They go
          * after everything else, with new sequence numbers. */
         r = sqlite_errno(sqlite3_exec(s->db,
@@ -502,17 +564,21 @@ fail:
         return r;
 }
 
-int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
+/* A random key per operation: unique across restarts without any state of ours. */
+static int new_key(char key[static AUDIT_KEY_SIZE]) {
         uint8_t rnd[16];
-        char key[4 + 2 * sizeof(rnd) + 1] = "sbd-";
-        sqlite3_stmt *st = s->insert;
-        int rc;
 
-        /* A random key per operation: unique across restarts without any state of ours. */
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
                 return -errno;
+        memcpy(key, "sbd-", 4);
         for (size_t i = 0; i < sizeof(rnd); i++)
                 snprintf(key + 4 + 2 * i, 3, "%02x", rnd[i]);
+        return 0;
+}
+
+static int spool_insert(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key) {
+        sqlite3_stmt *st = s->insert;
+        int rc;
 
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, strempty(row->session_id), -1, SQLITE_STATIC);
@@ -537,8 +603,84 @@ int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
         }
         s->pending++;
         s->last_spooled = MAX(s->last_spooled, (int64_t) sqlite3_last_insert_rowid(s->db));
+        return 0;
+}
+
+int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
+        char key[AUDIT_KEY_SIZE];
+        int r;
+
+        r = new_key(key);
+        if (r < 0)
+                return r;
+        r = spool_insert(s, c, row, key);
+        if (r < 0)
+                return r;
         kick(s);
         return 0;
+}
+
+int audit_begin(AuditSpool *s, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]) {
+        sqlite3_stmt *st = s->begin;
+        int r, rc;
+
+        r = new_key(key);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, strempty(row->session_id), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, c->account_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, c->source, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, row->operation, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, row->detail ?: "{}", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64) row->started_at);
+        sqlite3_bind_text(st, 8, c->request_id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_DONE) {
+                key[0] = 0;
+                return sqlite_errno(rc);
+        }
+        return 0;
+}
+
+static int running_delete(AuditSpool *s, const char *key) {
+        sqlite3_stmt *st = s->end;
+        int rc;
+
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        return rc == SQLITE_DONE ? 0 : sqlite_errno(rc);
+}
+
+int audit_finish(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key) {
+        int r;
+
+        if (isempty(key))
+                return audit_record(s, c, row);
+        r = sqlite_errno(sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL));
+        if (r < 0)
+                return r;
+        r = spool_insert(s, c, row, key);
+        if (r >= 0)
+                r = running_delete(s, key);
+        if (r >= 0)
+                r = sqlite_errno(sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL));
+        if (r < 0) {
+                (void) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                s->pending -= MIN(s->pending, 1u); /* spool_insert() counted it */
+                return r;
+        }
+        kick(s);
+        return 0;
+}
+
+void audit_cancel(AuditSpool *s, const char *key) {
+        if (!isempty(key))
+                (void) running_delete(s, key);
 }
 
 uint64_t audit_spool_pending(AuditSpool *s) {

@@ -41,6 +41,17 @@ AuditSpool *audit_spool_free(AuditSpool *s);
  * for the logger. Returns negative errno only if the spool itself could not take it. */
 int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row);
 
+/* An operation that runs for a while: audit_begin() notes it (row: session, operation, detail,
+ * started_at) under a new key, before it starts; audit_finish() writes its row and drops the note in one
+ * transaction (with an empty key it is audit_record()); audit_cancel() drops the note when the call
+ * failed before it ran and its failure is recorded otherwise. A note left when sandboxd stops becomes
+ * a "failed" row at the next start, the detail's error AUDIT_ERROR_INTERRUPTED. */
+#define AUDIT_KEY_SIZE 37
+#define AUDIT_ERROR_INTERRUPTED "org.sandboxd.sandbox1.Interrupted"
+int audit_begin(AuditSpool *s, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]);
+int audit_finish(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key);
+void audit_cancel(AuditSpool *s, const char *key);
+
 /* {"error": name, "message": message}, for the rows of failed calls. NULL on OOM. */
 char *audit_detail_error(const char *name, const char *message);
 

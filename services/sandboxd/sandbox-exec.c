@@ -93,6 +93,7 @@ struct Exec {
         char **argv;
         char *cwd;
         uint64_t call_started_at, call_mono;
+        char audit_key[AUDIT_KEY_SIZE]; /* its note in the spool while it runs (audit_begin()), or "" */
 };
 
 /* An Exec waiting for the scope systemd makes for it (exec_start()): its own copy of the call's
@@ -147,6 +148,8 @@ static Exec *exec_free(Exec *e) {
                  * the pin goes). */
                 exec_spawn_abandon(e->spawn, TAKE_PTR(e->pin));
         warm_scope_unpin(TAKE_PTR(e->pin));
+        /* Ended without its own row (a failure before the command ran, recorded by whoever answered). */
+        manager_audit_cancel(e->manager, e->audit_key);
         job_wait_cancel(e->job);
         warm_scope_free(e->warm);
         e->child_source = sd_event_source_disable_unref(e->child_source);
@@ -698,7 +701,7 @@ static void exec_audit(Exec *e, const char *event, int code, int sig, bool oom, 
                 .started_at = e->call_started_at,
                 .duration_usec = now_usec(CLOCK_MONOTONIC) - e->call_mono,
         };
-        manager_audit(e->manager, &e->caller, &row);
+        manager_audit_finish(e->manager, &e->caller, &row, e->audit_key);
 }
 
 static void exec_reply_error(Exec *e, const char *name, const char *what, int error) {
@@ -1212,6 +1215,13 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
                 .envp = sp->env,
         };
         sp->host_pidns_fd = m->host_pidns_fd;
+        /* Noted before the command can run: should sandboxd die while it does, the note becomes its
+         * row ("interrupted") at the next start. */
+        _cleanup_free_ char *detail = exec_detail(e, 0, false, NULL, NULL);
+        manager_audit_begin(m, &e->caller,
+                            &(AuditRow) { .session_id = e->session_id, .operation = "exec", .detail = detail,
+                                          .started_at = e->call_started_at },
+                            e->audit_key);
         e->sandbox = s;
         e->next = s->execs;
         s->execs = e;

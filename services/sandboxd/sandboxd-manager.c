@@ -103,6 +103,35 @@ void manager_audit(Manager *m, const Caller *c, const AuditRow *row) {
                                 row->operation, strerror(-r), NULL);
 }
 
+void manager_audit_begin(Manager *m, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]) {
+        key[0] = 0;
+        if (!m->config.audit || !m->audit)
+                return;
+        int r = audit_begin(m->audit, c, row, key);
+        if (r < 0)
+                /* Its row is still written when it ends; only a crash meanwhile would lose it. */
+                log_msg(LOG_WARNING, "Could not note a running %s in the audit spool: %s", row->operation,
+                        strerror(-r));
+}
+
+void manager_audit_finish(Manager *m, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]) {
+        if (isempty(key) || !m->config.audit || !m->audit) {
+                manager_audit(m, c, row);
+                return;
+        }
+        if (audit_finish(m->audit, c, row, key) < 0)
+                /* Not spooled with its note: on its own then (the note becomes an "interrupted" row at the
+                 * next start, beside this one). */
+                manager_audit(m, c, row);
+        key[0] = 0;
+}
+
+void manager_audit_cancel(Manager *m, char key[static AUDIT_KEY_SIZE]) {
+        if (!isempty(key) && m->audit)
+                audit_cancel(m->audit, key);
+        key[0] = 0;
+}
+
 #define SENDER_CACHE_MAX 4096
 #define ADMIN_CACHE_USEC (5 * USEC_PER_SEC)
 

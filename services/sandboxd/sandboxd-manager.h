@@ -10,6 +10,7 @@
 
 #include "sandboxd-config.h"
 #include "hashmap.h"
+#include "audit-spool.h"
 #include "oom.h"
 #include "sender-cache.h"
 
@@ -77,6 +78,12 @@ void manager_clear_early_jobs(Manager *m);
 
 /* Spools the operation's audit row (unless Audit=no); call before answering the caller. */
 void manager_audit(Manager *m, const Caller *c, const AuditRow *row);
+/* For an operation that runs a while (audit-spool.h, audit_begin()): the note before it starts (key
+ * empty when there is none), its row when it ends, or the note dropped when the call failed before it
+ * ran and its failure is recorded otherwise. finish and cancel empty the key. */
+void manager_audit_begin(Manager *m, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]);
+void manager_audit_finish(Manager *m, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]);
+void manager_audit_cancel(Manager *m, char key[static AUDIT_KEY_SIZE]);
 
 /* Whether this uid may use the Manager (root, or a member of sandbox-admin). Group membership is
  * looked up at most every few seconds per uid. */

@@ -2,7 +2,7 @@
 # kill -9 of each daemon, repeatedly, while D-Bus and REST clients keep working: systemd brings each one
 # back, no acknowledged Exec loses its audit row, every sandbox is still reachable or cleanly gone, and
 # nothing of a sandbox outlives it (units, cgroups, processes). Also sandboxd's start-up sweep of units
-# that an earlier sandboxd left behind.
+# that an earlier sandboxd left behind, and the row of an Exec that sandboxd's death cut off.
 import json
 import subprocess
 import threading
@@ -10,8 +10,8 @@ import threading
 import dbus
 import requests
 
-from conftest import (DAEMONS, LONG, Manager, assert_all_reachable, assert_no_leaks, audit, fake_id, is_active,
-                      kill9, run, spooled, wait_for)
+from conftest import (DAEMONS, LONG, SPOOL, Manager, assert_all_reachable, assert_no_leaks, audit, fake_id,
+                      is_active, kill9, log, run, spooled, wait_for)
 
 GW = "http://127.0.0.1:8790"
 
@@ -216,3 +216,42 @@ def test_burst_of_deletions_then_kill9(mgr):
     listed = {row[0] for row in Manager().list()}
     assert not listed & set(sids)
     assert_no_leaks()
+
+
+def test_exec_cut_off_by_sandboxd_death_has_its_row(mgr, sandbox):
+    """An Exec under way when sandboxd dies is never answered (its caller gets an error), but it is on the
+    record: its note in the spool becomes a "failed" row at the next start, with who asked, the
+    command, and "interrupted" as the error. One row for it, none for the Execs that were answered."""
+    sid, _ = sandbox()
+    marker = f"cut-off-{fake_id()}"
+    done = [str(mgr.exec(sid, ["echo", f"{marker}-answered"])[1], "ascii")]
+    call = subprocess.Popen(["busctl", "--timeout=120", "call", "--", "org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
+                             "org.sandboxd.sandbox1.Manager", "Exec", "sasa{sv}", sid, "3", "sh", "-c",
+                             f"sleep 30 # {marker}", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: int(run("sqlite3", SPOOL, "SELECT count(*) FROM running WHERE detail LIKE "
+                                 f"'%{marker}%'").stdout.strip() or 0) == 1, what="the Exec noted as running")
+        kill9("sandboxd")
+        out, err = call.communicate(timeout=60)
+        assert call.returncode != 0, out  # never answered
+    finally:
+        call.kill()
+        call.wait()
+
+    def rows():
+        return [r for r in log(session=sid, operation="exec")
+                if any(marker in a for a in json.loads(str(r["detail"])).get("argv", []))]
+    wait_for(lambda: len(rows()) == 2, timeout=60, what="the rows of both Execs in the log")
+    by_event = {str(r["event"]): r for r in rows()}
+    assert set(by_event) == {"finished", "failed"}, rows()
+    cut = by_event["failed"]
+    detail = json.loads(str(cut["detail"]))
+    assert detail["argv"] == ["sh", "-c", f"sleep 30 # {marker}"] and detail["unit"].startswith(f"sandbox-{sid}-exec-")
+    assert detail["error"] == "org.sandboxd.sandbox1.Interrupted" and "unknown" in detail["message"]
+    assert int(cut["exit_code"]) == -1 and str(cut["account_id"]) == "uid:0"
+    assert run("sqlite3", SPOOL, "SELECT count(*) FROM running").stdout.strip() == "0"
+    assert done == [f"{marker}-answered\n"]
+    run("systemctl", "stop", *[u for u in run("systemctl", "list-units", "--plain", "--no-legend",
+                                                f"sandbox-{sid}-exec-*").stdout.split() if u.endswith(".scope")],
+        check=False)
