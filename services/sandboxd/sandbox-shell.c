@@ -104,6 +104,7 @@ struct Shell {
 
         Caller caller;
         uint64_t call_started_at, call_mono, start_mono;
+        char audit_key[AUDIT_KEY_SIZE]; /* its note in the spool while the session lasts, or "" */
 };
 
 bool shell_size_is_valid(unsigned cols, unsigned rows) {
@@ -164,6 +165,7 @@ static Shell *shell_free(Shell *sh) {
         free(sh->waiters);
         sd_bus_message_unref(sh->request);
         asciicast_done(&sh->rec);
+        manager_audit_cancel(sh->manager, sh->audit_key); /* (its row, if any, took the note already) */
         free(sh->slice);
         free(sh);
         return NULL;
@@ -504,7 +506,7 @@ static void shell_audit(Shell *sh, const char *event, const char *error_name, co
                 .started_at = sh->call_started_at,
                 .duration_usec = now_usec(CLOCK_MONOTONIC) - sh->call_mono,
         };
-        manager_audit(sh->manager, &sh->caller, &row);
+        manager_audit_finish(sh->manager, &sh->caller, &row, sh->audit_key);
 }
 
 static int reply_result(Shell *sh, sd_bus_message *request) {
@@ -718,6 +720,13 @@ static void shell_maybe_go(Shell *sh) {
         }
 
         sh->started = true;
+        /* Noted before the shell runs: a session cut off by sandboxd's death gets its row ("interrupted")
+         * at the next start, if not its recording. */
+        _cleanup_free_ char *detail = shell_detail(sh, NULL, NULL);
+        manager_audit_begin(sh->manager, &sh->caller,
+                            &(AuditRow) { .session_id = sh->sandbox_id, .operation = "takeover", .detail = detail,
+                                          .started_at = sh->call_started_at },
+                            sh->audit_key);
         if (write(sh->go_fd, "g", 1) != 1) {
                 (void) kill(sh->pid, SIGKILL);
                 shell_reply_error(sh, SD_BUS_ERROR_FAILED, "Could not start the shell", errno);

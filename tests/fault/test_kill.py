@@ -4,6 +4,7 @@
 # nothing of a sandbox outlives it (units, cgroups, processes). Also sandboxd's start-up sweep of units
 # that an earlier sandboxd left behind, and the row of an Exec that sandboxd's death cut off.
 import json
+import os
 import subprocess
 import threading
 
@@ -255,3 +256,25 @@ def test_exec_cut_off_by_sandboxd_death_has_its_row(mgr, sandbox):
     run("systemctl", "stop", *[u for u in run("systemctl", "list-units", "--plain", "--no-legend",
                                                 f"sandbox-{sid}-exec-*").stdout.split() if u.endswith(".scope")],
         check=False)
+
+
+def test_takeover_cut_off_by_sandboxd_death_has_its_row(mgr, sandbox):
+    """The same for a takeover shell: sandboxd is its relay, so the session dies with it, and its row
+    (written when a session ends) comes from its note at the next start."""
+    sid, _ = sandbox()
+    fd, unit = mgr.iface.OpenShell(sid, dbus.Dictionary({"cols": dbus.UInt32(100), "rows": dbus.UInt32(30)},
+                                                        signature="sv"), timeout=LONG)
+    sock = fd.take()
+    try:
+        kill9("sandboxd")
+    finally:
+        os.close(sock)
+    wait_for(lambda: [r for r in log(session=sid, operation="takeover")], timeout=60, what="the session's row")
+    rows = log(session=sid, operation="takeover")
+    assert len(rows) == 1, rows
+    row = rows[0]
+    detail = json.loads(str(row["detail"]))
+    assert str(row["event"]) == "failed" and int(row["exit_code"]) == -1
+    assert detail["unit"] == str(unit) and (detail["cols"], detail["rows"]) == (100, 30)
+    assert detail["error"] == "org.sandboxd.sandbox1.Interrupted"
+    run("systemctl", "stop", str(unit), check=False)
