@@ -576,15 +576,20 @@ static int new_key(char key[static AUDIT_KEY_SIZE]) {
         return 0;
 }
 
-static int spool_insert(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key) {
-        sqlite3_stmt *st = s->insert;
-        int rc;
-
+/* The columns spool and running begin with: key, session_id, account_id, source, operation. */
+static void bind_head(sqlite3_stmt *st, const char *key, const Caller *c, const AuditRow *row) {
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, strempty(row->session_id), -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 3, c->account_id, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 4, c->source, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, row->operation, -1, SQLITE_STATIC);
+}
+
+static int spool_insert(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key) {
+        sqlite3_stmt *st = s->insert;
+        int rc;
+
+        bind_head(st, key, c, row);
         sqlite3_bind_text(st, 6, row->event, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 7, row->detail ?: "{}", -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 8, row->exit_code);
@@ -622,38 +627,24 @@ int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row) {
 
 int audit_begin(AuditSpool *s, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]) {
         sqlite3_stmt *st = s->begin;
-        int r, rc;
+        int r;
 
         r = new_key(key);
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, strempty(row->session_id), -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, c->account_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, c->source, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 5, row->operation, -1, SQLITE_STATIC);
+        bind_head(st, key, c, row);
         sqlite3_bind_text(st, 6, row->detail ?: "{}", -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 7, (sqlite3_int64) row->started_at);
         sqlite3_bind_text(st, 8, c->request_id, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        if (rc != SQLITE_DONE) {
+        r = sqlite_step_done(st);
+        if (r < 0)
                 key[0] = 0;
-                return sqlite_errno(rc);
-        }
-        return 0;
+        return r;
 }
 
 static int running_delete(AuditSpool *s, const char *key) {
-        sqlite3_stmt *st = s->end;
-        int rc;
-
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        return rc == SQLITE_DONE ? 0 : sqlite_errno(rc);
+        sqlite3_bind_text(s->end, 1, key, -1, SQLITE_STATIC);
+        return sqlite_step_done(s->end);
 }
 
 int audit_finish(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key) {
