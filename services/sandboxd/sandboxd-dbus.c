@@ -60,6 +60,22 @@ static void call_info_set_session(CallInfo *ci, const char *id) {
         snprintf(ci->session_id, sizeof(ci->session_id), "%s", id);
 }
 
+/* How every call on one sandbox opens: the caller may use sandboxd at all, and the sandbox it names
+ * (the first argument) goes into the audit row of a failure. The other arguments follow it. */
+static int call_begin(Manager *m, sd_bus_message *msg, Caller *c, CallInfo *ci, const char **ret_id,
+                      sd_bus_error *error) {
+        int r;
+
+        r = caller_check(m, msg, c, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "s", ret_id);
+        if (r < 0)
+                return r;
+        call_info_set_session(ci, *ret_id);
+        return 0;
+}
+
 typedef int (*audited_method_t)(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci, sd_bus_error *error);
 
 /* Every mutating method goes through here: a call that fails (bad input, denied, …) still gets its
@@ -240,13 +256,12 @@ static int method_set_ttl(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *
         char b[32];
         int r;
 
-        r = caller_check(m, msg, c, error);
+        r = call_begin(m, msg, c, ci, &id, error);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(msg, "st", &id, &ttl);
+        r = sd_bus_message_read(msg, "t", &ttl);
         if (r < 0)
                 return r;
-        call_info_set_session(ci, id);
         r = context_options_read(msg, c, "SetTTL", error);
         if (r < 0)
                 return r;
@@ -269,13 +284,9 @@ static int method_delete_sandbox(sd_bus_message *msg, Manager *m, Caller *c, Cal
         const char *id;
         int r;
 
-        r = caller_check(m, msg, c, error);
+        r = call_begin(m, msg, c, ci, &id, error);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(msg, "s", &id);
-        if (r < 0)
-                return r;
-        call_info_set_session(ci, id);
         r = context_options_read(msg, c, "DeleteSandbox", error);
         if (r < 0)
                 return r;
@@ -298,13 +309,9 @@ static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci,
         Sandbox *s = NULL;
         int r;
 
-        r = caller_check(m, msg, c, error);
+        r = call_begin(m, msg, c, ci, &id, error);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(msg, "s", &id);
-        if (r < 0)
-                return r;
-        call_info_set_session(ci, id);
         r = sd_bus_message_read_strv(msg, &argv);
         if (r < 0)
                 return r;
@@ -353,13 +360,12 @@ static int method_write_file(sd_bus_message *msg, Manager *m, Caller *c, CallInf
         Sandbox *s = NULL;
         int r;
 
-        r = caller_check(m, msg, c, error);
+        r = call_begin(m, msg, c, ci, &id, error);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(msg, "ss", &id, &path_arg);
+        r = sd_bus_message_read(msg, "s", &path_arg);
         if (r < 0)
                 return r;
-        call_info_set_session(ci, id);
         r = sd_bus_message_read_array(msg, 'y', &data, &size);
         if (r < 0)
                 return r;
@@ -396,13 +402,12 @@ static int method_read_file(sd_bus_message *msg, Manager *m, Caller *c, CallInfo
         Sandbox *s = NULL;
         int r;
 
-        r = caller_check(m, msg, c, error);
+        r = call_begin(m, msg, c, ci, &id, error);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(msg, "ss", &id, &path_arg);
+        r = sd_bus_message_read(msg, "s", &path_arg);
         if (r < 0)
                 return r;
-        call_info_set_session(ci, id);
         r = read_file_options_read(msg, c, &o, error);
         if (r < 0)
                 return r;
@@ -435,13 +440,9 @@ static int method_open_shell(sd_bus_message *msg, Manager *m, Caller *c, CallInf
         Sandbox *s = NULL;
         int r;
 
-        r = caller_check(m, msg, c, error);
+        r = call_begin(m, msg, c, ci, &id, error);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(msg, "s", &id);
-        if (r < 0)
-                return r;
-        call_info_set_session(ci, id);
         r = shell_options_read(msg, c, &o, error);
         if (r < 0)
                 return r;
