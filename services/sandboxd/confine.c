@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -683,4 +684,28 @@ void confine_execvpe(const char *file, char *const argv[], char *const envp[]) {
                 p = end + 1;
         }
         errno = denied ? EACCES : ENOENT;
+}
+
+int confine_sandbox_process(const int *keep, size_t n_keep, uid_t uid, const char **ret_step) {
+        const char *step;
+        int r;
+
+        step = "close file descriptors";
+        r = confine_close_all_fds_except(keep, n_keep);
+        if (r >= 0) {
+                step = "set resource limits";
+                r = confine_set_rlimits(1024, 65536);
+        }
+        if (r >= 0) {
+                step = "drop privileges";
+                r = confine_drop_privileges(uid, (gid_t) uid);
+        }
+        if (r >= 0) {
+                umask(0022);
+                step = "install the seccomp filter";
+                r = confine_seccomp_install();
+        }
+        if (r < 0 && ret_step)
+                *ret_step = step;
+        return r < 0 ? r : 0;
 }

@@ -76,3 +76,10 @@ int confine_signals_prepare(void);
 /* execvpe() that searches envp's PATH rather than our own environment's, and allocates nothing: for a
  * child that shares sandboxd's memory until it execs. Returns only on failure, with errno set. */
 void confine_execvpe(const char *file, char *const argv[], char *const envp[]);
+
+/* What every process of a sandbox goes through in sandboxd's child before it runs anything of the
+ * sandbox's, once it is in the sandbox's namespaces: every fd closed but 0-2 and keep's, the sandbox's
+ * rlimits, the sandbox's uid (and gid) with no capabilities and no_new_privs, umask 022, and the seccomp
+ * filter, in that order. Returns 0, or a negative errno with *ret_step (if not NULL) saying which step
+ * failed. Allocates nothing: safe in a child that shares sandboxd's memory. */
+int confine_sandbox_process(const int *keep, size_t n_keep, uid_t uid, const char **ret_step);

@@ -267,22 +267,13 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 || dup2(a->stderr_fd, 2) < 0)
                 CHILD_FAIL("set up stdio", errno);
         int keep[] = { a->go_fd, a->err_fd };
-        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
+        const char *step = NULL;
+        r = confine_sandbox_process(keep, ELEMENTSOF(keep), a->uid, &step);
         if (r < 0)
-                CHILD_FAIL("close file descriptors", -r);
-        r = confine_set_rlimits(1024, 65536);
-        if (r < 0)
-                CHILD_FAIL("set resource limits", -r);
-        r = confine_drop_privileges(a->uid, (gid_t) a->uid);
-        if (r < 0)
-                CHILD_FAIL("drop privileges", -r);
+                CHILD_FAIL(step, -r);
         /* As the sandbox's user, so the sandbox's own permissions decide. */
         if (chdir(a->cwd) < 0)
                 child_fail(a->err_fd, EXEC_STAGE_CWD, errno);
-        umask(0022);
-        r = confine_seccomp_install();
-        if (r < 0)
-                CHILD_FAIL("install the seccomp filter", -r);
         /* The placeholder shares sandboxd's memory: had the OOM killer chosen it in this scope, it
          * would have killed sandboxd too. Nothing of the caller's runs before it is gone. */
         if (a->hold)

@@ -138,20 +138,12 @@ static int enter_sandbox(Sandbox *s, const int *keep, size_t n_keep) {
                 return -errno;
         if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
                 return -errno;
-        /* nothing of sandboxd's (its databases, its bus connection) stays open in the helper */
-        r = confine_close_all_fds_except(keep, n_keep);
+        /* Nothing of sandboxd's (its databases, its bus connection) stays open in the helper, and the
+         * same confinement as the sandbox's own processes: what we do here, they could do too. */
+        r = confine_sandbox_process(keep, n_keep, s->uid, NULL);
         if (r < 0)
                 return r;
-        r = confine_set_rlimits(1024, 65536);
-        if (r < 0)
-                return r;
-        r = confine_drop_privileges(s->uid, (gid_t) s->uid);
-        if (r < 0)
-                return r;
-        if (chdir(SANDBOXD_SANDBOX_HOME) < 0)
-                return -errno;
-        /* The same filter as the sandbox's own processes: what we do here, they could do too. */
-        return confine_seccomp_install();
+        return chdir(SANDBOXD_SANDBOX_HOME) < 0 ? -errno : 0;
 }
 
 static int mkdir_parents(const char *path) {
@@ -379,9 +371,8 @@ static _noreturn_ void file_server_main(Sandbox *s, int sock) {
 
         if (confine_reset_signals() < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                 _exit(EXIT_FAILURE);
-        if (setns(s->init_pidfd, CLONE_NEWNS) < 0 || confine_close_all_fds_except(keep, ELEMENTSOF(keep)) < 0 ||
-            confine_set_rlimits(1024, 65536) < 0 || confine_drop_privileges(s->uid, (gid_t) s->uid) < 0 ||
-            chdir(SANDBOXD_SANDBOX_HOME) < 0 || confine_seccomp_install() < 0)
+        if (setns(s->init_pidfd, CLONE_NEWNS) < 0 || confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, NULL) < 0 ||
+            chdir(SANDBOXD_SANDBOX_HOME) < 0)
                 _exit(EXIT_FAILURE);
         for (;;) {
                 char control[CMSG_SPACE(sizeof(int) * 2)] = {};

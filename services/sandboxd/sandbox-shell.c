@@ -271,21 +271,12 @@ static _noreturn_ void shell_child(const ShellChildArgs *a) {
 
         /* From here on exactly what an Exec's child does. */
         int keep[] = {a->go_fd, a->err_fd, master};
-        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
+        const char *step = NULL;
+        r = confine_sandbox_process(keep, ELEMENTSOF(keep), a->uid, &step);
         if (r < 0)
-                CHILD_FAIL("close file descriptors", -r);
-        r = confine_set_rlimits(1024, 65536);
-        if (r < 0)
-                CHILD_FAIL("set resource limits", -r);
-        r = confine_drop_privileges(a->uid, (gid_t) a->uid);
-        if (r < 0)
-                CHILD_FAIL("drop privileges", -r);
+                CHILD_FAIL(step, -r);
         if (chdir(SANDBOXD_SANDBOX_HOME) < 0 && chdir("/") < 0)
                 CHILD_FAIL("change to the home directory", errno);
-        umask(0022);
-        r = confine_seccomp_install();
-        if (r < 0)
-                CHILD_FAIL("install the seccomp filter", -r);
 
         /* Ready: confined, waiting only for our scope; EOF means: give up. */
         r = send_ready(a->go_fd, master);

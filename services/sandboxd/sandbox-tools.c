@@ -289,16 +289,8 @@ static _noreturn_ void tool_helper(Sandbox *s, ToolCall *tc) {
         /* Its root and cwd become the sandbox's root. */
         if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
                 _exit(errno);
-        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
-        if (r >= 0)
-                r = confine_set_rlimits(1024, 65536);
-        if (r >= 0)
-                r = confine_drop_privileges(s->uid, (gid_t) s->uid);
-        if (r < 0)
-                _exit(-r);
-        umask(022);
-        /* The sandbox's own filter: what we do here, its processes could do too. */
-        r = confine_seccomp_install();
+        /* The sandbox's own confinement: what we do here, its processes could do too. */
+        r = confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, NULL);
         if (r < 0)
                 _exit(-r);
         root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -328,18 +328,9 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
         if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
                 init_fail(err_fd, "open /dev/null", errno);
         int keep[] = { err_fd };
-        r = confine_close_all_fds_except(keep, ELEMENTSOF(keep));
+        r = confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, &step);
         if (r < 0)
-                init_fail(err_fd, "close file descriptors", -r);
-        r = confine_set_rlimits(1024, 65536);
-        if (r < 0)
-                init_fail(err_fd, "set resource limits", -r);
-        r = confine_drop_privileges(s->uid, (gid_t) s->uid);
-        if (r < 0)
-                init_fail(err_fd, "drop privileges", -r);
-        r = confine_seccomp_install();
-        if (r < 0)
-                init_fail(err_fd, "install the seccomp filter", -r);
+                init_fail(err_fd, step, -r);
 
         char *argv[] = { (char *) "sandbox-init", s->id, NULL };
         char *envp[] = { NULL };
