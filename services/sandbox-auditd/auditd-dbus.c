@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "auditd-manager.h"
+#include "bus-fields.h"
 #include "macro.h"
 
 static const sd_bus_error_map auditd_errors[] = {
@@ -94,9 +95,7 @@ enum {
         _ROW_MAX,
 };
 
-static const struct {
-        const char *name, *signature;
-} row_fields[_ROW_MAX] = {
+static const BusField row_fields[_ROW_MAX] = {
         [ROW_KEY] = { "key", "s" },
         [ROW_SESSION_ID] = { "session_id", "s" },
         [ROW_ACCOUNT_ID] = { "account_id", "s" },
@@ -112,7 +111,8 @@ static const struct {
         [ROW_REQUEST_ID] = { "request_id", "s" },
 };
 
-static int read_row_field(sd_bus_message *msg, unsigned f, AuditRecord *rec, sd_bus_error *error) {
+static int read_row_field(size_t f, const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        AuditRecord *rec = userdata;
         const char *s;
         int r;
 
@@ -177,45 +177,7 @@ static int read_row_field(sd_bus_message *msg, unsigned f, AuditRecord *rec, sd_
 }
 
 int audit_parse_row(sd_bus_message *msg, AuditRecord *rec, sd_bus_error *error) {
-        unsigned seen = 0;
-        const char *key;
-        int r;
-
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                const char *contents;
-                unsigned f;
-
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                for (f = 0; f < _ROW_MAX; f++)
-                        if (streq(key, row_fields[f].name))
-                                break;
-                if (f == _ROW_MAX)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown row field '%s'.",
-                                                 key);
-                if (seen & (1u << f))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "Row field '%s' is given twice.", key);
-                seen |= 1u << f;
-                r = sd_bus_message_peek_type(msg, NULL, &contents);
-                if (r < 0)
-                        return r;
-                if (!streq(contents, row_fields[f].signature))
-                        return bad_type(error, "Row", key, row_fields[f].signature, contents);
-                r = read_row_field(msg, f, rec, error);
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        return sd_bus_message_exit_container(msg);
+        return bus_read_fields(msg, row_fields, _ROW_MAX, "Row", NULL, read_row_field, rec, NULL, error);
 }
 
 static int method_record(sd_bus_message *msg, void *userdata, sd_bus_error *error) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus-fields.h"
 #include "macro.h"
 #include "time-util.h"
 
@@ -67,92 +68,64 @@ void key_spec_strings_clear(KeySpecStrings *s) {
         strv_free(s->sandboxes);
 }
 
-static int bad_type(sd_bus_error *error, const char *key, const char *expected, const char *got) {
-        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                 "Key spec field '%s' must be of type '%s', not '%s'.", key, expected, got);
+static const BusField spec_fields[] = {
+        { "name", "s" },     { "preset", "s" },     { "role", "s" },
+        { "actions", "as" }, { "sandboxes", "as" }, { "ttl_seconds", "t" },
+};
+
+typedef struct SpecReader {
+        KeySpec *spec;
+        KeySpecStrings *strings;
+} SpecReader;
+
+static int read_spec_field(size_t f, const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        SpecReader *sr = userdata;
+        int r;
+
+        if (streq(key, "ttl_seconds")) {
+                uint64_t ttl;
+                r = sd_bus_message_read(msg, "v", "t", &ttl);
+                if (r < 0)
+                        return r;
+                if (ttl == 0 || ttl > TTL_SECONDS_MAX)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "'ttl_seconds' must be between 1 and %" PRIu64
+                                                 " (leave it out for a key that never expires).",
+                                                 TTL_SECONDS_MAX);
+                sr->spec->ttl_usec = ttl * USEC_PER_SEC;
+                return 0;
+        }
+        if (streq(spec_fields[f].signature, "as")) {
+                char ***l = streq(key, "actions") ? &sr->strings->actions : &sr->strings->sandboxes;
+                r = sd_bus_message_enter_container(msg, 'v', "as");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_read_strv(msg, l);
+                if (r < 0)
+                        return r;
+                if (!*l && !(*l = calloc(1, sizeof(char *)))) /* an empty array reads as NULL */
+                        return -ENOMEM;
+                return sd_bus_message_exit_container(msg);
+        }
+        const char *v;
+        r = sd_bus_message_read(msg, "v", "s", &v);
+        if (r < 0)
+                return r;
+        if (streq(key, "name"))
+                sr->spec->name = v;
+        else if (streq(key, "preset"))
+                sr->spec->preset = v;
+        else
+                sr->spec->role = v;
+        return 0;
 }
 
 int gateway_keys_parse_spec(sd_bus_message *msg, KeySpec *spec, KeySpecStrings *strings, sd_bus_error *error) {
-        static const struct {
-                const char *name, *signature;
-        } fields[] = {
-                { "name", "s" },      { "preset", "s" },    { "role", "s" },
-                { "actions", "as" },  { "sandboxes", "as" }, { "ttl_seconds", "t" },
-        };
-        unsigned seen = 0;
         int r;
 
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                const char *key, *contents;
-                size_t f;
-
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                for (f = 0; f < ELEMENTSOF(fields); f++)
-                        if (streq(key, fields[f].name))
-                                break;
-                if (f == ELEMENTSOF(fields))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "Unknown key spec field '%s' (expected name, preset, role, "
-                                                 "actions, sandboxes, ttl_seconds).",
-                                                 key);
-                if (seen & (1u << f))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "Key spec field '%s' is given twice.", key);
-                seen |= 1u << f;
-                r = sd_bus_message_peek_type(msg, NULL, &contents);
-                if (r < 0)
-                        return r;
-                if (!streq(contents, fields[f].signature))
-                        return bad_type(error, key, fields[f].signature, contents);
-
-                if (streq(key, "ttl_seconds")) {
-                        uint64_t ttl;
-                        r = sd_bus_message_read(msg, "v", "t", &ttl);
-                        if (r < 0)
-                                return r;
-                        if (ttl == 0 || ttl > TTL_SECONDS_MAX)
-                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                         "'ttl_seconds' must be between 1 and %" PRIu64
-                                                         " (leave it out for a key that never expires).",
-                                                         TTL_SECONDS_MAX);
-                        spec->ttl_usec = ttl * USEC_PER_SEC;
-                } else if (streq(fields[f].signature, "as")) {
-                        char ***l = streq(key, "actions") ? &strings->actions : &strings->sandboxes;
-                        r = sd_bus_message_enter_container(msg, 'v', "as");
-                        if (r < 0)
-                                return r;
-                        r = sd_bus_message_read_strv(msg, l);
-                        if (r < 0)
-                                return r;
-                        if (!*l && !(*l = calloc(1, sizeof(char *)))) /* an empty array reads as NULL */
-                                return -ENOMEM;
-                        r = sd_bus_message_exit_container(msg);
-                        if (r < 0)
-                                return r;
-                } else {
-                        const char *v;
-                        r = sd_bus_message_read(msg, "v", "s", &v);
-                        if (r < 0)
-                                return r;
-                        if (streq(key, "name"))
-                                spec->name = v;
-                        else if (streq(key, "preset"))
-                                spec->preset = v;
-                        else
-                                spec->role = v;
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(msg);
+        r = bus_read_fields(msg, spec_fields, ELEMENTSOF(spec_fields), "Key spec",
+                            " (expected name, preset, role, actions, sandboxes, ttl_seconds)", read_spec_field,
+                            &(SpecReader) { .spec = spec, .strings = strings }, NULL, error);
         if (r < 0)
                 return r;
         spec->actions = strings->actions;
