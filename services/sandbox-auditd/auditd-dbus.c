@@ -351,69 +351,58 @@ void audit_emit_entry_added(Manager *m, const AuditEntry *e) {
 
 /* --- GetLog ------------------------------------------------------------------------------------- */
 
-int audit_parse_filter(sd_bus_message *msg, AuditFilter *f, sd_bus_error *error) {
-        const char *key, *contents;
+static int filter_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        AuditFilter *f = userdata;
+        const char **text = NULL, *contents;
+        uint64_t *num = NULL;
+        bool *has = NULL;
         int r;
 
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (streq(key, "session_id"))
+                text = &f->session_id;
+        else if (streq(key, "account_id"))
+                text = &f->account_id;
+        else if (streq(key, "operation"))
+                text = &f->operation;
+        else if (streq(key, "source"))
+                text = &f->source;
+        else if (streq(key, "event"))
+                text = &f->event;
+        else if (streq(key, "since"))
+                num = &f->since, has = &f->has_since;
+        else if (streq(key, "until"))
+                num = &f->until, has = &f->has_until;
+        else if (streq(key, "after_id"))
+                num = &f->after_id, has = &f->has_after_id;
+        else if (streq(key, "max_id"))
+                num = &f->max_id, has = &f->has_max_id;
+        else
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown filter '%s'.", key);
+
+        r = sd_bus_message_peek_type(msg, NULL, &contents);
         if (r < 0)
                 return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                const char **text = NULL;
-                uint64_t *num = NULL;
-                bool *has = NULL;
-
-                r = sd_bus_message_read(msg, "s", &key);
+        if (!streq(contents, text ? "s" : "t"))
+                return bad_type(error, "Filter", key, text ? "s" : "t", contents);
+        if (!text) {
+                r = sd_bus_message_read(msg, "v", "t", num);
                 if (r < 0)
                         return r;
-                if (streq(key, "session_id"))
-                        text = &f->session_id;
-                else if (streq(key, "account_id"))
-                        text = &f->account_id;
-                else if (streq(key, "operation"))
-                        text = &f->operation;
-                else if (streq(key, "source"))
-                        text = &f->source;
-                else if (streq(key, "event"))
-                        text = &f->event;
-                else if (streq(key, "since"))
-                        num = &f->since, has = &f->has_since;
-                else if (streq(key, "until"))
-                        num = &f->until, has = &f->has_until;
-                else if (streq(key, "after_id"))
-                        num = &f->after_id, has = &f->has_after_id;
-                else if (streq(key, "max_id"))
-                        num = &f->max_id, has = &f->has_max_id;
-                else
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown filter '%s'.",
-                                                 key);
-
-                r = sd_bus_message_peek_type(msg, NULL, &contents);
-                if (r < 0)
-                        return r;
-                if (!streq(contents, text ? "s" : "t"))
-                        return bad_type(error, "Filter", key, text ? "s" : "t", contents);
-                if (text) {
-                        r = sd_bus_message_read(msg, "v", "s", text);
-                        if (r < 0)
-                                return r;
-                        if ((streq(key, "operation") && audit_operation_from_string(*text) < 0) ||
-                            (streq(key, "event") && audit_event_from_string(*text) < 0) ||
-                            (streq(key, "source") && audit_source_from_string(*text) < 0))
-                                return unknown_value(error, key, *text);
-                } else {
-                        r = sd_bus_message_read(msg, "v", "t", num);
-                        if (r < 0)
-                                return r;
-                        *has = true;
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
+                *has = true;
+                return 0;
         }
+        r = sd_bus_message_read(msg, "v", "s", text);
         if (r < 0)
                 return r;
-        return sd_bus_message_exit_container(msg);
+        if ((streq(key, "operation") && audit_operation_from_string(*text) < 0) ||
+            (streq(key, "event") && audit_event_from_string(*text) < 0) ||
+            (streq(key, "source") && audit_source_from_string(*text) < 0))
+                return unknown_value(error, key, *text);
+        return 0;
+}
+
+int audit_parse_filter(sd_bus_message *msg, AuditFilter *f, sd_bus_error *error) {
+        return bus_foreach_sv(msg, filter_entry, f, error);
 }
 
 typedef struct PageBuilder {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus-fields.h"
 #include "macro.h"
 #include "sandbox-files.h"
 #include "sandbox-id.h"
@@ -90,34 +91,28 @@ int options_context_entry(Caller *c, const char *key, sd_bus_message *msg, sd_bu
  * variant (or refuses the key). */
 typedef int (*entry_t)(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error);
 
-static int read_options(sd_bus_message *msg, Caller *c, const char *method, entry_t entry, void *userdata,
-                        sd_bus_error *error) {
-        const char *key;
+typedef struct OptionsReader {
+        Caller *caller;
+        const char *method;
+        entry_t entry;
+        void *userdata;
+} OptionsReader;
+
+static int options_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        OptionsReader *rd = userdata;
         int r;
 
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        if (r < 0)
+        r = options_context_entry(rd->caller, key, msg, error);
+        if (r != 0)
                 return r;
-        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                r = options_context_entry(c, key, msg, error);
-                if (r < 0)
-                        return r;
-                if (r == 0) {
-                        r = entry ? entry(key, msg, userdata, error) : unknown_option(error, method, key);
-                        if (r < 0)
-                                return r;
-                }
-                r = sd_bus_message_exit_container(msg);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(msg);
-        return r < 0 ? r : 0;
+        return rd->entry ? rd->entry(key, msg, rd->userdata, error) : unknown_option(error, rd->method, key);
+}
+
+static int read_options(sd_bus_message *msg, Caller *c, const char *method, entry_t entry, void *userdata,
+                        sd_bus_error *error) {
+        return bus_foreach_sv(msg, options_entry,
+                              &(OptionsReader) { .caller = c, .method = method, .entry = entry, .userdata = userdata },
+                              error);
 }
 
 int context_options_read(sd_bus_message *msg, Caller *c, const char *method, sd_bus_error *error) {

@@ -10,48 +10,19 @@
 
 #include "macro.h"
 
-int bus_read_fields(sd_bus_message *msg, const BusField *fields, size_t n_fields, const char *what,
-                    const char *expected, bus_field_read_t read, void *userdata, unsigned *ret_seen,
-                    sd_bus_error *error) {
-        unsigned seen = 0;
+int bus_foreach_sv(sd_bus_message *msg, bus_sv_entry_t entry, void *userdata, sd_bus_error *error) {
         int r;
 
-        if (n_fields > 32)
-                return -EINVAL;
         r = sd_bus_message_enter_container(msg, 'a', "{sv}");
         if (r < 0)
                 return r;
         while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                const char *key, *contents;
-                size_t f;
+                const char *key;
 
                 r = sd_bus_message_read(msg, "s", &key);
                 if (r < 0)
                         return r;
-                for (f = 0; f < n_fields; f++)
-                        if (strcmp(key, fields[f].name) == 0)
-                                break;
-                if (f == n_fields) {
-                        char lower[64];
-                        size_t i;
-                        for (i = 0; what[i] && i < sizeof(lower) - 1; i++)
-                                lower[i] = (char) tolower((unsigned char) what[i]);
-                        lower[i] = 0;
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown %s field '%s'%s.", lower,
-                                                 key, expected ?: "");
-                }
-                if (seen & (1u << f))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s field '%s' is given twice.",
-                                                 what, key);
-                seen |= 1u << f;
-                r = sd_bus_message_peek_type(msg, NULL, &contents);
-                if (r < 0)
-                        return r;
-                if (strcmp(contents, fields[f].signature) != 0)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "%s field '%s' must be of type '%s', not '%s'.", what, key,
-                                                 fields[f].signature, contents);
-                r = read(f, key, msg, userdata, error);
+                r = entry(key, msg, userdata, error);
                 if (r < 0)
                         return r;
                 r = sd_bus_message_exit_container(msg);
@@ -61,9 +32,62 @@ int bus_read_fields(sd_bus_message *msg, const BusField *fields, size_t n_fields
         if (r < 0)
                 return r;
         r = sd_bus_message_exit_container(msg);
+        return r < 0 ? r : 0;
+}
+
+typedef struct FieldsReader {
+        const BusField *fields;
+        size_t n_fields;
+        const char *what, *expected;
+        bus_field_read_t read;
+        void *userdata;
+        unsigned seen;
+} FieldsReader;
+
+static int fields_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        FieldsReader *fr = userdata;
+        const char *contents;
+        size_t f;
+        int r;
+
+        for (f = 0; f < fr->n_fields; f++)
+                if (strcmp(key, fr->fields[f].name) == 0)
+                        break;
+        if (f == fr->n_fields) {
+                char lower[64];
+                size_t i;
+                for (i = 0; fr->what[i] && i < sizeof(lower) - 1; i++)
+                        lower[i] = (char) tolower((unsigned char) fr->what[i]);
+                lower[i] = 0;
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown %s field '%s'%s.", lower, key,
+                                         fr->expected ?: "");
+        }
+        if (fr->seen & (1u << f))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s field '%s' is given twice.", fr->what,
+                                         key);
+        fr->seen |= 1u << f;
+        r = sd_bus_message_peek_type(msg, NULL, &contents);
+        if (r < 0)
+                return r;
+        if (strcmp(contents, fr->fields[f].signature) != 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "%s field '%s' must be of type '%s', not '%s'.",
+                                         fr->what, key, fr->fields[f].signature, contents);
+        return fr->read(f, key, msg, fr->userdata, error);
+}
+
+int bus_read_fields(sd_bus_message *msg, const BusField *fields, size_t n_fields, const char *what,
+                    const char *expected, bus_field_read_t read, void *userdata, unsigned *ret_seen,
+                    sd_bus_error *error) {
+        FieldsReader fr = { .fields = fields, .n_fields = n_fields, .what = what, .expected = expected,
+                            .read = read, .userdata = userdata };
+        int r;
+
+        if (n_fields > 32)
+                return -EINVAL;
+        r = bus_foreach_sv(msg, fields_entry, &fr, error);
         if (r < 0)
                 return r;
         if (ret_seen)
-                *ret_seen = seen;
+                *ret_seen = fr.seen;
         return 0;
 }

@@ -6,6 +6,13 @@
 #include <stddef.h>
 #include <systemd/sd-bus.h>
 
+/* Called with the message at an entry's variant, which it reads (whole: the caller then leaves the
+ * entry). */
+typedef int (*bus_sv_entry_t)(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error);
+
+/* entry() for each entry of the a{sv} at msg, in order, stopping at its first error. */
+int bus_foreach_sv(sd_bus_message *msg, bus_sv_entry_t entry, void *userdata, sd_bus_error *error);
+
 typedef struct BusField {
         const char *name;
         const char *signature; /* of the variant's contents */
