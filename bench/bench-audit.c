@@ -1066,7 +1066,7 @@ static int phase_audit_cost(Run *run, unsigned blocks, unsigned per_block, unsig
                         return r;
                 for (unsigned i = 0; i < warmup + per_block && !interrupted; i++) {
                         char marker[64];
-                        double ms;
+                        double ms = 0;
                         snprintf(marker, sizeof(marker), "bench-cost-%u-%u", b, i);
                         r = exec_once(run, marker, &ms);
                         if (r < 0)

@@ -597,7 +597,7 @@ static int lookup_key(AuditStore *s, const char *key, uint64_t *ret_id) {
 
 int audit_store_insert(AuditStore *s, const AuditRecord *r, uint64_t recorded_at, uint64_t *ret_id) {
         sqlite3_stmt *st = s->insert;
-        uint64_t id;
+        uint64_t id = 0; /* set when lookup_key() finds it; -O2 cannot tell */
         int k;
 
         if (!r->normalized)

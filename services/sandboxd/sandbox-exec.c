@@ -108,7 +108,7 @@ struct ExecQueued {
         uint64_t call_mono;
 };
 
-static void exec_spawn_abandon(struct ExecSpawn *sp, WarmScopePin *pin);
+static void exec_spawn_abandon(struct ExecSpawn *sp, WarmScopePin *pin, char **argv, char *cwd);
 
 static ExecQueued *exec_queued_free(ExecQueued *q) {
         if (!q)
@@ -143,10 +143,12 @@ static Exec *exec_free(Exec *e) {
                                 break;
                         }
         }
-        if (e->spawn)
-                /* Its child, if it was born, is killed and reaped when the worker is done (and then
-                 * the pin goes). */
-                exec_spawn_abandon(e->spawn, TAKE_PTR(e->pin));
+        if (e->spawn) {
+                /* Its child, if it was born, is killed and reaped when the worker is done; until then
+                 * the child may still read its argv and cwd, and the placeholder's hold. */
+                exec_spawn_abandon(e->spawn, TAKE_PTR(e->pin), TAKE_PTR(e->argv), TAKE_PTR(e->cwd));
+                e->spawn = NULL;
+        }
         warm_scope_unpin(TAKE_PTR(e->pin));
         /* Ended without its own row (a failure before the command ran, recorded by whoever answered). */
         manager_audit_cancel(e->manager, e->audit_key);
@@ -413,7 +415,10 @@ typedef struct ExecSpawn {
         pid_t pid;                   /* the result: the child, or -1 and error */
         int error;
         uint64_t spawn_mono;         /* when it was cloned */
-        WarmScopePin *pin;           /* its Exec's, once that was freed meanwhile */
+        /* its Exec's, once that was freed meanwhile: what the child may still read */
+        WarmScopePin *pin;
+        char **argv;
+        char *cwd;
 } ExecSpawn;
 
 static void exec_spawn_run(OffloadJob *job);
@@ -445,6 +450,8 @@ static ExecSpawn *exec_spawn_free(ExecSpawn *sp) {
         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                 *fds[i] = safe_close(*fds[i]);
         strv_free(sp->env);
+        strv_free(sp->argv);
+        free(sp->cwd);
         free(sp);
         return NULL;
 }
@@ -453,9 +460,11 @@ static void exec_spawn_freep(ExecSpawn **sp) {
         exec_spawn_free(*sp);
 }
 
-static void exec_spawn_abandon(ExecSpawn *sp, WarmScopePin *pin) {
+static void exec_spawn_abandon(ExecSpawn *sp, WarmScopePin *pin, char **argv, char *cwd) {
         sp->exec = NULL;
         sp->pin = pin;
+        sp->argv = argv;
+        sp->cwd = cwd;
 }
 
 /* Clones the child into the sandbox's PID namespace: in a worker thread, or in the loop's for a child
