@@ -149,6 +149,13 @@ class SseReader:
                 self.comments += 1
 
 
+def restart_gateway():
+    # reset-failed also resets the start rate limit (5 starts in 10 s), which tests that reconfigure the
+    # gateway one after another would hit
+    run("systemctl", "reset-failed", "sandbox-gatewayd.service", check=False)
+    run("systemctl", "restart", "sandbox-gatewayd.service")
+
+
 @pytest.fixture
 def gateway_config():
     """Writes a drop-in and restarts the gateway; removes it and restarts again afterwards."""
@@ -161,13 +168,13 @@ def gateway_config():
             f.write("[Gateway]\n" + text)
         if path not in written:  # applied again: the same file, removed once
             written.append(path)
-        run("systemctl", "restart", "sandbox-gatewayd.service")
+        restart_gateway()
 
     yield apply
     for p in written:
         os.unlink(p)
     if written:
-        run("systemctl", "restart", "sandbox-gatewayd.service")
+        restart_gateway()
 
 
 def curl(*args):
