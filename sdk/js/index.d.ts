@@ -100,6 +100,8 @@ export interface LogOptions extends RequestOptions {
         since?: string;
         until?: string;
         afterId?: number;
+        /** Only rows with a smaller id: page back below the oldest id seen. */
+        beforeId?: number;
 }
 
 export interface GlobalLogOptions extends LogOptions {

@@ -106,8 +106,8 @@ typedef struct LogQuery {
         uint64_t limit, offset;
         char *text[5];          /* account_id, operation, source, event, session_id (query); copies, as a
                                  * queued call is built after the query may be gone */
-        uint64_t since, until, after_id;
-        bool has_since, has_until, has_after;
+        uint64_t since, until, after_id, before_id;
+        bool has_since, has_until, has_after, has_before;
 
         /* /v1/log with a key limited to some sandboxes: one GetLog per sandbox, merged by id */
         char **scope;           /* the key's sandboxes, NULL otherwise */
@@ -150,6 +150,9 @@ static int build_get_log(sd_bus_message *m, void *userdata) {
                 k = sd_bus_message_append(m, "{sv}", "until", "t", q->until);
         if (k >= 0 && q->has_after)
                 k = sd_bus_message_append(m, "{sv}", "after_id", "t", q->after_id);
+        if (k >= 0 && q->has_before)
+                /* before_id ≥ 1 (checked): the logger's max_id is inclusive */
+                k = sd_bus_message_append(m, "{sv}", "max_id", "t", q->before_id - 1);
         if (k >= 0)
                 k = sd_bus_message_close_container(m);
         if (k >= 0)
@@ -275,12 +278,18 @@ static int log_start(Request *r, const char *session_id) {
         q->limit = LOG_LIMIT_DEFAULT;
         if (query_uint(r, "limit", &q->limit, NULL) < 0 || query_uint(r, "offset", &q->offset, NULL) < 0 ||
             query_uint(r, "after_id", &q->after_id, &q->has_after) < 0 ||
+            query_uint(r, "before_id", &q->before_id, &q->has_before) < 0 ||
             query_time(r, "since", &q->since, &q->has_since) < 0 ||
             query_time(r, "until", &q->until, &q->has_until) < 0)
                 return 0;
         if (q->limit == 0 || q->limit > LOG_LIMIT_MAX) {
                 req_reply_error(r, 400, "invalid_request", "The query parameter 'limit' must be from 1 to %d.",
                                 LOG_LIMIT_MAX);
+                return 0;
+        }
+        if (q->has_before && q->before_id == 0) {
+                req_reply_error(r, 400, "invalid_request",
+                                "The query parameter 'before_id' must be at least 1 (no row has an id below 1).");
                 return 0;
         }
         for (size_t i = 0; i < ELEMENTSOF(text_filters); i++) {

@@ -257,6 +257,18 @@ def test_log_pages_and_output(admin, sandboxes):
     assert_error(admin.get("/v1/log/999999999/output"), 404, "not_found")
     assert_error(admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": "x"}), 400, "invalid_request")
     assert_error(admin.get(f"/v1/sandboxes/{sid}/log", params={"since": "yesterday"}), 400, "invalid_request")
+    assert_error(admin.get(f"/v1/sandboxes/{sid}/log", params={"before_id": 0}), 400, "invalid_request")
+
+    # Paging back by id holds still while new rows come: the page before the oldest row seen is the
+    # same whatever was added since, where an offset would shift by the new rows.
+    older = admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 2, "before_id": ids[1]}).json()
+    assert [x["id"] for x in older["entries"]] == ids[2:4]
+    exec_(admin, sid, command="echo later")
+    wait_for(lambda: admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 1}).json()["entries"][0]["id"] > ids[0],
+             what="a newer row")
+    again = admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 2, "before_id": ids[1]}).json()
+    assert again["entries"] == older["entries"]
+    assert admin.get(f"/v1/log", params={"session_id": sid, "before_id": ids[-1]}).json()["entries"] == []
 
 
 def open_watch(secret, sid, last_id=None, rcvbuf=None):

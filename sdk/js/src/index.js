@@ -186,6 +186,7 @@ function logQuery(o, global) {
         const q = {
                 limit: o.limit, offset: o.offset, operation: o.operation, event: o.event, source: o.source,
                 account_id: o.accountId, since: o.since, until: o.until, after_id: o.afterId,
+                before_id: o.beforeId,
         };
         if (global)
                 q.session_id = o.sessionId;

@@ -207,6 +207,10 @@ test("watch: rows arrive live, and the stream resumes after a dropped connection
                 const page = await sb.getLog({ afterId: newest.id, limit: 1000 });
                 const want = page.map((r) => r.id).filter((id) => id <= ids[ids.length - 1]).sort((a, b) => a - b);
                 assert.deepEqual(ids, want);
+                /* Back from the newest row seen: the rows below it, newest first. */
+                const back = await sb.getLog({ beforeId: ids[ids.length - 1], limit: 2 });
+                assert.deepEqual(back.map((r) => r.id), page.map((r) => r.id).filter((id) => id < ids[ids.length - 1])
+                                                           .sort((a, b) => b - a).slice(0, 2));
                 assert.equal(w.lastEventId, String(ids[ids.length - 1]));
                 w.close();
                 assert.equal((await it.next()).done, true);

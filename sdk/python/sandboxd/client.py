@@ -258,7 +258,7 @@ class Client:
 
     def get_log(self, limit: Optional[int] = None, offset: Optional[int] = None, **filters: Any) -> List[JSON]:
         """Rows of the whole audit log the key may read, newest first. Filters: operation, event, source,
-        account_id, session_id, since, until, after_id."""
+        account_id, session_id, since, until, after_id, before_id (page back below the oldest id seen)."""
         q = dict(filters, limit=limit, offset=offset)
         return list(self._request("GET", "/v1/log", query=q)["entries"])
 
@@ -521,7 +521,7 @@ class Sandbox:
 
     def get_log(self, limit: Optional[int] = None, offset: Optional[int] = None, **filters: Any) -> List[JSON]:
         """This sandbox's audit rows, newest first (filters: operation, event, source, account_id, since,
-        until, after_id)."""
+        until, after_id, before_id)."""
         q = dict(filters, limit=limit, offset=offset)
         return list(self._client._request("GET", self._path("/log"), query=q)["entries"])
 

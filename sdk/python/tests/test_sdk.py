@@ -286,6 +286,7 @@ def test_get_log(sdk_admin, sdk_sb):
     assert ex and ex[0]["request_id"].startswith("req_")
     assert [r["id"] for r in rows] == sorted((r["id"] for r in rows), reverse=True)
     assert sdk_sb.get_log(limit=1, offset=1)[0]["id"] == rows[1]["id"]
+    assert [r["id"] for r in sdk_sb.get_log(limit=2, before_id=rows[0]["id"])] == [r["id"] for r in rows[1:3]]
     assert {r["id"] for r in sdk_admin.get_log(limit=100, session_id=sdk_sb.id)} == {r["id"] for r in rows}
     out, _ = sdk_admin.get_output(ex[0]["id"])
     assert out == "logged\n"

@@ -355,11 +355,12 @@ function addRows(list) {
 async function loadLog(first) {
         if (!current)
                 return;
-        // Offsets count from the newest row; every row shown, live ones too, is one of those skipped.
-        const offset = first ? 0 : rows.size;
+        // Older rows are those below the oldest one shown: an id holds still while live rows come.
+        const oldest = rows.size ? Math.min(...rows.keys()) : 0;
         const id = current.id;
         try {
-                const page = await api("GET", `/v1/sandboxes/${enc(id)}/log?limit=${PAGE}&offset=${offset}`);
+                const page = await api("GET", `/v1/sandboxes/${enc(id)}/log?limit=${PAGE}` +
+                                       (first || !oldest ? "" : `&before_id=${oldest}`));
                 if (!current || current.id !== id)
                         return;
                 addRows(page.entries);
