@@ -443,7 +443,7 @@ static void pump(AuditSpool *s) {
 }
 
 /* Operations noted as running when sandboxd last stopped (a row of its end would have dropped the note
- * in the same transaction): each becomes a "failed" row under the note's key, the detail saying it was
+ * in the same transaction as audit_finish()): each becomes a "failed" row under the note's key, the detail saying it was
  * interrupted, in the order they started. */
 static int spool_interrupted(AuditSpool *s) {
         sqlite3_stmt *st = NULL;
@@ -454,7 +454,8 @@ static int spool_interrupted(AuditSpool *s) {
                 return r;
         r = sqlite_errno(sqlite3_prepare_v2(
                 s->db,
-                "INSERT INTO spool (" SPOOL_COLUMNS ")"
+                /* OR IGNORE: a key in the spool already has its row (never, by the transaction above) */
+                "INSERT OR IGNORE INTO spool (" SPOOL_COLUMNS ")"
                 " SELECT key, session_id, account_id, source, operation, 'failed',"
                 " json_set(detail, '$.error', '" AUDIT_ERROR_INTERRUPTED "', '$.message', ?),"
                 " -1, x'', x'', started_at, max(0, ? - started_at), request_id"
