@@ -5,72 +5,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus-fields.h"
 #include "gatewayd-routes.h"
 #include "sandbox-id.h"
 #include "time-util.h"
 
+/* The sandbox object's properties as GetAll gives them; the others are skipped. */
+typedef struct SandboxProps {
+        const char *id, *name, *type, *state, *network, *owner;
+        uint64_t created_at, expires_at;
+} SandboxProps;
+
+static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        SandboxProps *p = userdata;
+        const char **sp = NULL;
+        uint64_t *tp = NULL;
+
+        if (streq(key, "Id"))
+                sp = &p->id;
+        else if (streq(key, "Name"))
+                sp = &p->name;
+        else if (streq(key, "Type"))
+                sp = &p->type;
+        else if (streq(key, "State"))
+                sp = &p->state;
+        else if (streq(key, "Network"))
+                sp = &p->network;
+        else if (streq(key, "Owner"))
+                sp = &p->owner;
+        else if (streq(key, "CreatedAt"))
+                tp = &p->created_at;
+        else if (streq(key, "ExpiresAt"))
+                tp = &p->expires_at;
+        if (sp)
+                return sd_bus_message_read(reply, "v", "s", sp);
+        if (tp)
+                return sd_bus_message_read(reply, "v", "t", tp);
+        return sd_bus_message_skip(reply, "v");
+}
+
 int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret) {
-        const char *id = "", *name = "", *type = "", *state = "", *network = "", *owner = "";
-        uint64_t created_at = 0, expires_at = 0;
+        SandboxProps p = { .id = "", .name = "", .type = "", .state = "", .network = "", .owner = "" };
         json_object *o, *limits;
         int r;
 
-        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
-                const char *key, **sp = NULL;
-                uint64_t *tp = NULL;
-
-                r = sd_bus_message_read(reply, "s", &key);
-                if (r < 0)
-                        return r;
-                if (streq(key, "Id"))
-                        sp = &id;
-                else if (streq(key, "Name"))
-                        sp = &name;
-                else if (streq(key, "Type"))
-                        sp = &type;
-                else if (streq(key, "State"))
-                        sp = &state;
-                else if (streq(key, "Network"))
-                        sp = &network;
-                else if (streq(key, "Owner"))
-                        sp = &owner;
-                else if (streq(key, "CreatedAt"))
-                        tp = &created_at;
-                else if (streq(key, "ExpiresAt"))
-                        tp = &expires_at;
-                if (sp)
-                        r = sd_bus_message_read(reply, "v", "s", sp);
-                else if (tp)
-                        r = sd_bus_message_read(reply, "v", "t", tp);
-                else
-                        r = sd_bus_message_skip(reply, "v");
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_exit_container(reply);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(reply);
+        r = bus_foreach_sv(reply, sandbox_prop, &p, NULL);
         if (r < 0)
                 return r;
 
         o = json_object_new_object();
         if (!o)
                 return -ENOMEM;
-        json_object_object_add(o, "id", json_object_new_string(id));
-        json_object_object_add(o, "name", json_object_new_string(name));
-        json_object_object_add(o, "type", json_object_new_string(type));
-        json_object_object_add(o, "state", json_object_new_string(state));
-        json_object_object_add(o, "network", json_object_new_string(network));
-        json_object_object_add(o, "owner", json_object_new_string(owner));
-        json_object_object_add(o, "created_at", json_time(created_at));
-        json_object_object_add(o, "expires_at", json_time(expires_at));
-        const SandboxType *t = sandboxd_config_find_type(&m->sandboxd, type);
+        json_object_object_add(o, "id", json_object_new_string(p.id));
+        json_object_object_add(o, "name", json_object_new_string(p.name));
+        json_object_object_add(o, "type", json_object_new_string(p.type));
+        json_object_object_add(o, "state", json_object_new_string(p.state));
+        json_object_object_add(o, "network", json_object_new_string(p.network));
+        json_object_object_add(o, "owner", json_object_new_string(p.owner));
+        json_object_object_add(o, "created_at", json_time(p.created_at));
+        json_object_object_add(o, "expires_at", json_time(p.expires_at));
+        const SandboxType *t = sandboxd_config_find_type(&m->sandboxd, p.type);
         if (t) {
                 limits = json_object_new_object();
                 json_object_object_add(limits, "cpu_quota_percent", json_object_new_int64(t->cpu_quota_percent));
