@@ -24,8 +24,7 @@ _spec.loader.exec_module(itc)
 LONG, run, wait_for, systemctl_show, dbus_error = itc.LONG, itc.run, itc.wait_for, itc.systemctl_show, itc.dbus_error
 pytest_configure = itc.pytest_configure
 
-AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log")
-SPOOL = "/var/lib/sandboxd/audit-spool.db"
+SPOOL, spooled = itc.SPOOL, itc.spooled
 POOL_DIR = "/var/lib/sandboxd/pool"
 UID_MIN, UID_MAX = 1879048192, 1879113727
 DAEMONS = ("sandboxd", "sandbox-auditd", "sandbox-gatewayd")
@@ -42,21 +41,11 @@ class Manager(itc.Manager):
 
 
 def audit():
-    bus = system_bus()
-    return dbus.Interface(bus.get_object(AUDIT[0], AUDIT[1], introspect=False), AUDIT[2])
+    return itc.audit(system_bus())
 
 
 def log(session=None, limit=5000, **flt):
-    f = {k: (dbus.UInt64(v) if isinstance(v, int) else dbus.String(v)) for k, v in flt.items()}
-    if session:
-        f["session_id"] = dbus.String(session)
-    rows = audit().GetLog(dbus.Dictionary(f, signature="sv"), dbus.UInt64(limit), dbus.UInt64(0), timeout=LONG)
-    return [{str(k): v for k, v in r.items()} for r in rows]
-
-
-def spooled():
-    r = run("sqlite3", SPOOL, "SELECT count(*) FROM spool", check=False)
-    return int(r.stdout.strip() or -1)
+    return itc.audit_log(session, limit, system_bus(), **flt)
 
 
 def main_pid(unit):

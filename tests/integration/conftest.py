@@ -41,6 +41,31 @@ def wait_for(pred, timeout=30.0, interval=0.05, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log")
+SPOOL = "/var/lib/sandboxd/audit-spool.db"
+
+
+def audit(bus=None):
+    """The audit log's interface, on the shared system bus unless given a connection."""
+    bus = bus or dbus.SystemBus()
+    return dbus.Interface(bus.get_object(AUDIT[0], AUDIT[1], introspect=False), AUDIT[2])
+
+
+def audit_log(session=None, limit=1000, bus=None, **flt):
+    """GetLog's rows, newest first, as dicts; integer filters go as t, the others as s."""
+    f = {k: (dbus.UInt64(v) if isinstance(v, int) else dbus.String(v)) for k, v in flt.items()}
+    if session:
+        f["session_id"] = dbus.String(session)
+    rows = audit(bus).GetLog(dbus.Dictionary(f, signature="sv"), dbus.UInt64(limit), dbus.UInt64(0), timeout=LONG)
+    return [{str(k): v for k, v in r.items()} for r in rows]
+
+
+def spooled():
+    """Rows in sandboxd's audit spool, not yet acknowledged by the logger (-1: unreadable)."""
+    r = run("sqlite3", SPOOL, "SELECT count(*) FROM spool", check=False)
+    return int(r.stdout.strip() or -1)
+
+
 class Manager:
     def __init__(self):
         self.bus = dbus.SystemBus()

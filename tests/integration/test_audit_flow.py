@@ -9,33 +9,12 @@ import threading
 import dbus
 import pytest
 
-from conftest import LONG, Manager, dbus_error, run, wait_for
-
-AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log")
-SPOOL = "/var/lib/sandboxd/audit-spool.db"
-
-
-def audit():
-    bus = dbus.SystemBus()
-    return dbus.Interface(bus.get_object(AUDIT[0], AUDIT[1], introspect=False), AUDIT[2])
-
-
-def log(session=None, limit=1000, **flt):
-    f = {k: (dbus.UInt64(v) if isinstance(v, int) else dbus.String(v)) for k, v in flt.items()}
-    if session:
-        f["session_id"] = dbus.String(session)
-    rows = audit().GetLog(dbus.Dictionary(f, signature="sv"), dbus.UInt64(limit), dbus.UInt64(0), timeout=LONG)
-    return [{str(k): v for k, v in r.items()} for r in rows]
-
-
-def spooled():
-    r = run("sqlite3", SPOOL, "SELECT count(*) FROM spool", check=False)
-    return int(r.stdout.strip() or -1)
+from conftest import LONG, SPOOL, Manager, audit, audit_log, run, spooled, wait_for
 
 
 def settled(session, n, **flt):
     """Waits until the session has n rows (matching flt) and the spool is empty."""
-    return wait_for(lambda: spooled() == 0 and len(log(session, **flt)) == n and log(session, **flt),
+    return wait_for(lambda: spooled() == 0 and len(audit_log(session, **flt)) == n and audit_log(session, **flt),
                     timeout=60, what=f"{n} rows for {session}")
 
 
@@ -137,7 +116,7 @@ def test_logger_killed_during_1000_execs(mgr, sandbox):
         code, out, _, _ = mgr.exec(sid, ["echo", str(i)])
         assert code == 0
     wait_for(lambda: spooled() == 0, timeout=120, what="the spool to drain")
-    rows = log(sid, operation="exec", limit=1000)
+    rows = audit_log(sid, operation="exec", limit=1000)
     got = sorted(int(json.loads(r["detail"])["argv"][1]) for r in rows)
     assert got == list(range(1000)), "each Exec exactly once"
     db = "/var/lib/sandbox-auditd/audit.db"
@@ -170,7 +149,7 @@ def test_sandboxd_killed_mid_stream(mgr, sandbox):
     stop.set()
     t.join(timeout=60)
     wait_for(lambda: spooled() == 0, timeout=60, what="the spool to drain")
-    rows = log(sid, operation="exec", limit=1000)
+    rows = audit_log(sid, operation="exec", limit=1000)
     recorded = {json.loads(r["detail"])["argv"][1] for r in rows}
     missing = [i for i in answered if f"marker-{i}" not in recorded]
     assert missing == [], f"answered Execs without a row: {missing}"
@@ -192,7 +171,7 @@ def test_logger_disk_full(mgr, sandbox):
         wait_for(lambda: spooled() > 0, what="rows to wait in the spool")
         os.unlink(filler)
         wait_for(lambda: spooled() == 0, timeout=60, what="the rows to arrive once space returned")
-        assert len(log(sid, operation="exec")) == 20
+        assert len(audit_log(sid, operation="exec")) == 20
     finally:
         run("systemctl", "stop", "sandbox-auditd", check=False)
         run("umount", state, check=False)
@@ -223,7 +202,7 @@ def test_backlog_drains_in_order(mgr, sandbox):
         run("systemctl", "unmask", "--runtime", "sandbox-auditd")
     run("systemctl", "start", "sandbox-auditd")
     wait_for(lambda: spooled() == 0, timeout=120, what="the backlog to drain")
-    rows = sorted(log(sid, operation="exec", limit=1000), key=lambda r: int(r["id"]))
+    rows = sorted(audit_log(sid, operation="exec", limit=1000), key=lambda r: int(r["id"]))
     assert [json.loads(r["detail"])["argv"][1] for r in rows] == [str(i) for i in range(300)]
 
 
@@ -240,7 +219,7 @@ def test_refused_row_does_not_stop_the_others(mgr, sandbox):
         return int(run("sqlite3", SPOOL, "SELECT count(*) FROM refused").stdout.strip())
 
     def markers():
-        return [json.loads(r["detail"])["argv"][-1] for r in log(sid, operation="exec")]
+        return [json.loads(r["detail"])["argv"][-1] for r in audit_log(sid, operation="exec")]
 
     try:
         run("systemctl", "restart", "sandbox-auditd")
@@ -258,5 +237,5 @@ def test_refused_row_does_not_stop_the_others(mgr, sandbox):
     run("systemctl", "restart", "sandboxd")
     wait_for(lambda: spooled() == 0 and refused() == 0 and len(markers()) == 4, timeout=60,
              what="the refused row delivered once the logger takes it")
-    big = [r for r in log(sid, operation="exec") if json.loads(r["detail"])["argv"][-1].endswith(": big")]
+    big = [r for r in audit_log(sid, operation="exec") if json.loads(r["detail"])["argv"][-1].endswith(": big")]
     assert len(big) == 1 and int(big[0]["stdout_size"]) == 3000

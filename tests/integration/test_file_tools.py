@@ -9,10 +9,9 @@ import tempfile
 import dbus
 import pytest
 
-from conftest import LONG, dbus_error, run, wait_for
+from conftest import LONG, audit_log, dbus_error, run, wait_for
 
 E = dbus.Dictionary({}, signature="sv")
-AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log")
 WORKSPACES = "/var/lib/sandboxd/sandboxes"
 
 FIXTURE = r"""
@@ -408,15 +407,6 @@ finally:
     assert seen <= {"org.sandboxd.sandbox1.NoSuchFile", "org.freedesktop.DBus.Error.InvalidArgs",
                     "org.sandboxd.sandbox1.NoMatch", "org.sandboxd.sandbox1.AmbiguousMatch",
                     "org.sandboxd.sandbox1.PermissionDenied"}, seen
-
-
-def audit_log(session, **flt):
-    bus = dbus.SystemBus()
-    log = dbus.Interface(bus.get_object(AUDIT[0], AUDIT[1], introspect=False), AUDIT[2])
-    f = {k: dbus.String(v) for k, v in flt.items()}
-    f["session_id"] = dbus.String(session)
-    rows = log.GetLog(dbus.Dictionary(f, signature="sv"), dbus.UInt64(1000), dbus.UInt64(0), timeout=LONG)
-    return [{str(k): v for k, v in r.items()} for r in rows]
 
 
 def test_one_audit_row_per_call(tools):

@@ -11,11 +11,10 @@ import dbus
 import pytest
 import requests
 
-from conftest import LONG, run, wait_for
+from conftest import LONG, audit_log, run, wait_for
 
 GATEWAY = os.environ.get("SANDBOXD_GATEWAY_URL", "http://127.0.0.1:8790")
 KEYS = ("org.sandboxd.gateway1", "/org/sandboxd/gateway1", "org.sandboxd.gateway1.Keys")
-AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log")
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SESSION_REQUIRED = "Creating API keys needs a dashboard or CLI session, or an admin-scoped key."
 ERROR_KEYS = {"event", "error", "code", "status", "requestId"}
@@ -51,15 +50,6 @@ def revoke(key_id):
 
 def list_keys():
     return json.loads(str(keys_iface().ListKeys(timeout=LONG)))["api_keys"]
-
-
-def audit_log(limit=1000, **flt):
-    bus = dbus.SystemBus()
-    iface = dbus.Interface(bus.get_object(AUDIT[0], AUDIT[1], introspect=False), AUDIT[2])
-    f = dbus.Dictionary({k: dbus.UInt64(v) if isinstance(v, int) else dbus.String(v) for k, v in flt.items()},
-                        signature="sv")
-    rows = iface.GetLog(f, dbus.UInt64(limit), dbus.UInt64(0), timeout=LONG)
-    return [{str(k): (str(v) if isinstance(v, dbus.String) else v) for k, v in r.items()} for r in rows]
 
 
 def top_row_id():

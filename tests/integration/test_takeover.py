@@ -15,9 +15,8 @@ import time
 import dbus
 import pytest
 
-from conftest import LONG, dbus_error, run, systemctl_show, wait_for
+from conftest import LONG, audit, dbus_error, run, systemctl_show, wait_for
 
-AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log")
 SANDBOXCTL = "sandboxctl"
 
 
@@ -97,11 +96,6 @@ def running(mgr, sid, args):
     """Whether a process with exactly these args runs in the sandbox (ps itself, not a shell, asks)."""
     _, out, _, _ = mgr.exec(sid, ["ps", "-eo", "args"])
     return args in out.decode().splitlines()
-
-
-def audit():
-    bus = dbus.SystemBus()
-    return dbus.Interface(bus.get_object(AUDIT[0], AUDIT[1], introspect=False), AUDIT[2])
 
 
 def takeover_rows(sid):
