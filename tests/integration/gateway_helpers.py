@@ -96,6 +96,18 @@ def raw_request(method, path, secret=None, headers=(), body=b"", rcvbuf=None):
     return s
 
 
+def read_to_eof(s):
+    """Everything the peer sends until it closes; the socket is closed then."""
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return data
+
+
 class SseReader:
     """Incremental parser of an SSE byte stream (chunked transfer encoding of HTTP/1.1 undone)."""
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from conftest import run, wait_for
-from gateway_helpers import BASE, assert_error, gateway_config  # noqa: F401 (a fixture)
+from gateway_helpers import BASE, assert_error, gateway_config, read_to_eof  # noqa: F401 (a fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 E2E = os.path.join(ROOT, "tests", "e2e")
@@ -35,13 +35,7 @@ def raw_get(path):
     """GET with the path sent exactly as given (requests would normalise '..' and '%2e')."""
     s = socket.create_connection(("127.0.0.1", 8790), timeout=30)
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:8790\r\nConnection: close\r\n\r\n".encode())
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
+    data = read_to_eof(s)
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), head.decode(errors="replace"), body
 

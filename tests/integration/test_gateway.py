@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run, systemctl_show, wait_for
 from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401,F811
-                             gateway_pid, gateway_up, raw_request)
+                             gateway_pid, gateway_up, raw_request, read_to_eof)
 
 SESSION_REQUIRED = {"event": "error",
                     "error": "Creating API keys needs a dashboard or CLI session, or an admin-scoped key.",
@@ -268,7 +268,7 @@ def test_log_pages_and_output(admin, sandboxes):
              what="a newer row")
     again = admin.get(f"/v1/sandboxes/{sid}/log", params={"limit": 2, "before_id": ids[1]}).json()
     assert again["entries"] == older["entries"]
-    assert admin.get(f"/v1/log", params={"session_id": sid, "before_id": ids[-1]}).json()["entries"] == []
+    assert admin.get("/v1/log", params={"session_id": sid, "before_id": ids[-1]}).json()["entries"] == []
 
 
 def open_watch(secret, sid, last_id=None, rcvbuf=None):
@@ -376,13 +376,7 @@ def test_many_requests_at_once_queue(admin, sandboxes):
     statuses = []
     for s in socks:
         s.settimeout(120)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
+        data = read_to_eof(s)
         statuses.append(int(data.split(b" ", 2)[1]))
     assert statuses == [200] * n
 
