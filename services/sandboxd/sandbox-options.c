@@ -550,13 +550,13 @@ static int tool_bad_type(sd_bus_error *error, const char *method, const char *ke
                                  method, key, sig);
 }
 
-typedef struct ToolReader {
+typedef struct ToolOptionsReader {
         ToolKind kind;
         ToolOptions *o;
-} ToolReader;
+} ToolOptionsReader;
 
 static int tool_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        ToolReader *t = userdata;
+        ToolOptionsReader *t = userdata;
         ToolOptions *o = t->o;
         const char *method = tool_method[t->kind];
         int b;
@@ -593,7 +593,7 @@ static int tool_entry(const char *key, sd_bus_message *msg, void *userdata, sd_b
 
 int tool_options_read(ToolKind kind, sd_bus_message *msg, Caller *c, ToolOptions *ret, sd_bus_error *error) {
         ToolOptions o = {.fd = -1, .mode = 0644};
-        ToolReader t = {.kind = kind, .o = &o};
+        ToolOptionsReader t = {.kind = kind, .o = &o};
         int r;
 
         assert(kind >= 0 && kind < _TOOL_KIND_MAX);
