@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* WriteFile and ReadFile: done by a helper that sees the sandbox's mount tree as the sandbox's user.
+/* WriteFile and ReadFile, and the helpers that do every file call, seeing the sandbox's mount tree as
+ * the sandbox's user.
  *
- * sandboxd never opens a sandbox's files itself: a forked helper joins the sandbox's mount
- * namespace and drops to the sandbox's uid first, so symlinks, permissions and mounts are exactly
- * what the sandbox's own processes get, and nothing outside the sandbox is reachable. Data moves
- * through a memfd; the helper's exit status is 0 or an errno. */
+ * sandboxd never opens a sandbox's files itself: sandboxd-file-helper (file-helper.h) runs in the
+ * sandbox's mount namespace as the sandbox's uid, so symlinks, permissions and mounts are exactly what
+ * the sandbox's own processes get, and nothing outside the sandbox is reachable. Data moves through
+ * memfds; the helper answers each job with 0 or an errno. */
 #include "sandbox-files.h"
 
 #include <errno.h>
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/epoll.h>
@@ -27,22 +27,15 @@
 
 #include "audit-spool.h"
 #include "confine.h"
+#include "log.h"
 #include "sandbox.h"
 #include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 
-typedef struct FileHeader {
-        uint64_t size;
-        uint32_t mode;
-        uint32_t truncated;
-} FileHeader;
-
 typedef struct FileOp {
         Manager *manager;
         sd_bus_message *request;
-        sd_event_source *child_source, *timeout_source;
-        pid_t pid;
         int memfd;
         int hdr_fd;          /* read: size, mode, truncated, written by the helper */
         bool is_read, to_fd;
@@ -55,12 +48,7 @@ typedef struct FileOp {
         uint64_t offset;
         uint32_t mode;
         bool append;
-        struct FileServer *server;   /* the file server doing it, or NULL: a helper of its own (pid) */
-        struct FileOp *next;         /* in running_ops, while a helper of its own runs */
 } FileOp;
-
-/* The calls with helpers of their own, so that deleting their sandbox can end them. */
-static FileOp *running_ops = NULL;
 
 static void file_op_audit(FileOp *op, int error, const char *error_name, const char *error_message,
                           uint64_t bytes) {
@@ -99,13 +87,6 @@ static void file_op_audit(FileOp *op, int error, const char *error_name, const c
 static FileOp *file_op_free(FileOp *op) {
         if (!op)
                 return NULL;
-        for (FileOp **p = &running_ops; *p; p = &(*p)->next)
-                if (*p == op) {
-                        *p = op->next;
-                        break;
-                }
-        sd_event_source_disable_unref(op->child_source);
-        sd_event_source_disable_unref(op->timeout_source);
         safe_close(op->memfd);
         safe_close(op->hdr_fd);
         sd_bus_message_unref(op->request);
@@ -129,304 +110,149 @@ int sandbox_resolve_path(const char *path, char **ret) {
         return 0;
 }
 
-/* --- the helper -------------------------------------------------------------------------------- */
+/* --- helpers ------------------------------------------------------------------------------------ */
 
-static int enter_sandbox(Sandbox *s, const int *keep, size_t n_keep) {
-        int r;
+/* A sandbox's file calls are done by sandboxd-file-helper (file-helper.h), started confined as the
+ * sandbox's user in its mount namespace. Starting one (fork, confinement, exec) costs several times the
+ * file work of a small call, so a helper serves one job after another: once a sandbox has one, its
+ * calls find it idle. A call that finds none idle starts another, so calls still run in parallel; when
+ * it is done and the sandbox has an idle helper already, it is let go. A helper exits after
+ * FILE_HELPER_IDLE_MSEC without a job, when the sandbox's init dies or when sandboxd goes away (its
+ * socket closes), and is killed (and reaped) when the sandbox is deleted. */
 
-        if (confine_reset_signals() < 0)
-                return -errno;
-        if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
-                return -errno;
-        /* Nothing of sandboxd's (its databases, its bus connection) stays open in the helper, and the
-         * same confinement as the sandbox's own processes: what we do here, they could do too. */
-        r = confine_sandbox_process(keep, n_keep, s->uid, NULL);
-        if (r < 0)
-                return r;
-        return chdir(SANDBOXD_SANDBOX_HOME) < 0 ? -errno : 0;
-}
+/* A helper that takes this long over one job is stuck (a hung file system, say): it is killed and the
+ * caller hears why. */
+#define FILE_JOB_TIMEOUT_USEC (120 * USEC_PER_SEC)
 
-static int mkdir_parents(const char *path) {
-        char buf[PATH_MAX];
-
-        snprintf(buf, sizeof(buf), "%s", path);
-        for (char *p = buf + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = 0;
-                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        return 0;
-}
-
-static int copy_fd(int from, int to, uint64_t max, uint64_t *ret_copied) {
-        char buf[65536];
-        uint64_t total = 0;
-
-        while (max == 0 || total < max) {
-                size_t want = sizeof(buf);
-                if (max > 0 && max - total < want)
-                        want = max - total;
-                ssize_t n = read(from, buf, want);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                for (ssize_t off = 0; off < n;) {
-                        ssize_t k = write(to, buf + off, n - off);
-                        if (k < 0) {
-                                if (errno == EINTR)
-                                        continue;
-                                return -errno;
-                        }
-                        off += k;
-                }
-                total += n;
-        }
-        if (ret_copied)
-                *ret_copied = total;
-        return 0;
-}
-
-/* The work of a WriteFile, in a helper that has entered the sandbox: 0 or a negative errno. */
-static int do_write(const FileWriteSpec *spec, const char *path, int src) {
-        int r, fd;
-
-        if (spec->create_dirs) {
-                r = mkdir_parents(path);
-                if (r < 0)
-                        return r;
-        }
-        /* O_NONBLOCK so that a FIFO planted at the path cannot make us wait for a reader; no O_TRUNC
-         * before we know it is a regular file. */
-        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (spec->append ? O_APPEND : 0),
-                  spec->mode);
-        if (fd < 0)
-                return errno == ENXIO ? -EINVAL : -errno; /* ENXIO: a FIFO without a reader */
-        _cleanup_close_ int fd_close = fd;
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL; /* a FIFO or device would hang or surprise us */
-        if (fcntl(fd, F_SETFL, spec->append ? O_APPEND : 0) < 0)
-                return -errno;
-        if (!spec->append && ftruncate(fd, 0) < 0)
-                return -errno;
-        r = copy_fd(src, fd, 0, NULL);
-        if (r < 0)
-                return r;
-        fd_close = -EBADF;
-        if (close(fd) < 0)
-                return -errno;
-        return 0;
-}
-
-static _noreturn_ void write_helper(Sandbox *s, const FileWriteSpec *spec, const char *path, int src) {
-        int r;
-
-        r = enter_sandbox(s, (int[]) { src }, 1);
-        if (r >= 0)
-                r = do_write(spec, path, src);
-        _exit(r < 0 ? -r : 0);
-}
-
-/* The work of a ReadFile, in a helper that has entered the sandbox: 0 or a negative errno. */
-static int do_read(const FileReadSpec *spec, const char *path, int dst, int hdr) {
-        FileHeader h = {};
-        uint64_t copied = 0, want;
-        struct stat st;
-        int r;
-
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
-        h.size = st.st_size;
-        h.mode = st.st_mode & 07777;
-        if (spec->offset > 0 && lseek(fd, (off_t) spec->offset, SEEK_SET) < 0)
-                return -errno;
-        want = spec->length;
-        uint64_t left = spec->offset < h.size ? h.size - spec->offset : 0;
-        if (want == 0 || want > left)
-                want = left;
-        if (spec->cap > 0 && want > spec->cap) {
-                want = spec->cap;
-                h.truncated = 1;
-        }
-        if (pwrite(hdr, &h, sizeof(h), 0) != sizeof(h))
-                return -EIO;
-        r = copy_fd(fd, dst, want, &copied);
-        return r < 0 ? r : 0;
-}
-
-static _noreturn_ void read_helper(Sandbox *s, const FileReadSpec *spec, const char *path, int dst, int hdr) {
-        int r;
-
-        r = enter_sandbox(s, (int[]) { dst, hdr }, 2);
-        if (r >= 0)
-                r = do_read(spec, path, dst, hdr);
-        _exit(r < 0 ? -r : 0);
-}
-
-/* --- file servers ---------------------------------------------------------------------------------- */
-
-/* Forking a helper and confining it (setns, privileges, seccomp) costs several times more than the
- * file work of a small WriteFile or ReadFile. So once a sandbox has used a file call, sandboxd keeps a
- * confined helper for it running: a file server, forked and confined exactly like a per-call helper
- * (the sandbox's mount namespace and uid, no capabilities, its rlimits and seccomp filter, and no fd
- * but its socket and the sandbox init's pidfd). A call sends it the job (a FileJob and the memfds,
- * over a SOCK_SEQPACKET socketpair); it does the job and answers with 0 or an errno, and sandboxd
- * answers the caller from that, as from a per-call helper's exit status. One job at a time: a call
- * that finds the server busy forks a per-call helper as before, so calls still run in parallel. The
- * server exits when the sandbox's init dies, when sandboxd goes away (its socket closes), after
- * FILE_SERVER_IDLE_MSEC without a job, and is killed (and reaped) when the sandbox is deleted. */
-
-#define FILE_SERVER_IDLE_MSEC 30000
-
-typedef struct FileJob {
-        uint32_t is_read;
-        uint32_t mode;
-        uint32_t create_dirs, append;
-        uint64_t offset, length, cap;
-        char path[PATH_MAX];
-} FileJob;
-
-typedef struct FileServer {
-        struct FileServer *next;
+typedef struct FileHelper {
+        struct FileHelper *next;
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
         pid_t pid;
-        int sock;
-        sd_event_source *child_source, *io_source;
-        FileOp *current;          /* the job it is doing, or NULL */
-} FileServer;
+        int sock; /* -EBADF once let go */
+        sd_event_source *child_source, *io_source, *timeout_source;
+        file_job_done_t done; /* the job it is doing, if any */
+        void *userdata;
+        bool busy, timed_out;
+} FileHelper;
 
-/* Few at a time (one per sandbox that used files in the last seconds); a global, so that they stay
- * reachable until they exit. */
-static FileServer *file_servers = NULL;
+/* Few at a time (about one per sandbox that used files in the last seconds); a global, so that they
+ * stay reachable until they are reaped. */
+static FileHelper *file_helpers = NULL;
 
-static void file_op_finish(FileOp *op, int status);
+static FileHelper *helper_find_idle(const char *id, const FileHelper *except) {
+        for (FileHelper *h = file_helpers; h; h = h->next)
+                if (h != except && !h->busy && h->io_source && streq(h->id, id))
+                        return h;
+        return NULL;
+}
 
-static void server_unlink(FileServer *f) {
-        for (FileServer **p = &file_servers; *p; p = &(*p)->next)
-                if (*p == f) {
-                        *p = f->next;
-                        return;
+/* It exits on the hang-up; its exit reaps it. */
+static void helper_let_go(FileHelper *h) {
+        h->io_source = sd_event_source_disable_unref(h->io_source);
+        h->sock = safe_close(h->sock);
+}
+
+/* Forgets the helper; the job it was doing, if any, ends with status. */
+static void helper_free(FileHelper *h, int status) {
+        for (FileHelper **p = &file_helpers; *p; p = &(*p)->next)
+                if (*p == h) {
+                        *p = h->next;
+                        break;
                 }
+        sd_event_source_disable_unref(h->child_source);
+        sd_event_source_disable_unref(h->io_source);
+        sd_event_source_disable_unref(h->timeout_source);
+        safe_close(h->sock);
+        file_job_done_t done = h->busy ? h->done : NULL;
+        void *userdata = h->userdata;
+        free(h);
+        if (done)
+                done(userdata, status);
 }
 
-/* Forgets the server; its job, if any, fails with error. */
-static void server_free(FileServer *f, int error) {
-        if (!f)
-                return;
-        server_unlink(f);
-        sd_event_source_disable_unref(f->child_source);
-        sd_event_source_disable_unref(f->io_source);
-        safe_close(f->sock);
-        FileOp *op = f->current;
-        free(f);
-        if (op) {
-                op->server = NULL;
-                file_op_finish(op, error);
-        }
-}
+static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+        FileHelper *h = userdata;
 
-static int on_server_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
-        server_free(userdata, si->si_code == CLD_KILLED && si->si_status == SIGKILL ? ETIMEDOUT : EIO);
+        if (h->busy && !h->timed_out)
+                log_sandbox(LOG_WARNING, h->id, "The file helper of sandbox %s ended (%s %d) during a call.",
+                            h->id, si->si_code == CLD_EXITED ? "status" : "signal", si->si_status);
+        helper_free(h, h->timed_out ? ETIMEDOUT : EIO);
         return 0;
 }
 
-static int on_server_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        FileServer *f = userdata;
+static int on_helper_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        FileHelper *h = userdata;
         int32_t status;
 
         ssize_t n = recv(fd, &status, sizeof(status), MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return 0;
-        if (n != (ssize_t) sizeof(status)) {
-                /* gone: its exit (on_server_exit) answers what it was doing */
-                f->io_source = sd_event_source_disable_unref(f->io_source);
+        if (n != (ssize_t) sizeof(status) || !h->busy) {
+                /* gone, or talking out of turn: its exit answers what it was doing */
+                if (n == (ssize_t) sizeof(status))
+                        (void) kill(h->pid, SIGKILL);
+                helper_let_go(h);
                 return 0;
         }
-        FileOp *op = f->current;
-        f->current = NULL;
-        if (op)
-                file_op_finish(op, status < 0 || status > 4095 ? EIO : status);
+        file_job_done_t done = h->done;
+        void *job_userdata = h->userdata;
+        h->busy = false;
+        h->done = NULL;
+        h->userdata = NULL;
+        h->timeout_source = sd_event_source_disable_unref(h->timeout_source);
+        /* one idle helper per sandbox is enough */
+        if (helper_find_idle(h->id, h))
+                helper_let_go(h);
+        done(job_userdata, status < 0 || status > 4095 ? EIO : status);
         return 0;
 }
 
-static _noreturn_ void file_server_main(Sandbox *s, int sock) {
-        int keep[] = { sock, s->init_pidfd };
+static int on_helper_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
+        FileHelper *h = userdata;
+
+        h->timed_out = true;
+        (void) kill(h->pid, SIGKILL); /* its exit answers the call */
+        return 0;
+}
+
+/* The child: enters the sandbox, confines itself and becomes sandboxd-file-helper. */
+static _noreturn_ void helper_exec(Sandbox *s, int sock) {
+        Manager *m = s->manager;
 
         if (confine_reset_signals() < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                 _exit(EXIT_FAILURE);
-        if (setns(s->init_pidfd, CLONE_NEWNS) < 0 || confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, NULL) < 0 ||
+        /* Its root and cwd become the sandbox's; nothing of sandboxd's stdio comes along. */
+        if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
+                _exit(EXIT_FAILURE);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int sock_high = fcntl(sock, F_DUPFD_CLOEXEC, 10), watch_high = fcntl(s->init_pidfd, F_DUPFD_CLOEXEC, 10);
+        if (null < 0 || sock_high < 0 || watch_high < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+            dup2(null, 2) < 0 || dup2(sock_high, FILE_HELPER_SOCKET_FD) < 0 ||
+            dup2(watch_high, FILE_HELPER_WATCH_FD) < 0)
+                _exit(EXIT_FAILURE);
+        /* The sandbox's own confinement: what the helper does, the sandbox's processes could do too. */
+        int keep[] = { FILE_HELPER_SOCKET_FD, FILE_HELPER_WATCH_FD };
+        if (confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, NULL) < 0 ||
             chdir(SANDBOXD_SANDBOX_HOME) < 0)
                 _exit(EXIT_FAILURE);
-        for (;;) {
-                char control[CMSG_SPACE(sizeof(int) * 2)] = {};
-                int fds[2] = { -EBADF, -EBADF }, r;
-                FileJob job;
-
-                struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = s->init_pidfd, .events = POLLIN } };
-                r = poll(p, 2, FILE_SERVER_IDLE_MSEC);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                /* idle too long, the sandbox's init died, or sandboxd is gone */
-                if (r <= 0 || p[1].revents != 0 || !(p[0].revents & POLLIN))
-                        _exit(EXIT_SUCCESS);
-                struct iovec iov = { .iov_base = &job, .iov_len = sizeof(job) };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-                                     .msg_controllen = sizeof(control) };
-                ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-                if (n != (ssize_t) sizeof(job) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
-                        _exit(EXIT_FAILURE);
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                                memcpy(fds, CMSG_DATA(c), MIN(c->cmsg_len - CMSG_LEN(0), sizeof(fds)));
-                job.path[sizeof(job.path) - 1] = 0;
-                if (job.is_read) {
-                        FileReadSpec spec = { .path = job.path, .offset = job.offset, .length = job.length,
-                                              .cap = job.cap };
-                        r = fds[0] >= 0 && fds[1] >= 0 ? do_read(&spec, job.path, fds[0], fds[1]) : -EBADF;
-                } else {
-                        FileWriteSpec spec = { .path = job.path, .mode = job.mode, .create_dirs = job.create_dirs,
-                                               .append = job.append, .data_fd = fds[0] };
-                        r = fds[0] >= 0 ? do_write(&spec, job.path, fds[0]) : -EBADF;
-                }
-                safe_close(fds[0]);
-                safe_close(fds[1]);
-                int32_t status = r < 0 ? -r : 0;
-                if (send(sock, &status, sizeof(status), MSG_NOSIGNAL) != sizeof(status))
-                        _exit(EXIT_FAILURE);
-        }
+        char *argv[] = { (char *) "sandboxd-file-helper", NULL };
+        char *envp[] = { NULL };
+        execve(m->file_helper_path, argv, envp);
+        _exit(EXIT_FAILURE);
 }
 
-/* Starts the sandbox's file server, unless it has one. */
-static int server_start(Sandbox *s) {
+static int helper_spawn(Sandbox *s, FileHelper **ret) {
+        Manager *m = s->manager;
         int sv[2], r;
 
         if (s->state != SANDBOX_RUNNING || s->init_pidfd < 0)
-                return 0;
-        for (FileServer *f = file_servers; f; f = f->next)
-                if (streq(f->id, s->id))
-                        return 0;
-        FileServer *f = calloc(1, sizeof(FileServer));
-        if (!f)
+                return -ESRCH;
+        FileHelper *h = calloc(1, sizeof(FileHelper));
+        if (!h)
                 return -ENOMEM;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-                free(f);
+                free(h);
                 return -errno;
         }
         pid_t pid = fork();
@@ -434,126 +260,181 @@ static int server_start(Sandbox *s) {
                 r = -errno;
                 safe_close(sv[0]);
                 safe_close(sv[1]);
-                free(f);
+                free(h);
                 return r;
         }
         if (pid == 0) {
                 safe_close(sv[0]);
-                file_server_main(s, sv[1]);
+                helper_exec(s, sv[1]);
         }
         safe_close(sv[1]);
-        f->manager = s->manager;
-        snprintf(f->id, sizeof(f->id), "%s", s->id);
-        f->pid = pid;
-        f->sock = sv[0];
-        f->next = file_servers;
-        file_servers = f;
-        r = sd_event_add_child(s->manager->event, &f->child_source, pid, WEXITED, on_server_exit, f);
+        h->manager = m;
+        snprintf(h->id, sizeof(h->id), "%s", s->id);
+        h->pid = pid;
+        h->sock = sv[0];
+        h->next = file_helpers;
+        file_helpers = h;
+        r = sd_event_add_child(m->event, &h->child_source, pid, WEXITED, on_helper_exit, h);
         if (r >= 0)
-                r = sd_event_add_io(s->manager->event, &f->io_source, f->sock, EPOLLIN, on_server_io, f);
+                r = sd_event_add_io(m->event, &h->io_source, h->sock, EPOLLIN, on_helper_io, h);
         if (r < 0) {
-                f->child_source = sd_event_source_disable_unref(f->child_source);
+                h->child_source = sd_event_source_disable_unref(h->child_source);
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
-                server_free(f, EIO);
+                helper_free(h, EIO);
                 return r;
         }
+        *ret = h;
         return 0;
 }
 
-/* Sandboxes whose server is to be started when sandboxd is idle; one defer source for all. */
-static sd_event_source *server_defer = NULL;
-static char (*server_pending)[SANDBOX_ID_LEN + 1] = NULL;
-static size_t server_n_pending = 0, server_pending_alloc = 0;
+/* Sends the job: its encoding in the message if small, else in a memfd (job_fd, made once per job). */
+static int helper_send(FileHelper *h, const ToolBuf *job, int *job_fd, int fd0, int fd1) {
+        int fds[3], n_fds = 0;
+        FileJobMessage msg = { .magic = FILE_JOB_MAGIC, .n_fds = fd1 >= 0 ? 2 : fd0 >= 0 ? 1 : 0 };
+        char control[CMSG_SPACE(sizeof(fds))] = {};
 
-static int on_server_defer(sd_event_source *es, void *userdata) {
-        Manager *m = userdata;
-
-        for (size_t i = 0; i < server_n_pending; i++) {
-                Sandbox *s = hashmap_get(m->sandboxes, server_pending[i]);
-                if (s)
-                        (void) server_start(s);
+        if (job->size <= FILE_JOB_INLINE_MAX)
+                msg.inline_size = job->size;
+        else {
+                if (*job_fd < 0) {
+                        _cleanup_close_ int fd = memfd_create("sandbox-file-job", MFD_CLOEXEC);
+                        if (fd < 0)
+                                return -errno;
+                        for (size_t off = 0; off < job->size;) {
+                                ssize_t n = write(fd, job->data + off, job->size - off);
+                                if (n < 0 && errno == EINTR)
+                                        continue;
+                                if (n < 0)
+                                        return -errno;
+                                off += n;
+                        }
+                        *job_fd = TAKE_FD(fd);
+                }
+                fds[n_fds++] = *job_fd;
         }
-        server_n_pending = 0;
-        return 0;
-}
-
-static void server_schedule(Manager *m, const char *id) {
-        for (FileServer *f = file_servers; f; f = f->next)
-                if (streq(f->id, id))
-                        return;
-        for (size_t i = 0; i < server_n_pending; i++)
-                if (streq(server_pending[i], id))
-                        return;
-        if (server_n_pending == server_pending_alloc) {
-                size_t a = MAX(server_pending_alloc * 2, (size_t) 16);
-                void *l = reallocarray(server_pending, a, sizeof(*server_pending));
-                if (!l)
-                        return;
-                server_pending = l;
-                server_pending_alloc = a;
-        }
-        snprintf(server_pending[server_n_pending++], SANDBOX_ID_LEN + 1, "%s", id);
-        if (!server_defer) {
-                if (sd_event_add_defer(m->event, &server_defer, on_server_defer, m) < 0)
-                        return;
-                (void) sd_event_source_set_priority(server_defer, SD_EVENT_PRIORITY_IDLE);
-        } else
-                (void) sd_event_source_set_enabled(server_defer, SD_EVENT_ONESHOT);
-}
-
-void sandbox_files_prepare(Sandbox *s) {
-        server_schedule(s->manager, s->id);
-}
-
-/* Hands the job to the sandbox's file server if it has an idle one: 1 if it took it, 0 if not. */
-static int server_take(Sandbox *s, FileOp *op, const FileJob *job, const int *fds, size_t n_fds) {
-        char control[CMSG_SPACE(sizeof(int) * 2)] = {};
-        FileServer *f = file_servers;
-
-        while (f && !streq(f->id, s->id))
-                f = f->next;
-        if (!f || f->current || !f->io_source)
-                return 0;
-        struct iovec iov = { .iov_base = (void *) job, .iov_len = sizeof(*job) };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+        if (fd0 >= 0)
+                fds[n_fds++] = fd0;
+        if (fd1 >= 0)
+                fds[n_fds++] = fd1;
+        struct iovec iov[2] = { { .iov_base = &msg, .iov_len = sizeof(msg) },
+                                { .iov_base = job->data, .iov_len = msg.inline_size } };
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = control,
                              .msg_controllen = CMSG_SPACE(sizeof(int) * n_fds) };
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
         memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-        if (sendmsg(f->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t) sizeof(*job))
-                return 0; /* going away: its exit cleans up; this call forks its own helper */
-        f->current = op;
-        op->server = f;
-        return 1;
+        if (n_fds == 0)
+                mh.msg_control = NULL, mh.msg_controllen = 0;
+        if (sendmsg(h->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t) (sizeof(msg) + msg.inline_size))
+                return -errno ?: -EIO;
+        return 0;
 }
 
-static void file_op_finish(FileOp *op, int status);
+int sandbox_file_job(Sandbox *s, const FileJob *job, int fd0, int fd1, file_job_done_t done, void *userdata) {
+        _cleanup_(tool_buf_free) ToolBuf buf = {};
+        _cleanup_close_ int job_fd = -EBADF;
+        int r;
+
+        if (fd0 < 0 && fd1 >= 0)
+                return -EINVAL;
+        r = file_job_encode(job, &buf);
+        if (r < 0)
+                return r;
+
+        /* An idle helper of the sandbox's; else a new one. */
+        FileHelper *h;
+        for (;;) {
+                bool fresh = false;
+                h = helper_find_idle(s->id, NULL);
+                if (!h) {
+                        r = helper_spawn(s, &h);
+                        if (r < 0)
+                                return r;
+                        fresh = true;
+                }
+                r = helper_send(h, &buf, &job_fd, fd0, fd1);
+                if (r >= 0)
+                        break;
+                helper_let_go(h); /* going away: its exit cleans up */
+                if (fresh)
+                        return r;
+        }
+        h->busy = true;
+        h->timed_out = false;
+        h->done = done;
+        h->userdata = userdata;
+        /* without a deadline, should this fail: the helper's answer still comes */
+        (void) sd_event_add_time_relative(s->manager->event, &h->timeout_source, CLOCK_MONOTONIC,
+                                          FILE_JOB_TIMEOUT_USEC, 0, on_helper_timeout, h);
+        return 0;
+}
+
+/* Sandboxes that get a helper when sandboxd is idle; one defer source for all. */
+static sd_event_source *helper_defer = NULL;
+static char (*helper_pending)[SANDBOX_ID_LEN + 1] = NULL;
+static size_t helper_n_pending = 0, helper_pending_alloc = 0;
+
+static bool sandbox_has_helper(const char *id) {
+        for (FileHelper *h = file_helpers; h; h = h->next)
+                if (h->io_source && streq(h->id, id))
+                        return true;
+        return false;
+}
+
+static int on_helper_defer(sd_event_source *es, void *userdata) {
+        Manager *m = userdata;
+
+        for (size_t i = 0; i < helper_n_pending; i++) {
+                Sandbox *s = hashmap_get(m->sandboxes, helper_pending[i]);
+                FileHelper *h;
+                if (s && !sandbox_has_helper(s->id))
+                        (void) helper_spawn(s, &h);
+        }
+        helper_n_pending = 0;
+        return 0;
+}
+
+void sandbox_files_prepare(Sandbox *s) {
+        Manager *m = s->manager;
+
+        if (sandbox_has_helper(s->id))
+                return;
+        for (size_t i = 0; i < helper_n_pending; i++)
+                if (streq(helper_pending[i], s->id))
+                        return;
+        if (helper_n_pending == helper_pending_alloc) {
+                size_t a = MAX(helper_pending_alloc * 2, (size_t) 16);
+                void *l = reallocarray(helper_pending, a, sizeof(*helper_pending));
+                if (!l)
+                        return;
+                helper_pending = l;
+                helper_pending_alloc = a;
+        }
+        snprintf(helper_pending[helper_n_pending++], SANDBOX_ID_LEN + 1, "%s", s->id);
+        if (!helper_defer) {
+                if (sd_event_add_defer(m->event, &helper_defer, on_helper_defer, m) < 0)
+                        return;
+                (void) sd_event_source_set_priority(helper_defer, SD_EVENT_PRIORITY_IDLE);
+        } else
+                (void) sd_event_source_set_enabled(helper_defer, SD_EVENT_ONESHOT);
+}
 
 void sandbox_files_forget(Sandbox *s) {
-        for (FileOp *op = running_ops, *next; op; op = next) {
-                next = op->next;
-                if (!streq(op->session_id, s->id))
-                        continue;
-                op->child_source = sd_event_source_disable_unref(op->child_source);
-                (void) kill(op->pid, SIGKILL);
-                while (waitpid(op->pid, NULL, 0) < 0 && errno == EINTR)
+        for (;;) {
+                FileHelper *h = file_helpers;
+                while (h && !streq(h->id, s->id))
+                        h = h->next;
+                if (!h)
+                        break;
+                /* gone before the caller hears the sandbox is: nothing of its uid may be left */
+                h->child_source = sd_event_source_disable_unref(h->child_source);
+                (void) kill(h->pid, SIGKILL);
+                while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR)
                         ;
-                file_op_finish(op, ECANCELED);
-        }
-        for (FileServer *f = file_servers; f;) {
-                FileServer *next = f->next;
-                if (streq(f->id, s->id)) {
-                        /* gone before the caller hears the sandbox is: nothing of its uid may be left */
-                        f->child_source = sd_event_source_disable_unref(f->child_source);
-                        (void) kill(f->pid, SIGKILL);
-                        while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
-                                ;
-                        server_free(f, EIO);
-                }
-                f = next;
+                helper_free(h, ECANCELED);
         }
 }
 
@@ -632,14 +513,11 @@ static void reply_read(FileOp *op) {
                 (void) sd_bus_reply_method_errno(op->request, r, NULL);
 }
 
-/* Answers the call from the helper's result: 0, an errno, or -1 for a helper that died. */
-static void file_op_finish(FileOp *op, int status) {
-        if (op->server && op->server->current == op)
-                op->server->current = NULL;
-        op->server = NULL;
-        if (status < 0)
-                reply_errno(op, EIO);
-        else if (status != 0)
+/* Answers the call from the job's status: 0 or an errno. */
+static void file_op_done(void *userdata, int status) {
+        FileOp *op = userdata;
+
+        if (status != 0)
                 reply_errno(op, status);
         else if (op->is_read)
                 reply_read(op);
@@ -647,53 +525,7 @@ static void file_op_finish(FileOp *op, int status) {
                 file_op_audit(op, 0, NULL, NULL, op->size);
                 (void) sd_bus_reply_method_return(op->request, NULL);
         }
-        /* the sandbox's file server takes the next call (see "file servers") */
-        server_schedule(op->manager, op->session_id);
         file_op_free(op);
-}
-
-static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
-        FileOp *op = userdata;
-
-        file_op_finish(op, si->si_code != CLD_EXITED ? -1 : si->si_status);
-        return 0;
-}
-
-/* A helper that takes this long is stuck (a hung file system, say): it dies, the caller hears why. */
-#define FILE_OP_TIMEOUT_USEC (120 * USEC_PER_SEC)
-
-static int on_helper_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
-        FileOp *op = userdata;
-        /* its exit answers the call; a file server's answers the call it was doing */
-        (void) kill(op->server ? op->server->pid : op->pid, SIGKILL);
-        return 0;
-}
-
-static int file_op_start(Sandbox *s, FileOp *op, pid_t pid) {
-        int r = 0;
-
-        op->pid = pid;
-        if (!op->server)
-                r = sd_event_add_child(s->manager->event, &op->child_source, pid, WEXITED, on_helper_exit, op);
-        if (r >= 0)
-                r = sd_event_add_time_relative(s->manager->event, &op->timeout_source, CLOCK_MONOTONIC,
-                                               FILE_OP_TIMEOUT_USEC, 0, on_helper_timeout, op);
-        if (r < 0 && op->server) {
-                /* the server is doing it: let its answer come, with no deadline */
-                return 0;
-        }
-        if (r < 0) {
-                op->child_source = sd_event_source_disable_unref(op->child_source);
-                (void) kill(pid, SIGKILL);
-                (void) waitpid(pid, NULL, 0);
-                file_op_free(op);
-                return r;
-        }
-        if (!op->server) {
-                op->next = running_ops;
-                running_ops = op;
-        }
-        return 0;
 }
 
 static FileOp *file_op_new(Sandbox *s, sd_bus_message *request, const char *path, bool is_read,
@@ -740,19 +572,12 @@ int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, const Caller *call
         op->mode = spec->mode;
         op->append = spec->append;
         op->to_fd = spec->data_fd >= 0;
-        FileJob job = { .mode = spec->mode, .create_dirs = spec->create_dirs, .append = spec->append };
-        snprintf(job.path, sizeof(job.path), "%s", spec->path);
-        pid_t pid = 0;
-        if (server_take(s, op, &job, (int[]) { src }, 1) == 0) {
-                pid = fork();
-                if (pid < 0) {
-                        file_op_free(op);
-                        return -errno;
-                }
-                if (pid == 0)
-                        write_helper(s, spec, spec->path, src);
-        }
-        return file_op_start(s, op, pid);
+        FileJob job = { .kind = FILE_JOB_WRITE, .path = spec->path, .mode = spec->mode,
+                        .create_dirs = spec->create_dirs, .append = spec->append };
+        int r = sandbox_file_job(s, &job, src, -EBADF, file_op_done, op);
+        if (r < 0)
+                file_op_free(op);
+        return r;
 }
 
 int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller, sd_bus_message *request) {
@@ -777,19 +602,14 @@ int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller
                 file_op_free(op);
                 return r;
         }
-        FileJob job = { .is_read = 1, .offset = spec->offset, .length = spec->length, .cap = spec->cap };
-        snprintf(job.path, sizeof(job.path), "%s", spec->path);
-        pid_t pid = 0;
-        if (server_take(s, op, &job, (int[]) { dst, op->hdr_fd }, 2) == 0) {
-                pid = fork();
-                if (pid < 0) {
-                        file_op_free(op);
-                        return -errno;
-                }
-                if (pid == 0)
-                        read_helper(s, spec, spec->path, dst, op->hdr_fd);
+        FileJob job = { .kind = FILE_JOB_READ, .path = spec->path, .offset = spec->offset,
+                        .length = spec->length, .cap = spec->cap };
+        int r = sandbox_file_job(s, &job, dst, op->hdr_fd, file_op_done, op);
+        if (r < 0) {
+                file_op_free(op);
+                return r;
         }
         if (op->to_fd)
                 op->memfd = safe_close(op->memfd); /* the helper has its copy */
-        return file_op_start(s, op, pid);
+        return 0;
 }

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* WriteFile and ReadFile: done by a helper that sees the sandbox's mount tree as the sandbox's user. */
+/* WriteFile and ReadFile, and the helpers that do every file call, seeing the sandbox's mount tree as
+ * the sandbox's user. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
+
+#include "file-helper.h"
 
 typedef struct Sandbox Sandbox;
 typedef struct Caller Caller;
@@ -31,13 +34,21 @@ typedef struct FileReadSpec {
 int sandbox_write_file(Sandbox *s, const FileWriteSpec *spec, const Caller *caller, sd_bus_message *request);
 int sandbox_read_file(Sandbox *s, const FileReadSpec *spec, const Caller *caller, sd_bus_message *request);
 
-/* Starts the sandbox's file server when sandboxd is next idle, so that even its first WriteFile or
- * ReadFile finds one rather than forking a helper of its own (which the first call otherwise does).
- * It goes after FILE_SERVER_IDLE_MSEC without a call, as always. */
+/* Called with a job's status: 0, or the errno it failed with; EIO if the helper died before it answered,
+ * ETIMEDOUT if it was killed for taking too long (120 s), ECANCELED if the sandbox was deleted first. */
+typedef void (*file_job_done_t)(void *userdata, int status);
+
+/* Hands job to one of the sandbox's file helpers: an idle one, or one started for it. fd0 and fd1 are
+ * the job's fds (file-helper.h; -1: none), which the helper gets copies of. done is called exactly once,
+ * later, unless this returns a negative errno. */
+int sandbox_file_job(Sandbox *s, const FileJob *job, int fd0, int fd1, file_job_done_t done, void *userdata);
+
+/* Starts a file helper for the sandbox when sandboxd is next idle, so that even its first file call
+ * finds one rather than starting it. It goes after FILE_HELPER_IDLE_MSEC without a call, as always. */
 void sandbox_files_prepare(Sandbox *s);
 
-/* Ends the sandbox's warm helper, if it has one (a helper made ahead for its next WriteFile or
- * ReadFile, running as its uid): called when the sandbox is deleted, before its uid is freed. */
+/* Kills and reaps the sandbox's helpers; the calls they were doing end with ECANCELED. Called when the
+ * sandbox is deleted, before its uid is freed. */
 void sandbox_files_forget(Sandbox *s);
 
 /* Makes a sandbox path absolute (relative ones are below the home); returns -EINVAL for bad ones. */

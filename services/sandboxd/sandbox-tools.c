@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The file tools on the bus (FileCreate, View, …, Grep), each call done by a confined helper.
+/* The file tools on the bus (FileCreate, View, …, Grep), each call a job for the sandbox's file helper.
  *
- * As for WriteFile and ReadFile (sandbox-files.c), sandboxd never touches a sandbox's files itself: a
- * forked helper joins the sandbox's mount namespace, closes every fd it does not need, drops to the
- * sandbox's uid with the sandbox's rlimits and seccomp filter, and then does the work of file-tools.c
- * through openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS). It writes a ToolResult and the body into a
- * memfd and exits with 0 or an errno; sandboxd, which never waits for it, builds the reply from the
- * memfd when the helper's SIGCHLD arrives, after spooling the call's audit row. */
+ * As for WriteFile and ReadFile (sandbox-files.c), sandboxd never touches a sandbox's files itself:
+ * sandboxd-file-helper, confined as the sandbox's user in its mount namespace, does the work of
+ * file-tools.c through openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS). It writes a ToolResult and the
+ * body into a memfd and answers with 0 or an errno; sandboxd, which never waits for it, builds the reply
+ * from the memfd then, after spooling the call's audit row. */
 #include "sandbox-tools.h"
 
 #include <errno.h>
@@ -51,7 +50,6 @@ static const char *const tool_operation[_TOOL_KIND_MAX] = {
 };
 
 #define TOOL_RESULTS_MAX         UINT32_C(1000000)
-#define TOOL_HELPER_TIMEOUT_USEC (120 * USEC_PER_SEC) /* a helper this slow is stuck: it is killed */
 #define TOOL_GREP_DEADLINE_USEC  (60 * USEC_PER_SEC)  /* grep answers what it found by then */
 #define TOOL_REPLY_MAX           (UINT64_C(24) << 20) /* well below the bus's 32 MiB per message */
 
@@ -61,13 +59,20 @@ static const uint32_t default_max_results[_TOOL_KIND_MAX] = {
         [TOOL_GREP] = 1000,
 };
 
+static const FileJobKind tool_job_kind[_TOOL_KIND_MAX] = {
+        [TOOL_FILE_CREATE] = FILE_JOB_CREATE,
+        [TOOL_VIEW] = FILE_JOB_VIEW,
+        [TOOL_STR_REPLACE] = FILE_JOB_STR_REPLACE,
+        [TOOL_INSERT] = FILE_JOB_INSERT,
+        [TOOL_LS] = FILE_JOB_LS,
+        [TOOL_GLOB] = FILE_JOB_GLOB,
+        [TOOL_GREP] = FILE_JOB_GREP,
+};
+
 typedef struct ToolCall {
-        struct ToolCall *next; /* in running_calls, while its helper runs */
         Manager *manager;
         ToolKind kind;
         sd_bus_message *request;
-        sd_event_source *child_source, *timeout_source;
-        pid_t pid;
         int result_fd; /* memfd: ToolResult, then the body */
         int fd;        /* the caller's: FileCreate's source, View's destination; or -1 */
 
@@ -78,7 +83,6 @@ typedef struct ToolCall {
         const char *pattern; /* Glob: what is left below path; Grep: the regex */
         char *pattern_arg;   /* as given */
         char *glob;
-        void *code; /* Grep: the compiled pattern */
         uint32_t line, start_line, end_line, mode, max_results;
         bool overwrite, create_dirs, ignore_case;
         uint64_t cap;
@@ -88,19 +92,9 @@ typedef struct ToolCall {
         uint64_t started_at, mono;
 } ToolCall;
 
-/* The calls whose helpers run, so that deleting their sandbox can end them. */
-static ToolCall *running_calls = NULL;
-
 static ToolCall *tool_call_free(ToolCall *tc) {
         if (!tc)
                 return NULL;
-        for (ToolCall **p = &running_calls; *p; p = &(*p)->next)
-                if (*p == tc) {
-                        *p = tc->next;
-                        break;
-                }
-        sd_event_source_disable_unref(tc->child_source);
-        sd_event_source_disable_unref(tc->timeout_source);
         safe_close(tc->result_fd);
         safe_close(tc->fd);
         sd_bus_message_unref(tc->request);
@@ -108,8 +102,6 @@ static ToolCall *tool_call_free(ToolCall *tc) {
         free(tc->printable_path);
         free(tc->pattern_arg);
         free(tc->glob);
-        if (tc->code)
-                tool_grep_free(tc->code);
         free(tc);
         return NULL;
 }
@@ -219,94 +211,6 @@ static void tool_fail_errno(ToolCall *tc, int error) {
                 snprintf(msg, sizeof(msg), "%s: %s: %s", tool_method[tc->kind], p, strerror(error));
         }
         tool_fail(tc, name, msg);
-}
-
-/* --- the helper ------------------------------------------------------------------------------------ */
-
-static int write_all(int fd, const void *p, size_t n) {
-        const char *c = p;
-        while (n > 0) {
-                ssize_t k = write(fd, c, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                c += k;
-                n -= k;
-        }
-        return 0;
-}
-
-static int helper_run(ToolCall *tc, int root, ToolBuf *body, ToolResult *res) {
-        switch (tc->kind) {
-        case TOOL_FILE_CREATE: {
-                ToolCreateSpec spec = {
-                        .path = tc->path,
-                        .data = tc->data,
-                        .size = tc->size,
-                        .data_fd = tc->fd,
-                        .mode = tc->mode,
-                        .overwrite = tc->overwrite,
-                        .create_dirs = tc->create_dirs,
-                };
-                return tool_file_create(root, &spec, res);
-        }
-        case TOOL_VIEW:
-                return tool_view(root, tc->path, tc->start_line, tc->end_line, tc->cap, body, res);
-        case TOOL_STR_REPLACE:
-                return tool_str_replace(root, tc->path, tc->data, tc->size, tc->data2, tc->size2, res);
-        case TOOL_INSERT:
-                return tool_insert(root, tc->path, tc->line, tc->data, tc->size, res);
-        case TOOL_LS:
-                return tool_ls(root, tc->path, tc->max_results, tc->cap, body, res);
-        case TOOL_GLOB:
-                return tool_glob(root, tc->path, tc->pattern, tc->max_results, tc->cap, body, res);
-        case TOOL_GREP: {
-                ToolGrepSpec spec = {
-                        .path = tc->path,
-                        .code = tc->code,
-                        .glob = tc->glob,
-                        .max = tc->max_results,
-                        .cap = tc->cap,
-                        .deadline = now_usec(CLOCK_MONOTONIC) + TOOL_GREP_DEADLINE_USEC,
-                };
-                return tool_grep(root, &spec, body, res);
-        }
-        default:
-                return -EINVAL;
-        }
-}
-
-static _noreturn_ void tool_helper(Sandbox *s, ToolCall *tc) {
-        int keep[] = {tc->result_fd, tc->fd};
-        ToolResult res = {};
-        ToolBuf body = {};
-        int r, root;
-
-        if (confine_reset_signals() < 0)
-                _exit(EIO);
-        /* Its root and cwd become the sandbox's root. */
-        if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
-                _exit(errno);
-        /* The sandbox's own confinement: what we do here, its processes could do too. */
-        r = confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, NULL);
-        if (r < 0)
-                _exit(-r);
-        root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0)
-                _exit(errno);
-
-        r = helper_run(tc, root, &body, &res);
-        if (r < 0)
-                _exit(-r > 255 ? EIO : -r);
-        if (tc->kind == TOOL_VIEW)
-                res.n[4] = body.size;
-        r = write_all(tc->result_fd, &res, sizeof(res));
-        if (r >= 0 && body.size > 0)
-                r = write_all(tc->kind == TOOL_VIEW && tc->fd >= 0 ? tc->fd : tc->result_fd, body.data,
-                              body.size);
-        _exit(r < 0 ? -r : 0);
 }
 
 /* --- the reply ------------------------------------------------------------------------------------- */
@@ -497,23 +401,19 @@ static void tool_reply(ToolCall *tc) {
                 (void) sd_bus_reply_method_errno(tc->request, r, NULL);
 }
 
-static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
+static void on_tool_done(void *userdata, int status) {
         ToolCall *tc = userdata;
 
-        if (si->si_code != CLD_EXITED)
-                tool_fail_errno(tc, si->si_status == SIGKILL ? ETIMEDOUT : EIO);
-        else if (si->si_status != 0)
-                tool_fail_errno(tc, si->si_status);
+        if (status == ECANCELED) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "%s: sandbox %s was deleted during the call.", tool_method[tc->kind],
+                         tc->session_id);
+                tool_fail(tc, SANDBOXD_ERROR_NOT_RUNNING, msg);
+        } else if (status != 0)
+                tool_fail_errno(tc, status);
         else
                 tool_reply(tc);
         tool_call_free(tc);
-        return 0;
-}
-
-static int on_helper_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
-        ToolCall *tc = userdata;
-        (void) kill(tc->pid, SIGKILL); /* its exit answers the call */
-        return 0;
 }
 
 static int tool_start(Sandbox *s, ToolCall *tc) {
@@ -522,43 +422,31 @@ static int tool_start(Sandbox *s, ToolCall *tc) {
         tc->result_fd = memfd_create("sandbox-tool", MFD_CLOEXEC);
         if (tc->result_fd < 0)
                 return -errno;
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0)
-                tool_helper(s, tc);
-        tc->pid = pid;
-        tc->fd = safe_close(tc->fd); /* the helper has its copy */
-        r = sd_event_add_child(tc->manager->event, &tc->child_source, pid, WEXITED, on_helper_exit, tc);
-        if (r >= 0)
-                r = sd_event_add_time_relative(tc->manager->event, &tc->timeout_source, CLOCK_MONOTONIC,
-                                               TOOL_HELPER_TIMEOUT_USEC, 0, on_helper_timeout, tc);
-        if (r < 0) {
-                tc->child_source = sd_event_source_disable_unref(tc->child_source);
-                (void) kill(pid, SIGKILL);
-                (void) waitpid(pid, NULL, 0);
+        FileJob job = {
+                .kind = tool_job_kind[tc->kind],
+                .path = tc->path,
+                .pattern = tc->kind == TOOL_GREP ? tc->pattern_arg : tc->pattern,
+                .glob = tc->glob,
+                .data = tc->data,
+                .size = tc->size,
+                .data2 = tc->data2,
+                .size2 = tc->size2,
+                .cap = tc->cap,
+                .max_results = tc->max_results,
+                .line = tc->line,
+                .start_line = tc->start_line,
+                .end_line = tc->end_line,
+                .timeout_usec = tc->kind == TOOL_GREP ? TOOL_GREP_DEADLINE_USEC : 0,
+                .mode = tc->mode,
+                .create_dirs = tc->create_dirs,
+                .overwrite = tc->overwrite,
+                .ignore_case = tc->ignore_case,
+        };
+        r = sandbox_file_job(s, &job, tc->result_fd, tc->fd, on_tool_done, tc);
+        if (r < 0)
                 return r;
-        }
-        tc->next = running_calls;
-        running_calls = tc;
+        tc->fd = safe_close(tc->fd); /* the helper has its copy */
         return 0;
-}
-
-void sandbox_tools_forget(Sandbox *s) {
-        for (ToolCall *tc = running_calls, *next; tc; tc = next) {
-                next = tc->next;
-                if (!streq(tc->session_id, s->id))
-                        continue;
-                /* gone before the caller hears the sandbox is: nothing of its uid may be left */
-                tc->child_source = sd_event_source_disable_unref(tc->child_source);
-                (void) kill(tc->pid, SIGKILL);
-                while (waitpid(tc->pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-                char msg[128];
-                snprintf(msg, sizeof(msg), "%s: sandbox %s was deleted during the call.", tool_method[tc->kind], s->id);
-                tool_fail(tc, SANDBOXD_ERROR_NOT_RUNNING, msg);
-                tool_call_free(tc);
-        }
 }
 
 /* --- parsing the call ------------------------------------------------------------------------------ */
@@ -756,11 +644,13 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
                                                  "Insert: the text is empty.");
                 break;
         case TOOL_GREP: {
+                /* compiled here to say what is wrong with it; the helper compiles its own */
                 char err[512];
-                tc->code = tool_grep_compile(tc->pattern_arg, tc->ignore_case, err, sizeof(err));
-                if (!tc->code)
+                void *code = tool_grep_compile(tc->pattern_arg, tc->ignore_case, err, sizeof(err));
+                if (!code)
                         return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                                  "Grep: invalid regular expression: %s.", err);
+                tool_grep_free(code);
                 break;
         }
         default:
@@ -796,7 +686,7 @@ static int tool_method_call(sd_bus_message *msg, void *userdata, sd_bus_error *e
 
         r = parse_call(tc, msg, error);
         if (r >= 0) {
-                TAKE_PTR(tc); /* on_helper_exit answers and frees it */
+                TAKE_PTR(tc); /* on_tool_done() answers and frees it */
                 return 1;
         }
         /* Refused before any work: the audit row still records it. */

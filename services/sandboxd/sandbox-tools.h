@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The file tools on the bus (FileCreate, View, …, Grep), each call done by a confined helper. */
+/* The file tools on the bus (FileCreate, View, …, Grep), each call a job for the sandbox's file helper. */
 #pragma once
 
 #include <systemd/sd-bus.h>
@@ -11,10 +11,6 @@
 extern const sd_bus_error_map sandbox_tools_errors[];
 
 typedef struct Sandbox Sandbox;
-
-/* Ends the helpers of the sandbox's calls still running (they fail with NotRunning): called when the
- * sandbox is deleted, before its uid is freed. */
-void sandbox_tools_forget(Sandbox *s);
 
 int vt_tool_file_create(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 int vt_tool_view(sd_bus_message *msg, void *userdata, sd_bus_error *error);

@@ -748,7 +748,6 @@ static void sandbox_finish_delete(Sandbox *s) {
         if (s->init_pidfd >= 0)
                 (void) pidfd_send_signal(s->init_pidfd, SIGKILL, NULL, 0);
         sandbox_files_forget(s);
-        sandbox_tools_forget(s);
         r = namespace_remove_workspace(s->workspace);
         if (r < 0)
                 log_sandbox(LOG_WARNING, s->id, "Could not remove all of %s: %s", s->workspace, strerror(-r));

@@ -183,6 +183,8 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
 
         m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: SANDBOXD_STATE_DIR);
         m->init_path = strdup(getenv("SANDBOXD_INIT_PATH") ?: LIBEXECDIR "/sandboxd/sandbox-init");
+        m->file_helper_path = strdup(getenv("SANDBOXD_FILE_HELPER_PATH") ?:
+                                             LIBEXECDIR "/sandboxd/sandboxd-file-helper");
         m->sandboxes = hashmap_new();
         m->sandbox_names = hashmap_new();
         m->jobs = hashmap_new();
@@ -191,7 +193,8 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
         m->uid_used = calloc(uid_pool_size(m) / 8 + 1, 1);
-        if (!m->state_dir || !m->init_path || !m->sandboxes || !m->sandbox_names || !m->jobs || !m->early_jobs ||
+        if (!m->state_dir || !m->init_path || !m->file_helper_path || !m->sandboxes || !m->sandbox_names ||
+            !m->jobs || !m->early_jobs ||
             !m->uid_used) {
                 r = -ENOMEM;
                 goto fail;
@@ -280,6 +283,7 @@ Manager *manager_free(Manager *m) {
         free(m->memory_prefix);
         free(m->state_dir);
         free(m->init_path);
+        free(m->file_helper_path);
         free(m);
         return NULL;
 }

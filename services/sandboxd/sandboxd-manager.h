@@ -30,6 +30,7 @@ typedef struct Manager {
         SandboxdConfig config;
         char *state_dir;
         char *init_path;            /* sandbox-init, as the sandbox sees it (the host's /usr) */
+        char *file_helper_path;     /* sandboxd-file-helper, likewise */
         SandboxStore *store;
         AuditSpool *audit;
 

@@ -515,29 +515,95 @@ def uid_processes(uid):
     return out
 
 
+HELPER = "/usr/libexec/sandboxd/sandboxd-file-helper"
+
+
+def file_helpers(uid):
+    """The sandbox's file helpers: processes of its uid that sandboxd started and that exec'd the helper
+    (before the exec, a helper is briefly a confined fork of sandboxd)."""
+    out = []
+    for pid, st in uid_processes(uid):
+        if "\nPPid:\t%d\n" % sandboxd_pid() not in st:
+            continue
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == HELPER:
+                out.append((pid, st))
+        except OSError:
+            pass
+    return out
+
+
 def test_warm_helper_is_confined_and_goes_with_the_sandbox(mgr, sandbox):
-    """After a WriteFile, sandboxd keeps the sandbox's next file helper ready: it runs as the sandbox's
-    uid, confined, with no fd of sandboxd's but its socket and the init's pidfd; deleting the sandbox
-    ends it before the reply."""
+    """After a WriteFile, sandboxd keeps the sandbox's file helper ready: sandboxd-file-helper, running as
+    the sandbox's uid, confined, with nothing open but /dev/null, its socket, the init's pidfd and the
+    sandbox's root; deleting the sandbox ends it before the reply."""
     sid, path = sandbox()
     uid = int(mgr.props(path)["Uid"])
     mgr.write(sid, "a.txt", b"x")
 
-    def helpers():
-        return [(pid, st) for pid, st in uid_processes(uid) if "\nPPid:\t%d\n" % sandboxd_pid() in st]
-
-    found = wait_for(helpers, what="the warm helper")
+    found = wait_for(lambda: file_helpers(uid), what="the warm helper")
     pid, st = found[0]
     assert "\nNoNewPrivs:\t1\n" in st and "\nSeccomp:\t2\n" in st
     assert [l for l in st.splitlines() if l.startswith("CapEff:")] == ["CapEff:\t0000000000000000"]
-    assert len(os.listdir(f"/proc/{pid}/fd")) <= 5  # stdio, its socket, the init's pidfd
+    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert sorted(fds) == [0, 1, 2, 3, 4, 5], fds
+    assert [fds[0], fds[1], fds[2]] == ["/dev/null"] * 3
+    assert fds[3].startswith("socket:") and fds[4] == "anon_inode:[pidfd]" and fds[5] == "/", fds
+    assert open(f"/proc/{pid}/environ", "rb").read() == b""
     # and it does the next call
     mgr.write(sid, "a.txt", b"y")
     assert mgr.read(sid, "a.txt")[0] == b"y"
+    assert [p for p, _ in file_helpers(uid)] == [pid]
     mgr.delete(sid)
     assert uid_processes(uid) == []
 
 
+SCAN = r"""
+import sys
+pid, needles = int(sys.argv[1]), [n.encode() for n in sys.argv[2:]]
+found, overlap = set(), max(len(n) for n in needles)
+with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+    for line in maps:
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        # unreadable, the vvar page, or a sanitizer's shadow (terabytes, reserved, never ours)
+        if line.split()[1][0] != "r" or line.rstrip().endswith("[vvar]") or hi - lo > 1 << 30:
+            continue
+        tail = b""
+        for at in range(lo, hi, 1 << 20):
+            try:
+                mem.seek(at)
+                chunk = tail + mem.read(min(1 << 20, hi - at))
+            except OSError:
+                break
+            found |= {n for n in needles if n in chunk}
+            tail = chunk[-overlap:]
+print("\n".join(sorted(n.decode() for n in found)))
+"""
+
+
+def memory_holds(pid, uid, *needles):
+    """Which needles occur in the readable memory of process pid, read by a process of uid (a helper's
+    own uid may read it; root may lack CAP_SYS_PTRACE here)."""
+    p = run("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/usr/bin/python3", "-c", SCAN,
+            str(pid), *needles, check=False)
+    assert p.returncode == 0, p.stderr
+    return set(p.stdout.splitlines())
+
+
+def test_file_helper_holds_nothing_of_sandboxd(mgr, sandbox):
+    """The process that parses a sandbox's files holds no copy of sandboxd's memory: another sandbox's
+    command line and environment, which passed through sandboxd, are nowhere in it."""
+    other, _ = sandbox()
+    secret = "helper-probe-" + os.urandom(8).hex()
+    code, out, _, _ = mgr.exec(other, ["sh", "-c", 'echo "$PROBE" ' + secret + "-argv"], env={"PROBE": secret + "-env"})
+    assert code == 0 and out == f"{secret}-env {secret}-argv\n".encode()
+
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    mgr.write(sid, "a.txt", b"x")
+    pid, _ = wait_for(lambda: file_helpers(uid), what="the file helper")[0]
+    # the scan sees the helper's memory: its own usage text is there
+    assert memory_holds(pid, uid, "started by sandboxd only", secret) == {"started by sandboxd only"}
 def sandboxd_pid():
     return int(run("systemctl", "show", "-p", "MainPID", "--value", "sandboxd.service").stdout.strip())
 
