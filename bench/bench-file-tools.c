@@ -475,7 +475,7 @@ int main(int argc, char *argv[]) {
         row("Exec tee (stdin 4 KiB)", s_ewr);
         row("Exec cat (4 KiB out)", s_erd);
         row("Exec tee + Exec cat", s_epair);
-        row("View 4 KiB (a file tool, own helper)", s_view);
+        row("View 4 KiB (a file tool)", s_view);
         char what[96];
         snprintf(what, sizeof(what), "Grep, %u files, %" PRIu64 " matches", files, tool_matches);
         row(what, s_grep);
