@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -383,16 +384,24 @@ static void test_serve(void) {
         CHECK_INT(exit_status(pid), 3);
         close(sock);
 
-        /* Idle for too long: it goes. The watched fd becoming readable: it goes. */
+        /* Idle for too long: it goes. */
         pid = serve_in_child(&sock, -1, 50);
         CHECK_INT(exit_status(pid), 0);
         close(sock);
-        int p[2];
-        CHECK(pipe2(p, O_CLOEXEC) == 0);
-        pid = serve_in_child(&sock, p[0], 10000);
-        close(p[1]); /* EOF: readable */
+
+        /* The watched process (the sandbox's init, in sandboxd) dying: it goes, with no idle limit. */
+        pid_t watched = fork();
+        if (watched == 0) {
+                pause();
+                _exit(0);
+        }
+        int pidfd = (int) syscall(SYS_pidfd_open, watched, 0);
+        CHECK(pidfd >= 0);
+        pid = serve_in_child(&sock, pidfd, -1);
+        CHECK(kill(watched, SIGKILL) == 0);
+        CHECK_INT(exit_status(watched), 128 + SIGKILL);
         CHECK_INT(exit_status(pid), 0);
-        close(p[0]);
+        close(pidfd);
         close(sock);
 }
 
