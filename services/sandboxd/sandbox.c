@@ -614,9 +614,9 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
                 s->create_request = sd_bus_message_unref(s->create_request);
         }
         sandbox_emit_new(s);
-        /* Its file server starts once the reply is out, so that the first WriteFile (the reference
-         * flow's next step) does not fork a helper of its own. Only at a claim from the pool: the
-         * price is a fork for a sandbox that never uses a file call, bounded here by the pool. */
+        /* Its file helper starts once the reply is out, so that the first WriteFile (the reference
+         * flow's next step) does not wait for one to start. Only at a claim from the pool: the price
+         * is a helper for a sandbox that never uses a file call, bounded here by the pool. */
         sandbox_files_prepare(s);
         /* The slice was described with the id alone; give it the name (nobody waits for this). */
         snprintf(buf, sizeof(buf), "sandbox %s (%s)", s->id, s->name);
