@@ -15,6 +15,7 @@
 
 #include "macro.h"
 
+#define ROUNDS_PER_BLOCK 10 /* see the first loop */
 #define BUS_NAME          "org.sandboxd.sandbox1"
 #define MANAGER_PATH      "/org/sandboxd/sandbox1"
 #define MANAGER_IFACE     "org.sandboxd.sandbox1.Manager"
@@ -338,58 +339,72 @@ int main(int argc, char *argv[]) {
         fprintf(stderr, "bench-file-tools: sandbox %s; %u rounds of 4 KiB write+read\n", sandbox_id,
                 iterations);
 
-        /* 1. 4 KiB through WriteFile/ReadFile and through Exec of tee/cat, interleaved. */
+        /* 1. 4 KiB through WriteFile/ReadFile and through Exec of tee/cat, in alternating blocks of
+         * ROUNDS_PER_BLOCK rounds: side by side in time, but neither in the shadow of the other. Each
+         * Exec leaves work behind (sandboxd has systemd make the sandbox's next warm scope, a
+         * millisecond or two of both CPUs), and calls made right after it meet that work: interleaved
+         * one by one, how long the calls between took decided how much of it WriteFile met. */
         char *tee[] = {(char *) "tee", (char *) "/tmp/e.txt", NULL},
              *cat[] = {(char *) "cat", (char *) "/tmp/e.txt", NULL};
-        for (unsigned i = 0; i < iterations + 10 && !interrupted && r >= 0; i++) {
-                bool measured = i >= 10; /* warm-up */
-                size_t n = 0;
-                int code;
-                uint64_t t0 = now_nsec();
-                r = write_file(bus, "/tmp/b.txt", payload, sizeof(payload));
-                uint64_t t1 = now_nsec();
-                if (r >= 0)
-                        r = read_file(bus, "/tmp/b.txt", &n);
-                uint64_t t2 = now_nsec();
-                if (r >= 0 && n != sizeof(payload))
-                        r = fail("ReadFile returned the wrong size", NULL, -EIO);
-                if (r < 0)
-                        break;
-                r = exec(bus, tee, payload, sizeof(payload), &code, NULL, NULL);
-                uint64_t t3 = now_nsec();
-                if (r >= 0 && code != 0)
-                        r = fail("tee exited non-zero", NULL, -EIO);
-                if (r >= 0)
-                        r = exec(bus, cat, NULL, 0, &code, &n, NULL);
-                uint64_t t4 = now_nsec();
-                if (r >= 0 && (code != 0 || n != sizeof(payload)))
-                        r = fail("cat failed or returned the wrong size", NULL, -EIO);
-                /* the floor: a bus round trip to sandboxd that does no work (GetSandbox) */
-                uint64_t t5 = now_nsec();
-                if (r >= 0) {
-                        sd_bus_error error = SD_BUS_ERROR_NULL;
-                        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "GetSandbox",
-                                               &error, NULL, "s", sandbox_id);
-                        if (r < 0)
-                                r = fail("GetSandbox", &error, r);
-                        sd_bus_error_free(&error);
+        for (unsigned b = 0; b * ROUNDS_PER_BLOCK < iterations + 10 && !interrupted && r >= 0; b++) {
+                for (unsigned k = 0; k < ROUNDS_PER_BLOCK && b * ROUNDS_PER_BLOCK + k < iterations + 10 &&
+                                    !interrupted && r >= 0;
+                     k++) {
+                        bool measured = b * ROUNDS_PER_BLOCK + k >= 10; /* warm-up */
+                        size_t n = 0;
+                        uint64_t t0 = now_nsec();
+                        r = write_file(bus, "/tmp/b.txt", payload, sizeof(payload));
+                        uint64_t t1 = now_nsec();
+                        if (r >= 0)
+                                r = read_file(bus, "/tmp/b.txt", &n);
+                        uint64_t t2 = now_nsec();
+                        if (r >= 0 && n != sizeof(payload))
+                                r = fail("ReadFile returned the wrong size", NULL, -EIO);
+                        /* the floor: a bus round trip to sandboxd that does no work (GetSandbox) */
+                        if (r >= 0) {
+                                sd_bus_error error = SD_BUS_ERROR_NULL;
+                                r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE,
+                                                       "GetSandbox", &error, NULL, "s", sandbox_id);
+                                if (r < 0)
+                                        r = fail("GetSandbox", &error, r);
+                                sd_bus_error_free(&error);
+                        }
+                        uint64_t t3 = now_nsec();
+                        /* a file tool's call: View of the same 4 KiB (64 lines) */
+                        if (r >= 0)
+                                r = view_tool(bus, "/tmp/b.txt", &n);
+                        uint64_t t4 = now_nsec();
+                        if (r >= 0 && n == 0)
+                                r = fail("View returned nothing", NULL, -EIO);
+                        if (r >= 0 && measured) {
+                                samples_add(&wr, (double) (t1 - t0) / 1e6);
+                                samples_add(&rd, (double) (t2 - t1) / 1e6);
+                                samples_add(&pair, (double) (t2 - t0) / 1e6);
+                                samples_add(&ping, (double) (t3 - t2) / 1e6);
+                                samples_add(&view, (double) (t4 - t3) / 1e6);
+                        }
                 }
-                uint64_t t6 = now_nsec();
-                /* a file tool's call: View of the same 4 KiB (64 lines) */
-                if (r >= 0)
-                        r = view_tool(bus, "/tmp/b.txt", &n);
-                uint64_t t7 = now_nsec();
-                if (r >= 0 && n == 0)
-                        r = fail("View returned nothing", NULL, -EIO);
-                if (r >= 0 && measured) {
-                        samples_add(&view, (double) (t7 - t6) / 1e6);
-                        samples_add(&ping, (double) (t6 - t5) / 1e6);
-                        samples_add(&wr, (double) (t1 - t0) / 1e6);
-                        samples_add(&rd, (double) (t2 - t1) / 1e6);
-                        samples_add(&pair, (double) (t2 - t0) / 1e6);
-                        samples_add(&ewr, (double) (t3 - t2) / 1e6);
-                        samples_add(&erd, (double) (t4 - t3) / 1e6);
-                        samples_add(&epair, (double) (t4 - t2) / 1e6);
+                for (unsigned k = 0; k < ROUNDS_PER_BLOCK && b * ROUNDS_PER_BLOCK + k < iterations + 10 &&
+                                    !interrupted && r >= 0;
+                     k++) {
+                        bool measured = b * ROUNDS_PER_BLOCK + k >= 10;
+                        size_t n = 0;
+                        int code;
+                        uint64_t t0 = now_nsec();
+                        r = exec(bus, tee, payload, sizeof(payload), &code, NULL, NULL);
+                        uint64_t t1 = now_nsec();
+                        if (r >= 0 && code != 0)
+                                r = fail("tee exited non-zero", NULL, -EIO);
+                        if (r >= 0)
+                                r = exec(bus, cat, NULL, 0, &code, &n, NULL);
+                        uint64_t t2 = now_nsec();
+                        if (r >= 0 && (code != 0 || n != sizeof(payload)))
+                                r = fail("cat failed or returned the wrong size", NULL, -EIO);
+                        if (r >= 0 && measured) {
+                                samples_add(&ewr, (double) (t1 - t0) / 1e6);
+                                samples_add(&erd, (double) (t2 - t1) / 1e6);
+                                samples_add(&epair, (double) (t2 - t0) / 1e6);
+                        }
                 }
         }
 
