@@ -778,12 +778,13 @@ static void exec_finish(Exec *e) {
 done:
         /* The next Exec's scope, once this one is answered (not while its command runs, which it
          * would compete with for the CPU): a command with the type's limits then waits for no
-         * systemd job. As many as there are other Execs running: under load each would otherwise
-         * find none ready and take the slow path. Not after a call that failed: that leaves no unit
-         * behind. */
+         * systemd job. One more than there are Execs running: under load each would otherwise find
+         * none ready and take the slow path, and a client running commands back to back sends the
+         * next right after this reply, when the scope asked for now is not made yet: it takes the
+         * spare. Not after a call that failed: that leaves no unit behind. */
         if (e->sandbox && e->started)
                 (void) warm_scope_prepare_default(e->sandbox,
-                                                  e->sandbox->n_execs + e->sandbox->n_exec_queued);
+                                                  e->sandbox->n_execs + e->sandbox->n_exec_queued + 1);
         exec_free(e);
 }
 

@@ -14,10 +14,11 @@
  * exec of a binary cost as much again as the Exec's own command (the dynamic loader, glibc's CPU
  * feature probing, which traps to the hypervisor here). It dies with sandboxd (PR_SET_PDEATHSIG).
  *
- * Under load one warm scope is not enough: while it is being made, every other Exec of the sandbox
- * would ask systemd for a scope of its own and fork sandboxd for its child, whose copy-on-write
- * faults were most of sandboxd's CPU time per Exec. So a sandbox keeps as many warm scopes as it has
- * Execs running (up to WARM_MAX); those beyond the first go after a short idle time.
+ * One warm scope is not enough: while it is being made, every other Exec of the sandbox would ask
+ * systemd for a scope of its own and fork sandboxd for its child, whose copy-on-write faults were
+ * most of sandboxd's CPU time per Exec under load; and a client running commands back to back sends
+ * the next one before it is made. So a sandbox keeps one more warm scope than it has Execs running
+ * (up to WARM_MAX); those beyond the first go after a short idle time.
  *
  * systemd 252 takes RuntimeMaxUSec= of a scope only when it is created, so a warm scope carries an
  * upper bound (the type's longest timeout plus the time it may wait warm) and sandboxd stops it at

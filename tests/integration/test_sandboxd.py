@@ -679,6 +679,20 @@ def test_back_to_back_execs_cost_one_scope_each(mgr, sandbox):
     assert numbers[-1] - numbers[0] <= n, numbers
 
 
+def test_a_spare_warm_scope_for_the_next_command(mgr, sandbox):
+    """After an Exec, the sandbox has two warm scopes: the next command finds one ready while the one
+    asked for at the reply is still being made, and the command after it finds the other."""
+    sid, _ = sandbox()
+    code, _, _, info = mgr.exec(sid, ["true"])
+    assert code == 0
+    n = int(re.fullmatch(rf"sandbox-{sid}-exec-(\d+)\.scope", str(info["unit"]))[1])
+    spare = {f"sandbox-{sid}-exec-{n + 1}.scope", f"sandbox-{sid}-exec-{n + 2}.scope"}
+    wait_for(lambda: spare <= set(scope_units(sid)), what="two warm scopes")
+    assert systemctl_show(f"sandbox-{sid}-exec-{n + 2}.scope", "ActiveState")["ActiveState"] == "active"
+    used = [str(mgr.exec(sid, ["true"])[3]["unit"]) for _ in range(2)]
+    assert set(used) == spare, used
+
+
 def test_delete_while_execs_start(mgr, sandbox):
     """DeleteSandbox while dozens of Execs of the sandbox are being started (some cloned by worker
     threads right then): every call gets an answer (the command's or an error), the sandbox and all
