@@ -22,6 +22,7 @@ enum {
         JOB_APPEND = 1 << 1,
         JOB_OVERWRITE = 1 << 2,
         JOB_IGNORE_CASE = 1 << 3,
+        _JOB_FLAGS_ALL = (1 << 4) - 1,
 };
 
 /* --- the encoding ---------------------------------------------------------------------------------- */
@@ -114,7 +115,7 @@ int file_job_decode(const void *data, size_t size, FileJob *ret) {
                 r = tool_read_u32(&rd, &j.mode);
         if (r >= 0)
                 r = tool_read_u32(&rd, &flags);
-        if (r >= 0 && rd.left != 0)
+        if (r >= 0 && (rd.left != 0 || (flags & ~(uint32_t) _JOB_FLAGS_ALL)))
                 r = -EBADMSG;
         if (r < 0)
                 return -EBADMSG;

@@ -96,6 +96,10 @@ static void test_encoding(void) {
         p[12 + 6] = 'y'; /* "/tmp/x\0" → "/tmp/xy": no NUL at the end */
         CHECK_INT(file_job_decode(b.data, b.size, &out), -EBADMSG);
         p[12 + 6] = 0;
+        p[b.size - 1] |= 0x80; /* a flag we do not know (the flags are the last u32) */
+        CHECK_INT(file_job_decode(b.data, b.size, &out), -EBADMSG);
+        p[b.size - 1] &= 0x7f;
+        CHECK_INT(file_job_decode(b.data, b.size, &out), 0);
         p[12 + 2] = 0; /* "/t\0p/x\0" */
         CHECK_INT(file_job_decode(b.data, b.size, &out), -EBADMSG);
         tool_buf_free(&b);
