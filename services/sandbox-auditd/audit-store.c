@@ -44,6 +44,7 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_SANDBOX_READ] = "sandbox.read",
         [AUDIT_OPERATION_LOG_READ] = "log.read",
         [AUDIT_OPERATION_API_KEY_LIST] = "api_key.list",
+        [AUDIT_OPERATION_AUTH] = "auth",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 
