@@ -26,6 +26,8 @@ void gateway_config_defaults(GatewayConfig *c) {
                 .takeover_token_ttl_usec = 30 * USEC_PER_SEC,
                 .bus_connections = 4,
                 .json_depth_max = 32,
+                .refusal_burst = 600,
+                .refusals_per_sec = 10,
                 .dashboard_dir = GATEWAY_DASHBOARD_DIR_DEFAULT,
         };
 }
@@ -114,6 +116,10 @@ static const struct {
           "a number from 1 to 64" },
         { "JSONDepthMax", KIND_COUNT, offsetof(GatewayConfig, json_depth_max), 2, 64,
           "a number from 2 to 64" },
+        { "RefusalBurst", KIND_COUNT, offsetof(GatewayConfig, refusal_burst), 1, 1000000,
+          "a number from 1 to 1000000" },
+        { "RefusalsPerSec", KIND_COUNT, offsetof(GatewayConfig, refusals_per_sec), 1, 1000000,
+          "a number from 1 to 1000000" },
 };
 
 /* Does the path end in a "." or ".." segment? */

@@ -16,6 +16,7 @@
 #include "http-server.h"
 #include "log.h"
 #include "macro.h"
+#include "refusal-limit.h"
 #include "time-util.h"
 
 /* --- audit -------------------------------------------------------------------------------------- */
@@ -183,6 +184,8 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         Manager *m = userdata;
 
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
+        /* The throttled get their row while the bus is there: leaving the loop flushes and closes it. */
+        manager_flush_refusals(m, true);
         return sd_event_exit(m->event, 0);
 }
 
@@ -241,6 +244,8 @@ Manager *manager_free(Manager *m) {
         http_server_free(m->server);
         watchers_free_all(m);
         sd_event_source_disable_unref(m->heartbeat);
+        sd_event_source_disable_unref(m->refusal_timer);
+        refusal_limit_free(m->refusals);
         sd_event_source_disable_unref(m->sigterm);
         sd_event_source_disable_unref(m->sigint);
         sd_bus_slot_unref(m->entry_match);
@@ -277,6 +282,57 @@ static void raise_nofile(Manager *m) {
                         m->config.max_connections, n, (uint64_t) rl.rlim_cur);
                 m->config.max_connections = n;
         }
+}
+
+/* --- refusals over a client's budget (refusal-limit.h) ------------------------------------------ */
+
+#define REFUSAL_FLUSH_USEC (10 * USEC_PER_SEC) /* a client quiet this long gets its summary row */
+
+static void refusal_summary(const char *client, uint64_t throttled, uint64_t first, uint64_t last,
+                            void *userdata) {
+        Manager *m = userdata;
+        uint64_t mono = now_usec(CLOCK_MONOTONIC), real = now_usec(CLOCK_REALTIME);
+        char from[RFC3339_USEC_MAX] = "", to[RFC3339_USEC_MAX] = "", account[128];
+        _cleanup_free_ char *detail = NULL;
+
+        (void) format_rfc3339_usec(real - (mono - first), from);
+        (void) format_rfc3339_usec(real - (mono - last), to);
+        json_object *o = json_object_new_object();
+        if (o) {
+                json_object_object_add(o, "client", json_object_new_string(client));
+                json_object_object_add(o, "refused", json_object_new_uint64(throttled));
+                json_object_object_add(o, "first", json_object_new_string(from));
+                json_object_object_add(o, "last", json_object_new_string(to));
+                json_object_object_add(o, "status", json_object_new_int(429));
+                json_object_object_add(o, "burst", json_object_new_uint64(m->config.refusal_burst));
+                json_object_object_add(o, "per_sec", json_object_new_uint64(m->config.refusals_per_sec));
+                detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                json_object_put(o);
+        }
+        snprintf(account, sizeof(account), "client:%s", client);
+        log_msg(LOG_NOTICE, "Refused %" PRIu64 " requests from %s over its budget of refusals (429).", throttled,
+                client);
+        manager_audit(m, "auth", "blocked", NULL, account, NULL, detail);
+}
+
+void manager_flush_refusals(Manager *m, bool all) {
+        if (m->refusals)
+                refusal_limit_flush(m->refusals, now_usec(CLOCK_MONOTONIC), REFUSAL_FLUSH_USEC, all,
+                                    refusal_summary, m);
+}
+
+static int on_refusal_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        manager_flush_refusals(userdata, false);
+        (void) sd_event_source_set_time_relative(s, REFUSAL_FLUSH_USEC);
+        return sd_event_source_set_enabled(s, SD_EVENT_ON);
+}
+
+static int refusals_setup(Manager *m) {
+        int r = refusal_limit_new(m->config.refusal_burst, m->config.refusals_per_sec, &m->refusals);
+        if (r < 0)
+                return r;
+        return sd_event_add_time_relative(m->event, &m->refusal_timer, CLOCK_MONOTONIC, REFUSAL_FLUSH_USEC,
+                                          USEC_PER_SEC, on_refusal_timer, m);
 }
 
 int manager_startup(Manager *m) {
@@ -320,6 +376,9 @@ int manager_startup(Manager *m) {
                 return r;
         }
         r = gateway_keys_bus_add(m->bus, m->keys, on_keys_changed, m, &m->keys_slot);
+        if (r < 0)
+                return r;
+        r = refusals_setup(m);
         if (r < 0)
                 return r;
         r = watchers_setup(m);

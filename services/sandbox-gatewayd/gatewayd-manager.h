@@ -29,6 +29,7 @@
 #define GATEWAY_CALL_TIMEOUT_USEC (UINT64_C(120) * USEC_PER_SEC)
 
 typedef struct HttpServer HttpServer;
+typedef struct RefusalLimit RefusalLimit;
 typedef struct Watcher Watcher;
 
 typedef struct Manager {
@@ -47,6 +48,8 @@ typedef struct Manager {
         Hashmap *streams; /* key id → open SSE streams (uintptr_t) */
         Watcher *watchers;
         sd_event_source *heartbeat;
+        RefusalLimit *refusals;           /* each client address's budget of 401/403 answers */
+        sd_event_source *refusal_timer;   /* writes the summary rows of the throttled */
         sd_bus_slot *entry_match, *keys_slot;
         sd_event_source *sigterm, *sigint;
 } Manager;
@@ -56,6 +59,10 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
 Manager *manager_free(Manager *m);
 int manager_startup(Manager *m);
 int manager_run(Manager *m);
+
+/* Writes the summary rows of clients whose refusals went over their budget (all of them, or those
+ * quiet for a while). */
+void manager_flush_refusals(Manager *m, bool all);
 
 /* Records a row with sandbox-auditd, fire and forget (a failure is logged). Any string may be NULL. */
 void manager_audit(Manager *m, const char *operation, const char *event, const char *session_id,

@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "ini-util.h"
 #include "log.h"
+#include "refusal-limit.h"
 #include "time-util.h"
 
 struct HttpServer {
@@ -465,11 +468,52 @@ static bool request_id_acceptable(const char *s) {
         return true;
 }
 
+/* Whose refusals count together: the client's IPv4 address, or its IPv6 /64 (one host can have a whole
+ * /64); "unknown" if the connection says nothing. */
+static void req_client(Request *r, char *buf, size_t size) {
+        const union MHD_ConnectionInfo *ci =
+                r->connection ? MHD_get_connection_info(r->connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+        snprintf(buf, size, "unknown");
+        if (!sa)
+                return;
+        if (sa->sa_family == AF_INET)
+                (void) inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, size);
+        else if (sa->sa_family == AF_INET6) {
+                struct in6_addr a = ((const struct sockaddr_in6 *) sa)->sin6_addr;
+                if (IN6_IS_ADDR_V4MAPPED(&a)) {
+                        (void) inet_ntop(AF_INET, &a.s6_addr[12], buf, size);
+                        return;
+                }
+                memset(&a.s6_addr[8], 0, 8);
+                char text[INET6_ADDRSTRLEN];
+                if (inet_ntop(AF_INET6, &a, text, sizeof(text)))
+                        snprintf(buf, size, "%s/64", text);
+        }
+}
+
 void req_deny(Request *r, unsigned status, const char *code, const char *account, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL, *detail = NULL;
         const Route *route = r->match.route;
+        char client[INET6_ADDRSTRLEN + 8];
+        uint64_t retry_after = 0;
         json_object *d;
         va_list ap;
+
+        /* Over the client's budget of refusals: 429, counted for a summary row instead of a row each. */
+        req_client(r, client, sizeof(client));
+        if (r->manager->refusals &&
+            !refusal_limit_take(r->manager->refusals, client, now_usec(CLOCK_MONOTONIC), &retry_after)) {
+                char value[32];
+                req_reply_error(r, 429, "too_many_refusals",
+                                "Too many refused requests from %s; try again in %" PRIu64 " s.", client,
+                                retry_after);
+                snprintf(value, sizeof(value), "%" PRIu64, retry_after);
+                if (r->response)
+                        (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+                return;
+        }
 
         va_start(ap, fmt);
         if (vasprintf(&msg, fmt, ap) < 0)

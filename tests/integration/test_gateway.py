@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import run, systemctl_show, wait_for
+from conftest import audit_log, run, systemctl_show, wait_for
 from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401,F811
                              gateway_pid, gateway_up, raw_request, read_to_eof)
 
@@ -531,3 +531,35 @@ def test_limits(admin, sandboxes, gateway_config):
     assert b"201" not in data
     assert gateway_pid() == pid
     assert admin.get("/v1/sandboxes").status_code == 200
+
+
+def test_refusals_over_a_clients_budget(admin, gateway_config):
+    """A client (here 127.0.0.1) gets RefusalBurst= refusals answered and audited one by one; beyond its
+    budget it gets 429 too_many_refusals with Retry-After, nothing changes, requests with a valid key
+    still work, and one summary row (operation auth, event blocked) counts the throttled ones."""
+    gateway_config("RefusalBurst=3\nRefusalsPerSec=1\n")
+    first_row = max([int(r["id"]) for r in audit_log(limit=1)] or [0])
+    bad = Client("sbx_live_" + "A" * 43)
+    ids = []
+    for _ in range(3):
+        r = bad.get("/v1/sandboxes")
+        assert_error(r, 401, "unauthorized")
+        ids.append(r.headers["X-Request-Id"])
+    for _ in range(4):
+        r = bad.post("/v1/sandboxes", {"type": "small"})
+        body = assert_error(r, 429, "too_many_refusals")
+        assert "127.0.0.1" in body["error"] and 1 <= int(r.headers["Retry-After"]) <= 2, (body, r.headers)
+    # a valid key is not refused, and spends nothing
+    assert admin.get("/v1/sandboxes").status_code == 200
+    # the three answered refusals have their rows
+    wait_for(lambda: set(ids) <= {r["request_id"] for r in audit_log(event="denied", after_id=first_row)},
+             what="a row per answered refusal")
+    # the throttled four: one summary row once the gateway stops (or its client has been quiet 10 s)
+    gateway_config("RefusalBurst=3\nRefusalsPerSec=1\n")
+    rows = wait_for(lambda: audit_log(operation="auth", after_id=first_row), what="the summary row")
+    assert len(rows) == 1 and rows[0]["event"] == "blocked" and rows[0]["account_id"] == "client:127.0.0.1"
+    detail = json.loads(rows[0]["detail"])
+    assert detail["refused"] == 4 and detail["client"] == "127.0.0.1" and detail["status"] == 429, detail
+    assert TIME_RE.match(detail["first"]) and TIME_RE.match(detail["last"]) and detail["first"] <= detail["last"]
+    # no sandbox was created by the refused POSTs
+    assert not [r for r in audit_log(operation="sandbox.create", after_id=first_row)]

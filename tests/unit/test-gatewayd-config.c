@@ -40,6 +40,8 @@ static void test_defaults(void) {
         CHECK_U64(c.heartbeat_usec, 15 * USEC_PER_SEC);
         CHECK_U64(c.takeover_token_ttl_usec, 30 * USEC_PER_SEC);
         CHECK_U64(c.json_depth_max, 32);
+        CHECK_U64(c.refusal_burst, 600);
+        CHECK_U64(c.refusals_per_sec, 10);
         CHECK_STR(c.dashboard_dir, GATEWAY_DASHBOARD_DIR_DEFAULT);
         CHECK(c.dashboard_dir[0] == '/' && strstr(c.dashboard_dir, "/sandboxd/dashboard"));
         /* missing files are fine */
@@ -57,7 +59,7 @@ static void test_load(void) {
         snprintf(dropins, sizeof(dropins), "%s/d", dir);
         CHECK(mkdir(dropins, 0755) == 0);
         write_file("d/10-a.conf", "[Gateway]\nMaxStreamsPerKey=7\nTakeoverTokenTTLSec=45\n"
-                                  "DashboardDirectory=/srv/console\n");
+                                  "DashboardDirectory=/srv/console\nRefusalBurst=5\nRefusalsPerSec=2\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.listen, "0.0.0.0:9000");
         CHECK_U64(c.max_body_bytes, UINT64_C(1) << 20);
@@ -67,6 +69,8 @@ static void test_load(void) {
         CHECK_U64(c.watch_queue_max, 10);
         CHECK_U64(c.takeover_token_ttl_usec, 45 * USEC_PER_SEC);
         CHECK_STR(c.dashboard_dir, "/srv/console");
+        CHECK_U64(c.refusal_burst, 5);
+        CHECK_U64(c.refusals_per_sec, 2);
 
         /* "no" turns the dashboard off */
         write_file("d/20-b.conf", "[Gateway]\nDashboardDirectory=no\n");
@@ -92,6 +96,7 @@ static void test_bad(void) {
         expect_error("[Gateway]\nMaxBodyBytes=lots\n", "bad.conf:2: Invalid MaxBodyBytes=lots");
         expect_error("[Gateway]\nMaxBodyBytes=1G\n", "out of range");
         expect_error("[Gateway]\nMaxStreamsPerKey=0\n", "out of range");
+        expect_error("[Gateway]\nRefusalsPerSec=0\n", "out of range");
         expect_error("[Gateway]\nListen=localhost\n", "Invalid Listen=localhost");
         expect_error("[Gateway]\nListen=1.2.3.4:99999\n", "Invalid Listen=");
         expect_error("[Gateway]\nColour=blue\n", "Unknown key Colour=");

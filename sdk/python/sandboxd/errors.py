@@ -68,7 +68,7 @@ class UpgradeRequired(SandboxdError):
 
 
 class RateLimited(SandboxdError):
-    """429 too_many_streams."""
+    """429 too_many_streams, too_many_refusals."""
 
 
 class ServerError(SandboxdError):

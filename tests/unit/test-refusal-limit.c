@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Tests refusal-limit.c: each client's budget of refusals, its refill, the summaries, the cap. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "macro.h"
+#include "refusal-limit.h"
+#include "test-util.h"
+#include "time-util.h"
+
+typedef struct Summary {
+        char client[64];
+        uint64_t throttled, first, last;
+        unsigned calls;
+} Summary;
+
+static void on_summary(const char *client, uint64_t throttled, uint64_t first, uint64_t last, void *userdata) {
+        Summary *s = userdata;
+        snprintf(s->client, sizeof(s->client), "%s", client);
+        s->throttled = throttled;
+        s->first = first;
+        s->last = last;
+        s->calls++;
+}
+
+static void test_budget(void) {
+        RefusalLimit *l = NULL;
+        uint64_t t = 1000 * USEC_PER_SEC, retry = 0;
+
+        CHECK_INT(refusal_limit_new(0, 1, &l), -EINVAL);
+        CHECK_INT(refusal_limit_new(1, 0, &l), -EINVAL);
+        CHECK_INT(refusal_limit_new(3, 2, &l), 0);
+
+        /* three at once, then none: each over the budget says when there is room again */
+        for (int i = 0; i < 3; i++)
+                CHECK(refusal_limit_take(l, "192.0.2.1", t, &retry));
+        CHECK(!refusal_limit_take(l, "192.0.2.1", t, &retry));
+        CHECK_U64(retry, 1); /* two a second: room in half a second, rounded up */
+        /* another client has its own budget */
+        CHECK(refusal_limit_take(l, "192.0.2.2", t, NULL));
+        /* half a second later one more, not two */
+        CHECK(refusal_limit_take(l, "192.0.2.1", t + USEC_PER_SEC / 2, NULL));
+        CHECK(!refusal_limit_take(l, "192.0.2.1", t + USEC_PER_SEC / 2, NULL));
+        /* a long wait fills the budget to its top, not beyond */
+        t += 3600 * USEC_PER_SEC;
+        for (int i = 0; i < 3; i++)
+                CHECK(refusal_limit_take(l, "192.0.2.1", t, NULL));
+        CHECK(!refusal_limit_take(l, "192.0.2.1", t, NULL));
+        /* time going backwards (never on CLOCK_MONOTONIC) adds nothing */
+        CHECK(!refusal_limit_take(l, "192.0.2.1", t - USEC_PER_SEC, NULL));
+        refusal_limit_free(l);
+}
+
+static void test_summaries(void) {
+        RefusalLimit *l = NULL;
+        uint64_t t = 50 * USEC_PER_SEC;
+        Summary s = {};
+
+        CHECK_INT(refusal_limit_new(2, 1, &l), 0);
+        CHECK(refusal_limit_take(l, "a", t, NULL));
+        CHECK(refusal_limit_take(l, "a", t, NULL));
+        for (int i = 0; i < 5; i++)
+                CHECK(!refusal_limit_take(l, "a", t + i, NULL));
+        CHECK(refusal_limit_take(l, "b", t, NULL));
+
+        /* not quiet long enough: no summary yet */
+        refusal_limit_flush(l, t + 5, 10 * USEC_PER_SEC, false, on_summary, &s);
+        CHECK_INT(s.calls, 0);
+        /* quiet: one summary of all five, from the first to the last */
+        refusal_limit_flush(l, t + 10 * USEC_PER_SEC + 4, 10 * USEC_PER_SEC, false, on_summary, &s);
+        CHECK_INT(s.calls, 1);
+        CHECK_STR(s.client, "a");
+        CHECK_U64(s.throttled, 5);
+        CHECK_U64(s.first, t);
+        CHECK_U64(s.last, t + 4);
+        /* and only once; both budgets are full again after 10 s, so both clients are forgotten */
+        refusal_limit_flush(l, t + 20 * USEC_PER_SEC, 10 * USEC_PER_SEC, false, on_summary, &s);
+        CHECK_INT(s.calls, 1);
+        CHECK_U64(refusal_limit_clients(l), 0);
+
+        /* all: a summary even for a client that is not quiet */
+        CHECK(refusal_limit_take(l, "c", t, NULL));
+        CHECK(refusal_limit_take(l, "c", t, NULL));
+        CHECK(!refusal_limit_take(l, "c", t, NULL));
+        refusal_limit_flush(l, t, 10 * USEC_PER_SEC, true, on_summary, &s);
+        CHECK_INT(s.calls, 2);
+        CHECK_STR(s.client, "c");
+        CHECK_U64(s.throttled, 1);
+        refusal_limit_free(l);
+}
+
+static void test_cap(void) {
+        RefusalLimit *l = NULL;
+        char name[32];
+
+        /* Past REFUSAL_CLIENTS_MAX addresses, new ones share one budget, so memory stays bounded. */
+        CHECK_INT(refusal_limit_new(1, 1, &l), 0);
+        for (unsigned i = 0; i < REFUSAL_CLIENTS_MAX; i++) {
+                snprintf(name, sizeof(name), "10.%u.%u.%u", i >> 16, (i >> 8) & 255, i & 255);
+                CHECK(refusal_limit_take(l, name, 0, NULL));
+        }
+        CHECK_U64(refusal_limit_clients(l), REFUSAL_CLIENTS_MAX);
+        CHECK(refusal_limit_take(l, "203.0.113.1", 0, NULL));   /* the shared budget's one */
+        CHECK(!refusal_limit_take(l, "203.0.113.2", 0, NULL));  /* shared: spent */
+        CHECK_U64(refusal_limit_clients(l), REFUSAL_CLIENTS_MAX + 1);
+        Summary s = {};
+        refusal_limit_flush(l, 0, 0, true, on_summary, &s);
+        CHECK_STR(s.client, REFUSAL_OTHERS);
+        refusal_limit_free(l);
+}
+
+int main(void) {
+        test_budget();
+        test_summaries();
+        test_cap();
+        return test_finish("test-refusal-limit");
+}
