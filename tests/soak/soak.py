@@ -157,6 +157,20 @@ class Soak:
                         st.count(st.status, s2)
                         s3, _ = await conn.request("DELETE", f"/v1/sandboxes/{new}", key)
                         st.count(st.status, s3)
+                elif x < self.args.exec_share + self.args.cycle_share + self.args.files_share:
+                    # a file written, read back and viewed: the sandbox's file helpers under load
+                    kind = "files"
+                    name, text = f"soak-{n}.txt", f"soak {n} {rnd.random()}\n"
+                    status, _ = await conn.request("PUT", f"/v1/sandboxes/{sid}/files?path={name}", key, text)
+                    if status == 204:
+                        status, body = await conn.request("GET", f"/v1/sandboxes/{sid}/files?path={name}", key)
+                        if status == 200 and body != json.dumps(text).encode():
+                            st.count(st.errors, "wrong file content")
+                    if status == 200:
+                        status, body = await conn.request("POST", f"/v1/sandboxes/{sid}/tools/view", key,
+                                                          {"path": name})
+                        if status == 200 and json.loads(body)["lines"] != 1:
+                            st.count(st.errors, "wrong view")
                 elif x < 0.85:
                     kind = "get"
                     status, _ = await conn.request("GET", f"/v1/sandboxes/{sid}", key)
@@ -412,6 +426,8 @@ def main():
     p.add_argument("--interval", type=float, default=5.0, help="mean seconds between one client's requests")
     p.add_argument("--exec-share", type=float, default=0.10, help="share of REST requests that are Execs")
     p.add_argument("--cycle-share", type=float, default=0.01, help="share that create, exec and delete a sandbox")
+    p.add_argument("--files-share", type=float, default=0.05,
+                   help="share that write a file, read it back and view it (PUT, GET, tools/view)")
     p.add_argument("--keys", type=int, default=4, help="API keys the clients share (per-key stream cap)")
     p.add_argument("--rest-sandboxes", type=int, default=10)
     p.add_argument("--shell-sandboxes", type=int, default=10)
