@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io-util.h"
 #include "macro.h"
 #include "time-util.h"
 
@@ -134,22 +135,6 @@ int file_job_decode(const void *data, size_t size, FileJob *ret) {
 
 /* --- ReadFile and WriteFile ------------------------------------------------------------------------ */
 
-static int write_all(int fd, const void *p, size_t n) {
-        const char *c = p;
-
-        while (n > 0) {
-                ssize_t k = write(fd, c, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                c += k;
-                n -= k;
-        }
-        return 0;
-}
-
 static int mkdir_parents(const char *path) {
         char buf[PATH_MAX];
 
@@ -184,7 +169,7 @@ static int copy_fd(int from, int to, uint64_t max, uint64_t *ret_copied) {
                 }
                 if (n == 0)
                         break;
-                int r = write_all(to, buf, n);
+                int r = loop_write(to, buf, n);
                 if (r < 0)
                         return r;
                 total += n;
@@ -329,10 +314,10 @@ int file_job_run(const FileJob *job, int root, int fd0, int fd1) {
         if (r >= 0) {
                 if (job->kind == FILE_JOB_VIEW)
                         res.n[4] = body.size;
-                r = write_all(fd0, &res, sizeof(res));
+                r = loop_write(fd0, &res, sizeof(res));
         }
         if (r >= 0 && body.size > 0)
-                r = write_all(job->kind == FILE_JOB_VIEW && fd1 >= 0 ? fd1 : fd0, body.data, body.size);
+                r = loop_write(job->kind == FILE_JOB_VIEW && fd1 >= 0 ? fd1 : fd0, body.data, body.size);
         tool_buf_free(&body);
         return r;
 }

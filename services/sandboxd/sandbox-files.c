@@ -27,6 +27,7 @@
 
 #include "audit-spool.h"
 #include "confine.h"
+#include "io-util.h"
 #include "log.h"
 #include "sandbox.h"
 #include "sandboxd-dbus.h"
@@ -301,14 +302,9 @@ static int helper_send(FileHelper *h, const ToolBuf *job, int *job_fd, int fd0, 
                         _cleanup_close_ int fd = memfd_create("sandbox-file-job", MFD_CLOEXEC);
                         if (fd < 0)
                                 return -errno;
-                        for (size_t off = 0; off < job->size;) {
-                                ssize_t n = write(fd, job->data + off, job->size - off);
-                                if (n < 0 && errno == EINTR)
-                                        continue;
-                                if (n < 0)
-                                        return -errno;
-                                off += n;
-                        }
+                        int r = loop_write(fd, job->data, job->size);
+                        if (r < 0)
+                                return r;
                         *job_fd = TAKE_FD(fd);
                 }
                 fds[n_fds++] = *job_fd;

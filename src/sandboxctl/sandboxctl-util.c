@@ -233,23 +233,6 @@ int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size) {
         return 0;
 }
 
-int loop_write(int fd, const void *buf, size_t n) {
-        const char *p = buf;
-
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
 
 int exec_exit_status(int32_t exit_code, int32_t signal, bool timed_out, bool oom_killed) {
         if (timed_out)

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io-util.h" /* loop_write(), which sandboxctl uses everywhere */
+
 /* Enough for "Wed 2026-12-02 15:39:31 CEST" with room for long zone names. */
 #define FORMAT_TIMESTAMP_MAX 64
 
@@ -48,8 +50,6 @@ char *make_printable(const char *s);
  * bytes. Returns 0 or a negative errno; outputs untouched on failure. */
 int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size);
 
-/* Writes all of buf, retrying on EINTR and short writes. Returns 0 or a negative errno. */
-int loop_write(int fd, const void *buf, size_t n);
 
 /* Exit status of "sandboxctl exec" from the Exec reply: 124 if timed out, 128+signal if killed by a
  * signal, 137 for an OOM kill without a signal, else the command's exit code (out-of-range codes map
