@@ -117,13 +117,16 @@ int sandbox_resolve_path(const char *path, char **ret) {
  * sandbox's user in its mount namespace. Starting one (fork, confinement, exec) costs several times the
  * file work of a small call, so a helper serves one job after another: once a sandbox has one, its
  * calls find it idle. A call that finds none idle starts another, so calls still run in parallel; when
- * it is done and the sandbox has an idle helper already, it is let go. A helper exits after
+ * it is done and the sandbox has an idle helper already, it is let go. A sandbox has at most
+ * FILE_HELPERS_MAX helpers (they run in sandboxd's cgroup, not the sandbox's); further calls wait in a
+ * queue for one to be free. A helper exits after
  * FILE_HELPER_IDLE_MSEC without a job, when the sandbox's init dies or when sandboxd goes away (its
  * socket closes), and is killed (and reaped) when the sandbox is deleted. */
 
 /* A helper that takes this long over one job is stuck (a hung file system, say): it is killed and the
  * caller hears why. */
 #define FILE_JOB_TIMEOUT_USEC (120 * USEC_PER_SEC)
+#define FILE_HELPERS_MAX 8
 
 typedef struct FileHelper {
         struct FileHelper *next;
@@ -141,6 +144,29 @@ typedef struct FileHelper {
  * stay reachable until they are reaped. */
 static FileHelper *file_helpers = NULL;
 
+/* Jobs waiting for one of their sandbox's helpers, oldest first. */
+typedef struct QueuedJob {
+        struct QueuedJob *next;
+        char id[SANDBOX_ID_LEN + 1];
+        ToolBuf buf; /* the encoding */
+        int job_fd, fd0, fd1;
+        file_job_done_t done;
+        void *userdata;
+} QueuedJob;
+
+static QueuedJob *queued_jobs = NULL;
+
+static QueuedJob *queued_job_free(QueuedJob *q) {
+        tool_buf_free(&q->buf);
+        safe_close(q->job_fd);
+        safe_close(q->fd0);
+        safe_close(q->fd1);
+        free(q);
+        return NULL;
+}
+
+static void queue_kick(Manager *m, const char *id);
+
 static FileHelper *helper_find_idle(const char *id, const FileHelper *except) {
         for (FileHelper *h = file_helpers; h; h = h->next)
                 if (h != except && !h->busy && h->io_source && streq(h->id, id))
@@ -154,8 +180,13 @@ static void helper_let_go(FileHelper *h) {
         h->sock = safe_close(h->sock);
 }
 
-/* Forgets the helper; the job it was doing, if any, ends with status. */
+/* Forgets the helper; the job it was doing, if any, ends with status. A job waiting for the sandbox's
+ * helpers gets its place. */
 static void helper_free(FileHelper *h, int status) {
+        Manager *m = h->manager;
+        char id[SANDBOX_ID_LEN + 1];
+
+        snprintf(id, sizeof(id), "%s", h->id);
         for (FileHelper **p = &file_helpers; *p; p = &(*p)->next)
                 if (*p == h) {
                         *p = h->next;
@@ -170,6 +201,7 @@ static void helper_free(FileHelper *h, int status) {
         free(h);
         if (done)
                 done(userdata, status);
+        queue_kick(m, id);
 }
 
 static int on_helper_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
@@ -198,12 +230,16 @@ static int on_helper_io(sd_event_source *es, int fd, uint32_t revents, void *use
         }
         file_job_done_t done = h->done;
         void *job_userdata = h->userdata;
+        Manager *m = h->manager;
+        char id[SANDBOX_ID_LEN + 1];
+        snprintf(id, sizeof(id), "%s", h->id);
         h->busy = false;
         h->done = NULL;
         h->userdata = NULL;
         h->timeout_source = sd_event_source_disable_unref(h->timeout_source);
-        /* one idle helper per sandbox is enough */
-        if (helper_find_idle(h->id, h))
+        /* the next job waiting for this sandbox's helpers takes it; else one idle helper is enough */
+        queue_kick(m, id);
+        if (!h->busy && helper_find_idle(id, h))
                 helper_let_go(h);
         done(job_userdata, status < 0 || status > 4095 ? EIO : status);
         return 0;
@@ -329,6 +365,69 @@ static int helper_send(FileHelper *h, const ToolBuf *job, int *job_fd, int fd0, 
         return 0;
 }
 
+static unsigned helpers_of(const char *id) {
+        unsigned n = 0;
+        for (FileHelper *h = file_helpers; h; h = h->next)
+                n += streq(h->id, id);
+        return n;
+}
+
+/* Hands the job to an idle helper of the sandbox's, or to a new one while it has fewer than
+ * FILE_HELPERS_MAX: 1 if one took it, 0 if none can (it has to wait), or a negative errno. */
+static int job_start(Sandbox *s, const ToolBuf *buf, int *job_fd, int fd0, int fd1, file_job_done_t done,
+                     void *userdata) {
+        for (;;) {
+                bool fresh = false;
+                FileHelper *h = helper_find_idle(s->id, NULL);
+                if (!h) {
+                        if (helpers_of(s->id) >= FILE_HELPERS_MAX)
+                                return 0;
+                        int r = helper_spawn(s, &h);
+                        if (r < 0)
+                                return r;
+                        fresh = true;
+                }
+                int r = helper_send(h, buf, job_fd, fd0, fd1);
+                if (r >= 0) {
+                        h->busy = true;
+                        h->timed_out = false;
+                        h->done = done;
+                        h->userdata = userdata;
+                        /* without a deadline, should this fail: the helper's answer still comes */
+                        (void) sd_event_add_time_relative(s->manager->event, &h->timeout_source,
+                                                          CLOCK_MONOTONIC, FILE_JOB_TIMEOUT_USEC, 0,
+                                                          on_helper_timeout, h);
+                        return 1;
+                }
+                helper_let_go(h); /* going away: its exit cleans up (and it is not found idle again) */
+                if (fresh)
+                        return r;
+        }
+}
+
+/* Starts the jobs waiting for the sandbox's helpers, oldest first, as far as its helpers allow. */
+static void queue_kick(Manager *m, const char *id) {
+        for (QueuedJob **p = &queued_jobs; *p;) {
+                QueuedJob *q = *p;
+                if (!streq(q->id, id)) {
+                        p = &q->next;
+                        continue;
+                }
+                Sandbox *s = hashmap_get(m->sandboxes, id);
+                int r = s ? job_start(s, &q->buf, &q->job_fd, q->fd0, q->fd1, q->done, q->userdata) : -ESRCH;
+                if (r == 0)
+                        return; /* all busy: the rest wait their turn */
+                *p = q->next;
+                file_job_done_t done = q->done;
+                void *userdata = q->userdata;
+                queued_job_free(q);
+                if (r < 0) {
+                        done(userdata, -r);
+                        p = &queued_jobs; /* done() may have changed the queue */
+                }
+        }
+}
+
 int sandbox_file_job(Sandbox *s, const FileJob *job, int fd0, int fd1, file_job_done_t done, void *userdata) {
         _cleanup_(tool_buf_free) ToolBuf buf = {};
         _cleanup_close_ int job_fd = -EBADF;
@@ -339,32 +438,31 @@ int sandbox_file_job(Sandbox *s, const FileJob *job, int fd0, int fd1, file_job_
         r = file_job_encode(job, &buf);
         if (r < 0)
                 return r;
+        /* behind the sandbox's jobs that wait already, if any */
+        bool waiting = false;
+        for (QueuedJob *q = queued_jobs; q && !waiting; q = q->next)
+                waiting = streq(q->id, s->id);
+        r = waiting ? 0 : job_start(s, &buf, &job_fd, fd0, fd1, done, userdata);
+        if (r != 0)
+                return r < 0 ? r : 0;
 
-        /* An idle helper of the sandbox's; else a new one. */
-        FileHelper *h;
-        for (;;) {
-                bool fresh = false;
-                h = helper_find_idle(s->id, NULL);
-                if (!h) {
-                        r = helper_spawn(s, &h);
-                        if (r < 0)
-                                return r;
-                        fresh = true;
-                }
-                r = helper_send(h, &buf, &job_fd, fd0, fd1);
-                if (r >= 0)
-                        break;
-                helper_let_go(h); /* going away: its exit cleans up */
-                if (fresh)
-                        return r;
+        QueuedJob *q = calloc(1, sizeof(QueuedJob));
+        if (!q)
+                return -ENOMEM;
+        *q = (QueuedJob) { .buf = buf, .job_fd = TAKE_FD(job_fd), .fd0 = -EBADF, .fd1 = -EBADF, .done = done,
+                           .userdata = userdata };
+        buf = (ToolBuf) {};
+        snprintf(q->id, sizeof(q->id), "%s", s->id);
+        if ((fd0 >= 0 && (q->fd0 = fcntl(fd0, F_DUPFD_CLOEXEC, 3)) < 0) ||
+            (fd1 >= 0 && (q->fd1 = fcntl(fd1, F_DUPFD_CLOEXEC, 3)) < 0)) {
+                r = -errno;
+                queued_job_free(q);
+                return r;
         }
-        h->busy = true;
-        h->timed_out = false;
-        h->done = done;
-        h->userdata = userdata;
-        /* without a deadline, should this fail: the helper's answer still comes */
-        (void) sd_event_add_time_relative(s->manager->event, &h->timeout_source, CLOCK_MONOTONIC,
-                                          FILE_JOB_TIMEOUT_USEC, 0, on_helper_timeout, h);
+        QueuedJob **tail = &queued_jobs;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = q;
         return 0;
 }
 
@@ -419,6 +517,20 @@ void sandbox_files_prepare(Sandbox *s) {
 }
 
 void sandbox_files_forget(Sandbox *s) {
+        /* the waiting first, so that no helper is started for them as the others go */
+        for (QueuedJob **p = &queued_jobs; *p;) {
+                QueuedJob *q = *p;
+                if (!streq(q->id, s->id)) {
+                        p = &q->next;
+                        continue;
+                }
+                *p = q->next;
+                file_job_done_t done = q->done;
+                void *userdata = q->userdata;
+                queued_job_free(q);
+                done(userdata, ECANCELED);
+                p = &queued_jobs;
+        }
         for (;;) {
                 FileHelper *h = file_helpers;
                 while (h && !streq(h->id, s->id))

@@ -664,15 +664,16 @@ def send_without_waiting(mgr, method, signature, *args):
 
 
 def test_delete_ends_running_helpers(mgr, sandbox):
-    """Helpers still working for a sandbox (here blocked writing into pipes nobody reads) are ended when it
-    is deleted: when DeleteSandbox answers, no process of its uid is left."""
+    """Helpers still working for a sandbox (here blocked writing into pipes nobody reads), and calls
+    waiting for one (10 calls, 8 helpers at most), are ended when it is deleted: when DeleteSandbox
+    answers, no process of its uid is left, and nothing holds the pipes."""
     sid, path = sandbox()
     uid = int(mgr.props(path)["Uid"])
     code, _, err, _ = mgr.sh(sid, "head -c 1048576 /dev/zero | tr '\\0' a > big.txt; echo >> big.txt")
     assert code == 0, err
-    pipes = [os.pipe(), os.pipe()]
+    pipes = [os.pipe() for _ in range(10)]
     try:
-        for (r, w), (method, extra) in zip(pipes, [("ReadFile", {}), ("View", {})]):
+        for (r, w), (method, extra) in zip(pipes, [("ReadFile", {}), ("View", {})] * 5):
             ufd = dbus.types.UnixFd(w)
             send_without_waiting(mgr, method, "ssa{sv}", sid, "big.txt",
                                  dbus.Dictionary({"fd": ufd, **extra}, signature="sv"))
@@ -683,6 +684,34 @@ def test_delete_ends_running_helpers(mgr, sandbox):
         for r, _ in pipes:
             while os.read(r, 1 << 16):  # ends: every writer is gone
                 pass
+    finally:
+        for r, _ in pipes:
+            os.close(r)
+
+
+def test_helpers_per_sandbox_are_bounded(mgr, sandbox):
+    """A sandbox has at most 8 file helpers (they run in sandboxd's cgroup): with 12 ReadFiles blocked on
+    pipes nobody reads yet, 8 run and 4 wait; as the pipes are read, every call completes."""
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    data = os.urandom(1 << 20)
+    mgr.write(sid, "big.bin", data)
+    pipes = [os.pipe() for _ in range(12)]
+    try:
+        for r, w in pipes:
+            ufd = dbus.types.UnixFd(w)
+            send_without_waiting(mgr, "ReadFile", "ssa{sv}", sid, "big.bin", dbus.Dictionary({"fd": ufd}, signature="sv"))
+            os.close(ufd.take())
+            os.close(w)
+        mgr.iface.GetSandbox(sid)  # answered after the 12 calls before it on this connection were taken
+        assert len(wait_for(lambda: len(file_helpers(uid)) == 8 and file_helpers(uid), what="8 helpers")) == 8
+        children = [p for p, st in uid_processes(uid) if "\nPPid:\t%d\n" % sandboxd_pid() in st]
+        assert len(children) == 8 + 1, children  # the helpers and the sandbox's init
+        for r, _ in pipes:
+            got = b""
+            while chunk := os.read(r, 1 << 16):
+                got += chunk
+            assert got == data
     finally:
         for r, _ in pipes:
             os.close(r)
