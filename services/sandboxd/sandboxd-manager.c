@@ -335,6 +335,12 @@ int manager_startup(Manager *m) {
         char path[4096];
         int r;
 
+        /* Run as the sandboxes' users, so a helper that cannot be run fails every file call: say why
+         * once, here, rather than only "Input/output error" to each caller. */
+        if (access(m->file_helper_path, X_OK) < 0)
+                log_msg(LOG_ERR, "%s cannot be run (%m): WriteFile, ReadFile and the file tools will fail.",
+                        m->file_helper_path);
+
         snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
         if (mkdir(path, 0700) < 0 && errno != EEXIST)
                 return -errno;
