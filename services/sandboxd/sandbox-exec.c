@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "audit-spool.h"
+#include "cgroup-join.h"
 #include "confine.h"
 #include "offload.h"
 #include "oom.h"
@@ -240,8 +241,6 @@ static _noreturn_ void child_fail_step(int err_fd, int stage, const char *step, 
 
 #define child_fail(fd, stage, error) child_fail_step(fd, stage, __func__, error)
 #define CHILD_FAIL(step, error) child_fail_step(a->err_fd, EXEC_STAGE_SETUP, step, error)
-/* What clone3() says where it or CLONE_INTO_CGROUP is missing (or filtered). */
-#define CLONE3_UNSUPPORTED(e) ((e) == ENOSYS || (e) == EINVAL || (e) == E2BIG || (e) == EPERM)
 
 static _noreturn_ void exec_child(const ChildArgs *a) {
         char go;
@@ -294,16 +293,7 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
         child_fail(a->err_fd, EXEC_STAGE_EXEC, errno);
 }
 
-#ifndef CLONE_INTO_CGROUP
-#define CLONE_INTO_CGROUP 0x200000000ULL
-#endif
 
-/* struct clone_args up to its cgroup field (CLONE_ARGS_SIZE_VER2), spelled out: <linux/sched.h> and
- * glibc's <sched.h> do not mix. */
-struct clone_args_v2 {
-        uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
-                set_tid_size, cgroup;
-};
 
 #if defined(__x86_64__)
 /* clone3() with the child on a stack of its own, which glibc does not offer: the child starts at the

@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup-join.h"
 #include "macro.h"
 #include "sandbox-exec.h"
 #include "sandbox.h"
@@ -163,29 +164,12 @@ static int on_idle(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static int read_cgroups(pid_t pid, char **ret) {
-        char path[64], buf[4096];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t n;
-
-        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = 0;
-        *ret = strdup(buf);
-        return *ret ? 0 : -ENOMEM;
-}
-
 static void on_warm_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
         WarmScope *w = userdata;
 
         w->job = NULL;
         if (!result || !streq(result, "done") || !w->placeholder ||
-            read_cgroups(w->placeholder->pid, &w->cgroups) < 0) {
+            cgroup_read(w->placeholder->pid, &w->cgroups) < 0) {
                 if (w->waiter)
                         exec_scope_made(w->waiter, false); /* frees it; the call goes on without */
                 else
@@ -433,127 +417,6 @@ WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max) 
         return NULL;
 }
 
-static int cgroup_dir(const char *controllers, char *buf, size_t n) {
-        if (isempty(controllers)) {
-                /* the cgroup2 line: its own mount on a hybrid host, the root on a pure one */
-                snprintf(buf, n, access("/sys/fs/cgroup/unified", F_OK) == 0 ? "/sys/fs/cgroup/unified"
-                                                                              : "/sys/fs/cgroup");
-                return 1;
-        }
-        snprintf(buf, n, "/sys/fs/cgroup/%s",
-                 strncmp(controllers, "name=", 5) == 0 ? controllers + 5 : controllers);
-        /* the hierarchies systemd tracks and limits with; any other may legitimately be missing */
-        return strstr(controllers, "name=systemd") || strstr(controllers, "memory") || strstr(controllers, "pids");
-}
-
-static char *self_cgroups = NULL; /* sandboxd's own /proc/self/cgroup, read once, never freed */
-
-static bool cgroup_line_is_ours(const char *line) {
-        size_t n = strlen(line);
-
-        for (const char *p = self_cgroups; p && *p;) {
-                const char *end = strchrnul(p, '\n');
-                if ((size_t) (end - p) == n && strncmp(p, line, n) == 0)
-                        return true;
-                p = *end ? end + 1 : end;
-        }
-        return false;
-}
-
-/* Calls fn for every hierarchy the placeholder is in where a child of ours is not already, with the
- * directory of its cgroup there, whether that is the cgroup2 hierarchy, and whether systemd needs the
- * command there. */
-static int for_each_cgroup(WarmScope *w, int (*fn)(const char *dir, bool v2, bool essential, void *userdata),
-                           void *userdata) {
-        _cleanup_free_ char *copy = strdup(w->cgroups);
-        char *save = NULL;
-        int r;
-
-        if (!copy)
-                return -ENOMEM;
-        /* Our own cgroups, once: sandboxd never moves. A child we forked starts there. */
-        if (!self_cgroups && read_cgroups(getpid(), &self_cgroups) < 0)
-                self_cgroups = NULL;
-        for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                char *a = strchr(line, ':'), *b;
-                if (!a || !(b = strchr(a + 1, ':')))
-                        continue;
-                /* Where the placeholder sits in the same cgroup as sandboxd (typically the root of the
-                 * hierarchies systemd does not manage), the child is there already: every migration is
-                 * work the kernel serializes, so skip it. */
-                if (cgroup_line_is_ours(line))
-                        continue;
-                *b = 0;
-                char dir[256], path[4096];
-                bool v2 = isempty(a + 1);
-                int essential = cgroup_dir(a + 1, dir, sizeof(dir));
-                snprintf(path, sizeof(path), "%s%s", dir, streq(b + 1, "/") ? "" : b + 1);
-                r = fn(path, v2, essential, userdata);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-static int enter_one(const char *dir, bool v2, bool essential, void *userdata) {
-        const char *pidbuf = userdata;
-        size_t n = strlen(pidbuf);
-        char path[4096 + 16];
-
-        snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if ((fd < 0 || write(fd, pidbuf, n) != (ssize_t) n) && essential)
-                return -errno ?: -EIO;
-        return 0;
-}
-
-int warm_scope_enter(WarmScope *w, pid_t pid) {
-        char pidbuf[32];
-        int r;
-
-        if (!w->sandbox)
-                return -ESTALE;
-        snprintf(pidbuf, sizeof(pidbuf), "%d", (int) pid);
-        r = for_each_cgroup(w, enter_one, pidbuf);
-        if (r < 0)
-                return r;
-        /* The command is in; the placeholder may go. */
-        warm_scope_release(w);
-        return 0;
-}
-
-typedef struct OpenCgroups {
-        int *fds;
-        size_t n, n_max;
-        int cgroup2_fd;
-} OpenCgroups;
-
-static int open_one(const char *dir, bool v2, bool essential, void *userdata) {
-        OpenCgroups *o = userdata;
-        char path[4096 + 16];
-        int fd;
-
-        if (v2) {
-                fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0)
-                        return -errno;
-                safe_close(o->cgroup2_fd);
-                o->cgroup2_fd = fd;
-                return 0;
-        }
-        if (o->n >= o->n_max)
-                return -E2BIG;
-        /* "tasks", not cgroup.procs: a thread writing "0" there moves only itself, which the kernel
-         * does without the global write lock that cgroup.procs takes, whose first taker after a quiet
-         * spell waits out an RCU grace period (8-16 ms here). The child is single-threaded. */
-        snprintf(path, sizeof(path), "%s/tasks", dir);
-        fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0)
-                return essential ? -errno : 0;
-        o->fds[o->n++] = fd;
-        return 0;
-}
-
 WarmScopeHold *warm_scope_hold(WarmScope *w, WarmScopePin **ret_pin) {
         Placeholder *p = w->placeholder;
 
@@ -602,20 +465,8 @@ int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n,
 }
 
 static int open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd) {
-        OpenCgroups o = { .fds = fds, .n_max = n_max, .cgroup2_fd = -EBADF };
-        int r;
-
-        if (!w->sandbox)
+        if (!w->sandbox || !w->cgroups)
                 return -ESTALE;
-        r = for_each_cgroup(w, open_one, &o);
-        if (r < 0) {
-                for (size_t i = 0; i < o.n; i++)
-                        safe_close(fds[i]);
-                safe_close(o.cgroup2_fd);
-                return r;
-        }
-        *ret_n = o.n;
-        *ret_cgroup2_fd = o.cgroup2_fd;
-        return 0;
+        return cgroup_join_open(w->cgroups, fds, n_max, ret_n, ret_cgroup2_fd);
 }
 

@@ -43,9 +43,6 @@ WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
 
 const char *warm_scope_unit(const WarmScope *w);
 
-/* Moves pid into the scope's cgroups (every hierarchy, exactly where the placeholder is) and lets
- * the placeholder go. The Exec's own deadline is the caller's to enforce. */
-int warm_scope_enter(WarmScope *w, pid_t pid);
 
 /* The way an Exec uses it: opens what the forked child needs to enter the scope itself before it runs
  * anything of the caller's. fds: the cgroup v1 hierarchies' "tasks" files, *ret_n of them (at most
