@@ -209,7 +209,7 @@ def test_fork_bomb_contained(mgr, sandbox):
     assert bomb.returncode == 0, err
     assert '"timed_out" b true' in out
     time.sleep(2)
-    # only the sandbox's init is left of that uid, beside sandboxd's file server for the sandbox (a
+    # only the sandbox's init is left of that uid, beside sandboxd's file helper for the sandbox (a
     # child of sandboxd outside the sandbox's PID namespace, started when it was claimed from the pool)
     sandboxd = int(run("systemctl", "show", "-p", "MainPID", "--value", "sandboxd.service").stdout.strip())
     init = [p for p in uid_processes(uid) if open(f"/proc/{p}/comm").read().strip() == "sandbox-init"]
@@ -403,6 +403,8 @@ def test_restart_and_kill9_keep_sandboxes(mgr, sandbox):
     sid, _ = sandbox()
     short, _ = sandbox(ttl_seconds=8)
     mgr.sh(sid, "echo persisted > ~/state; sleep 300 >/dev/null 2>&1 & echo $! > /tmp/bg")
+    # after the reply come the sandbox's warm scopes (the next command's and a spare): count them too
+    wait_for(lambda: len([u for u in scope_units(sid) if "-exec-" in u]) >= 3, what="the warm scopes")
     n_units = len(scope_units(sid))
 
     run("systemctl", "restart", "sandboxd")
