@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "audit-spool.h"
+#include "cgroup-join.h"
 #include "confine.h"
 #include "io-util.h"
 #include "log.h"
@@ -279,31 +281,72 @@ static _noreturn_ void helper_exec(Sandbox *s, int sock) {
         _exit(EXIT_FAILURE);
 }
 
+static void close_fds(int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
+}
+
+/* What a helper needs to be in the sandbox's init scope, in every hierarchy: its memory and tasks
+ * then count against the sandbox's limits, not sandboxd's. */
+static int helper_cgroups_open(Sandbox *s, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd) {
+        _cleanup_free_ char *cgroups = NULL;
+        int r;
+
+        r = cgroup_read(s->init_pid, &cgroups);
+        if (r < 0)
+                return r;
+        /* Read by pid: only if the init is still alive (its pidfd not readable) was the pid its own. */
+        struct pollfd p = { .fd = s->init_pidfd, .events = POLLIN };
+        if (poll(&p, 1, 0) != 0)
+                return -ESRCH;
+        return cgroup_join_open(cgroups, fds, n_max, ret_n, ret_cgroup2_fd);
+}
+
 static int helper_spawn(Sandbox *s, FileHelper **ret) {
         Manager *m = s->manager;
-        int sv[2], r;
+        int sv[2], r, cgroup_fds[CGROUP_JOIN_FDS_MAX];
+        size_t n_cgroup_fds = 0;
+        _cleanup_close_ int cgroup2_fd = -EBADF;
 
         if (s->state != SANDBOX_RUNNING || s->init_pidfd < 0)
                 return -ESRCH;
-        FileHelper *h = calloc(1, sizeof(FileHelper));
-        if (!h)
-                return -ENOMEM;
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-                free(h);
-                return -errno;
+        r = helper_cgroups_open(s, cgroup_fds, ELEMENTSOF(cgroup_fds), &n_cgroup_fds, &cgroup2_fd);
+        if (r < 0) {
+                log_sandbox(LOG_WARNING, s->id, "Cannot start a file helper in sandbox %s's cgroups: %s", s->id,
+                            strerror(-r));
+                return r;
         }
-        pid_t pid = fork();
+        FileHelper *h = calloc(1, sizeof(FileHelper));
+        if (!h || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                r = h ? -errno : -ENOMEM;
+                free(h);
+                close_fds(cgroup_fds, n_cgroup_fds);
+                return r;
+        }
+        bool born_in;
+        pid_t pid = cgroup_fork_into(cgroup2_fd, &born_in);
         if (pid < 0) {
                 r = -errno;
                 safe_close(sv[0]);
                 safe_close(sv[1]);
                 free(h);
+                close_fds(cgroup_fds, n_cgroup_fds);
                 return r;
         }
         if (pid == 0) {
+                /* Into the init scope's cgroups first: nothing of the helper's is ever charged to ours. */
+                if (!born_in && cgroup2_fd >= 0) {
+                        int fd = openat(cgroup2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+                        if (fd < 0 || write(fd, "0", 1) != 1)
+                                _exit(EXIT_FAILURE);
+                }
+                for (size_t i = 0; i < n_cgroup_fds; i++)
+                        if (write(cgroup_fds[i], "0", 1) != 1)
+                                _exit(EXIT_FAILURE);
                 safe_close(sv[0]);
                 helper_exec(s, sv[1]);
         }
+        close_fds(cgroup_fds, n_cgroup_fds);
         safe_close(sv[1]);
         h->manager = m;
         snprintf(h->id, sizeof(h->id), "%s", s->id);

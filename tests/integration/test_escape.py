@@ -102,8 +102,16 @@ def cgroup_procs(unit):
     return [int(p) for p in open(f"/sys/fs/cgroup/systemd{cg}/cgroup.procs").read().split()]
 
 
+def exe(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def init_pid(sid):
-    return cgroup_procs(f"sandbox-{sid}-init.scope")[0]
+    """The sandbox's init: in its init scope, with its file helpers."""
+    return [p for p in cgroup_procs(f"sandbox-{sid}-init.scope") if exe(p).endswith("/sandbox-init")][0]
 
 
 def host_pid_of(uid, needle):
@@ -519,7 +527,8 @@ def test_cgroup_writes(world):
     # from outside: the sleeper is still in its scope, and nothing joined it or b's init scope
     assert cgroup_procs(world.a_sleeper_unit) == before
     assert world.a_sleeper in before
-    assert cgroup_procs(f"sandbox-{world.b}-init.scope") == [init_pid(world.b)]
+    assert [p for p in cgroup_procs(f"sandbox-{world.b}-init.scope")
+            if not exe(p).endswith("/sandboxd-file-helper")] == [init_pid(world.b)]
     assert other in open(f"/proc/{world.b_sleeper}/cgroup").read()
 
 
@@ -1015,14 +1024,15 @@ def test_file_tools_symlink_race(world):
 # --- signals ----------------------------------------------------------------------------------------------
 
 def test_kill_everything(world, sandbox):
-    """kill(-1, SIGKILL) reaches only what the sandbox sees: not sandboxd, not its file server (which runs
-    under the sandbox's uid, outside its PID namespace), not the neighbour, and not the sandbox's own init."""
+    """kill(-1, SIGKILL) reaches only what the sandbox sees: not sandboxd, not its file helper (which runs
+    under the sandbox's uid, in its cgroups, outside its PID namespace), not the neighbour, and not the
+    sandbox's own init."""
     mgr = world.mgr
     c, path = sandbox()
     uid = int(mgr.props(path)["Uid"])
-    mgr.write(c, "a.txt", b"x")  # leaves a file server of c's running
-    server = wait_for(lambda: [p for p in cgroup_procs("sandboxd.service")
-                               if f"\nUid:\t{uid}\t" in open(f"/proc/{p}/status").read()], what="c's file server")
+    mgr.write(c, "a.txt", b"x")  # leaves a file helper of c's running
+    server = wait_for(lambda: [p for p in cgroup_procs(f"sandbox-{c}-init.scope")
+                               if exe(p).endswith("/sandboxd-file-helper")], what="c's file helper")
     mgr.sh(c, "nohup sleep 4444.5 >/dev/null 2>&1 &", timeout_seconds=600)
     sleeper = wait_for(lambda: host_pid_of(uid, b"sleep\x004444.5"), what="c's sleeper")
     sd, c_init = sandboxd_pid(), init_pid(c)

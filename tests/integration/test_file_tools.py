@@ -535,8 +535,8 @@ def file_helpers(uid):
 
 def test_warm_helper_is_confined_and_goes_with_the_sandbox(mgr, sandbox):
     """After a WriteFile, sandboxd keeps the sandbox's file helper ready: sandboxd-file-helper, running as
-    the sandbox's uid, confined, with nothing open but /dev/null, its socket, the init's pidfd and the
-    sandbox's root; deleting the sandbox ends it before the reply."""
+    the sandbox's uid in the sandbox's cgroups, confined, with nothing open but /dev/null, its socket, the
+    init's pidfd and the sandbox's root; deleting the sandbox ends it before the reply."""
     sid, path = sandbox()
     uid = int(mgr.props(path)["Uid"])
     mgr.write(sid, "a.txt", b"x")
@@ -550,6 +550,12 @@ def test_warm_helper_is_confined_and_goes_with_the_sandbox(mgr, sandbox):
     assert [fds[0], fds[1], fds[2]] == ["/dev/null"] * 3
     assert fds[3].startswith("socket:") and fds[4] == "anon_inode:[pidfd]" and fds[5] == "/", fds
     assert open(f"/proc/{pid}/environ", "rb").read() == b""
+    # in the sandbox's cgroups (its init's scope, in every hierarchy), not sandboxd's: its memory and
+    # tasks count against the sandbox's limits
+    init = [p for p, _ in uid_processes(uid) if os.readlink(f"/proc/{p}/exe").endswith("/sandbox-init")]
+    assert len(init) == 1
+    cgroups = open(f"/proc/{pid}/cgroup").read()
+    assert cgroups == open(f"/proc/{init[0]}/cgroup").read() and f"sandbox-{sid}-init.scope" in cgroups, cgroups
     # and it does the next call
     mgr.write(sid, "a.txt", b"y")
     assert mgr.read(sid, "a.txt")[0] == b"y"
@@ -609,14 +615,14 @@ def sandboxd_pid():
 
 
 def test_busy_file_server_does_not_hold_up_other_calls(mgr, sandbox):
-    """A ReadFile that blocks the sandbox's file server (writing 1 MiB into a pipe nobody reads yet)
+    """A ReadFile that blocks the sandbox's file helper (writing 1 MiB into a pipe nobody reads yet)
     leaves other file calls of that sandbox working: they get helpers of their own."""
     sid, path = sandbox()
     uid = int(mgr.props(path)["Uid"])
     data = os.urandom(1 << 20)
     mgr.write(sid, "big.bin", data)
     wait_for(lambda: [p for p, st in uid_processes(uid) if "\nPPid:\t%d\n" % sandboxd_pid() in st],
-             what="the file server")
+             what="the file helper")
     r, w = os.pipe()
     try:
         # sent without waiting: sandboxd handles this connection's calls in order, so the server is
