@@ -120,10 +120,10 @@ int sandbox_resolve_path(const char *path, char **ret) {
  * file work of a small call, so a helper serves one job after another: once a sandbox has one, its
  * calls find it idle. A call that finds none idle starts another, so calls still run in parallel; when
  * it is done and the sandbox has an idle helper already, it is let go. A sandbox has at most
- * FILE_HELPERS_MAX helpers (they run in sandboxd's cgroup, not the sandbox's); further calls wait in a
- * queue for one to be free. A helper exits after
- * FILE_HELPER_IDLE_MSEC without a job, when the sandbox's init dies or when sandboxd goes away (its
- * socket closes), and is killed (and reaped) when the sandbox is deleted. */
+ * FILE_HELPERS_MAX helpers; further calls wait in a queue for one to be free. Helpers run in the
+ * sandbox's cgroups (its init's scope), so their memory and tasks are the sandbox's. A helper exits
+ * after FILE_HELPER_IDLE_MSEC without a job, when the sandbox's init dies or when sandboxd goes away
+ * (its socket closes), and is killed (and reaped) when the sandbox is deleted. */
 
 /* A helper that takes this long over one job is stuck (a hung file system, say): it is killed and the
  * caller hears why. */
@@ -450,6 +450,13 @@ static int job_start(Sandbox *s, const ToolBuf *buf, int *job_fd, int fd0, int f
 
 /* Starts the jobs waiting for the sandbox's helpers, oldest first, as far as its helpers allow. */
 static void queue_kick(Manager *m, const char *id) {
+        static bool kicking = false;
+
+        /* A helper that fails to start, on the way, is freed, which kicks again: the loop below goes on
+         * with the queue instead, so no job is started twice. */
+        if (kicking)
+                return;
+        kicking = true;
         for (QueuedJob **p = &queued_jobs; *p;) {
                 QueuedJob *q = *p;
                 if (!streq(q->id, id)) {
@@ -459,7 +466,7 @@ static void queue_kick(Manager *m, const char *id) {
                 Sandbox *s = hashmap_get(m->sandboxes, id);
                 int r = s ? job_start(s, &q->buf, &q->job_fd, q->fd0, q->fd1, q->done, q->userdata) : -ESRCH;
                 if (r == 0)
-                        return; /* all busy: the rest wait their turn */
+                        break; /* all busy: the rest wait their turn */
                 *p = q->next;
                 file_job_done_t done = q->done;
                 void *userdata = q->userdata;
@@ -469,6 +476,7 @@ static void queue_kick(Manager *m, const char *id) {
                         p = &queued_jobs; /* done() may have changed the queue */
                 }
         }
+        kicking = false;
 }
 
 int sandbox_file_job(Sandbox *s, const FileJob *job, int fd0, int fd1, file_job_done_t done, void *userdata) {
