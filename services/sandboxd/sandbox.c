@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup-join.h"
 #include "confine.h"
 #include "log.h"
 #include "namespace.h"
@@ -823,23 +824,14 @@ int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, c
 /* --- adoption --------------------------------------------------------------------------------------- */
 
 static bool init_is_ours(const char *id, pid_t pid, uint64_t start) {
-        char path[64], needle[128], buf[4096];
+        _cleanup_free_ char *cgroups = NULL;
+        char needle[128];
         uint64_t st;
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t n;
 
-        if (pid <= 1 || proc_starttime(pid, &st) < 0 || st != start)
+        if (pid <= 1 || proc_starttime(pid, &st) < 0 || st != start || cgroup_read(pid, &cgroups) < 0)
                 return false;
-        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        n = read(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return false;
-        buf[n] = 0;
         snprintf(needle, sizeof(needle), "/sandbox-%s-init.scope", id);
-        return strstr(buf, needle) != NULL;
+        return strstr(cgroups, needle) != NULL;
 }
 
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
