@@ -271,13 +271,16 @@ static int run_tool(const FileJob *job, int root, int extra, ToolBuf *body, Tool
                         return -EINVAL;
                 return tool_glob(root, job->path, job->pattern, job->max_results, job->cap, body, res);
         case FILE_JOB_GREP: {
-                char err[256];
+                char err[512];
                 if (!job->pattern)
                         return -EINVAL;
-                /* sandboxd compiled it once already, to tell the caller what is wrong with it */
+                /* Compiled here, not in sandboxd: the caller's pattern meets PCRE2 (and its JIT) only in
+                 * this process. What is wrong with it goes back as the body. */
                 void *code = tool_grep_compile(job->pattern, job->ignore_case, err, sizeof(err));
-                if (!code)
-                        return -EINVAL;
+                if (!code) {
+                        res->status = TOOL_BAD_PATTERN;
+                        return tool_buf_put(body, err, strlen(err));
+                }
                 ToolGrepSpec spec = {
                         .path = job->path,
                         .code = code,

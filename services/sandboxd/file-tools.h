@@ -26,6 +26,7 @@ typedef enum ToolStatus {
         TOOL_AMBIGUOUS,  /* str_replace: old occurs n[0] times */
         TOOL_BINARY,     /* view, str_replace, insert: the file holds NUL bytes */
         TOOL_LINE_RANGE, /* view, insert: the line is beyond the file's n[0] lines */
+        TOOL_BAD_PATTERN, /* grep: the pattern does not compile; the body is PCRE2's message */
         _TOOL_STATUS_MAX,
 } ToolStatus;
 

@@ -376,6 +376,14 @@ static void tool_reply(ToolCall *tc) {
                          "Line %" PRIu32 " is beyond the end of %s, which has %" PRIu64 " lines.",
                          tc->kind == TOOL_INSERT ? tc->line : tc->start_line, p, res.n[0]);
                 return tool_fail(tc, SD_BUS_ERROR_INVALID_ARGS, msg);
+        case TOOL_BAD_PATTERN: {
+                /* the helper's words (PCRE2's), at most what fits, as UTF-8 */
+                char err[512] = "";
+                ssize_t n = pread(tc->result_fd, err, sizeof(err) - 1, sizeof(res));
+                _cleanup_free_ char *text = tool_utf8_sanitize(err, n > 0 ? (size_t) n : 0);
+                snprintf(msg, sizeof(msg), "Grep: invalid regular expression: %s.", strna(text));
+                return tool_fail(tc, SD_BUS_ERROR_INVALID_ARGS, msg);
+        }
         default:
                 return tool_fail_errno(tc, EIO);
         }
@@ -643,16 +651,6 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
                         return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                                  "Insert: the text is empty.");
                 break;
-        case TOOL_GREP: {
-                /* compiled here to say what is wrong with it; the helper compiles its own */
-                char err[512];
-                void *code = tool_grep_compile(tc->pattern_arg, tc->ignore_case, err, sizeof(err));
-                if (!code)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "Grep: invalid regular expression: %s.", err);
-                tool_grep_free(code);
-                break;
-        }
         default:
                 break;
         }
