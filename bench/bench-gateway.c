@@ -25,6 +25,7 @@
 
 #include <systemd/sd-bus.h>
 
+#include "io-util.h"
 #include "macro.h"
 
 #define KEYS_BUS_NAME "org.sandboxd.gateway1"
@@ -93,20 +94,6 @@ static int conn_open(Conn *c) {
         return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 static int fill(Conn *c) {
         if (c->have == sizeof(c->buf))
                 return -E2BIG;
@@ -133,9 +120,9 @@ static int http(Conn *c, const char *method, const char *path, const char *auth,
                      "%s %s HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
                      method, path, auth, blen);
-        r = write_all(c->fd, head, (size_t) n);
+        r = loop_write(c->fd, head, (size_t) n);
         if (r >= 0 && blen)
-                r = write_all(c->fd, body, blen);
+                r = loop_write(c->fd, body, blen);
         if (r < 0)
                 goto fail;
 

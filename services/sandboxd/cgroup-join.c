@@ -11,21 +11,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "io-util.h"
 #include "macro.h"
 
 int cgroup_read(pid_t pid, char **ret) {
         char path[64], buf[4096];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t n;
 
         snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = 0;
+        int r = read_small_file(path, buf, sizeof(buf));
+        if (r < 0)
+                return r;
         *ret = strdup(buf);
         return *ret ? 0 : -ENOMEM;
 }

@@ -25,6 +25,7 @@
 
 #include "cgroup-join.h"
 #include "confine.h"
+#include "io-util.h"
 #include "log.h"
 #include "namespace.h"
 #include "sandbox-exec.h"
@@ -50,17 +51,11 @@ DEFINE_STRING_TABLE(sandbox_state, SandboxState, _SANDBOX_STATE_MAX);
 
 int proc_starttime(pid_t pid, uint64_t *ret) {
         char path[64], buf[2048];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t n;
 
         snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = 0;
+        int r = read_small_file(path, buf, sizeof(buf));
+        if (r < 0)
+                return r;
         char *p = strrchr(buf, ')');
         if (!p)
                 return -EIO;

@@ -3,6 +3,7 @@
 #include "io-util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 int loop_write(int fd, const void *buf, size_t n) {
@@ -21,4 +22,17 @@ int loop_write(int fd, const void *buf, size_t n) {
                 n -= (size_t) k;
         }
         return 0;
+}
+
+int read_small_file(const char *path, char *buf, size_t size) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, size - 1);
+        int saved = errno;
+        (void) close(fd);
+        if (n <= 0)
+                return n < 0 ? -saved : -EIO;
+        buf[n] = 0;
+        return (int) n;
 }
