@@ -256,10 +256,10 @@ static int on_helper_timeout(sd_event_source *es, uint64_t usec, void *userdata)
 }
 
 /* The child: enters the sandbox, confines itself and becomes sandboxd-file-helper. */
-static _noreturn_ void helper_exec(Sandbox *s, int sock) {
+static _noreturn_ void helper_exec(Sandbox *s, int sock, pid_t sandboxd) {
         Manager *m = s->manager;
 
-        if (confine_reset_signals() < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        if (confine_reset_signals() < 0)
                 _exit(EXIT_FAILURE);
         /* Its root and cwd become the sandbox's; nothing of sandboxd's stdio comes along. */
         if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
@@ -274,6 +274,11 @@ static _noreturn_ void helper_exec(Sandbox *s, int sock) {
         int keep[] = { FILE_HELPER_SOCKET_FD, FILE_HELPER_WATCH_FD };
         if (confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, NULL) < 0 ||
             chdir(SANDBOXD_SANDBOX_HOME) < 0)
+                _exit(EXIT_FAILURE);
+        /* It dies with sandboxd: in the sandbox's cgroups, stopping sandboxd.service does not end it.
+         * Only now, as the sandbox's user: a change of uid clears the parent-death signal. (Its socket
+         * closing ends an idle helper too, but not one busy on a job.) sandboxd may be gone already. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != sandboxd)
                 _exit(EXIT_FAILURE);
         char *argv[] = { (char *) "sandboxd-file-helper", NULL };
         char *envp[] = { NULL };
@@ -324,6 +329,7 @@ static int helper_spawn(Sandbox *s, FileHelper **ret) {
                 return r;
         }
         bool born_in;
+        pid_t self = getpid();
         pid_t pid = cgroup_fork_into(cgroup2_fd, &born_in);
         if (pid < 0) {
                 r = -errno;
@@ -344,7 +350,7 @@ static int helper_spawn(Sandbox *s, FileHelper **ret) {
                         if (write(cgroup_fds[i], "0", 1) != 1)
                                 _exit(EXIT_FAILURE);
                 safe_close(sv[0]);
-                helper_exec(s, sv[1]);
+                helper_exec(s, sv[1], self);
         }
         close_fds(cgroup_fds, n_cgroup_fds);
         safe_close(sv[1]);

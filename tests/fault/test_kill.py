@@ -278,3 +278,47 @@ def test_takeover_cut_off_by_sandboxd_death_has_its_row(mgr, sandbox):
     assert detail["unit"] == str(unit) and (detail["cols"], detail["rows"]) == (100, 30)
     assert detail["error"] == "org.sandboxd.sandbox1.Interrupted"
     run("systemctl", "stop", str(unit), check=False)
+
+
+def test_file_helpers_die_with_sandboxd(mgr, sandbox):
+    """File helpers run in their sandbox's cgroups, so systemd's stop of sandboxd.service does not end
+    them: they must die with sandboxd themselves (PR_SET_PDEATHSIG, and their socket closing), a busy
+    one too, and the sandbox's next file call gets a new helper."""
+    sid, path = sandbox()
+    uid = int(mgr.props(path)["Uid"])
+    mgr.write(sid, "big.bin", b"z" * (1 << 20))
+
+    def helpers():
+        out = []
+        for p in os.listdir("/proc"):
+            try:
+                if (p.isdigit() and f"\nUid:\t{uid}\t" in open(f"/proc/{p}/status").read()
+                        and os.readlink(f"/proc/{p}/exe").endswith("/sandboxd-file-helper")):
+                    out.append(int(p))
+            except OSError:
+                pass
+        return out
+
+    r, w = os.pipe()
+    try:
+        # a ReadFile blocked on a pipe nobody reads keeps the sandbox's helper busy
+        msg = dbus.lowlevel.MethodCallMessage("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
+                                              "org.sandboxd.sandbox1.Manager", "ReadFile")
+        ufd = dbus.types.UnixFd(w)
+        msg.append(sid, "big.bin", dbus.Dictionary({"fd": ufd}, signature="sv"), signature="ssa{sv}")
+        mgr.bus.send_message(msg)
+        del msg
+        os.close(ufd.take())
+        os.close(w)
+        before = wait_for(helpers, what="the busy helper")
+        assert "\nState:\tZ" not in open(f"/proc/{before[0]}/status").read()
+        kill9("sandboxd")
+        wait_for(lambda: not set(before) & set(helpers()), what="the helpers to die with sandboxd")
+        while os.read(r, 1 << 16):  # ends: the busy helper held the pipe's last write end
+            pass
+    finally:
+        os.close(r)
+    m2 = Manager()
+    m2.write(sid, "after.txt", b"still works")
+    assert m2.read(sid, "after.txt")[0] == b"still works"
+    assert not set(before) & set(helpers())
