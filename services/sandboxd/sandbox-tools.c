@@ -12,18 +12,14 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <limits.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "audit-spool.h"
-#include "confine.h"
 #include "file-tools.h"
 #include "sandbox-files.h"
 #include "sandbox-options.h"
