@@ -25,6 +25,7 @@ LONG, run, wait_for, systemctl_show, dbus_error = itc.LONG, itc.run, itc.wait_fo
 pytest_configure = itc.pytest_configure
 
 SPOOL, spooled = itc.SPOOL, itc.spooled
+call_into_pipe, read_to_end = itc.call_into_pipe, itc.read_to_end
 POOL_DIR = "/var/lib/sandboxd/pool"
 UID_MIN, UID_MAX = 1879048192, 1879113727
 DAEMONS = ("sandboxd", "sandbox-auditd", "sandbox-gatewayd")

@@ -11,8 +11,8 @@ import threading
 import dbus
 import requests
 
-from conftest import (DAEMONS, LONG, SPOOL, Manager, assert_all_reachable, assert_no_leaks, audit, fake_id,
-                      is_active, kill9, log, run, spooled, wait_for)
+from conftest import (DAEMONS, LONG, SPOOL, Manager, assert_all_reachable, assert_no_leaks, audit, call_into_pipe,
+                      fake_id, is_active, kill9, log, read_to_end, run, spooled, wait_for)
 
 GW = "http://127.0.0.1:8790"
 
@@ -299,23 +299,14 @@ def test_file_helpers_die_with_sandboxd(mgr, sandbox):
                 pass
         return out
 
-    r, w = os.pipe()
+    # a ReadFile blocked on a pipe nobody reads keeps the sandbox's helper busy
+    r = call_into_pipe(mgr, "ReadFile", sid, "big.bin")
     try:
-        # a ReadFile blocked on a pipe nobody reads keeps the sandbox's helper busy
-        msg = dbus.lowlevel.MethodCallMessage("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
-                                              "org.sandboxd.sandbox1.Manager", "ReadFile")
-        ufd = dbus.types.UnixFd(w)
-        msg.append(sid, "big.bin", dbus.Dictionary({"fd": ufd}, signature="sv"), signature="ssa{sv}")
-        mgr.bus.send_message(msg)
-        del msg
-        os.close(ufd.take())
-        os.close(w)
         before = wait_for(helpers, what="the busy helper")
         assert "\nState:\tZ" not in open(f"/proc/{before[0]}/status").read()
         kill9("sandboxd")
         wait_for(lambda: not set(before) & set(helpers()), what="the helpers to die with sandboxd")
-        while os.read(r, 1 << 16):  # ends: the busy helper held the pipe's last write end
-            pass
+        read_to_end(r)  # ends: the busy helper held the pipe's last write end
     finally:
         os.close(r)
     m2 = Manager()

@@ -41,6 +41,29 @@ def wait_for(pred, timeout=30.0, interval=0.05, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def call_into_pipe(mgr, method, sid, path, **options):
+    """Sends method(sid, path, {fd: a new pipe's write end, **options}) (ReadFile, View) without waiting
+    for its reply (sandboxd handles one connection's calls in order, so it has taken this one before any
+    later call of mgr's) and returns the pipe's read end. The file helper doing it stays busy until the
+    pipe is read; every copy of the write end here is closed, so reading sees EOF once it is done."""
+    r, w = os.pipe()
+    msg = dbus.lowlevel.MethodCallMessage(BUS_NAME, MANAGER_PATH, MANAGER_IFACE, method)
+    ufd = dbus.types.UnixFd(w)
+    msg.append(sid, path, dbus.Dictionary({"fd": ufd, **options}, signature="sv"), signature="ssa{sv}")
+    mgr.bus.send_message(msg)
+    del msg
+    os.close(ufd.take())
+    os.close(w)
+    return r
+
+
+def read_to_end(fd):
+    data = b""
+    while chunk := os.read(fd, 1 << 16):
+        data += chunk
+    return data
+
+
 AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log")
 SPOOL = "/var/lib/sandboxd/audit-spool.db"
 

@@ -9,7 +9,7 @@ import tempfile
 import dbus
 import pytest
 
-from conftest import LONG, audit_log, dbus_error, run, wait_for
+from conftest import LONG, audit_log, call_into_pipe, dbus_error, read_to_end, run, wait_for
 
 E = dbus.Dictionary({}, signature="sv")
 WORKSPACES = "/var/lib/sandboxd/sandboxes"
@@ -625,33 +625,13 @@ def test_busy_file_server_does_not_hold_up_other_calls(mgr, sandbox):
     mgr.write(sid, "big.bin", data)
     wait_for(lambda: [p for p, st in uid_processes(uid) if "\nPPid:\t%d\n" % sandboxd_pid() in st],
              what="the file helper")
-    r, w = os.pipe()
+    r = call_into_pipe(mgr, "ReadFile", sid, "big.bin")
     try:
-        # sent without waiting: sandboxd handles this connection's calls in order, so the server is
-        # busy with it before the calls below arrive
-        msg = dbus.lowlevel.MethodCallMessage("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
-                                              "org.sandboxd.sandbox1.Manager", "ReadFile")
-        ufd = dbus.types.UnixFd(w)
-        msg.append(sid, "big.bin", dbus.Dictionary({"fd": ufd}, signature="sv"), signature="ssa{sv}")
-        mgr.bus.send_message(msg)
-        # every copy of the pipe's write end here must go, or its reader never sees EOF
-        del msg
-        os.close(ufd.take())
-        os.close(w)
-        w = -1
         mgr.write(sid, "other.txt", b"still works")
         assert mgr.read(sid, "other.txt")[0] == b"still works"
-        got = b""
-        while True:
-            chunk = os.read(r, 1 << 16)
-            if not chunk:
-                break
-            got += chunk
-        assert got == data
+        assert read_to_end(r) == data
     finally:
         os.close(r)
-        if w >= 0:
-            os.close(w)
 
 
 def test_sandboxctl_large_file_create(tools):
@@ -663,14 +643,6 @@ def test_sandboxctl_large_file_create(tools):
     assert got == data
 
 
-def send_without_waiting(mgr, method, signature, *args):
-    """Sends a call and does not wait for its reply; sandboxd handles one connection's calls in order."""
-    msg = dbus.lowlevel.MethodCallMessage("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
-                                          "org.sandboxd.sandbox1.Manager", method)
-    msg.append(*args, signature=signature)
-    mgr.bus.send_message(msg)
-
-
 def test_delete_ends_running_helpers(mgr, sandbox):
     """Helpers still working for a sandbox (here blocked writing into pipes nobody reads), and calls
     waiting for one (10 calls, 8 helpers at most), are ended when it is deleted: when DeleteSandbox
@@ -679,21 +651,14 @@ def test_delete_ends_running_helpers(mgr, sandbox):
     uid = int(mgr.props(path)["Uid"])
     code, _, err, _ = mgr.sh(sid, "head -c 1048576 /dev/zero | tr '\\0' a > big.txt; echo >> big.txt")
     assert code == 0, err
-    pipes = [os.pipe() for _ in range(10)]
+    pipes = [call_into_pipe(mgr, method, sid, "big.txt") for method in ["ReadFile", "View"] * 5]
     try:
-        for (r, w), (method, extra) in zip(pipes, [("ReadFile", {}), ("View", {})] * 5):
-            ufd = dbus.types.UnixFd(w)
-            send_without_waiting(mgr, method, "ssa{sv}", sid, "big.txt",
-                                 dbus.Dictionary({"fd": ufd, **extra}, signature="sv"))
-            os.close(ufd.take())
-            os.close(w)
         mgr.delete(sid)
         assert uid_processes(uid) == []
-        for r, _ in pipes:
-            while os.read(r, 1 << 16):  # ends: every writer is gone
-                pass
+        for r in pipes:
+            read_to_end(r)  # ends: every writer is gone
     finally:
-        for r, _ in pipes:
+        for r in pipes:
             os.close(r)
 
 
@@ -704,22 +669,14 @@ def test_helpers_per_sandbox_are_bounded(mgr, sandbox):
     uid = int(mgr.props(path)["Uid"])
     data = os.urandom(1 << 20)
     mgr.write(sid, "big.bin", data)
-    pipes = [os.pipe() for _ in range(12)]
+    pipes = [call_into_pipe(mgr, "ReadFile", sid, "big.bin") for _ in range(12)]
     try:
-        for r, w in pipes:
-            ufd = dbus.types.UnixFd(w)
-            send_without_waiting(mgr, "ReadFile", "ssa{sv}", sid, "big.bin", dbus.Dictionary({"fd": ufd}, signature="sv"))
-            os.close(ufd.take())
-            os.close(w)
         mgr.iface.GetSandbox(sid)  # answered after the 12 calls before it on this connection were taken
         assert len(wait_for(lambda: len(file_helpers(uid)) == 8 and file_helpers(uid), what="8 helpers")) == 8
         children = [p for p, st in uid_processes(uid) if "\nPPid:\t%d\n" % sandboxd_pid() in st]
         assert len(children) == 8 + 1, children  # the helpers and the sandbox's init
-        for r, _ in pipes:
-            got = b""
-            while chunk := os.read(r, 1 << 16):
-                got += chunk
-            assert got == data
+        for r in pipes:
+            assert read_to_end(r) == data
     finally:
-        for r, _ in pipes:
+        for r in pipes:
             os.close(r)
