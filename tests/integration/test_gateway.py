@@ -521,13 +521,7 @@ def test_limits(admin, sandboxes, gateway_config):
     s = socket.create_connection(("127.0.0.1", 8790))
     s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
     s.settimeout(30)
-    data = b""
-    while True:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
+    data = read_to_eof(s)
     assert b"201" not in data
     assert gateway_pid() == pid
     assert admin.get("/v1/sandboxes").status_code == 200
