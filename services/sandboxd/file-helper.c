@@ -190,26 +190,45 @@ static int do_write(const FileJob *job, int src) {
                         return r;
         }
         /* O_NONBLOCK so that a FIFO planted at the path cannot make us wait for a reader; no O_TRUNC
-         * before we know it is a regular file. */
-        _cleanup_close_ int fd = open(job->path,
-                                      O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
-                                              (job->append ? O_APPEND : 0),
-                                      job->mode);
+         * before we know it is a regular file. O_EXCL first, to know whether the file is ours to remove
+         * if the write fails. */
+        int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (job->append ? O_APPEND : 0);
+        bool created = true;
+        _cleanup_close_ int fd = open(job->path, flags | O_CREAT | O_EXCL, job->mode);
+        if (fd < 0 && errno == EEXIST) {
+                created = false;
+                fd = open(job->path, flags | O_CREAT, job->mode);
+        }
         if (fd < 0)
                 return errno == ENXIO ? -EINVAL : -errno; /* ENXIO: a FIFO without a reader */
-        struct stat st;
+        struct stat st, src_st;
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return -EINVAL; /* a FIFO or device would hang or surprise us */
         if (fcntl(fd, F_SETFL, job->append ? O_APPEND : 0) < 0)
                 return -errno;
-        if (!job->append && ftruncate(fd, 0) < 0)
-                return -errno;
-        r = copy_fd(src, fd, 0, NULL);
-        if (r < 0)
-                return r;
-        return close(TAKE_FD(fd)) < 0 ? -errno : 0;
+
+        /* Data of a known size (inline or in a memfd, not a caller's pipe): its room is made sure of
+         * first, so a full disk (DiskMax=) refuses the write before anything changed, and the old
+         * content is overwritten in place, then cut to the new size, rather than truncated first. */
+        off_t pos = lseek(src, 0, SEEK_CUR);
+        bool known = fstat(src, &src_st) >= 0 && S_ISREG(src_st.st_mode) && pos >= 0 && pos <= src_st.st_size;
+        uint64_t size = known ? (uint64_t) (src_st.st_size - pos) : 0;
+        if (known)
+                r = fd_reserve(fd, job->append ? (uint64_t) st.st_size : 0, size);
+        else
+                r = job->append || ftruncate(fd, 0) >= 0 ? 0 : -errno;
+        uint64_t copied = 0;
+        if (r >= 0)
+                r = copy_fd(src, fd, 0, &copied);
+        if (r >= 0 && known && !job->append && ftruncate(fd, (off_t) copied) < 0)
+                r = -errno;
+        if (r >= 0 && close(TAKE_FD(fd)) < 0)
+                r = -errno;
+        if (r < 0 && created)
+                (void) unlink(job->path);
+        return r;
 }
 
 static int do_read(const FileJob *job, int dst, int hdr) {

@@ -21,6 +21,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "io-util.h"
 #include "macro.h"
 #include "utf8-util.h"
 
@@ -502,6 +503,20 @@ int tool_open(int root_fd, const char *path, int flags, mode_t mode) {
         return open_in_root_fallback(root_fd, path, flags, mode);
 }
 
+/* Removes the file at path, resolved like tool_open() up to its last name. */
+static int tool_unlink(int root_fd, const char *path) {
+        char dir[PATH_MAX];
+        const char *slash = strrchr(path, '/');
+
+        if (!slash || strlen(path) >= sizeof(dir))
+                return -EINVAL;
+        snprintf(dir, sizeof(dir), "%.*s", (int) (slash - path), path);
+        _cleanup_close_ int dfd = tool_open(root_fd, dir[0] ? dir : "/", O_PATH | O_DIRECTORY, 0);
+        if (dfd < 0)
+                return dfd;
+        return unlinkat(dfd, slash + 1, 0) < 0 ? -errno : 0;
+}
+
 /* One name of a directory, never following a symlink, never leaving it. */
 static int open_child(int dfd, const char *name, int flags) {
         if (strchr(name, '/') || streq(name, "..") || streq(name, "."))
@@ -590,9 +605,13 @@ static int write_all_at(int fd, const void *data, size_t size, off_t offset) {
         return 0;
 }
 
-/* Replaces the whole content of fd, in place: hard links, owner and mode stay what they were. */
+/* Replaces the whole content of fd, in place: hard links, owner and mode stay what they were. The room
+ * for the new content is made sure of first: a full disk refuses the edit, it does not cut the file. */
 static int write_back(int fd, const void *data, size_t size) {
-        int r = write_all_at(fd, data, size, 0);
+        int r = fd_reserve(fd, 0, size);
+        if (r < 0)
+                return r;
+        r = write_all_at(fd, data, size, 0);
         if (r < 0)
                 return r;
         if (ftruncate(fd, (off_t) size) < 0)
@@ -693,8 +712,11 @@ int tool_file_create(int root_fd, const ToolCreateSpec *spec, ToolResult *result
         if (created && fchmod(fd, spec->mode) < 0) /* exactly the mode asked for, whatever the umask */
                 return -errno;
         r = write_back(fd, data, size);
-        if (r < 0)
+        if (r < 0) {
+                if (created) /* nothing changed: not even an empty file is left */
+                        (void) tool_unlink(root_fd, spec->path);
                 return r;
+        }
         if (created)
                 result->flags |= TOOL_FLAG_CREATED;
         result->n[0] = size;

@@ -36,3 +36,18 @@ int read_small_file(const char *path, char *buf, size_t size) {
         buf[n] = 0;
         return (int) n;
 }
+
+int fd_reserve(int fd, uint64_t offset, uint64_t size) {
+        if (size == 0)
+                return 0;
+        if (offset > (uint64_t) INT64_MAX || size > (uint64_t) INT64_MAX - offset)
+                return -EFBIG;
+        while (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t) offset, (off_t) size) < 0) {
+                if (errno == EINTR)
+                        continue;
+                if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
+                        return -errno;
+                return 0; /* EOPNOTSUPP and the like: no way to tell ahead */
+        }
+        return 0;
+}

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests io-util.c: loop_write() through a pipe, read_small_file() on /proc and on scratch files. */
+/* Tests io-util.c: loop_write() through a pipe, read_small_file() on /proc and on scratch files,
+ * fd_reserve() on a scratch file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io-util.h"
@@ -32,6 +35,21 @@ int main(void) {
         FILE *f = fopen(file, "w");
         CHECK(f && fclose(f) == 0);
         CHECK_INT(read_small_file(file, buf, sizeof(buf)), -EIO);
+
+        /* fd_reserve(): room, but neither size nor content changes; no room: the reason, nothing changed */
+        int fd = open(file, O_RDWR | O_CLOEXEC);
+        struct stat st;
+        CHECK(fd >= 0);
+        CHECK(write(fd, "abc", 3) == 3);
+        CHECK_INT(fd_reserve(fd, 0, 1 << 20), 0);
+        CHECK(fstat(fd, &st) == 0 && st.st_size == 3);
+        CHECK(pread(fd, buf, sizeof(buf), 0) == 3 && memcmp(buf, "abc", 3) == 0);
+        CHECK_INT(fd_reserve(fd, 0, 0), 0);
+        int r = fd_reserve(fd, 0, UINT64_C(1) << 62);
+        CHECK(r == -ENOSPC || r == -EFBIG || r == -EDQUOT);
+        CHECK_INT(fd_reserve(fd, UINT64_MAX - 1, 2), -EFBIG);
+        CHECK(fstat(fd, &st) == 0 && st.st_size == 3);
+        close(fd);
         test_rm_rf(path);
         return test_finish("test-io-util");
 }
