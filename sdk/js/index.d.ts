@@ -20,6 +20,8 @@ export interface SandboxLimits {
         cpu_quota_percent: number | null;
         memory_max: number | null;
         tasks_max: number | null;
+        /** Bytes of the disk holding home, /tmp and /var/tmp; null: no quota. */
+        disk_max: number | null;
         timeout_seconds_default: number | null;
         timeout_seconds_max: number | null;
 }

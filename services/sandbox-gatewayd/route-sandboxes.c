@@ -70,6 +70,8 @@ int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object 
                 json_object_object_add(limits, "cpu_quota_percent", json_object_new_int64(t->cpu_quota_percent));
                 json_object_object_add(limits, "memory_max", json_object_new_uint64(t->memory_max));
                 json_object_object_add(limits, "tasks_max", json_object_new_uint64(t->tasks_max));
+                json_object_object_add(limits, "disk_max",
+                                       t->disk_max > 0 ? json_object_new_uint64(t->disk_max) : NULL);
                 json_object_object_add(limits, "timeout_seconds_default",
                                        json_object_new_uint64(t->default_timeout_usec / USEC_PER_SEC));
                 json_object_object_add(limits, "timeout_seconds_max",

@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "disk-image.h"
 #include "macro.h"
 
 const char *const namespace_hidden_paths[] = {
@@ -127,20 +128,42 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 FAIL("make mounts private");
 
+        /* The sandbox's disk, if its type has one: home, /tmp and /var/tmp live in its image, mounted
+         * here (in this namespace only) for as long as it takes to clone them out of it. */
+        const char *writable = "";
+        if (l->disk_image_fd >= 0) {
+                snprintf(path, sizeof(path), "%s/" DISK_MOUNT_NAME, l->workspace);
+                r = disk_image_mount(l->disk_image_fd, path, ret_step);
+                if (r < 0)
+                        return r;
+                r = disk_image_populate(path, l->uid, l->gid);
+                if (r < 0) {
+                        errno = -r;
+                        FAIL("populate the disk image");
+                }
+                writable = DISK_MOUNT_NAME "/";
+        }
+
         /* Take the writable pieces first: after the next step everything reachable is read-only,
          * and the workspace itself is hidden. */
-#define TAKE(fd, sub, ro)                                                                                   \
+#define TAKE(fd, dir, sub, ro)                                                                              \
         do {                                                                                                \
-                snprintf(path, sizeof(path), "%s/%s", l->workspace, sub);                                   \
+                snprintf(path, sizeof(path), "%s/%s%s", l->workspace, dir, sub);                            \
                 fd = clone_tree(path, ro);                                                                  \
                 if (fd < 0) {                                                                               \
                         errno = -fd;                                                                        \
                         FAIL("clone " sub);                                                                 \
                 }                                                                                           \
         } while (0)
-        TAKE(home_fd, "home", false);
-        TAKE(tmp_fd, "tmp", false);
-        TAKE(vartmp_fd, "var-tmp", false);
+        TAKE(home_fd, writable, "home", false);
+        TAKE(tmp_fd, writable, "tmp", false);
+        TAKE(vartmp_fd, writable, "var-tmp", false);
+        if (l->disk_image_fd >= 0) {
+                /* The clones hold the file system now; its root (lost+found and all) need not stay. */
+                snprintf(path, sizeof(path), "%s/" DISK_MOUNT_NAME, l->workspace);
+                if (umount2(path, MNT_DETACH) < 0)
+                        FAIL("unmount the disk image's root");
+        }
 
         struct mount_attr ro = {
                 .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
@@ -156,8 +179,8 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         snprintf(path, sizeof(path), "lowerdir=%s/etc:/etc", l->workspace);
         etc_overlay = mount("overlay", "/etc", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, path) >= 0;
         if (!etc_overlay) {
-                TAKE(passwd_fd, "etc/passwd", true);
-                TAKE(group_fd, "etc/group", true);
+                TAKE(passwd_fd, "", "etc/passwd", true);
+                TAKE(group_fd, "", "etc/group", true);
         }
 #undef TAKE
 
@@ -243,7 +266,7 @@ static int write_file_at(int dfd, const char *name, const char *text, mode_t mod
 }
 
 int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid,
-                             const char *home) {
+                             const char *home, const char *disk_template) {
         _cleanup_close_ int dfd = -EBADF;
         char buf[1024];
         int r;
@@ -253,12 +276,18 @@ int namespace_make_workspace(const char *workspace, const char *user, uid_t uid,
         dfd = open(workspace, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
                 return -errno;
-        if (mkdirat(dfd, "home", 0700) < 0 || fchownat(dfd, "home", uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        if (mkdirat(dfd, "tmp", 0777) < 0 || fchmodat(dfd, "tmp", 01777, 0) < 0)
-                return -errno;
-        if (mkdirat(dfd, "var-tmp", 0777) < 0 || fchmodat(dfd, "var-tmp", 01777, 0) < 0)
-                return -errno;
+        if (disk_template) {
+                /* The writable directories are made in the image, as it is mounted (namespace_setup()). */
+                if (mkdirat(dfd, DISK_MOUNT_NAME, 0700) < 0)
+                        return -errno;
+                r = disk_image_copy(disk_template, dfd, DISK_IMAGE_NAME);
+                if (r < 0)
+                        return r;
+        } else {
+                r = disk_image_populate(workspace, uid, gid);
+                if (r < 0)
+                        return r;
+        }
 
         if (mkdirat(dfd, "etc", 0755) < 0)
                 return -errno;

@@ -9,11 +9,17 @@
 extern const char *const namespace_hidden_paths[];
 
 typedef struct SandboxLayout {
-        const char *workspace;   /* host path of the sandbox's workspace: home/, tmp/, var-tmp/, etc/{passwd,group} */
+        const char *workspace;   /* host path of the sandbox's workspace: etc/{passwd,group}, and home/, tmp/,
+                                  * var-tmp/ or the disk image */
         const char *state_dir;   /* sandboxd's state directory, hidden like the paths above */
         const char *home;        /* the home's path inside the sandbox, e.g. /home/sandbox */
         const char *hostname;
         bool private_network;
+        int disk_image_fd;       /* the sandbox's disk image, open read-write before the namespace was made;
+                                  * or negative: home/, tmp/ and var-tmp/ are directories of the workspace
+                                  * (no DiskMax=) */
+        uid_t uid;               /* the sandbox's user and group, owners of the home in a disk image */
+        gid_t gid;
 } SandboxLayout;
 
 /* Runs in a freshly forked child that is PID 1 of a new PID namespace (see sandbox.c) and has just
@@ -21,9 +27,11 @@ typedef struct SandboxLayout {
  * system. Returns negative errno; on failure *ret_step names what failed (a static string). */
 int namespace_setup(const SandboxLayout *l, const char **ret_step);
 
-/* Creates the workspace on the host: home (0700, owned by uid), tmp (1777) and the passwd/group
- * files the sandbox sees. */
-int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home);
+/* Creates the workspace on the host: the passwd/group files the sandbox sees, and either a sparse copy
+ * of disk_template (DISK_IMAGE_NAME, plus the directory it is mounted on) or, with disk_template NULL,
+ * the directories home (0700, owned by uid), tmp and var-tmp (1777). */
+int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home,
+                             const char *disk_template);
 
 /* Removes a workspace without following any symlink planted in it and without crossing into other
  * file systems. */

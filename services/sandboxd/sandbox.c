@@ -27,6 +27,7 @@
 #include "confine.h"
 #include "io-util.h"
 #include "log.h"
+#include "disk-image.h"
 #include "namespace.h"
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
@@ -305,6 +306,15 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 init_fail(err_fd, "reset signals", errno);
         if (read(go_fd, &go, 1) != 1)
                 _exit(EXIT_FAILURE); /* sandboxd gave up on us */
+        /* Before the new mount namespace: see disk_image_mount(). */
+        _cleanup_close_ int image = -EBADF;
+        if (s->disk_max > 0) {
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/" DISK_IMAGE_NAME, s->workspace);
+                image = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+                if (image < 0)
+                        init_fail(err_fd, "open the disk image", errno);
+        }
         if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | (s->private_network ? CLONE_NEWNET : 0)) < 0)
                 init_fail(err_fd, "create namespaces", errno);
 
@@ -314,6 +324,9 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 .home = SANDBOXD_SANDBOX_HOME,
                 .hostname = s->id,
                 .private_network = s->private_network,
+                .disk_image_fd = image,
+                .uid = s->uid,
+                .gid = (gid_t) s->uid,
         };
         r = namespace_setup(&layout, &step);
         if (r < 0)
@@ -666,9 +679,20 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         else
                 caller_system(&s->create_caller);
 
-        r = namespace_make_workspace(s->workspace, SANDBOXD_SANDBOX_USER, uid, (gid_t) uid, SANDBOXD_SANDBOX_HOME);
-        if (r < 0)
+        const SandboxType *t = sandboxd_config_find_type(&m->config, spec->type);
+        const char *disk_template = NULL;
+        s->disk_max = t ? t->disk_max : 0;
+        if (s->disk_max > 0) {
+                disk_template = manager_disk_template(m, s->disk_max, &r);
+                if (!disk_template)
+                        goto fail_workspace;
+        }
+        r = namespace_make_workspace(s->workspace, SANDBOXD_SANDBOX_USER, uid, (gid_t) uid, SANDBOXD_SANDBOX_HOME,
+                                     disk_template);
+        if (r < 0) {
+                (void) namespace_remove_workspace(s->workspace);
                 goto fail_workspace;
+        }
 
         if (pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
                 r = -errno;

@@ -39,6 +39,7 @@ typedef struct Sandbox {
         char *workspace;   /* <state>/sandboxes/<id> */
         uid_t uid;
         bool private_network;
+        uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
         uint64_t created_at, expires_at;   /* µs since the epoch */
         SandboxState state;
 

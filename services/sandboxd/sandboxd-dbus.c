@@ -179,6 +179,12 @@ static int method_create_sandbox(sd_bus_message *msg, Manager *m, Caller *c, Cal
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                          "There are %zu sandboxes already, the configured maximum.",
                                          hashmap_size(m->sandboxes));
+        const SandboxType *t = sandboxd_config_find_type(&m->config, type);
+        if (t && t->disk_max > 0 && !manager_disk_template(m, t->disk_max, &r))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                         "Could not create the sandbox: the disk image of type %s (DiskMax=%" PRIu64
+                                         ") could not be made at start-up (%s); see sandboxd's journal.",
+                                         t->name, t->disk_max, r == -ENOEXEC ? "mkfs.ext4 failed" : strerror(-r));
 
         SandboxCreateSpec spec = {
                 .name = o.name,

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "audit-spool.h"
+#include "disk-image.h"
 #include "log.h"
 #include "namespace.h"
 #include "offload.h"
@@ -281,6 +283,8 @@ Manager *manager_free(Manager *m) {
         safe_close(m->host_pidns_fd);
         free(m->uid_used);
         free(m->memory_prefix);
+        for (size_t j = 0; j < m->n_disk_templates; j++)
+                free(m->disk_templates[j].path);
         free(m->state_dir);
         free(m->init_path);
         free(m->file_helper_path);
@@ -331,6 +335,54 @@ static int adopt_one(const SandboxRecord *r, void *userdata) {
         return 0;
 }
 
+/* The mkfs.ext4 that makes the disk templates: $SANDBOXD_MKFS_EXT4 (tests), else the system's. */
+static const char *mkfs_ext4_path(void) {
+        const char *p = getenv("SANDBOXD_MKFS_EXT4");
+
+        if (p)
+                return p;
+        return access("/usr/sbin/mkfs.ext4", X_OK) >= 0 ? "/usr/sbin/mkfs.ext4" : "/sbin/mkfs.ext4";
+}
+
+/* One template per distinct DiskMax= of the types. Made afresh at every start (a few milliseconds
+ * each), so a changed size or a newer mkfs takes effect; what an earlier run left goes first. A
+ * template that cannot be made is logged once here, and sandboxes of its types fail to be created
+ * (with the reason) rather than run without their quota. */
+static void make_disk_templates(Manager *m) {
+        char dir[4096];
+
+        snprintf(dir, sizeof(dir), "%s/disk-templates", m->state_dir);
+        (void) namespace_remove_workspace(dir);
+        for (size_t i = 0; i < m->config.n_types; i++) {
+                uint64_t size = m->config.types[i].disk_max;
+                bool known = size == 0;
+                for (size_t j = 0; j < m->n_disk_templates && !known; j++)
+                        known = m->disk_templates[j].size == size;
+                if (known)
+                        continue;
+                size_t j = m->n_disk_templates++;
+                m->disk_templates[j].size = size;
+                m->disk_templates[j].error = disk_template_make(dir, size, mkfs_ext4_path(),
+                                                                &m->disk_templates[j].path);
+                if (m->disk_templates[j].error < 0)
+                        log_msg(LOG_ERR, "Could not make a %" PRIu64 "-byte disk image with %s: %s; sandboxes of "
+                                "type %s (DiskMax=) cannot be created.", size, mkfs_ext4_path(),
+                                m->disk_templates[j].error == -ENOEXEC ? "it failed" :
+                                strerror(-m->disk_templates[j].error), m->config.types[i].name);
+        }
+}
+
+const char *manager_disk_template(Manager *m, uint64_t size, int *ret_error) {
+        for (size_t j = 0; j < m->n_disk_templates; j++)
+                if (m->disk_templates[j].size == size) {
+                        if (!m->disk_templates[j].path)
+                                *ret_error = m->disk_templates[j].error;
+                        return m->disk_templates[j].path;
+                }
+        *ret_error = -ENOENT;
+        return NULL;
+}
+
 int manager_startup(Manager *m) {
         char path[4096];
         int r;
@@ -344,6 +396,7 @@ int manager_startup(Manager *m) {
         snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
         if (mkdir(path, 0700) < 0 && errno != EEXIST)
                 return -errno;
+        make_disk_templates(m);
         snprintf(path, sizeof(path), "%s/sandboxd.db", m->state_dir);
         r = sandbox_store_open(path, &m->store);
         if (r < 0) {

@@ -58,6 +58,14 @@ typedef struct Manager {
         int host_pidns_fd;
         struct Offload *offload;    /* worker threads that clone Execs' children (offload.c) */
 
+        /* One disk image template per DiskMax= of the types, made at start-up (disk-image.c). */
+        struct {
+                uint64_t size;
+                char *path;         /* NULL if it could not be made: creating such sandboxes fails */
+                int error;          /* then why, a negative errno */
+        } disk_templates[SANDBOX_TYPES_MAX];
+        size_t n_disk_templates;
+
         gid_t admin_gid;            /* sandbox-admin, or (gid_t) -1 */
         uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */
 
@@ -76,6 +84,8 @@ void manager_reserve_uid(Manager *m, uid_t uid);
 void manager_uid_seen(Manager *m, uid_t uid);
 void manager_release_uid(Manager *m, uid_t uid);
 void manager_clear_early_jobs(Manager *m);
+/* The template image for a disk of size bytes (made at start-up); NULL with *ret_error if there is none. */
+const char *manager_disk_template(Manager *m, uint64_t size, int *ret_error);
 
 /* Spools the operation's audit row (unless Audit=no); call before answering the caller. */
 void manager_audit(Manager *m, const Caller *c, const AuditRow *row);

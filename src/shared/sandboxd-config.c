@@ -23,6 +23,7 @@ static const SandboxType builtin_types[] = {
                 .max_timeout_usec = 1 * USEC_PER_HOUR,
                 .default_timeout_usec = 20 * USEC_PER_SEC,
                 .pool_size = 2,
+                .disk_max = UINT64_C(4) << 30,
         },
         {
                 .name = "medium",
@@ -31,6 +32,7 @@ static const SandboxType builtin_types[] = {
                 .tasks_max = 1024,
                 .max_timeout_usec = 6 * USEC_PER_HOUR,
                 .default_timeout_usec = 60 * USEC_PER_SEC,
+                .disk_max = UINT64_C(16) << 30,
         },
         {
                 .name = "large",
@@ -39,6 +41,7 @@ static const SandboxType builtin_types[] = {
                 .tasks_max = 4096,
                 .max_timeout_usec = 24 * USEC_PER_HOUR,
                 .default_timeout_usec = 120 * USEC_PER_SEC,
+                .disk_max = UINT64_C(64) << 30,
         },
 };
 
@@ -250,6 +253,21 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 *(is_default ? &t->default_timeout_usec : &t->max_timeout_usec) = v;
                 TypeLocations *locs = &l->types[idx];
                 *(is_default ? &locs->default_timeout : &locs->max_timeout) = *at;
+                return 0;
+        }
+
+        if (streq(key, "DiskMax")) {
+                if (streq(value, "infinity")) {
+                        t->disk_max = 0;
+                        return 0;
+                }
+                r = parse_size(value, &v);
+                if (r >= 0 && (v < SANDBOX_DISK_MAX_MIN || v > (uint64_t) INT64_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "a size of at least 16M such as 4G, or infinity");
+                t->disk_max = v;
                 return 0;
         }
 

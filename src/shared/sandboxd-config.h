@@ -36,7 +36,12 @@ typedef struct SandboxType {
         uint64_t max_timeout_usec;     /* cap on an Exec's timeout */
         uint64_t default_timeout_usec; /* an Exec's timeout when the caller gives none */
         unsigned pool_size;            /* sandboxes of this type (network "none") made ahead */
+        uint64_t disk_max;             /* bytes of the disk image holding home, /tmp and /var/tmp; 0: none,
+                                        * they are directories on the host without a quota (infinity) */
 } SandboxType;
+
+/* The smallest DiskMax= other than infinity: mkfs.ext4 makes no usable file system below it. */
+#define SANDBOX_DISK_MAX_MIN (UINT64_C(16) << 20)
 
 #define SANDBOX_POOL_SIZE_MAX 64
 
@@ -55,8 +60,8 @@ typedef struct SandboxdConfig {
 } SandboxdConfig;
 
 /* Built-in defaults: the values documented in sandboxd.conf(5), and the types small (100%, 1G, 256
- * tasks, timeouts 1h max / 20s default, pool of 2), medium (200%, 4G, 1024, 6h / 60s, no pool), large
- * (400%, 16G, 4096, 24h / 120s, no pool). */
+ * tasks, timeouts 1h max / 20s default, pool of 2, disk 4G), medium (200%, 4G, 1024, 6h / 60s, no
+ * pool, 16G), large (400%, 16G, 4096, 24h / 120s, no pool, 64G). */
 void sandboxd_config_defaults(SandboxdConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical (strcmp) order, on top of what c

@@ -68,6 +68,21 @@ AUDIT = ("org.sandboxd.audit1", "/org/sandboxd/audit1", "org.sandboxd.audit1.Log
 SPOOL = "/var/lib/sandboxd/audit-spool.db"
 
 
+def sandbox_path(sid, path):
+    """Where the host reaches path as sandbox sid sees it: through its init's /proc/<pid>/root, since
+    its home, /tmp and /var/tmp are on its disk image, mounted only in its mount namespace."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[:2] == [b"sandbox-init", sid.encode()]:
+                    return f"/proc/{pid}/root{path}"
+        except OSError:
+            pass  # gone meanwhile
+    raise AssertionError(f"no sandbox-init of {sid}")
+
+
 def audit(bus=None):
     """The audit log's interface, on the shared system bus unless given a connection."""
     bus = bus or dbus.SystemBus()

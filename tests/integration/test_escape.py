@@ -12,7 +12,7 @@ import subprocess
 import dbus
 import pytest
 
-from conftest import Manager, run, wait_for
+from conftest import Manager, run, sandbox_path, wait_for
 from test_file_tools import Tools
 from test_takeover import Shell
 
@@ -372,8 +372,8 @@ def test_no_release_agent_ran(world, syscalls):
         agent = f"/sys/fs/cgroup/{d}/release_agent"
         if os.path.exists(agent):
             assert "release.sh" not in open(agent).read()
-    assert not os.path.exists(f"{WORKSPACES}/{world.a}/tmp/mnt/in")
-    assert os.listdir(f"{WORKSPACES}/{world.a}/tmp/mnt") == []
+    assert not os.path.exists(sandbox_path(world.a, "/tmp/mnt/in"))
+    assert os.listdir(sandbox_path(world.a, "/tmp/mnt")) == []
 
 
 # --- terminals ---------------------------------------------------------------------------------------
@@ -465,7 +465,7 @@ def test_shell_terminal_injection(world):
         sh.read_until(rb"[\r\n]DONE-42\r\n")
         code, out, _, _ = mgr.sh(sid, "ls /tmp")
         assert b"injected" not in out, out
-        assert not [f for f in os.listdir(f"{WORKSPACES}/{sid}/tmp") if "injected" in f]
+        assert not [f for f in os.listdir(sandbox_path(sid, "/tmp")) if "injected" in f]
         sh.send("exit\n")
         sh.read_to_eof()
     finally:
@@ -921,7 +921,7 @@ def test_bus_refuses_the_sandbox_uid(world):
         assert r.stdout == ""
     assert world.mgr.list() == before
     assert not os.path.exists(marker)
-    assert not os.path.exists(f"{WORKSPACES}/{world.b}/tmp/{os.path.basename(marker)}")
+    assert not os.path.exists(sandbox_path(world.b, f"/tmp/{os.path.basename(marker)}"))
     assert sandboxd_pid() == sd
 
 
@@ -952,7 +952,7 @@ os.rename("flip.tmp", "flip.done")
 def test_file_tools_symlink_race(world):
     mgr, sid = world.mgr, world.a
     t = Tools(mgr, sid)
-    b_canary = f"{WORKSPACES}/{world.b}/home/canary.txt"
+    b_canary = f"{WORKSPACES}/{world.b}/home/canary.txt"  # where it would be without a disk image
     shadow_before = open("/etc/shadow", "rb").read()
     passwd_before = open("/etc/passwd", "rb").read()
     shadow_line = shadow_before.splitlines()[0]
@@ -1005,7 +1005,7 @@ def test_file_tools_symlink_race(world):
                       "org.sandboxd.sandbox1.NoMatch", "org.freedesktop.DBus.Error.InvalidArgs"}, errors
     assert open("/etc/shadow", "rb").read() == shadow_before
     assert open("/etc/passwd", "rb").read() == passwd_before
-    assert open(b_canary, "rb").read() == world.canary + b"\n"
+    assert open(sandbox_path(world.b, "/home/sandbox/canary.txt"), "rb").read() == world.canary + b"\n"
     # ReadFile of the helper's own /proc/self: the helper is not in the sandbox's PID namespace, so its
     # /proc/self does not resolve (ENOENT) and nothing of sandboxd's memory map or environment comes out; the
     # file tools refuse the link outright (ELOOP: InvalidArgs)

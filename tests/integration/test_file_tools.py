@@ -9,7 +9,7 @@ import tempfile
 import dbus
 import pytest
 
-from conftest import LONG, audit_log, call_into_pipe, dbus_error, read_to_end, run, wait_for
+from conftest import LONG, audit_log, call_into_pipe, dbus_error, read_to_end, run, sandbox_path, wait_for
 
 E = dbus.Dictionary({}, signature="sv")
 WORKSPACES = "/var/lib/sandboxd/sandboxes"
@@ -298,8 +298,9 @@ def test_escape_corpus(mgr, sandbox):
     b, _ = sandbox()
     canary = b"CANARY-" + os.urandom(8).hex().encode()
     mgr.write(b, "canary.txt", canary + b"\n")
-    b_home = f"{WORKSPACES}/{b}/home"
-    assert open(f"{b_home}/canary.txt", "rb").read() == canary + b"\n"
+    b_home = f"{WORKSPACES}/{b}/home"  # where it would be on the host without a disk image
+    b_seen = sandbox_path(b, "/home/sandbox")  # where it is
+    assert open(f"{b_seen}/canary.txt", "rb").read() == canary + b"\n"
     etc_before = sorted(os.listdir("/etc"))
     shadow_before = open("/etc/shadow", "rb").read()
 
@@ -402,8 +403,8 @@ finally:
     n = wait_for(lambda: exists("swap.done"), timeout=120, what="the swapper to finish")
     assert int(n) >= 10000
     # b's home, /etc and /etc/shadow are exactly as they were
-    assert sorted(os.listdir(b_home)) == ["canary.txt"]
-    assert open(f"{b_home}/canary.txt", "rb").read() == canary + b"\n"
+    assert sorted(os.listdir(b_seen)) == ["canary.txt"]
+    assert open(f"{b_seen}/canary.txt", "rb").read() == canary + b"\n"
     assert sorted(os.listdir("/etc")) == etc_before
     assert open("/etc/shadow", "rb").read() == shadow_before
     assert seen <= {"org.sandboxd.sandbox1.NoSuchFile", "org.freedesktop.DBus.Error.InvalidArgs",

@@ -13,7 +13,7 @@ import time
 import dbus
 import pytest
 
-from conftest import LONG, Manager, dbus_error, run, systemctl_show, wait_for
+from conftest import LONG, Manager, dbus_error, run, sandbox_path, systemctl_show, wait_for
 
 ERR = "org.sandboxd.sandbox1."
 INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
@@ -473,7 +473,7 @@ def test_delete_does_not_follow_planted_symlinks(mgr, sandbox, tmp_path):
     # hoping that the root-run cleanup follows them.
     mgr.sh(sid, f"ln -s {canary} ~/link; ln -s {canary}/precious ~/file; mkdir -p ~/d; ln -s / ~/d/root")
     ws = f"/var/lib/sandboxd/sandboxes/{sid}"
-    assert os.path.islink(f"{ws}/home/link")
+    assert os.path.islink(sandbox_path(sid, "/home/sandbox/link"))  # on its disk image, out of the way
     mgr.delete(sid)
     assert (canary / "precious").read_text() == "keep me"
     assert not os.path.exists(ws)

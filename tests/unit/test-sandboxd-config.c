@@ -100,6 +100,7 @@ static void test_defaults(void) {
                 CHECK_U64(t->tasks_max, 256);
                 CHECK_U64(t->max_timeout_usec, USEC_PER_HOUR);
                 CHECK_U64(t->default_timeout_usec, 20 * USEC_PER_SEC);
+                CHECK_U64(t->disk_max, UINT64_C(4) << 30);
         }
         t = sandboxd_config_find_type(&c, "medium");
         CHECK(t);
@@ -109,6 +110,7 @@ static void test_defaults(void) {
                 CHECK_U64(t->tasks_max, 1024);
                 CHECK_U64(t->max_timeout_usec, 6 * USEC_PER_HOUR);
                 CHECK_U64(t->default_timeout_usec, 60 * USEC_PER_SEC);
+                CHECK_U64(t->disk_max, UINT64_C(16) << 30);
         }
         t = sandboxd_config_find_type(&c, "large");
         CHECK(t);
@@ -118,6 +120,7 @@ static void test_defaults(void) {
                 CHECK_U64(t->tasks_max, 4096);
                 CHECK_U64(t->max_timeout_usec, 24 * USEC_PER_HOUR);
                 CHECK_U64(t->default_timeout_usec, 120 * USEC_PER_SEC);
+                CHECK_U64(t->disk_max, UINT64_C(64) << 30);
         }
         CHECK(sandboxd_config_find_type(&c, NULL) == sandboxd_config_find_type(&c, "small"));
         CHECK(sandboxd_config_find_type(&c, "") == sandboxd_config_find_type(&c, "small"));
@@ -159,7 +162,8 @@ static void test_documented_example(void) {
                    "TasksMax=256\n"
                    "MaxTimeoutSec=1h\n"
                    "DefaultTimeoutSec=20\n"
-                   "PoolSize=2\n");
+                   "PoolSize=2\n"
+                   "DiskMax=4G\n");
 
         SandboxdConfig defaults;
         sandboxd_config_defaults(&defaults);
@@ -190,6 +194,9 @@ static void test_documented_example(void) {
                    "MaxTimeoutSec=2h\n"
                    "DefaultTimeoutSec=500ms\n"
                    "PoolSize=5\n"
+                   "DiskMax=16M\n"
+                   "[Type:large]\n"
+                   "DiskMax=infinity\n"
                    "[Manager]\n"
                    "StdinMax=3M\n");
         sandboxd_config_defaults(&c);
@@ -213,11 +220,12 @@ static void test_documented_example(void) {
                 CHECK_U64(t->max_timeout_usec, 2 * USEC_PER_HOUR);
                 CHECK_U64(t->default_timeout_usec, 500 * USEC_PER_MSEC);
                 CHECK_U64(t->pool_size, 5);
+                CHECK_U64(t->disk_max, UINT64_C(16) << 20);
         }
+        t = sandboxd_config_find_type(&c, "large");
+        CHECK(t && t->disk_max == 0); /* infinity: no disk image */
         /* The other presets are untouched. */
         CHECK(memcmp(sandboxd_config_find_type(&c, "small"), sandboxd_config_find_type(&defaults, "small"),
-                     sizeof(SandboxType)) == 0);
-        CHECK(memcmp(sandboxd_config_find_type(&c, "large"), sandboxd_config_find_type(&defaults, "large"),
                      sizeof(SandboxType)) == 0);
 }
 
@@ -372,6 +380,15 @@ static void test_errors(void) {
         CHECK_MAIN_ERROR(2, "Invalid MemoryMax=0: out of range (expected a non-zero size such as 512M, 1G)");
         write_file("etc/main.conf", "[Type:small]\nTasksMax=1K\n");
         CHECK_MAIN_ERROR(2, "Invalid TasksMax=1K: not understood (expected a number of at least 1)");
+        write_file("etc/main.conf", "[Type:small]\nDiskMax=15M\n");
+        CHECK_MAIN_ERROR(2, "Invalid DiskMax=15M: out of range (expected a size of at least 16M such as 4G, or "
+                            "infinity)");
+        write_file("etc/main.conf", "[Type:small]\nDiskMax=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid DiskMax=0: out of range (expected a size of at least 16M such as 4G, or "
+                            "infinity)");
+        write_file("etc/main.conf", "[Type:small]\nDiskMax=lots\n");
+        CHECK_MAIN_ERROR(2, "Invalid DiskMax=lots: not understood (expected a size of at least 16M such as 4G, "
+                            "or infinity)");
         write_file("etc/main.conf", "[Type:small]\nPoolSize=65\n");
         CHECK_MAIN_ERROR(2, "Invalid PoolSize=65: out of range (expected a number from 0 to 64)");
         write_file("etc/main.conf", "[Type:small]\nDefaultTimeoutSec=0\n");
