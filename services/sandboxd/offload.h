@@ -2,10 +2,11 @@
 #pragma once
 
 /* Blocking work off the event loop: a few worker threads run a job's run(), and its done() is then
- * called back in the event loop's thread. sandboxd uses it for the one call that blocks it for long,
+ * called back in the event loop's thread. sandboxd uses it for the calls that block it for long:
  * clone3(CLONE_VM | CLONE_VFORK) of an Exec's child, which returns only when the child has confined
- * itself and exec'd (sandbox-exec.c). Nothing else of sandboxd runs in a worker: no sd-bus, no
- * sd-event, no allocation, just the job's system calls. */
+ * itself and exec'd (sandbox-exec.c), and the close() that unmounts a deleted sandbox's disk
+ * (sandbox.c). Nothing else of sandboxd runs in a worker: no sd-bus, no sd-event, no allocation, just
+ * the job's system calls. */
 
 #include <systemd/sd-event.h>
 

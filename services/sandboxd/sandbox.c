@@ -29,6 +29,7 @@
 #include "log.h"
 #include "disk-image.h"
 #include "namespace.h"
+#include "offload.h"
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
 #include "sandbox-tools.h"
@@ -79,6 +80,52 @@ char *sandbox_bus_path(const Sandbox *s) {
         return p;
 }
 
+
+/* --- the disk's file system: let go of off the event loop ---------------------------------------- */
+
+/* The last reference to a sandbox's disk is where the kernel unmounts its ext4 and lets go of the loop
+ * device: a millisecond of work. Left to the mount namespace, that is in sandbox-init's exit, and every
+ * deletion waits for it. So sandboxd holds the file system too, through an O_PATH fd of the home, and
+ * closes that fd, once the sandbox is gone, in a worker thread (offload.c), after the reply. */
+typedef struct DiskUnpin {
+        OffloadJob job;
+        int fd;
+} DiskUnpin;
+
+static void disk_unpin_run(OffloadJob *job) {
+        DiskUnpin *u = container_of(job, DiskUnpin, job);
+        u->fd = safe_close(u->fd); /* the unmount runs here, as the close returns */
+}
+
+static void disk_unpin_done(OffloadJob *job) {
+        free(container_of(job, DiskUnpin, job));
+}
+
+static void disk_pin(Sandbox *s) {
+        char path[128];
+
+        if (s->disk_pin_fd >= 0 || s->init_pid <= 0)
+                return;
+        /* Through the init's root: the home as the sandbox's mount namespace has it. Not fatal: without
+         * the pin, the deletion just waits for the unmount. */
+        snprintf(path, sizeof(path), "/proc/%i/root" SANDBOXD_SANDBOX_HOME, (int) s->init_pid);
+        s->disk_pin_fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static void disk_unpin(Sandbox *s) {
+        Manager *m = s->manager;
+        DiskUnpin *u;
+
+        if (s->disk_pin_fd < 0)
+                return;
+        if (!m->offload || !(u = calloc(1, sizeof(DiskUnpin)))) {
+                s->disk_pin_fd = safe_close(s->disk_pin_fd);
+                return;
+        }
+        *u = (DiskUnpin) { .job = { .run = disk_unpin_run, .done = disk_unpin_done }, .fd = TAKE_FD(s->disk_pin_fd) };
+        offload_submit(m->offload, &u->job);
+}
+
 Sandbox *sandbox_free(Sandbox *s) {
         if (!s)
                 return NULL;
@@ -101,6 +148,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         s->err_source = sd_event_source_disable_unref(s->err_source);
         s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
         s->init_pidfd = safe_close(s->init_pidfd);
+        disk_unpin(s);
         s->go_fd = safe_close(s->go_fd);
         s->err_fd = safe_close(s->err_fd);
         sd_bus_message_unref(s->create_request);
@@ -126,7 +174,7 @@ static int sandbox_alloc(Manager *m, const char *id, const char *name, const cha
         if (!s)
                 return -ENOMEM;
         s->manager = m;
-        s->init_pidfd = s->go_fd = s->err_fd = -EBADF;
+        s->init_pidfd = s->go_fd = s->err_fd = s->disk_pin_fd = -EBADF;
         s->child_pid = 0;
         snprintf(s->id, sizeof(s->id), "%s", id);
         s->name = strdup(name);
@@ -408,6 +456,8 @@ static void sandbox_started(Sandbox *s) {
         s->init_pidfd = pidfd_open(s->init_pid, 0);
         if (s->init_pidfd < 0)
                 return sandbox_create_failed(s, "open a pidfd for the init", errno);
+        if (s->disk_max > 0)
+                disk_pin(s);
         if (s->pooled) {
                 /* Stored, timed and announced when claimed. */
                 s->state = SANDBOX_RUNNING;
@@ -884,6 +934,10 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
                 sandbox_free(s);
                 return r;
         }
+        char image[4096];
+        snprintf(image, sizeof(image), "%s/" DISK_IMAGE_NAME, s->workspace);
+        if (access(image, F_OK) >= 0)
+                disk_pin(s);
         if (expires_at > 0 && expires_at <= now_usec(CLOCK_REALTIME)) {
                 log_sandbox(LOG_INFO, id, "Sandbox %s expired while sandboxd was away.", id);
                 return sandbox_delete(s, NULL, "sandbox.expire", NULL);

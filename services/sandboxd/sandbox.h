@@ -40,6 +40,7 @@ typedef struct Sandbox {
         uid_t uid;
         bool private_network;
         uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
+        int disk_pin_fd;    /* O_PATH of its home on the disk image: keeps the file system for us to let go */
         uint64_t created_at, expires_at;   /* µs since the epoch */
         SandboxState state;
 

@@ -11,7 +11,7 @@ import subprocess
 import dbus
 import pytest
 
-from conftest import Manager, dbus_error, run, wait_for
+from conftest import Manager, dbus_error, run, sandbox_path, wait_for
 from test_sandboxd import wait_sandboxd_active
 
 ERR = "org.sandboxd.sandbox1."
@@ -71,6 +71,20 @@ FILL = ("i=0; while [ $i -lt 20 ]; do i=$((i+1)); dd if=/dev/zero of={dir}/fill$
         "[ $(df -B1 --output=avail {dir} | tail -1) -lt 524288 ] && break; done")
 
 
+def sandboxd_holds_disk(sid):
+    """Whether sandboxd holds the sandbox's disk open (its pin, so that the unmount is not left to the
+    init's exit): one of its fds is on the file system of the sandbox's home."""
+    pid = run("systemctl", "show", "-P", "MainPID", "sandboxd.service").stdout.strip()
+    dev = os.stat(sandbox_path(sid, "/home/sandbox")).st_dev
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.stat(f"/proc/{pid}/fd/{fd}").st_dev == dev:
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def loop_backing_files():
     files = []
     for f in glob.glob("/sys/block/loop*/loop/backing_file"):
@@ -95,6 +109,7 @@ def test_disk_is_the_quota(mgr, disk_types, made):
     st = os.stat(image)
     assert st.st_size == 64 * MiB and st.st_blocks * 512 < 8 * MiB
     assert image in loop_backing_files()
+    assert sandboxd_holds_disk(sid)
 
     # writing beyond it fails inside the sandbox, for home and /tmp alike (one disk)
     code, out, err, _ = mgr.sh(sid, "dd if=/dev/zero of=/home/sandbox/big bs=1M count=100 2>&1; sync")
@@ -151,6 +166,7 @@ def test_disk_survives_a_restart(mgr, disk_types, made):
     restart_sandboxd()
     m = Manager()
     assert m.read(sid, "/home/sandbox/state")[0] == b"persisted"
+    assert sandboxd_holds_disk(sid)  # taken again at the adoption
     seen = df(m, sid, "/home/sandbox")
     assert seen["/home/sandbox"][0].startswith("/dev/loop") and seen["/home/sandbox"][1] <= 64 * MiB
 
