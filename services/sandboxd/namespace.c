@@ -265,14 +265,12 @@ static int write_file_at(int dfd, const char *name, const char *text, mode_t mod
         return 0;
 }
 
-int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid,
-                             const char *home, const char *disk_template) {
+static int fill_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home,
+                          const char *disk_template) {
         _cleanup_close_ int dfd = -EBADF;
         char buf[1024];
         int r;
 
-        if (mkdir(workspace, 0700) < 0)
-                return -errno;
         dfd = open(workspace, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
                 return -errno;
@@ -301,6 +299,16 @@ int namespace_make_workspace(const char *workspace, const char *user, uid_t uid,
                 return r;
         snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\n%s:x:%u:\nnogroup:x:65534:\n", user, (unsigned) gid);
         return write_file_at(dfd, "etc/group", buf, 0644);
+}
+
+int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home,
+                             const char *disk_template) {
+        if (mkdir(workspace, 0700) < 0)
+                return -errno;
+        int r = fill_workspace(workspace, user, uid, gid, home, disk_template);
+        if (r < 0)
+                (void) namespace_remove_workspace(workspace); /* ours, half made: nothing is left */
+        return r;
 }
 
 static int remove_tree_at(int dfd, dev_t dev) {

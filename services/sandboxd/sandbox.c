@@ -80,8 +80,7 @@ char *sandbox_bus_path(const Sandbox *s) {
         return p;
 }
 
-
-/* --- the disk's file system: let go of off the event loop ---------------------------------------- */
+/* --- letting go of the disk off the event loop ------------------------------------------------------ */
 
 /* The last reference to a sandbox's disk is where the kernel unmounts its ext4 and lets go of the loop
  * device: a millisecond of work. Left to the mount namespace, that is in sandbox-init's exit, and every
@@ -122,7 +121,10 @@ static void disk_unpin(Sandbox *s) {
                 s->disk_pin_fd = safe_close(s->disk_pin_fd);
                 return;
         }
-        *u = (DiskUnpin) { .job = { .run = disk_unpin_run, .done = disk_unpin_done }, .fd = TAKE_FD(s->disk_pin_fd) };
+        *u = (DiskUnpin) {
+                .job = { .run = disk_unpin_run, .done = disk_unpin_done },
+                .fd = TAKE_FD(s->disk_pin_fd),
+        };
         offload_submit(m->offload, &u->job);
 }
 
@@ -739,10 +741,8 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         }
         r = namespace_make_workspace(s->workspace, SANDBOXD_SANDBOX_USER, uid, (gid_t) uid, SANDBOXD_SANDBOX_HOME,
                                      disk_template);
-        if (r < 0) {
-                (void) namespace_remove_workspace(s->workspace);
+        if (r < 0)
                 goto fail_workspace;
-        }
 
         if (pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
                 r = -errno;

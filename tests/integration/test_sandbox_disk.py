@@ -216,3 +216,22 @@ def test_delete_without_a_disk_does_not_follow_planted_symlinks(mgr, disk_types,
     mgr.delete(sid)
     assert (canary / "precious").read_text() == "keep me"
     assert not os.path.exists(ws)
+
+
+def test_a_lost_template_leaves_nothing_behind(mgr, disk_types, made):
+    """The template goes while sandboxd runs: CreateSandbox fails with the reason, and no half-made
+    workspace stays."""
+    template = "/var/lib/sandboxd/disk-templates/ext4-67108864.img"
+    assert os.path.exists(template)
+    before = set(os.listdir("/var/lib/sandboxd/sandboxes"))
+    os.rename(template, template + ".away")
+    try:
+        with pytest.raises(dbus.DBusException) as e:
+            create(mgr, made, "disk64")
+        name, message = dbus_error(e)
+        assert name == "org.freedesktop.DBus.Error.FileNotFound" or "No such file" in message, (name, message)
+        assert set(os.listdir("/var/lib/sandboxd/sandboxes")) == before
+    finally:
+        os.rename(template + ".away", template)
+    sid, _ = create(mgr, made, "disk64")
+    assert mgr.exec(sid, ["true"])[0] == 0

@@ -35,7 +35,8 @@ static void test_template(void) {
 
         snprintf(tdir, sizeof(tdir), "%s/templates", dir);
         /* A stand-in that writes a mark at the start of the file it is given (the last argument). */
-        write_script("fake-mkfs", "#!/bin/sh\nfor a; do last=$a; done\nprintf MARK | dd of=\"$last\" conv=notrunc status=none\n");
+        write_script("fake-mkfs",
+                     "#!/bin/sh\nfor a; do last=$a; done\nprintf MARK | dd of=\"$last\" conv=notrunc status=none\n");
         snprintf(mkfs, sizeof(mkfs), "%s/fake-mkfs", dir);
         CHECK_INT(disk_template_make(tdir, 32 << 20, mkfs, &path), 0);
         CHECK(path && strstr(path, "/templates/ext4-33554432.img"));
