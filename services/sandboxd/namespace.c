@@ -184,6 +184,36 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         }
 #undef TAKE
 
+        /* HidePaths=: a directory is covered like the built-in ones below; anything else by the
+         * workspace's empty read-only file, bound over it. A path the host does not have is skipped; a
+         * symlink is not followed (its target may be anywhere), so it stays visible: name the target. */
+        for (const char *p = l->hide_paths; p && *p;) {
+                const char *end = strchrnul(p, ' ');
+                char hidden[256];
+                struct stat st;
+
+                snprintf(hidden, sizeof(hidden), "%.*s", (int) (end - p), p);
+                p = *end ? end + 1 : end;
+                if (lstat(hidden, &st) < 0 || S_ISLNK(st.st_mode))
+                        continue;
+                if (S_ISDIR(st.st_mode)) {
+                        if (mount("tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") < 0)
+                                FAIL("hide a directory of HidePaths=");
+                        continue;
+                }
+                snprintf(path, sizeof(path), "%s/" NAMESPACE_EMPTY_FILE, l->workspace);
+                _cleanup_close_ int fd = clone_tree(path, true);
+                if (fd < 0) {
+                        errno = -fd;
+                        FAIL("hide a file of HidePaths=");
+                }
+                r = attach_tree(fd, hidden);
+                if (r < 0) {
+                        errno = -r;
+                        FAIL("hide a file of HidePaths=");
+                }
+        }
+
         for (size_t i = 0; namespace_hidden_paths[i] || l->state_dir; i++) {
                 const char *p = namespace_hidden_paths[i] ?: l->state_dir;
                 struct stat st;
@@ -287,6 +317,9 @@ static int fill_workspace(const char *workspace, const char *user, uid_t uid, gi
                         return r;
         }
 
+        r = write_file_at(dfd, NAMESPACE_EMPTY_FILE, "", 0444);
+        if (r < 0)
+                return r;
         if (mkdirat(dfd, "etc", 0755) < 0)
                 return -errno;
         snprintf(buf, sizeof(buf),

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 /* Directories of the host that a sandbox must not see at all; each is covered by an empty tmpfs. */
+#define NAMESPACE_EMPTY_FILE "empty" /* in the workspace: what a hidden file of HidePaths= shows */
 extern const char *const namespace_hidden_paths[];
 
 typedef struct SandboxLayout {
@@ -18,6 +19,7 @@ typedef struct SandboxLayout {
         int disk_image_fd;       /* the sandbox's disk image, open read-write before the namespace was made;
                                   * or negative: home/, tmp/ and var-tmp/ are directories of the workspace
                                   * (no DiskMax=) */
+        const char *hide_paths;  /* HidePaths=: more host paths to hide, separated by single spaces; or NULL */
         uid_t uid;               /* the sandbox's user and group, owners of the home in a disk image */
         gid_t gid;
 } SandboxLayout;

@@ -375,6 +375,7 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 .hostname = s->id,
                 .private_network = s->private_network,
                 .disk_image_fd = image,
+                .hide_paths = m->config.hide_paths,
                 .uid = s->uid,
                 .gid = (gid_t) s->uid,
         };

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* sandboxd's configuration: built-in defaults, sandboxd.conf and its drop-ins, and sandbox types. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -123,10 +124,82 @@ static int parse_uid(const char *s, uid_t *ret) {
         return 0;
 }
 
+int sandboxd_hide_path_check(const char *path) {
+        /* What a sandbox is made of: hiding one of these (or a directory holding one) breaks every
+         * sandbox, and the last five are its own mounts, below which nothing of the host is. */
+        static const char *const whole[] = { "/usr", "/etc", "/var" };
+        static const char *const own[] = { "/home", "/tmp", "/var/tmp", "/dev", "/proc" };
+        size_t n = strlen(path);
+
+        if (n < 2 || n > 255 || path[0] != '/' || path[n - 1] == '/')
+                return -EINVAL;
+        for (const char *p = path; *p; p++)
+                if (isspace((unsigned char) *p))
+                        return -EINVAL;
+        for (const char *seg = path + 1;;) {
+                const char *end = strchrnul(seg, '/');
+                size_t len = (size_t) (end - seg);
+                if (len == 0 || (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
+                        return -EINVAL;
+                if (!*end)
+                        break;
+                seg = end + 1;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(whole); i++)
+                if (streq(path, whole[i]))
+                        return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(own); i++) {
+                size_t m = strlen(own[i]);
+                /* the path itself, a directory holding it, or anything below it */
+                if ((strncmp(own[i], path, n) == 0 && (own[i][n] == '/' || own[i][n] == 0)) ||
+                    (strncmp(path, own[i], m) == 0 && path[m] == '/'))
+                        return -EINVAL;
+        }
+        return 0;
+}
+
 static int manager_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
         SandboxdConfig *c = &l->c;
         uint64_t v;
         int r;
+
+        if (streq(key, "HidePaths")) {
+                /* A list: each assignment adds to it (a drop-in adds to the main file's), all or nothing. */
+                char buf[SANDBOXD_HIDE_PATHS_MAX];
+                size_t len = strlen(c->hide_paths);
+
+                memcpy(buf, c->hide_paths, len + 1);
+                for (const char *p = value; *p;) {
+                        while (isspace((unsigned char) *p))
+                                p++;
+                        if (!*p)
+                                break;
+                        const char *end = p;
+                        while (*end && !isspace((unsigned char) *end))
+                                end++;
+                        char path[256];
+                        size_t n = (size_t) (end - p);
+                        if (n >= sizeof(path))
+                                return ini_error(l->error, at, "Invalid HidePaths=: a path longer than 255 bytes");
+                        memcpy(path, p, n);
+                        path[n] = 0;
+                        if (sandboxd_hide_path_check(path) < 0)
+                                return ini_error(l->error, at,
+                                                 "Invalid HidePaths= path %s (expected absolute, normalized paths, "
+                                                 "not /, /usr, /etc, /var, nor /home, /tmp, /var/tmp, /dev, /proc, "
+                                                 "what holds them or what is below them)", path);
+                        if (len + (len > 0) + n + 1 > sizeof(buf))
+                                return ini_error(l->error, at, "Invalid HidePaths=: more than %d bytes of paths in all",
+                                                 SANDBOXD_HIDE_PATHS_MAX - 1);
+                        if (len > 0)
+                                buf[len++] = ' ';
+                        memcpy(buf + len, path, n + 1);
+                        len += n;
+                        p = end;
+                }
+                memcpy(c->hide_paths, buf, len + 1);
+                return 0;
+        }
 
         if (streq(key, "UidMin") || streq(key, "UidMax")) {
                 bool is_min = streq(key, "UidMin");

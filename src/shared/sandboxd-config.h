@@ -22,6 +22,7 @@
 #define SANDBOXD_CONFIG_DROPIN_DIR SANDBOXD_CONFIG_DIR "/sandboxd.conf.d"
 
 #define SANDBOX_TYPES_MAX 16
+#define SANDBOXD_HIDE_PATHS_MAX 4096 /* bytes of HidePaths=, its paths separated by single spaces */
 
 /* Default uid range: 0x70000000..0x7000FFFF, just above systemd's container range (524288..1879048191,
  * see systemd's UIDS-GIDS.md), so neither host accounts nor nspawn/userns allocations use it. */
@@ -55,6 +56,8 @@ typedef struct SandboxdConfig {
         uint64_t max_ttl_usec;
         char default_type[SANDBOX_NAME_MAX + 1];
         bool audit;             /* record every operation with sandbox-auditd (Audit=, default yes) */
+        char hide_paths[SANDBOXD_HIDE_PATHS_MAX]; /* HidePaths=: more host paths no sandbox sees, each
+                                                   * absolute and normalized, separated by one space */
         SandboxType types[SANDBOX_TYPES_MAX];
         size_t n_types;
 } SandboxdConfig;
@@ -79,6 +82,12 @@ void sandboxd_config_defaults(SandboxdConfig *c);
  * the caller frees the message. */
 int sandboxd_config_load(SandboxdConfig *c, const char *main_path, const char *dropin_dir,
                          char **ret_error);
+
+/* Whether path may be hidden from sandboxes (HidePaths=): absolute, normalized (no "//", ".", ".." or
+ * trailing "/"), at most 255 bytes, no whitespace, and neither "/" nor anything a sandbox is built of:
+ * /usr, /etc, /var, /home, /tmp, /var/tmp, /dev, /proc and what lies below the last five. Returns 0 or
+ * -EINVAL. */
+int sandboxd_hide_path_check(const char *path);
 
 /* The type called name, or the default type if name is NULL or empty; NULL if there is no such type. */
 const SandboxType *sandboxd_config_find_type(const SandboxdConfig *c, const char *name);

@@ -548,6 +548,66 @@ def test_config_dropin(mgr):
         wait_sandboxd_active()
 
 
+def test_hide_paths(mgr):
+    """HidePaths= hides more of the host: a directory shows empty, a file empty and read-only; a missing
+    path is skipped, a symlink is not followed; sandboxes made before keep their view."""
+    base = "/srv/hide-test"
+    os.makedirs(f"{base}/dir", exist_ok=True)
+    for path, text in ((f"{base}/dir/secret", "dir secret"), (f"{base}/file", "file secret")):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+    if not os.path.islink(f"{base}/link"):
+        os.symlink(f"{base}/file", f"{base}/link")
+    show = f"ls -A {base}/dir; cat {base}/file; echo; readlink {base}/link"
+    m = Manager()
+    before, _ = m.create(type="small")
+    before = str(before)
+    dropin = "/etc/sandboxd/sandboxd.conf.d/50-hide.conf"
+    try:
+        assert m.sh(before, show)[1] == f"secret\nfile secret\n{base}/file\n".encode()  # visible without it
+        with open(dropin, "w") as f:
+            f.write(f"[Manager]\nHidePaths={base}/dir {base}/file\nHidePaths={base}/link {base}/missing\n")
+        run("systemctl", "restart", "sandboxd")
+        wait_sandboxd_active()
+        m = Manager()
+        sid, _ = m.create(type="small", network="host")  # made now, not from the pool of before
+        sid = str(sid)
+        try:
+            code, out, err, _ = m.sh(sid, show)
+            assert code == 0, err
+            assert out == f"\n{base}/file\n".encode(), out  # empty directory, empty file, the link kept
+            code, _, err, _ = m.sh(sid, f"echo x > {base}/file")
+            assert code != 0 and b"Read-only file system" in err, err
+            code, _, err, _ = m.sh(sid, f"touch {base}/dir/new")
+            assert code != 0, err
+            # what the sandbox sees is its own: the host's files are as they were
+            assert open(f"{base}/file").read() == "file secret"
+            assert os.listdir(f"{base}/dir") == ["secret"]
+            # a sandbox made before the change keeps its view
+            assert m.sh(before, f"cat {base}/file")[1] == b"file secret"
+        finally:
+            m.delete(sid)
+    finally:
+        if os.path.exists(dropin):
+            os.unlink(dropin)
+        run("systemctl", "restart", "sandboxd")
+        wait_sandboxd_active()
+        Manager().delete(before)
+    # a path that would break every sandbox keeps sandboxd from starting, with the reason
+    with open(dropin, "w") as f:
+        f.write("[Manager]\nHidePaths=/usr\n")
+    try:
+        assert run("systemctl", "restart", "sandboxd", check=False).returncode != 0
+        log = run("journalctl", "-u", "sandboxd", "-n", "20", "--no-pager").stdout
+        assert "Invalid HidePaths= path /usr" in log, log
+    finally:
+        os.unlink(dropin)
+        run("systemctl", "reset-failed", "sandboxd", check=False)
+        run("systemctl", "restart", "sandboxd")
+        wait_sandboxd_active()
+
+
 def test_warm_scope(mgr, sandbox):
     """After an Exec, the next one's scope is made ahead; a command moved into it is confined and
     limited exactly like one in a fresh scope, and nothing but the command is in it."""

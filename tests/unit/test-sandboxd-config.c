@@ -321,6 +321,62 @@ static void test_audit_switch(void) {
         free(error);
 }
 
+static void test_hide_paths(void) {
+        SandboxdConfig c;
+        _cleanup_free_ char *error = NULL;
+
+        /* what may be hidden */
+        CHECK_INT(sandboxd_hide_path_check("/srv"), 0);
+        CHECK_INT(sandboxd_hide_path_check("/etc/ssl/private"), 0);
+        CHECK_INT(sandboxd_hide_path_check("/var/lib/secrets"), 0);
+        CHECK_INT(sandboxd_hide_path_check("/usr/share/keys"), 0);
+        CHECK_INT(sandboxd_hide_path_check("/homes"), 0);       /* not /home */
+        CHECK_INT(sandboxd_hide_path_check("/tmpdata"), 0);     /* not /tmp */
+        CHECK_INT(sandboxd_hide_path_check("/opt/a..b"), 0);    /* dots within a name are fine */
+        /* what may not */
+        const char *bad[] = { "", "/", "srv", "./srv", "/srv/", "//srv", "/srv//x", "/srv/./x", "/srv/../etc",
+                              "/srv/.", "/has space", "/tab\tx", "/usr", "/etc", "/var", "/home",
+                              "/home/sandbox", "/home/x/y", "/tmp", "/tmp/x", "/var/tmp", "/var/tmp/x", "/dev",
+                              "/dev/shm", "/proc", "/proc/1" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                if (sandboxd_hide_path_check(bad[i]) != -EINVAL) {
+                        fprintf(stderr, "hide path check accepted '%s'\n", bad[i]);
+                        failures++;
+                }
+        char longest[300];
+        memset(longest, 'a', sizeof(longest));
+        longest[0] = '/';
+        longest[255] = 0;
+        CHECK_INT(sandboxd_hide_path_check(longest), 0); /* 255 bytes */
+        longest[255] = 'a';
+        longest[256] = 0;
+        CHECK_INT(sandboxd_hide_path_check(longest), -EINVAL);
+
+        /* none by default; assignments add, across files, in order, with any whitespace between */
+        reset_dir();
+        sandboxd_config_defaults(&c);
+        CHECK_STR(c.hide_paths, "");
+        write_file("etc/main.conf", "[Manager]\nHidePaths=/srv/a   /etc/ssl/private\nHidePaths=/opt/keys\n");
+        write_file("etc/conf.d/50-more.conf", "[Manager]\nHidePaths=\t/root2\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        CHECK_STR(c.hide_paths, "/srv/a /etc/ssl/private /opt/keys /root2");
+
+        /* a bad path: the file and line, and nothing of that assignment kept */
+        write_file("etc/conf.d/50-more.conf", "[Manager]\nHidePaths=/ok /tmp/x\n");
+        sandboxd_config_defaults(&c);
+        CHECK_ERROR(-EINVAL, "@/etc/conf.d/50-more.conf:2: Invalid HidePaths= path /tmp/x (expected absolute, "
+                             "normalized paths, not /, /usr, /etc, /var, nor /home, /tmp, /var/tmp, /dev, /proc, "
+                             "what holds them or what is below them)");
+        CHECK(remove(path_in("etc/conf.d/50-more.conf")) == 0);
+
+        /* all of them together at most 4095 bytes */
+        char buf[8192] = "[Manager]\n";
+        for (int i = 0; i < 40; i++)
+                snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "HidePaths=/p%03d/%0100d\n", i, 0);
+        write_file("etc/main.conf", buf);
+        CHECK_MAIN_ERROR(40, "Invalid HidePaths=: more than 4095 bytes of paths in all"); /* the 39th */
+}
+
 static void test_errors(void) {
         reset_dir();
 
@@ -452,6 +508,7 @@ int main(void) {
         test_dropins();
         test_type_limit();
         test_audit_switch();
+        test_hide_paths();
         test_errors();
 
         test_rm_rf(tmpdir);
