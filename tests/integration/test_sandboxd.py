@@ -510,6 +510,22 @@ def test_unadoptable_sandbox_is_cleaned_up(mgr, sandbox):
     assert uid_processes(uid) == []
 
 
+def assert_refused_at_start(dropin, text, reason):
+    """A drop-in that keeps sandboxd from starting, with the reason in the journal; it is removed and
+    sandboxd started again afterwards."""
+    with open(dropin, "w") as f:
+        f.write(text)
+    try:
+        assert run("systemctl", "restart", "sandboxd", check=False).returncode != 0
+        log = run("journalctl", "-u", "sandboxd", "-n", "20", "--no-pager").stdout
+        assert reason in log, log
+    finally:
+        os.unlink(dropin)
+        run("systemctl", "reset-failed", "sandboxd", check=False)
+        run("systemctl", "restart", "sandboxd")
+        wait_sandboxd_active()
+
+
 def test_config_dropin(mgr):
     os.makedirs("/etc/sandboxd/sandboxd.conf.d", exist_ok=True)
     dropin = "/etc/sandboxd/sandboxd.conf.d/50-test.conf"
@@ -534,18 +550,7 @@ def test_config_dropin(mgr):
         run("systemctl", "restart", "sandboxd")
         wait_sandboxd_active()
     # a broken configuration keeps sandboxd from starting, with the reason in the journal
-    with open(dropin, "w") as f:
-        f.write("[Manager]\nUidMin=0\n")
-    try:
-        r = run("systemctl", "restart", "sandboxd", check=False)
-        assert r.returncode != 0
-        log = run("journalctl", "-u", "sandboxd", "-n", "20", "--no-pager").stdout
-        assert "50-test.conf" in log, log
-    finally:
-        os.unlink(dropin)
-        run("systemctl", "reset-failed", "sandboxd", check=False)
-        run("systemctl", "restart", "sandboxd")
-        wait_sandboxd_active()
+    assert_refused_at_start(dropin, "[Manager]\nUidMin=0\n", "50-test.conf")
 
 
 def test_hide_paths(mgr):
@@ -595,17 +600,7 @@ def test_hide_paths(mgr):
         wait_sandboxd_active()
         Manager().delete(before)
     # a path that would break every sandbox keeps sandboxd from starting, with the reason
-    with open(dropin, "w") as f:
-        f.write("[Manager]\nHidePaths=/usr\n")
-    try:
-        assert run("systemctl", "restart", "sandboxd", check=False).returncode != 0
-        log = run("journalctl", "-u", "sandboxd", "-n", "20", "--no-pager").stdout
-        assert "Invalid HidePaths= path /usr" in log, log
-    finally:
-        os.unlink(dropin)
-        run("systemctl", "reset-failed", "sandboxd", check=False)
-        run("systemctl", "restart", "sandboxd")
-        wait_sandboxd_active()
+    assert_refused_at_start(dropin, "[Manager]\nHidePaths=/usr\n", "Invalid HidePaths= path /usr")
 
 
 def test_warm_scope(mgr, sandbox):
