@@ -28,6 +28,8 @@ void gateway_config_defaults(GatewayConfig *c) {
                 .json_depth_max = 32,
                 .refusal_burst = 600,
                 .refusals_per_sec = 10,
+                .refusal_burst_total = 6000,
+                .refusals_per_sec_total = 100,
                 .dashboard_dir = GATEWAY_DASHBOARD_DIR_DEFAULT,
         };
 }
@@ -119,6 +121,10 @@ static const struct {
         { "RefusalBurst", KIND_COUNT, offsetof(GatewayConfig, refusal_burst), 1, 1000000,
           "a number from 1 to 1000000" },
         { "RefusalsPerSec", KIND_COUNT, offsetof(GatewayConfig, refusals_per_sec), 1, 1000000,
+          "a number from 1 to 1000000" },
+        { "RefusalBurstTotal", KIND_COUNT, offsetof(GatewayConfig, refusal_burst_total), 1, 1000000,
+          "a number from 1 to 1000000" },
+        { "RefusalsPerSecTotal", KIND_COUNT, offsetof(GatewayConfig, refusals_per_sec_total), 1, 1000000,
           "a number from 1 to 1000000" },
 };
 

@@ -37,6 +37,8 @@ typedef struct GatewayConfig {
         uint64_t json_depth_max;         /* nesting of request JSON */
         uint64_t refusal_burst;          /* refusals (401/403) a client address gets at once ... */
         uint64_t refusals_per_sec;       /* ... and then this many a second; beyond: 429 (refusal-limit.h) */
+        uint64_t refusal_burst_total;    /* the same for all client addresses together */
+        uint64_t refusals_per_sec_total;
         char takeover_origins[GATEWAY_ORIGINS_MAX]; /* space-separated Origins browsers may take over
                                                      * from; "*" any; empty: none */
         char dashboard_dir[GATEWAY_PATH_MAX];       /* the dashboard's files (GET /, /ui/…); "": off
@@ -45,7 +47,8 @@ typedef struct GatewayConfig {
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
  * MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
- * JSONDepthMax=32, RefusalBurst=600, RefusalsPerSec=10, DashboardDirectory=/usr/share/sandboxd/dashboard. */
+ * JSONDepthMax=32, RefusalBurst=600, RefusalsPerSec=10,
+ * RefusalBurstTotal=6000, RefusalsPerSecTotal=100, DashboardDirectory=/usr/share/sandboxd/dashboard. */
 void gateway_config_defaults(GatewayConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical order, on top of c; later assignments

@@ -22,6 +22,7 @@
 /* --- audit -------------------------------------------------------------------------------------- */
 
 typedef struct AuditCall {
+        Manager *manager;
         char *key, *operation, *event, *session_id, *account_id, *request_id, *detail;
         uint64_t started_at;
 } AuditCall;
@@ -59,11 +60,15 @@ static int audit_build(sd_bus_message *m, void *userdata) {
 
 static void audit_reply(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
         AuditCall *c = userdata;
+        Manager *m = c->manager;
 
         if (sd_bus_error_is_set(error))
                 log_msg(LOG_WARNING, "Could not record %s/%s of request %s: %s", c->operation, c->event,
                         strna(c->request_id), strna(error->message));
         audit_call_free(c);
+        m->audit_pending--;
+        if (m->exiting && m->audit_pending == 0)
+                (void) sd_event_exit(m->event, 0);
 }
 
 void manager_audit(Manager *m, const char *operation, const char *event, const char *session_id,
@@ -74,9 +79,13 @@ void manager_audit(Manager *m, const char *operation, const char *event, const c
         c = calloc(1, sizeof(AuditCall));
         if (!c)
                 goto oom;
+        c->manager = m;
         c->started_at = now_usec(CLOCK_REALTIME);
-        /* the idempotency key: one row per request and outcome */
-        if (asprintf(&c->key, "gateway:%s:%s:%s:%" PRIu64, strempty(request_id), operation, event, c->started_at) < 0) {
+        /* The idempotency key: one row per request and outcome, kept for the row's retries. The sequence
+         * number tells apart rows without a request id made in the same microsecond: the summaries of
+         * several throttled clients, written in one go, were taken for one row and all but one lost. */
+        if (asprintf(&c->key, "gateway:%s:%s:%s:%" PRIu64 ":%" PRIu64, strempty(request_id), operation, event,
+                     c->started_at, ++m->audit_seq) < 0) {
                 c->key = NULL;
                 goto oom;
         }
@@ -93,7 +102,9 @@ void manager_audit(Manager *m, const char *operation, const char *event, const c
         if (r < 0) {
                 log_msg(LOG_WARNING, "Could not record %s/%s: %s", operation, event, strerror(-r));
                 audit_call_free(c);
+                return;
         }
+        m->audit_pending++;
         return;
 oom:
         log_msg(LOG_WARNING, "Could not record %s/%s: out of memory", operation, event);
@@ -180,13 +191,30 @@ uint64_t manager_exec_call_timeout(Manager *m, const char *type, uint64_t timeou
 
 /* --- life cycle --------------------------------------------------------------------------------- */
 
+static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        log_msg(LOG_WARNING, "Stopping with %u audit rows not confirmed by sandbox-auditd.", m->audit_pending);
+        return sd_event_exit(m->event, 0);
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
 
+        if (m->exiting)
+                return sd_event_exit(m->event, 0); /* asked twice: go now */
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
-        /* The throttled get their row while the bus is there: leaving the loop flushes and closes it. */
+        /* The throttled get their row while the bus is there. And the loop goes on until sandbox-auditd
+         * has answered every row sent: it checks who sent each, which it cannot once the sender's
+         * connection is gone, so a row sent just before the exit was refused and lost. At most 5 s. */
         manager_flush_refusals(m, true);
-        return sd_event_exit(m->event, 0);
+        m->exiting = true;
+        if (m->audit_pending == 0)
+                return sd_event_exit(m->event, 0);
+        if (sd_event_add_time_relative(m->event, &m->exit_timer, CLOCK_MONOTONIC, 5 * USEC_PER_SEC, USEC_PER_MSEC,
+                                       on_exit_timer, m) < 0)
+                return sd_event_exit(m->event, 0);
+        return 0;
 }
 
 int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
@@ -246,6 +274,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->heartbeat);
         sd_event_source_disable_unref(m->refusal_timer);
         refusal_limit_free(m->refusals);
+        sd_event_source_disable_unref(m->exit_timer);
         sd_event_source_disable_unref(m->sigterm);
         sd_event_source_disable_unref(m->sigint);
         sd_bus_slot_unref(m->entry_match);
@@ -306,6 +335,9 @@ static void refusal_summary(const char *client, uint64_t throttled, uint64_t fir
                 json_object_object_add(o, "status", json_object_new_int(429));
                 json_object_object_add(o, "burst", json_object_new_uint64(m->config.refusal_burst));
                 json_object_object_add(o, "per_sec", json_object_new_uint64(m->config.refusals_per_sec));
+                json_object_object_add(o, "burst_total", json_object_new_uint64(m->config.refusal_burst_total));
+                json_object_object_add(o, "per_sec_total",
+                                       json_object_new_uint64(m->config.refusals_per_sec_total));
                 detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
                 json_object_put(o);
         }
@@ -328,7 +360,8 @@ static int on_refusal_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 static int refusals_setup(Manager *m) {
-        int r = refusal_limit_new(m->config.refusal_burst, m->config.refusals_per_sec, &m->refusals);
+        int r = refusal_limit_new(m->config.refusal_burst, m->config.refusals_per_sec, m->config.refusal_burst_total,
+                                  m->config.refusals_per_sec_total, &m->refusals);
         if (r < 0)
                 return r;
         return sd_event_add_time_relative(m->event, &m->refusal_timer, CLOCK_MONOTONIC, REFUSAL_FLUSH_USEC,

@@ -50,6 +50,10 @@ typedef struct Manager {
         sd_event_source *heartbeat;
         RefusalLimit *refusals;           /* each client address's budget of 401/403 answers */
         sd_event_source *refusal_timer;   /* writes the summary rows of the throttled */
+        uint64_t audit_seq;               /* numbers this process's audit rows, for their keys */
+        unsigned audit_pending;           /* Record calls not answered yet */
+        bool exiting;                     /* stopping: the loop ends once audit_pending is 0 */
+        sd_event_source *exit_timer;      /* ... or when this fires */
         sd_bus_slot *entry_match, *keys_slot;
         sd_event_source *sigterm, *sigint;
 } Manager;

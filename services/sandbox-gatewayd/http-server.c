@@ -501,14 +501,22 @@ void req_deny(Request *r, unsigned status, const char *code, const char *account
         json_object *d;
         va_list ap;
 
-        /* Over the client's budget of refusals: 429, counted for a summary row instead of a row each. */
+        /* Over the client's budget of refusals, or all clients' together: 429, counted for a summary row
+         * instead of a row each. */
         req_client(r, client, sizeof(client));
-        if (r->manager->refusals &&
-            !refusal_limit_take(r->manager->refusals, client, now_usec(CLOCK_MONOTONIC), &retry_after)) {
+        RefusalVerdict v = r->manager->refusals ? refusal_limit_take(r->manager->refusals, client,
+                                                                     now_usec(CLOCK_MONOTONIC), &retry_after)
+                                                : REFUSAL_ANSWER;
+        if (v != REFUSAL_ANSWER) {
                 char value[32];
-                req_reply_error(r, 429, "too_many_refusals",
-                                "Too many refused requests from %s; try again in %" PRIu64 " s.", client,
-                                retry_after);
+                if (v == REFUSAL_OVER_TOTAL)
+                        req_reply_error(r, 429, "too_many_refusals",
+                                        "Too many refused requests to this gateway, from all clients; try again "
+                                        "in %" PRIu64 " s.", retry_after);
+                else
+                        req_reply_error(r, 429, "too_many_refusals",
+                                        "Too many refused requests from %s; try again in %" PRIu64 " s.", client,
+                                        retry_after);
                 snprintf(value, sizeof(value), "%" PRIu64, retry_after);
                 if (r->response)
                         (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_RETRY_AFTER, value);

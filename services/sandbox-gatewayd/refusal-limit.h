@@ -8,25 +8,34 @@
 
 /* Every 401 or 403 the gateway answers is a row in the audit log. Without a bound, a client without
  * any key could write rows as fast as it can send requests. So each client address has a budget of
- * refusals (a token bucket: `burst` at most, refilled at `per_sec` a second). A refusal within the
- * budget is answered and audited as always; beyond it the request is answered 429 and only counted,
- * and once the client has had no refusal over its budget for a while, one summary row records how
- * many there were, from when to when. A client with a valid key is never affected: only refusals
- * spend the budget. */
+ * refusals (a token bucket: `burst` at most, refilled at `per_sec` a second), and all of them together
+ * one more (`total_burst`, `total_per_sec`), so that a client with many addresses does not get many
+ * budgets' worth of rows. A refusal within both is answered and audited as always; beyond either the
+ * request is answered 429 and only counted for its client, and once the client has had no refusal over
+ * a budget for a while, one summary row records how many there were, from when to when. A client with
+ * a valid key is never affected: only refusals spend the budgets. */
 
 #define REFUSAL_CLIENTS_MAX 65536 /* addresses tracked; the rest share one budget */
 #define REFUSAL_OTHERS "others"   /* the shared budget's name */
 
 typedef struct RefusalLimit RefusalLimit;
 
-/* burst and per_sec must be at least 1. */
-int refusal_limit_new(uint64_t burst, uint64_t per_sec, RefusalLimit **ret);
+/* Each at least 1 and at most UINT32_MAX. */
+int refusal_limit_new(uint64_t burst, uint64_t per_sec, uint64_t total_burst, uint64_t total_per_sec,
+                      RefusalLimit **ret);
 RefusalLimit *refusal_limit_free(RefusalLimit *l);
 
-/* A refusal for client (an address, as text) at now (CLOCK_MONOTONIC µs): true if it is within the
- * client's budget (answer and audit it as usual); false if not: it is counted for the client's
- * summary, and *ret_retry_after_sec says when the budget has room again. */
-bool refusal_limit_take(RefusalLimit *l, const char *client, uint64_t now, uint64_t *ret_retry_after_sec);
+typedef enum RefusalVerdict {
+        REFUSAL_ANSWER,       /* within both budgets: answer and audit it as usual */
+        REFUSAL_OVER_CLIENT,  /* over the client's own budget */
+        REFUSAL_OVER_TOTAL,   /* within the client's, over all clients' together */
+} RefusalVerdict;
+
+/* A refusal for client (an address, as text) at now (CLOCK_MONOTONIC µs). Over a budget, it is counted
+ * for the client's summary, spends nothing, and *ret_retry_after_sec says when both budgets have room
+ * again. */
+RefusalVerdict refusal_limit_take(RefusalLimit *l, const char *client, uint64_t now,
+                                  uint64_t *ret_retry_after_sec);
 
 typedef void (*refusal_summary_t)(const char *client, uint64_t throttled, uint64_t first, uint64_t last,
                                   void *userdata);

@@ -527,6 +527,51 @@ def test_limits(admin, sandboxes, gateway_config):
     assert admin.get("/v1/sandboxes").status_code == 200
 
 
+def refused_from(source, method="GET", path="/v1/sandboxes"):
+    """A request with an unknown key from the loopback address source: (status, body, headers)."""
+    data = ["-H", "Content-Type: application/json", "--data", "{}"] if method == "POST" else []
+    r = curl("-X", method, "--interface", source, "-D", "-", "-H", "Authorization: Bearer sbx_live_" + "B" * 43,
+             *data, BASE + path)
+    assert r.returncode == 0, r.stderr
+    head, _, body = r.stdout.partition("\n\n")  # text mode: CRLF read as LF
+    assert body, r.stdout
+    status = int(head.split()[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head.splitlines()[1:])}
+    return status, json.loads(body), headers
+
+
+def test_refusals_over_all_clients_budget(admin, gateway_config):
+    """All client addresses together get RefusalBurstTotal= refusals answered one by one: a second
+    address, within its own budget, gets 429 once the first has spent the rest; each throttled address
+    gets its summary row."""
+    gateway_config("RefusalBurst=3\nRefusalsPerSec=1\nRefusalBurstTotal=5\nRefusalsPerSecTotal=1\n")
+    first_row = max([int(r["id"]) for r in audit_log(limit=1)] or [0])
+    for _ in range(3):
+        status, body, _ = refused_from("127.0.0.2")
+        assert status == 401 and body["code"] == "unauthorized", body
+    status, body, headers = refused_from("127.0.0.2")
+    assert status == 429 and "from 127.0.0.2" in body["error"] and int(headers["retry-after"]) >= 1, body
+    for _ in range(2):
+        status, body, _ = refused_from("127.0.0.3")
+        assert status == 401, body
+    status, body, headers = refused_from("127.0.0.3", "POST")
+    assert status == 429 and body["code"] == "too_many_refusals", body
+    assert "from all clients" in body["error"] and int(headers["retry-after"]) >= 1, body
+    assert admin.get("/v1/sandboxes").status_code == 200  # a valid key still works
+    gateway_config("RefusalBurst=3\nRefusalsPerSec=1\nRefusalBurstTotal=5\nRefusalsPerSecTotal=1\n")
+    def summaries():
+        rows = [r for r in audit_log(operation="auth", after_id=first_row)
+                if r["account_id"] in ("client:127.0.0.2", "client:127.0.0.3")]
+        return rows if len(rows) >= 2 else None
+    rows = wait_for(summaries, what="a summary row for each address")
+    assert sorted(r["account_id"] for r in rows) == ["client:127.0.0.2", "client:127.0.0.3"], rows
+    for r in rows:
+        detail = json.loads(r["detail"])
+        assert detail["refused"] == 1 and detail["burst_total"] == 5 and detail["per_sec_total"] == 1, detail
+    assert len(audit_log(event="denied", after_id=first_row)) == 5
+    assert not audit_log(operation="sandbox.create", after_id=first_row)
+
+
 def test_refusals_over_a_clients_budget(admin, gateway_config):
     """A client (here 127.0.0.1) gets RefusalBurst= refusals answered and audited one by one; beyond its
     budget it gets 429 too_many_refusals with Retry-After, nothing changes, requests with a valid key

@@ -41,6 +41,8 @@ static void test_defaults(void) {
         CHECK_U64(c.takeover_token_ttl_usec, 30 * USEC_PER_SEC);
         CHECK_U64(c.json_depth_max, 32);
         CHECK_U64(c.refusal_burst, 600);
+        CHECK_U64(c.refusal_burst_total, 6000);
+        CHECK_U64(c.refusals_per_sec_total, 100);
         CHECK_U64(c.refusals_per_sec, 10);
         CHECK_STR(c.dashboard_dir, GATEWAY_DASHBOARD_DIR_DEFAULT);
         CHECK(c.dashboard_dir[0] == '/' && strstr(c.dashboard_dir, "/sandboxd/dashboard"));
@@ -59,7 +61,8 @@ static void test_load(void) {
         snprintf(dropins, sizeof(dropins), "%s/d", dir);
         CHECK(mkdir(dropins, 0755) == 0);
         write_file("d/10-a.conf", "[Gateway]\nMaxStreamsPerKey=7\nTakeoverTokenTTLSec=45\n"
-                                  "DashboardDirectory=/srv/console\nRefusalBurst=5\nRefusalsPerSec=2\n");
+                                  "DashboardDirectory=/srv/console\nRefusalBurst=5\nRefusalsPerSec=2\n"
+                                  "RefusalBurstTotal=50\nRefusalsPerSecTotal=20\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.listen, "0.0.0.0:9000");
         CHECK_U64(c.max_body_bytes, UINT64_C(1) << 20);
@@ -70,6 +73,8 @@ static void test_load(void) {
         CHECK_U64(c.takeover_token_ttl_usec, 45 * USEC_PER_SEC);
         CHECK_STR(c.dashboard_dir, "/srv/console");
         CHECK_U64(c.refusal_burst, 5);
+        CHECK_U64(c.refusal_burst_total, 50);
+        CHECK_U64(c.refusals_per_sec_total, 20);
         CHECK_U64(c.refusals_per_sec, 2);
 
         /* "no" turns the dashboard off */

@@ -25,31 +25,37 @@ static void on_summary(const char *client, uint64_t throttled, uint64_t first, u
         s->calls++;
 }
 
+/* Within both budgets: answered and audited as usual. */
+#define ANSWERED(...) (refusal_limit_take(__VA_ARGS__) == REFUSAL_ANSWER)
+
 static void test_budget(void) {
         RefusalLimit *l = NULL;
         uint64_t t = 1000 * USEC_PER_SEC, retry = 0;
 
-        CHECK_INT(refusal_limit_new(0, 1, &l), -EINVAL);
-        CHECK_INT(refusal_limit_new(1, 0, &l), -EINVAL);
-        CHECK_INT(refusal_limit_new(3, 2, &l), 0);
+        CHECK_INT(refusal_limit_new(0, 1, 1, 1, &l), -EINVAL);
+        CHECK_INT(refusal_limit_new(1, 0, 1, 1, &l), -EINVAL);
+        CHECK_INT(refusal_limit_new(1, 1, 0, 1, &l), -EINVAL);
+        CHECK_INT(refusal_limit_new(1, 1, 1, 0, &l), -EINVAL);
+        CHECK_INT(refusal_limit_new(UINT64_C(1) << 32, 1, 1, 1, &l), -EINVAL);
+        CHECK_INT(refusal_limit_new(3, 2, UINT32_MAX, UINT32_MAX, &l), 0);
 
         /* three at once, then none: each over the budget says when there is room again */
         for (int i = 0; i < 3; i++)
-                CHECK(refusal_limit_take(l, "192.0.2.1", t, &retry));
-        CHECK(!refusal_limit_take(l, "192.0.2.1", t, &retry));
+                CHECK(ANSWERED(l, "192.0.2.1", t, &retry));
+        CHECK(!ANSWERED(l, "192.0.2.1", t, &retry));
         CHECK_U64(retry, 1); /* two a second: room in half a second, rounded up */
         /* another client has its own budget */
-        CHECK(refusal_limit_take(l, "192.0.2.2", t, NULL));
+        CHECK(ANSWERED(l, "192.0.2.2", t, NULL));
         /* half a second later one more, not two */
-        CHECK(refusal_limit_take(l, "192.0.2.1", t + USEC_PER_SEC / 2, NULL));
-        CHECK(!refusal_limit_take(l, "192.0.2.1", t + USEC_PER_SEC / 2, NULL));
+        CHECK(ANSWERED(l, "192.0.2.1", t + USEC_PER_SEC / 2, NULL));
+        CHECK(!ANSWERED(l, "192.0.2.1", t + USEC_PER_SEC / 2, NULL));
         /* a long wait fills the budget to its top, not beyond */
         t += 3600 * USEC_PER_SEC;
         for (int i = 0; i < 3; i++)
-                CHECK(refusal_limit_take(l, "192.0.2.1", t, NULL));
-        CHECK(!refusal_limit_take(l, "192.0.2.1", t, NULL));
+                CHECK(ANSWERED(l, "192.0.2.1", t, NULL));
+        CHECK(!ANSWERED(l, "192.0.2.1", t, NULL));
         /* time going backwards (never on CLOCK_MONOTONIC) adds nothing */
-        CHECK(!refusal_limit_take(l, "192.0.2.1", t - USEC_PER_SEC, NULL));
+        CHECK(!ANSWERED(l, "192.0.2.1", t - USEC_PER_SEC, NULL));
         refusal_limit_free(l);
 }
 
@@ -58,12 +64,12 @@ static void test_summaries(void) {
         uint64_t t = 50 * USEC_PER_SEC;
         Summary s = {};
 
-        CHECK_INT(refusal_limit_new(2, 1, &l), 0);
-        CHECK(refusal_limit_take(l, "a", t, NULL));
-        CHECK(refusal_limit_take(l, "a", t, NULL));
+        CHECK_INT(refusal_limit_new(2, 1, UINT32_MAX, UINT32_MAX, &l), 0);
+        CHECK(ANSWERED(l, "a", t, NULL));
+        CHECK(ANSWERED(l, "a", t, NULL));
         for (int i = 0; i < 5; i++)
-                CHECK(!refusal_limit_take(l, "a", t + i, NULL));
-        CHECK(refusal_limit_take(l, "b", t, NULL));
+                CHECK(!ANSWERED(l, "a", t + i, NULL));
+        CHECK(ANSWERED(l, "b", t, NULL));
 
         /* not quiet long enough: no summary yet */
         refusal_limit_flush(l, t + 5, 10 * USEC_PER_SEC, false, on_summary, &s);
@@ -81,13 +87,42 @@ static void test_summaries(void) {
         CHECK_U64(refusal_limit_clients(l), 0);
 
         /* all: a summary even for a client that is not quiet */
-        CHECK(refusal_limit_take(l, "c", t, NULL));
-        CHECK(refusal_limit_take(l, "c", t, NULL));
-        CHECK(!refusal_limit_take(l, "c", t, NULL));
+        CHECK(ANSWERED(l, "c", t, NULL));
+        CHECK(ANSWERED(l, "c", t, NULL));
+        CHECK(!ANSWERED(l, "c", t, NULL));
         refusal_limit_flush(l, t, 10 * USEC_PER_SEC, true, on_summary, &s);
         CHECK_INT(s.calls, 2);
         CHECK_STR(s.client, "c");
         CHECK_U64(s.throttled, 1);
+        refusal_limit_free(l);
+}
+
+static void test_total(void) {
+        RefusalLimit *l = NULL;
+        uint64_t t = 7 * USEC_PER_SEC, retry = 0;
+        Summary s = {};
+
+        /* Each address 3 at once, all of them together 5, then 1 a second. */
+        CHECK_INT(refusal_limit_new(3, 1, 5, 1, &l), 0);
+        for (int i = 0; i < 3; i++)
+                CHECK(ANSWERED(l, "198.51.100.1", t, NULL));
+        CHECK_INT(refusal_limit_take(l, "198.51.100.1", t, &retry), REFUSAL_OVER_CLIENT);
+        CHECK(ANSWERED(l, "198.51.100.2", t, NULL));
+        CHECK(ANSWERED(l, "198.51.100.2", t, NULL));
+        /* the second address is within its own budget, but all together have had their five */
+        CHECK_INT(refusal_limit_take(l, "198.51.100.2", t, &retry), REFUSAL_OVER_TOTAL);
+        CHECK_U64(retry, 1);
+        CHECK_INT(refusal_limit_take(l, "198.51.100.3", t, NULL), REFUSAL_OVER_TOTAL);
+        /* over both: the client's own comes first */
+        CHECK_INT(refusal_limit_take(l, "198.51.100.1", t, &retry), REFUSAL_OVER_CLIENT);
+        CHECK_U64(retry, 1);
+        /* a throttled refusal spends nothing: a second later there is room for exactly one more */
+        CHECK(ANSWERED(l, "198.51.100.3", t + USEC_PER_SEC, NULL));
+        CHECK_INT(refusal_limit_take(l, "198.51.100.2", t + USEC_PER_SEC, NULL), REFUSAL_OVER_TOTAL);
+        CHECK_INT(refusal_limit_take(l, "198.51.100.1", t + USEC_PER_SEC, NULL), REFUSAL_OVER_TOTAL);
+        /* each throttled client gets its own summary */
+        refusal_limit_flush(l, t + USEC_PER_SEC, 0, true, on_summary, &s);
+        CHECK_INT(s.calls, 3);
         refusal_limit_free(l);
 }
 
@@ -96,14 +131,14 @@ static void test_cap(void) {
         char name[32];
 
         /* Past REFUSAL_CLIENTS_MAX addresses, new ones share one budget, so memory stays bounded. */
-        CHECK_INT(refusal_limit_new(1, 1, &l), 0);
+        CHECK_INT(refusal_limit_new(1, 1, UINT32_MAX, UINT32_MAX, &l), 0);
         for (unsigned i = 0; i < REFUSAL_CLIENTS_MAX; i++) {
                 snprintf(name, sizeof(name), "10.%u.%u.%u", i >> 16, (i >> 8) & 255, i & 255);
-                CHECK(refusal_limit_take(l, name, 0, NULL));
+                CHECK(ANSWERED(l, name, 0, NULL));
         }
         CHECK_U64(refusal_limit_clients(l), REFUSAL_CLIENTS_MAX);
-        CHECK(refusal_limit_take(l, "203.0.113.1", 0, NULL));   /* the shared budget's one */
-        CHECK(!refusal_limit_take(l, "203.0.113.2", 0, NULL));  /* shared: spent */
+        CHECK(ANSWERED(l, "203.0.113.1", 0, NULL));   /* the shared budget's one */
+        CHECK(!ANSWERED(l, "203.0.113.2", 0, NULL));  /* shared: spent */
         CHECK_U64(refusal_limit_clients(l), REFUSAL_CLIENTS_MAX + 1);
         Summary s = {};
         refusal_limit_flush(l, 0, 0, true, on_summary, &s);
@@ -114,6 +149,7 @@ static void test_cap(void) {
 int main(void) {
         test_budget();
         test_summaries();
+        test_total();
         test_cap();
         return test_finish("test-refusal-limit");
 }
