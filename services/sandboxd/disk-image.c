@@ -88,7 +88,7 @@ int disk_template_make(const char *dir, uint64_t size, const char *mkfs, char **
 
 /* Copies [off, end) of in to the same place in out. */
 static int copy_range(int in, int out, off_t off, off_t end) {
-        static char buf[64 * 1024];
+        char buf[16 * 1024]; /* only where copy_file_range() cannot: the template is mostly holes */
         bool plain = false;
 
         while (off < end) {
