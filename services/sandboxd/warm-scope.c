@@ -292,6 +292,24 @@ static int spawn_placeholder(Placeholder **ret) {
         return 0;
 }
 
+int warm_placeholder_spawn(pid_t *ret_pid, WarmScopeHold **ret_hold, WarmScopePin **ret) {
+        Placeholder *p;
+        int r = spawn_placeholder(&p);
+        if (r < 0)
+                return r;
+        *ret_pid = p->pid;
+        *ret_hold = p->hold;
+        *ret = p;
+        return 0;
+}
+
+void warm_placeholder_done(WarmScopePin *p) {
+        if (!p)
+                return;
+        stack_put(p->stack);
+        free(p);
+}
+
 static int prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
                    ExecQueued *waiter, WarmScope **ret) {
         Manager *m = s->manager;

@@ -78,6 +78,11 @@ void warm_scope_unpin(WarmScopePin *pin);
  * the placeholder exits. Only system calls, no errno: safe in a child that shares sandboxd's memory. */
 void warm_scope_hold_go(WarmScopeHold *hold);
 void warm_scope_hold_wait(WarmScopeHold *hold);
+
+/* A placeholder on its own, in no scope, for tests (test-warm-scope.c): its pid and its hold. Once it
+ * is reaped, warm_placeholder_done() gives its stack back. */
+int warm_placeholder_spawn(pid_t *ret_pid, WarmScopeHold **ret_hold, WarmScopePin **ret);
+void warm_placeholder_done(WarmScopePin *p);
 int warm_scope_open_cgroups(WarmScope *w, int *fds, size_t n_max, size_t *ret_n, int *ret_cgroup2_fd);
 void warm_scope_release(WarmScope *w);
 
