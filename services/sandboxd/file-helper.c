@@ -240,12 +240,9 @@ static int do_read(const FileJob *job, int dst, int hdr) {
         _cleanup_close_ int fd = open(job->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+        int r = tool_fstat_regular(fd, &st);
+        if (r < 0)
+                return r;
         h.size = st.st_size;
         h.mode = st.st_mode & 07777;
         if (job->offset > 0 && lseek(fd, (off_t) job->offset, SEEK_SET) < 0)

@@ -525,18 +525,24 @@ static int open_child(int dfd, const char *name, int flags) {
         return fd < 0 ? -errno : fd;
 }
 
+int tool_fstat_regular(int fd, struct stat *ret) {
+        if (fstat(fd, ret) < 0)
+                return -errno;
+        if (S_ISDIR(ret->st_mode))
+                return -EISDIR;
+        return S_ISREG(ret->st_mode) ? 0 : -EINVAL;
+}
+
 /* Reads all of a regular file's fd, up to cap bytes (-EFBIG beyond), into a NUL-terminated buffer. */
 static int read_fd_all(int fd, uint64_t cap, char **ret_data, size_t *ret_size) {
         struct stat st;
         size_t size = 0, alloc;
         char *data;
+        int r;
 
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+        r = tool_fstat_regular(fd, &st);
+        if (r < 0)
+                return r;
         if ((uint64_t) st.st_size > cap)
                 return -EFBIG;
         alloc = (size_t) st.st_size + 1;
@@ -563,7 +569,7 @@ static int read_fd_all(int fd, uint64_t cap, char **ret_data, size_t *ret_size) 
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        int r = -errno;
+                        r = -errno;
                         free(data);
                         return r;
                 }

@@ -118,6 +118,10 @@ char *tool_utf8_sanitize(const void *data, size_t size);
  * resolution is done from userspace, one name at a time with O_NOFOLLOW. */
 int tool_open(int root_fd, const char *path, int flags, mode_t mode);
 
+/* fstat() of a file to be read whole: 0 and *ret for a regular file; -EISDIR for a directory, -EINVAL
+ * for anything else (a FIFO or device would hang or surprise the reader). */
+int tool_fstat_regular(int fd, struct stat *ret);
+
 /* For tests: always use that userspace resolution. */
 void tool_open_force_fallback(bool b);
 
