@@ -11,6 +11,7 @@ import subprocess
 import dbus
 import pytest
 
+import kernel
 from conftest import Manager, dbus_error, run, sandbox_path, wait_for
 from test_sandboxd import wait_sandboxd_active
 
@@ -18,6 +19,11 @@ ERR = "org.sandboxd.sandbox1."
 DROPIN_DIR = "/etc/sandboxd/sandboxd.conf.d"
 DROPIN = DROPIN_DIR + "/50-disk-test.conf"
 MiB = 1 << 20
+
+# The tests that mount a disk need loop devices and ext4 in the kernel (probed, docs/testing.md).
+needs_disk = pytest.mark.skipif(
+    not kernel.disk_images_possible(),
+    reason="no disk images on this kernel: " + "; ".join(kernel.describe(kernel.features()[f]) for f in ("loop", "ext4")))
 
 
 def restart_sandboxd():
@@ -96,6 +102,7 @@ def loop_backing_files():
     return files
 
 
+@needs_disk
 def test_disk_is_the_quota(mgr, disk_types, made):
     sid, _ = create(mgr, made, "disk64")
     seen = df(mgr, sid, "/home/sandbox", "/tmp", "/var/tmp")
@@ -160,6 +167,7 @@ def test_disk_is_the_quota(mgr, disk_types, made):
     wait_for(lambda: not [f for f in loop_backing_files() if sid in f], what="the loop device to be detached")
 
 
+@needs_disk
 def test_disk_survives_a_restart(mgr, disk_types, made):
     sid, _ = create(mgr, made, "disk64")
     mgr.write(sid, "/home/sandbox/state", b"persisted")
@@ -218,6 +226,7 @@ def test_delete_without_a_disk_does_not_follow_planted_symlinks(mgr, disk_types,
     assert not os.path.exists(ws)
 
 
+@needs_disk
 def test_a_lost_template_leaves_nothing_behind(mgr, disk_types, made):
     """The template goes while sandboxd runs: CreateSandbox fails with the reason, and no half-made
     workspace stays."""

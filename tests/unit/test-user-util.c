@@ -36,7 +36,7 @@ static void test_current_user(void) {
         int n = ELEMENTSOF(groups);
 
         if (!pw) {
-                printf("test-user-util: uid %u has no passwd entry, skipping its checks\n", (unsigned) uid);
+                printf("SKIP: uid %u: no passwd entry here\n", (unsigned) uid);
                 return;
         }
         gid_t primary = pw->pw_gid;
@@ -74,7 +74,7 @@ static void test_supplementary(void) {
                 }
         endgrent();
         if (!found) {
-                printf("test-user-util: no group with a supplementary member, skipping that check\n");
+                printf("SKIP: supplementary groups: no group with a supplementary member here\n");
                 return;
         }
         CHECK(uid_in_group(uid, gid));
