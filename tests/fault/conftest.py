@@ -22,7 +22,7 @@ itc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(itc)
 
 LONG, run, wait_for, systemctl_show, dbus_error = itc.LONG, itc.run, itc.wait_for, itc.systemctl_show, itc.dbus_error
-pytest_configure = itc.pytest_configure
+pytest_configure, pytest_report_header = itc.pytest_configure, itc.pytest_report_header
 
 SPOOL, spooled = itc.SPOOL, itc.spooled
 call_into_pipe, read_to_end = itc.call_into_pipe, itc.read_to_end
@@ -159,6 +159,7 @@ def wait_restarted(unit, before):
 
 @pytest.fixture(scope="session", autouse=True)
 def sandboxd_running():
+    itc.disks_as_the_kernel_allows()
     run("systemctl", "start", "sandboxd.service", "sandbox-auditd.service", "sandbox-gatewayd.socket")
     yield
     m = Manager()

@@ -174,12 +174,17 @@ class Manager:
 NO_DISK_DROPIN = "/etc/sandboxd/sandboxd.conf.d/00-test-no-disk.conf"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def sandboxd_running():
+def disks_as_the_kernel_allows():
+    """Before sandboxd starts: the no-disk drop-in where the kernel cannot give sandboxes disks."""
     if not kernel.disk_images_possible():
         os.makedirs(os.path.dirname(NO_DISK_DROPIN), exist_ok=True)
         with open(NO_DISK_DROPIN, "w") as f:
             f.write("".join(f"[Type:{t}]\nDiskMax=infinity\n\n" for t in ("small", "medium", "large")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sandboxd_running():
+    disks_as_the_kernel_allows()
     run("systemctl", "start", "sandboxd.service")
     yield
     # Whatever a test left behind must not outlive the suite.
