@@ -33,7 +33,9 @@ static void usage(FILE *f) {
               "sandboxctl api-key list [--json[=short|pretty]]\n"
               "sandboxctl api-key revoke ID\n\n"
               "Manages sandbox-gatewayd's API keys (root only). TIME is like 30min, 2h, 1d; without --ttl a\n"
-              "key never expires. create prints the secret once; with --json {\"secret\":…,\"apiKey\":{…}}.\n",
+              "key never expires. create prints the secret once; with --json {\"secret\":…,\"apiKey\":{…}}.\n"
+              "NAME: at most 64 bytes, no control or format characters (such as U+202E). list escapes\n"
+              "what a terminal would act on (\\x1b, \\u202e); --json keeps it raw.\n",
               f);
 }
 

@@ -70,6 +70,8 @@ static void usage(FILE *f) {
               "  -i --ignore-case       grep: match without regard to case\n"
               "     --max-results=N     ls, glob, grep: at most N results (defaults 10000, 10000, 1000)\n\n"
               "Results cut short by a limit say so on stderr (and \"truncated\": true with --json).\n"
+              "ls, glob and grep escape controls, format characters, bad UTF-8 and '\\' in names and\n"
+              "lines (\\x1b, \\u202e, \\xff, \\\\); --json and view give the bytes as they are.\n"
               "Exit status: 0 on success, 1 on failure, 2 on bad usage. See docs/sandboxctl.md.\n",
               f);
 }
