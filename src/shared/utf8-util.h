@@ -57,6 +57,7 @@ typedef enum Utf8EscapeFlags {
  * length. -ENOMEM, or 0. */
 int utf8_escape(const uint8_t *data, size_t size, Utf8EscapeFlags flags, char **ret, size_t *ret_len);
 
-/* The length of the unit of escaped text at s (not at its end): a whole escape that starts there, or one
- * UTF-8 character, or 1 for anything else, so that escaped text can be cut without splitting either. */
+/* The length of the unit of escaped text at s: a whole escape that starts there (never past the string's
+ * end), or one UTF-8 character, or 1 for anything else; 0 at the end. So escaped text can be cut without
+ * splitting either. */
 size_t utf8_escaped_unit_len(const char *s);
