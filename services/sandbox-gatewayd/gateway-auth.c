@@ -10,6 +10,7 @@
 
 #include "sandbox-id.h"
 #include "time-util.h"
+#include "utf8-util.h"
 
 static const char *const gateway_action_table[_GATEWAY_ACTION_MAX] = {
         [GATEWAY_ACTION_SANDBOX_CREATE] = "sandbox.create",
@@ -103,16 +104,15 @@ static size_t strv_length(char *const *l) {
         return n;
 }
 
-/* Key names are shown in tables and JSON: any text without control characters, at most 64 bytes. */
+/* Key names are shown in tables and JSON: any UTF-8 text of at most 64 bytes without what a terminal acts
+ * on or hides (C0 and C1 controls, DEL, bidi overrides and the other format characters, see
+ * unichar_is_unprintable()), so a name reads the same wherever it is shown. */
 #define KEY_NAME_MAX 64
 
 static bool key_name_is_valid(const char *s) {
-        if (strlen(s) > KEY_NAME_MAX)
-                return false;
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
-                if (*p < 0x20 || *p == 0x7f)
-                        return false;
-        return true;
+        size_t n = strlen(s);
+
+        return n <= KEY_NAME_MAX && utf8_is_printable((const uint8_t *) s, n);
 }
 
 static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
@@ -193,7 +193,9 @@ int key_spec_resolve(const KeySpec *spec, const ApiKey *creator, uint64_t now, K
 
         if (spec->name && !key_name_is_valid(spec->name))
                 return fail(ret_error, -EINVAL,
-                            "\"name\" must be at most %d bytes without control characters.", KEY_NAME_MAX);
+                            "\"name\" must be at most %d bytes of UTF-8 without control or format characters "
+                            "(C0, DEL, C1, bidi controls such as U+202E, zero-width characters).",
+                            KEY_NAME_MAX);
 
         if (spec->preset) {
                 if (key_preset_lookup(spec->preset, &preset_role, &preset_actions) < 0)

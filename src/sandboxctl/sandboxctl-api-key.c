@@ -33,7 +33,9 @@ static void usage(FILE *f) {
               "sandboxctl api-key list [--json[=short|pretty]]\n"
               "sandboxctl api-key revoke ID\n\n"
               "Manages sandbox-gatewayd's API keys (root only). TIME is like 30min, 2h, 1d; without --ttl a\n"
-              "key never expires. create prints the secret once; with --json {\"secret\":…,\"apiKey\":{…}}.\n",
+              "key never expires. create prints the secret once; with --json {\"secret\":…,\"apiKey\":{…}}.\n"
+              "NAME: at most 64 bytes, no control or format characters (such as U+202E). list escapes\n"
+              "what a terminal would act on (\\x1b, \\u202e); --json keeps it raw.\n",
               f);
 }
 
@@ -43,10 +45,20 @@ static int fail_usage(const char *msg) {
 }
 
 static int bus_failed(const char *what, const sd_bus_error *e, int r) {
-        fprintf(stderr, "sandboxctl: api-key: %s: %s\n", what, e && e->message ? e->message : strerror(-r));
+        /* The gateway's message may quote what a client sent (a key name): escaped like any such text. */
+        _cleanup_free_ char *msg = make_printable(e && e->message ? e->message : strerror(-r));
+
+        fprintf(stderr, "sandboxctl: api-key: %s: %s\n", what, strna(msg));
         if (e && e->name && (streq(e->name, SD_BUS_ERROR_ACCESS_DENIED) || streq(e->name, SD_BUS_ERROR_SERVICE_UNKNOWN)))
                 fprintf(stderr, "(API keys are managed by root, with sandbox-gatewayd installed.)\n");
         return EXIT_FAILURE;
+}
+
+/* A string field of a key object, made printable; "-" when missing or empty. NULL on ENOMEM. */
+static char *key_field(json_object *k, const char *field) {
+        const char *v = json_object_get_string(json_object_object_get(k, field));
+
+        return make_printable(isempty(v) ? "-" : v);
 }
 
 static int print_json(const char *js, JsonMode mode) {
@@ -193,10 +205,10 @@ int verb_api_key(int argc, char *argv[]) {
                         json_object_put(o);
                 } else {
                         json_object *o = json_tokener_parse(key);
+                        _cleanup_free_ char *id = key_field(o, "id"), *kr = key_field(o, "role");
                         printf("%s\n", secret);
                         fprintf(stderr, "Created API key %s (role %s). The secret above is shown only once.\n",
-                                json_object_get_string(json_object_object_get(o, "id")),
-                                json_object_get_string(json_object_object_get(o, "role")));
+                                strna(id), strna(kr));
                         json_object_put(o);
                 }
                 return 0;
@@ -218,10 +230,14 @@ int verb_api_key(int argc, char *argv[]) {
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *k = json_object_array_get_idx(a, i);
                         const char *revoked = json_object_get_string(json_object_object_get(k, "revokedAt"));
-                        const char *expires = json_object_get_string(json_object_object_get(k, "expiresAt"));
-                        printf("%-24s %-16s %-7s %-27s %s\n", json_object_get_string(json_object_object_get(k, "id")),
-                               json_object_get_string(json_object_object_get(k, "name")),
-                               json_object_get_string(json_object_object_get(k, "role")), expires ?: "never",
+                        /* Every cell a client chose (the name above all) escaped, as for any terminal output. */
+                        _cleanup_free_ char *id = key_field(k, "id"), *kn = key_field(k, "name"),
+                                            *kr = key_field(k, "role"), *expires = key_field(k, "expiresAt");
+                        if (!id || !kn || !kr || !expires) {
+                                json_object_put(o);
+                                return bus_failed("list", NULL, -ENOMEM);
+                        }
+                        printf("%-24s %-16s %-7s %-27s %s\n", id, kn, kr, streq(expires, "-") ? "never" : expires,
                                revoked ? "revoked" : "active");
                 }
                 json_object_put(o);

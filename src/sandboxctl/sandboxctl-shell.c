@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "sandboxctl-util.h"
 #include "time-util.h"
 
 #define BUS_NAME          "org.sandboxd.sandbox1"
@@ -310,8 +311,9 @@ int verb_shell(int argc, char *argv[]) {
         }
         r = sd_bus_call(bus, m, 60 * USEC_PER_SEC, &error, &reply);
         if (r < 0) {
-                fprintf(stderr, "sandboxctl: shell: %s%s\n",
-                        sd_bus_error_is_set(&error) ? error.message : strerror(-r),
+                _cleanup_free_ char *msg = make_printable(sd_bus_error_is_set(&error) ? error.message
+                                                                                      : strerror(-r));
+                fprintf(stderr, "sandboxctl: shell: %s%s\n", strna(msg),
                         sd_bus_error_has_names(&error, SD_BUS_ERROR_SERVICE_UNKNOWN,
                                                SD_BUS_ERROR_NAME_HAS_NO_OWNER)
                                 ? " (is sandboxd running?)"
@@ -412,8 +414,10 @@ int verb_shell(int argc, char *argv[]) {
         if (r >= 0)
                 r = sd_bus_message_read(wait_reply, "i", &code);
         if (r < 0) {
-                fprintf(stderr, "sandboxctl: shell: Could not learn the shell's exit status: %s\n",
+                _cleanup_free_ char *msg = make_printable(
                         sd_bus_error_is_set(&wait_error) ? wait_error.message : strerror(-r));
+                fprintf(stderr, "sandboxctl: shell: Could not learn the shell's exit status: %s\n",
+                        strna(msg));
                 return EXIT_SHELL_FAILED;
         }
         if (!quiet)

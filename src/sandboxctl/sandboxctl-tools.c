@@ -70,6 +70,8 @@ static void usage(FILE *f) {
               "  -i --ignore-case       grep: match without regard to case\n"
               "     --max-results=N     ls, glob, grep: at most N results (defaults 10000, 10000, 1000)\n\n"
               "Results cut short by a limit say so on stderr (and \"truncated\": true with --json).\n"
+              "ls, glob and grep escape controls, format characters, bad UTF-8 and '\\' in names and\n"
+              "lines (\\x1b, \\u202e, \\xff, \\\\); --json and view give the bytes as they are.\n"
               "Exit status: 0 on success, 1 on failure, 2 on bad usage. See docs/sandboxctl.md.\n",
               f);
 }
@@ -86,8 +88,11 @@ _printf_(1, 2) static int fail_usage(const char *fmt, ...) {
 }
 
 static int fail(const char *what, const sd_bus_error *e, int r) {
+        /* sandboxd's messages quote paths, which a sandbox may have named: escaped like the names are. */
+        _cleanup_free_ char *msg = make_printable(e && e->message ? e->message : strerror(-r));
+
         fprintf(stderr, "sandboxctl: %s: %s%s%s\n", arg_verb, what ? what : "", what ? ": " : "",
-                e && e->message ? e->message : strerror(-r));
+                strna(msg));
         return EXIT_FAILURE;
 }
 
@@ -166,6 +171,19 @@ static bool info_truncated(json_object *info) {
 
 static int fwrite_all(const void *p, size_t n) {
         return n == 0 || fwrite(p, 1, n, stdout) == n ? 0 : -EIO;
+}
+
+/* Names and matched lines come from the sandbox: what a terminal would act on is escaped (the rule of
+ * make_printable()); --json has the bytes as they are. A matched line keeps its TABs, which only indent. */
+static int fwrite_printable(const void *p, size_t n, Utf8EscapeFlags flags) {
+        _cleanup_free_ char *e = NULL;
+        size_t len;
+        int r;
+
+        r = utf8_escape(p, n, flags, &e, &len);
+        if (r < 0)
+                return r;
+        return fwrite_all(e, len);
 }
 
 /* --- the verbs -------------------------------------------------------------------------------------- */
@@ -389,7 +407,7 @@ static int verb_ls(sd_bus *bus, char **args, size_t n, const Options *o) {
                         json_object_array_add(list, e);
                 } else {
                         printf("%-9s %04o %12" PRIu64 " %s ", type, mode, size, format_timestamp(mtime, ts));
-                        r = fwrite_all(name, len);
+                        r = fwrite_printable(name, len, 0);
                         putchar('\n');
                 }
         }
@@ -421,7 +439,7 @@ static int verb_glob(sd_bus *bus, char **args, const Options *o) {
                         json_add_bytes(e, "path", p, len);
                         json_object_array_add(list, e);
                 } else {
-                        r = fwrite_all(p, len);
+                        r = fwrite_printable(p, len, 0);
                         putchar('\n');
                 }
         }
@@ -469,10 +487,10 @@ static int verb_grep(sd_bus *bus, char **args, size_t n, const Options *o) {
                         json_add_bytes(e, "text", text, tlen);
                         json_object_array_add(list, e);
                 } else {
-                        r = fwrite_all(file, flen);
+                        r = fwrite_printable(file, flen, 0);
                         printf(":%" PRIu32 ":", line);
                         if (r >= 0)
-                                r = fwrite_all(text, tlen);
+                                r = fwrite_printable(text, tlen, UTF8_ESCAPE_KEEP_TAB);
                         putchar('\n');
                 }
         }

@@ -15,6 +15,7 @@
 #include "sandbox-id.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
+#include "utf8-util.h"
 
 int parse_uint64(const char *s, uint64_t *ret) {
         uint64_t v = 0;
@@ -176,22 +177,10 @@ char *format_timestamp(uint64_t usec, char buf[static FORMAT_TIMESTAMP_MAX]) {
 }
 
 char *make_printable(const char *s) {
-        char *p = strdup(strempty(s));
+        char *p;
 
-        if (!p)
+        if (utf8_escape((const uint8_t *) strempty(s), strlen(strempty(s)), 0, &p, NULL) < 0)
                 return NULL;
-
-        for (unsigned char *c = (unsigned char *) p; *c; c++) {
-                if (*c < 0x20 || *c == 0x7f)
-                        *c = '?';
-                else if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f) {
-                        /* A C1 control in UTF-8 (e.g. U+009B, CSI): two bytes, each replaced. */
-                        c[0] = '?';
-                        c[1] = '?';
-                        c++;
-                }
-        }
-
         return p;
 }
 
@@ -372,9 +361,11 @@ static bool json_get_int64(json_object *o, const char *key, int64_t *ret) {
 }
 
 /* Cuts a printable string to at most max bytes, at a UTF-8 character boundary, ending in "…". */
+/* Cuts s to at most max bytes ending in "…", at the end of a character or of an escape, so that what is
+ * left still reads back unambiguously. */
 static void ellipsize(char *s, size_t max) {
         static const char dots[] = "\xe2\x80\xa6"; /* … */
-        size_t l = strlen(s), cut;
+        size_t l = strlen(s), cut = 0;
 
         if (l <= max)
                 return;
@@ -382,9 +373,8 @@ static void ellipsize(char *s, size_t max) {
                 s[0] = 0;
                 return;
         }
-        cut = max - (sizeof(dots) - 1);
-        while (cut > 0 && ((unsigned char) s[cut] & 0xc0) == 0x80)
-                cut--;
+        for (size_t u; cut < l && cut + (u = utf8_escaped_unit_len(s + cut)) <= max - (sizeof(dots) - 1);)
+                cut += u;
         memcpy(s + cut, dots, sizeof(dots));
 }
 

@@ -42,8 +42,11 @@ char *path_basename(const char *s);
  * represented (the caller prints "n/a"). */
 char *format_timestamp(uint64_t usec, char buf[static FORMAT_TIMESTAMP_MAX]);
 
-/* A copy of s that is safe to print on a terminal: C0 controls, DEL and C1 controls (U+0080..U+009F)
- * become '?', so a sandbox name cannot carry escape sequences. NULL on ENOMEM. */
+/* A copy of s that is safe to print on a terminal, by the one rule of utf8_escape(): C0 and C1 controls,
+ * DEL, format characters (bidi overrides and the like), invalid UTF-8 and the backslash itself become
+ * escapes such as \x1b, \u202e, \xff and \\, so nothing a sandbox or a client chose can drive the
+ * terminal or hide what is shown, and the text still reads back exactly. s may be NULL (""). NULL on
+ * ENOMEM. */
 char *make_printable(const char *s);
 
 /* Reads fd to EOF into a NUL-terminated buffer (the NUL is not counted). Fails with -EFBIG beyond max

@@ -117,10 +117,18 @@ static void test_make_printable(void) {
 
         CHECK((p = make_printable("plain name")) && streq(p, "plain name"));
         free(p);
-        CHECK((p = make_printable("a\033[2Jb\n\x7f")) && streq(p, "a?[2Jb??"));
+        CHECK((p = make_printable("a\033[2Jb\n\x7f")) && streq(p, "a\\x1b[2Jb\\n\\x7f"));
         free(p);
         /* U+009B (CSI) is a control; U+00E9 (é) is not. */
-        CHECK((p = make_printable("x\xc2\x9b" "1m\xc3\xa9")) && streq(p, "x??1m\xc3\xa9"));
+        CHECK((p = make_printable("x\xc2\x9b" "1m\xc3\xa9")) && streq(p, "x\\u009b1m\xc3\xa9"));
+        free(p);
+        /* A window title (OSC 0) and a clipboard write (OSC 52), each ended by BEL or ST. */
+        CHECK((p = make_printable("\033]0;owned\a\033]52;c;ZWNobw==\033\\")) &&
+              streq(p, "\\x1b]0;owned\\x07\\x1b]52;c;ZWNobw==\\x1b\\\\"));
+        free(p);
+        /* The bidi override that makes "txt.exe" read as "exe.txt", a soft hyphen, invalid UTF-8. */
+        CHECK((p = make_printable("a\xe2\x80\xaetxt.exe\xc2\xad\xff")) &&
+              streq(p, "a\\u202etxt.exe\\u00ad\\xff"));
         free(p);
         CHECK((p = make_printable(NULL)) && streq(p, ""));
         free(p);
@@ -264,7 +272,13 @@ static void test_log_detail_summary(void) {
                       "{\"key_id\":\"key_1\",\"role\":\"admin\"}");
         CHECK_SUMMARY("not json", 100, "not json");
         /* Controls cannot reach the terminal. */
-        CHECK_SUMMARY("{\"argv\":[\"printf\",\"\\u001b[2J\\n\"]}", 100, "printf '?[2J?'");
+        CHECK_SUMMARY("{\"argv\":[\"printf\",\"\\u001b[2J\\n\"]}", 100, "printf '\\x1b[2J\\n'");
+        /* Nor bidi or other format characters (U+202E, U+2066, U+200B), and a backslash is doubled. */
+        CHECK_SUMMARY("{\"path\":\"/tmp/\\u202egnp.sh\\u2066\\u200b\\\\\"}", 100,
+                      "/tmp/\\u202egnp.sh\\u2066\\u200b\\\\");
+        /* Cut before an escape rather than inside it. */
+        CHECK_SUMMARY("{\"path\":\"/ab\\u001bcdef\"}", 9, "/ab\xe2\x80\xa6");
+        CHECK_SUMMARY("{\"path\":\"/ab\\u001bcdef\"}", 10, "/ab\\x1b\xe2\x80\xa6");
         /* Cut to max bytes with "…", never inside a character. */
         CHECK_SUMMARY("{\"path\":\"/abcdefghij\"}", 8, "/abcd\xe2\x80\xa6");
         CHECK_SUMMARY("{\"path\":\"/abcdefg\"}", 8, "/abcdefg");
@@ -390,7 +404,7 @@ static void test_log_row_cells(void) {
         row = log_row_to_json(raw);
         CHECK(log_row_cells(row, cells) == 0);
         CHECK(streq(cells[LOG_COLUMN_TIME], "-") && streq(cells[LOG_COLUMN_ID], "-"));
-        CHECK(streq(cells[LOG_COLUMN_SANDBOX], "-") && streq(cells[LOG_COLUMN_ACCOUNT], "evil?[2J"));
+        CHECK(streq(cells[LOG_COLUMN_SANDBOX], "-") && streq(cells[LOG_COLUMN_ACCOUNT], "evil\\x1b[2J"));
         CHECK(streq(cells[LOG_COLUMN_SOURCE], "-") && streq(cells[LOG_COLUMN_EVENT], "-"));
         CHECK(streq(cells[LOG_COLUMN_EXIT], "-") && streq(cells[LOG_COLUMN_DURATION], "-"));
         CHECK(streq(cells[LOG_COLUMN_DETAIL], "/tmp/f"));

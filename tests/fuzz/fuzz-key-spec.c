@@ -6,6 +6,7 @@
 #include "gateway-auth.h"
 #include "gatewayd-keys.h"
 #include "time-util.h"
+#include "utf8-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_(key_spec_strings_clear) KeySpecStrings strings = {};
@@ -36,6 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* A key never holds more than its role allows, and expires when it was asked to. */
         FUZZ_ASSERT((actions & ~key_role_actions(role)) == 0);
         FUZZ_ASSERT(spec.ttl_usec == 0 ? expires_at == 0 : expires_at == now + spec.ttl_usec);
+        /* A name is shown on terminals: nothing in it that one acts on or hides. */
+        if (spec.name)
+                FUZZ_ASSERT(utf8_is_printable((const uint8_t *) spec.name, strlen(spec.name)));
 finish:
         strv_free(sandboxes);
         free(why);

@@ -481,9 +481,9 @@ def test_sandboxctl_verbs(tools):
     assert ctl("view", sid, "x", "--range=3:1", check=False).returncode == 2
     assert ctl("grep", sid, "(", check=False).returncode == 1
     assert b"str-replace" in ctl("view", "--help").stdout
-    # bytes that are not UTF-8 come out as they are, or as base64 in JSON
+    # bytes that are not UTF-8 come out escaped on a terminal, as base64 in JSON
     tools.create("", b"\xff\n", path_bytes=b"/home/sandbox/ctl/\xe9.txt")
-    assert ctl("glob", sid, "ctl/*.txt").stdout == b"/home/sandbox/ctl/\xe9.txt\n"
+    assert ctl("glob", sid, "ctl/*.txt").stdout == b"/home/sandbox/ctl/\\xe9.txt\n"
     g = json.loads(ctl("glob", sid, "ctl/*.txt", "--json").stdout)
     assert g["paths"] == [{"path_base64": "L2hvbWUvc2FuZGJveC9jdGwv6S50eHQ="}]
 

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import secrets
+import sqlite3
 import subprocess
 
 import dbus
@@ -472,6 +473,54 @@ def test_sandboxctl_api_key():
         r = ctl("create", *args, check=False)
         assert r.returncode != 0 and msg in r.stderr, (args, r.stderr)
     assert len(list_keys()) == n
+
+
+# Names a terminal would act on or that read other than they are (issue 21, item 11): C1 controls (CSI,
+# NEL, OSC), bidi overrides, isolates and marks, zero-width and other format characters.
+BAD_KEY_NAMES = ["ci\u009b2J", "ci\u0085x", "ci\u009d0;t\u009c", "ci\u202enimda", "ci\u2066x\u2069",
+                 "ci\u200fx", "ci\u061cx", "ci\u200bx", "ci\u00adx", "\ufeffci", "ci\u2028x", "ci\U000e0001",
+                 "ci\x1b[2J", "ci\x7f"]
+
+
+def test_key_names_refuse_controls_and_format_characters(admin):
+    n = len(list_keys())
+    for name in BAD_KEY_NAMES:
+        with pytest.raises(dbus.DBusException) as e:
+            mint(preset="member", name=name)
+        assert e.value.get_dbus_name() == "org.freedesktop.DBus.Error.InvalidArgs", name
+        assert "format characters" in e.value.get_dbus_message(), name
+        body = expect_error(admin.req("POST", "/v1/api-keys", json={"preset": "member", "name": name}), 400,
+                            "invalid_request")
+        assert "format characters" in body["error"], name
+        r = ctl("create", "--preset", "member", "--name", name, check=False)
+        assert r.returncode != 0 and "format characters" in r.stderr, (name, r.stderr)
+    assert len(list_keys()) == n
+    # Other text is a name, right-to-left script and a backslash included.
+    for name in ("caf\u00e9 \U0001f680", "\u05e9\u05dc\u05d5\u05dd", "back\\slash"):
+        secret, key = mint(preset="member", name=name)
+        assert key["name"] == name
+        revoke(key["id"])
+
+
+def test_api_key_list_escapes_names():
+    """A name stored before the check existed (an older gateway's database) reaches the terminal escaped:
+    no raw ESC, BEL, C1 or bidi override in "api-key list", the raw name in --json."""
+    secret, key = mint(preset="member", name="old")
+    raw = "old\x1b]0;owned\x07\x1b[2J\u202etxt.exe\u009b31m\\"
+    db = sqlite3.connect("/var/lib/sandbox-gatewayd/keys.db", timeout=30)
+    with db:
+        db.execute("UPDATE api_keys SET name = ? WHERE id = ?", (raw, key["id"]))
+    db.close()
+    try:
+        r = subprocess.run(["sandboxctl", "api-key", "list"], capture_output=True, check=True)
+        line = [l for l in r.stdout.split(b"\n") if l.startswith(key["id"].encode())][0]
+        for b in (b"\x1b", b"\x07", "\u202e".encode(), "\u009b".encode()):
+            assert b not in r.stdout, (b, line)
+        assert b"old\\x1b]0;owned\\x07\\x1b[2J\\u202etxt.exe\\u009b31m\\\\ " in line, line
+        listed = {k["id"]: k for k in json.loads(ctl("list", "--json").stdout)["api_keys"]}
+        assert listed[key["id"]]["name"] == raw
+    finally:
+        revoke(key["id"])
 
 
 @pytest.fixture

@@ -89,3 +89,60 @@ def test_set_ttl_and_delete(sid):
     assert st["expires_at"] is not None
     ctl("delete", sid)
     assert sid not in ctl("list", "--no-legend").stdout.decode()
+
+
+# File names a sandbox chose (issue 21, item 10): a window title (OSC 0, ended by BEL), a screen clear, a
+# clipboard write (OSC 52, ended by ST), a C1 CSI, a bidi override, a backslash. On a terminal each comes
+# out escaped (make_printable()'s rule); --json keeps the names as they are.
+EVIL = {
+    "title": ("t\x1b]0;owned\x07\x1b[2J", "t\\x1b]0;owned\\x07\\x1b[2J"),
+    "clip": ("c\x1b]52;c;cm0gLXJmIH4=\x1b\\", "c\\x1b]52;c;cm0gLXJmIH4=\\x1b\\\\"),
+    "csi": ("s\u009b31m", "s\\u009b31m"),
+    "bidi": ("b\u202etxt.exe", "b\\u202etxt.exe"),
+}
+RAW_CONTROLS = (b"\x1b", b"\x07", "\u009b".encode(), "\u202e".encode())
+
+
+def assert_no_raw_controls(out):
+    for b in RAW_CONTROLS:
+        assert b not in out, (b, out)
+
+
+def test_sandbox_file_names_reach_the_terminal_escaped(sid):
+    make = ("import os, sys\nos.makedirs('/tmp/evil', exist_ok=True)\n"
+            "for n in sys.argv[1:]:\n"
+            "    open('/tmp/evil/' + n, 'w').write('needle \\x1b]0;line\\x07\\tend\\n')\n")
+    ctl("exec", sid, "--", "python3", "-c", make, *[raw for raw, _ in EVIL.values()])
+
+    ls = ctl("ls", sid, "/tmp/evil").stdout
+    assert_no_raw_controls(ls)
+    names = sorted(line.rsplit(b" ", 1)[-1].decode() for line in ls.splitlines())  # no blank in a name
+    assert names == sorted(esc for _, esc in EVIL.values()), ls
+
+    glob = ctl("glob", sid, "/tmp/evil/*").stdout
+    assert_no_raw_controls(glob)
+    assert sorted(glob.decode().splitlines()) == sorted(f"/tmp/evil/{esc}" for _, esc in EVIL.values())
+
+    # grep: the file name and the matched line are escaped; a TAB in the line stays.
+    grep = ctl("grep", sid, "needle", "/tmp/evil").stdout
+    assert_no_raw_controls(grep)
+    assert sorted(grep.decode().splitlines()) == sorted(
+        f"/tmp/evil/{esc}:1:needle \\x1b]0;line\\x07\tend" for _, esc in EVIL.values())
+
+    # --json: the raw names and lines, JSON-escaped as JSON does.
+    j = json.loads(ctl("ls", sid, "/tmp/evil", "--json").stdout)
+    assert sorted(e["name"] for e in j["entries"]) == sorted(raw for raw, _ in EVIL.values())
+    j = json.loads(ctl("glob", sid, "/tmp/evil/*", "--json").stdout)
+    assert sorted(p["path"] for p in j["paths"]) == sorted(f"/tmp/evil/{raw}" for raw, _ in EVIL.values())
+    j = json.loads(ctl("grep", sid, "needle", "/tmp/evil", "--json").stdout)
+    assert {m["text"] for m in j["matches"]} == {"needle \x1b]0;line\x07\tend"}
+
+    # view is the file itself, raw like cat (docs/sandboxctl.md says why).
+    raw, _ = EVIL["title"]
+    assert ctl("view", sid, f"/tmp/evil/{raw}").stdout == b"     1\tneedle \x1b]0;line\x07\tend\n"
+
+    # An error message that quotes such a path is escaped too.
+    r = ctl("view", sid, "/tmp/evil/missing\x1b]0;owned\x07", check=False)
+    assert r.returncode == 1
+    assert_no_raw_controls(r.stderr)
+    assert b"missing\\x1b]0;owned\\x07" in r.stderr, r.stderr

@@ -169,3 +169,22 @@ def test_errors(named):
     assert ctl("log", "--output", "1", sid, check=False).returncode == 2
     assert ctl("log", "--since", "yesterday", check=False).returncode == 2
     assert ctl("log", sid, sid, check=False).returncode == 2
+
+
+def test_rows_reach_the_terminal_escaped(named):
+    """Issue 21, item 12: a row's detail carries what a sandbox or client chose (a path with U+202E and
+    other format characters, an argv with ESC); the table escapes it, --json keeps it."""
+    sid, _ = named
+    path = "/tmp/\u202egnp.sh\u2066\u200b\u00ad"
+    ctl("write", sid, path, input=b"x")
+    ctl("exec", sid, "--", "printf", "\x1b]0;owned\x07")
+    rows = rows_settled(sid, 3)
+    assert rows[1]["detail"]["path"] == path
+    assert rows[2]["detail"]["argv"] == ["printf", "\x1b]0;owned\x07"]
+
+    out = ctl("log", sid).stdout
+    for b in (b"\x1b", b"\x07", "\u202e".encode(), "\u2066".encode(), "\u200b".encode(), "\u00ad".encode()):
+        assert b not in out, (b, out)
+    lines = out.decode().splitlines()
+    assert lines[2].endswith(" /tmp/\\u202egnp.sh\\u2066\\u200b\\u00ad"), lines[2]
+    assert lines[3].endswith(" printf '\\x1b]0;owned\\x07'"), lines[3]

@@ -156,6 +156,54 @@ static void test_resolve_local(void) {
                   -EINVAL);
 }
 
+/* Names a terminal would act on or that read other than they are: C1 controls, bidi and other format
+ * characters, invalid UTF-8 are refused; any other text, a backslash included, is a name. */
+static void test_resolve_key_names(void) {
+        static const char *const bad[] = {
+                "esc\033[2J",           /* C0 */
+                "del\x7f",
+                "csi\xc2\x9b" "31m",   /* U+009B */
+                "nel\xc2\x85",         /* U+0085 */
+                "osc\xc2\x9d" "0;t",   /* U+009D */
+                "ci\xe2\x80\xae" "nimda", /* U+202E RIGHT-TO-LEFT OVERRIDE */
+                "a\xe2\x80\xaa" "b",   /* U+202A */
+                "a\xe2\x81\xa6" "b",   /* U+2066 LEFT-TO-RIGHT ISOLATE */
+                "a\xe2\x81\xa9" "b",   /* U+2069 */
+                "a\xe2\x80\x8f" "b",   /* U+200F RIGHT-TO-LEFT MARK */
+                "a\xd8\x9c" "b",       /* U+061C ARABIC LETTER MARK */
+                "a\xe2\x80\x8b" "b",   /* U+200B ZERO WIDTH SPACE */
+                "a\xc2\xad" "b",       /* U+00AD SOFT HYPHEN */
+                "\xef\xbb\xbf" "key", /* U+FEFF */
+                "a\xe2\x80\xa8" "b",   /* U+2028 LINE SEPARATOR */
+                "a\xf3\xa0\x80\x81",  /* U+E0001 LANGUAGE TAG */
+                "a\xff" "b",            /* not UTF-8 */
+        };
+        static const char *const good[] = {
+                "ci", "deploy bot", "caf\xc3\xa9 \xf0\x9f\x9a\x80", "back\\slash",
+                "\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d", /* Hebrew letters: right-to-left text, not a control */
+        };
+        _cleanup_strv_free_ char **sandboxes = NULL;
+        _cleanup_free_ char *error = NULL;
+        KeyRole role;
+        uint64_t actions, expires_at;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                int r = resolve(&(KeySpec) { .name = bad[i] }, NULL, &role, &actions, &sandboxes, &expires_at,
+                                &error);
+                if (r != -EINVAL)
+                        fprintf(stderr, "key name #%zu accepted\n", i);
+                CHECK_INT(r, -EINVAL);
+                CHECK(error && strstr(error, "\"name\"") && strstr(error, "format characters"));
+        }
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                int r = resolve(&(KeySpec) { .name = good[i] }, NULL, &role, &actions, &sandboxes, &expires_at,
+                                &error);
+                if (r < 0)
+                        fprintf(stderr, "key name #%zu refused: %s\n", i, strna(error));
+                CHECK(r >= 0);
+        }
+}
+
 static void test_resolve_escalation(void) {
         _cleanup_strv_free_ char **sandboxes = NULL;
         _cleanup_free_ char *error = NULL;
@@ -359,6 +407,7 @@ int main(void) {
         test_string_tables();
         test_roles_and_presets();
         test_resolve_local();
+        test_resolve_key_names();
         test_resolve_escalation();
         test_state_and_allows();
         test_covers();
