@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -207,7 +208,8 @@ int req_parse_json(Request *r, const JsonField *fields, size_t n_fields, json_ob
                 return k;
         }
         if (k < 0) {
-                req_reply_error(r, 400, "invalid_json", "%s", error ?: "The body is not valid JSON.");
+                req_reply_error(r, 400, k == -EILSEQ ? "invalid_request" : "invalid_json", "%s",
+                                error ?: "The body is not valid JSON.");
                 return -EINVAL;
         }
         k = json_check_fields(o, fields, n_fields, &error);
@@ -622,6 +624,48 @@ static void dispatch(Request *r) {
         }
 }
 
+/* --- body framing ------------------------------------------------------------------------------ */
+
+typedef struct FramingHeaders {
+        const char *content_length[2], *transfer_encoding[2];
+        size_t n_content_length, n_transfer_encoding;
+} FramingHeaders;
+
+static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        FramingHeaders *h = cls;
+
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+                if (h->n_content_length < ELEMENTSOF(h->content_length))
+                        h->content_length[h->n_content_length] = value;
+                h->n_content_length++;
+        } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+                if (h->n_transfer_encoding < ELEMENTSOF(h->transfer_encoding))
+                        h->transfer_encoding[h->n_transfer_encoding] = value;
+                h->n_transfer_encoding++;
+        }
+        return MHD_YES;
+}
+
+/* libmicrohttpd 0.9.75 reads a body framed two ways its own way (the first of two Content-Length
+ * headers; chunked over Content-Length; no body at all for "chunked, identity"), and what it did not
+ * read as the body it reads as the next request on the connection. So a request framed in any way but
+ * one gets a 400 before its body is read, and the connection is closed after it: the bytes that follow
+ * cannot be trusted to start a request. Returns whether it refused. */
+static bool req_refuse_ambiguous_framing(Request *r) {
+        FramingHeaders h = {};
+        const char *why = NULL;
+
+        (void) MHD_get_connection_values(r->connection, MHD_HEADER_KIND, collect_framing, &h);
+        if (http_check_framing(h.content_length, h.n_content_length, h.transfer_encoding, h.n_transfer_encoding,
+                               &why) >= 0)
+                return false;
+        r->dispatched = true;
+        req_reply_error(r, 400, "invalid_request", "%s", why);
+        if (r->response)
+                (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
+}
+
 /* Hands the response to MHD, which keeps it as long as it needs it: an SSE response refers to its
  * request, so holding it here too would keep both alive for ever. r->response stays set (answered). */
 static enum MHD_Result queue(Request *r) {
@@ -661,6 +705,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 if (!r->path)
                         return MHD_NO;
                 r->route_error = route_find(gateway_routes, gateway_routes_count, method, url, &r->match);
+                if (req_refuse_ambiguous_framing(r))
+                        return queue(r);
 
                 /* A body announced too large is refused before it is sent. */
                 cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
