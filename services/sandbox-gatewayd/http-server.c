@@ -543,9 +543,10 @@ void req_deny(Request *r, unsigned status, const char *code, const char *account
                 detail = strdup(json_text(d, NULL));
                 json_object_put(d);
         }
-        manager_audit(r->manager, route && route->operation ? route->operation : "read", "denied",
-                      route && (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL, account, r->request_id,
-                      detail);
+        /* The sandbox the path names is the client's word: the row is that sandbox's only if it exists. */
+        manager_audit_sandbox(r->manager, route && route->operation ? route->operation : "read", "denied",
+                              route && (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL, account,
+                              r->request_id, detail);
 }
 
 #define SESSION_REQUIRED_MESSAGE "Creating API keys needs a dashboard or CLI session, or an admin-scoped key."

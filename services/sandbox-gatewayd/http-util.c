@@ -355,6 +355,25 @@ json_object *json_bytes(const uint8_t *data, size_t size, bool base64) {
         return json_object_new_string_len(s, (int) len);
 }
 
+int text_for_bus(const char *s, size_t max_bytes, char **ret) {
+        char *t;
+        size_t len;
+        int r;
+
+        r = utf8_sanitize((const uint8_t *) strempty(s), strlen(strempty(s)), UTF8_REPLACE_NUL, &t, &len, NULL);
+        if (r < 0)
+                return r;
+        if (len > max_bytes) {
+                /* back to the start of the character the cap would split */
+                len = max_bytes;
+                while (len > 0 && ((uint8_t) t[len] & 0xC0) == 0x80)
+                        len--;
+                t[len] = 0;
+        }
+        *ret = t;
+        return 0;
+}
+
 json_object *json_time(uint64_t usec) {
         char buf[RFC3339_USEC_MAX];
 

@@ -68,6 +68,10 @@ int json_get_strv(json_object *o, const char *name, char ***ret);
 /* Output bytes as a JSON string: UTF-8 (U+FFFD for invalid bytes) or, with base64, base64. */
 json_object *json_bytes(const uint8_t *data, size_t size, bool base64);
 
+/* s (NULL as "") as a D-Bus string: valid UTF-8, U+FFFD for invalid bytes, at most max_bytes long (cut
+ * between characters). sd-bus refuses a string that is not valid UTF-8, and the whole message with it. */
+int text_for_bus(const char *s, size_t max_bytes, char **ret);
+
 /* µs since the epoch as an RFC 3339 µs UTC JSON string; 0 becomes null. */
 json_object *json_time(uint64_t usec);
 

@@ -106,6 +106,28 @@ static void test_json_nul(void) {
         json_object_put(o);
 }
 
+static void test_text_for_bus(void) {
+        char *t = NULL;
+
+        /* what sd-bus would refuse, and the row with it: invalid bytes become U+FFFD */
+        CHECK_INT(text_for_bus("/v1/sandboxes/sb_\xff\xfe\xc0x/log", 256, &t), 0);
+        CHECK_STR(t, "/v1/sandboxes/sb_\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdx/log");
+        free(t);
+        CHECK_INT(text_for_bus(NULL, 10, &t), 0);
+        CHECK_STR(t, "");
+        free(t);
+        /* capped between characters: "aé" is 3 bytes, a cap of 2 keeps "a" */
+        CHECK_INT(text_for_bus("a\xc3\xa9", 2, &t), 0);
+        CHECK_STR(t, "a");
+        free(t);
+        CHECK_INT(text_for_bus("a\xc3\xa9", 3, &t), 0);
+        CHECK_STR(t, "a\xc3\xa9");
+        free(t);
+        CHECK_INT(text_for_bus("\xff", 2, &t), 0); /* U+FFFD does not fit: nothing of it */
+        CHECK_STR(t, "");
+        free(t);
+}
+
 static void test_framing(void) {
         const char *one[] = { "12" }, *two_same[] = { "5", "5" }, *two[] = { "5", "60" }, *list[] = { "5, 5" },
                    *neg[] = { "-1" }, *empty[] = { "" }, *chunked[] = { "chunked" }, *chunked_ws[] = { " Chunked\t" },
@@ -253,6 +275,7 @@ int main(void) {
         test_json_parse();
         test_json_nul();
         test_framing();
+        test_text_for_bus();
         test_json_fields();
         test_utf8();
         test_time();
