@@ -13,9 +13,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "gatewayd-routes.h"
 #include "ini-util.h"
 #include "log.h"
 #include "refusal-limit.h"
+#include "sandbox-id.h"
 #include "time-util.h"
 
 struct HttpServer {
@@ -551,10 +553,72 @@ void req_deny(Request *r, unsigned status, const char *code, const char *account
 
 #define SESSION_REQUIRED_MESSAGE "Creating API keys needs a dashboard or CLI session, or an admin-scoped key."
 
+/* Whether the key may do the route's action on the sandbox of the path (an id by now); answers if not. */
+static bool req_authorize(Request *r) {
+        const Route *route = r->match.route;
+        const char *sandbox = (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL;
+
+        if (route->action == GATEWAY_ACTION_API_KEY_ADMIN) {
+                if (!api_key_allows(r->key, GATEWAY_ACTION_API_KEY_ADMIN, NULL)) {
+                        req_deny(r, 403, "session_required", r->account_id, SESSION_REQUIRED_MESSAGE);
+                        return false;
+                }
+        } else if (route->action == GATEWAY_ACTION_SANDBOX_DELETE &&
+                   !api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE, sandbox) &&
+                   api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE_OWN, sandbox)) {
+                /* the handler compares the sandbox's owner with this key */
+                r->own_only = true;
+        } else if (route->action >= 0 && !api_key_allows(r->key, route->action, sandbox)) {
+                if (sandbox && api_key_allows(r->key, route->action, NULL) && r->key->sandboxes)
+                        req_deny(r, 403, "forbidden", r->account_id, "Sandbox %s is outside this API key's scope.",
+                                 r->named[0] ? r->named : sandbox);
+                else
+                        req_deny(r, 403, "forbidden", r->account_id, "This API key lacks the action '%s'.",
+                                 gateway_action_to_string(route->action));
+                return false;
+        }
+        return true;
+}
+
+static void dispatch_run(Request *r) {
+        int k;
+
+        if (r->key && !req_authorize(r))
+                return;
+        k = r->match.route->handler(r);
+        if (k < 0 && !r->response) {
+                log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id, strerror(-k));
+                req_reply_errno(r, k);
+        }
+}
+
+/* The name in the path was looked up. A key limited to some sandboxes is told only that the sandbox is
+ * not one of its own, whether or not it exists; a key for all learns that there is none. */
+static void on_sandbox_resolved(Request *r, const sd_bus_error *error) {
+        const Route *route = r->match.route;
+
+        if (!error)
+                return dispatch_run(r);
+        if (!sd_bus_error_has_name(error, "org.sandboxd.sandbox1.NoSuchSandbox"))
+                return req_reply_bus_error(r, error);
+        if (r->key->sandboxes) {
+                bool may = api_key_allows(r->key, route->action, NULL) ||
+                           (route->action == GATEWAY_ACTION_SANDBOX_DELETE &&
+                            api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE_OWN, NULL));
+                if (may)
+                        return req_deny(r, 403, "forbidden", r->account_id,
+                                        "Sandbox %s is outside this API key's scope.", r->named);
+        }
+        /* the key's actions decide first, as for a sandbox that exists */
+        if (!req_authorize(r))
+                return;
+        req_reply_error(r, 404, "not_found", "Sandbox %s does not exist.", r->named);
+}
+
 static void dispatch(Request *r) {
         Manager *m = r->manager;
         const Route *route = r->match.route;
-        const char *hdr, *secret, *sandbox;
+        const char *hdr, *secret;
         int k;
 
         if (r->route_error == -ENOENT)
@@ -600,29 +664,18 @@ static void dispatch(Request *r) {
                 if (k < 0)
                         return req_reply_errno(r, k);
 
-                sandbox = (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL;
-                if (route->action == GATEWAY_ACTION_API_KEY_ADMIN) {
-                        if (!api_key_allows(r->key, GATEWAY_ACTION_API_KEY_ADMIN, NULL))
-                                return req_deny(r, 403, "session_required", r->account_id, SESSION_REQUIRED_MESSAGE);
-                } else if (route->action == GATEWAY_ACTION_SANDBOX_DELETE &&
-                           !api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE, sandbox) &&
-                           api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE_OWN, sandbox)) {
-                        /* the handler compares the sandbox's owner with this key */
-                        r->own_only = true;
-                } else if (route->action >= 0 && !api_key_allows(r->key, route->action, sandbox)) {
-                        if (sandbox && api_key_allows(r->key, route->action, NULL) && r->key->sandboxes)
-                                return req_deny(r, 403, "forbidden", r->account_id,
-                                            "Sandbox %s is outside this API key's scope.", sandbox);
-                        return req_deny(r, 403, "forbidden", r->account_id, "This API key lacks the action '%s'.",
-                                    gateway_action_to_string(route->action));
+                /* A sandbox's name is made its id first, once: the scope lists ids, and the handler must
+                 * act on the sandbox the scope was checked for, not on whatever has the name by then. */
+                if ((route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0))) {
+                        snprintf(r->named, sizeof(r->named), "%s", req_param(r, 0));
+                        k = req_resolve_sandbox(r, on_sandbox_resolved);
+                        if (k < 0)
+                                return req_reply_errno(r, k);
+                        if (k > 0)
+                                return;
                 }
         }
-
-        k = route->handler(r);
-        if (k < 0 && !r->response) {
-                log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id, strerror(-k));
-                req_reply_errno(r, k);
-        }
+        dispatch_run(r);
 }
 
 /* --- body framing ------------------------------------------------------------------------------ */
