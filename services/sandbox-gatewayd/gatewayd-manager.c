@@ -27,7 +27,7 @@
 #define AUDIT_ACCOUNT_ID_MAX_ 256
 #define AUDIT_REQUEST_ID_MAX_ 128
 /* What of a refused row's detail its escaped copy keeps. */
-#define AUDIT_ESCAPED_DETAIL_MAX 2048
+#define AUDIT_ESCAPED_DETAIL_MAX 2048U
 
 typedef struct AuditCall {
         Manager *manager;
@@ -85,27 +85,14 @@ static void audit_send(AuditCall *c);
 /* sandbox-auditd refused the row as it was: it is recorded anyway, with no session, and what it held
  * escaped in its detail as one JSON string, with the reason it was refused. */
 static int audit_escape(AuditCall *c, const char *why) {
-        _cleanup_free_ char *detail = NULL, *reason = NULL;
-        json_object *o;
+        char *detail = NULL;
         int r;
 
-        r = text_for_bus(c->detail, AUDIT_ESCAPED_DETAIL_MAX, &detail);
-        if (r >= 0)
-                r = text_for_bus(why, 512, &reason);
+        r = audit_escaped_detail(c->session_id, c->detail, why, AUDIT_ESCAPED_DETAIL_MAX, &detail);
         if (r < 0)
                 return r;
-        o = json_object_new_object();
-        if (!o)
-                return -ENOMEM;
-        json_object_object_add(o, "escaped", json_object_new_boolean(true));
-        json_object_object_add(o, "refused", json_object_new_string(reason));
-        json_object_object_add(o, "session_id", json_object_new_string(strempty(c->session_id)));
-        json_object_object_add(o, "detail", json_object_new_string(detail));
         free(c->detail);
-        c->detail = strdup(json_text(o, NULL));
-        json_object_put(o);
-        if (!c->detail)
-                return -ENOMEM;
+        c->detail = detail;
         free(c->session_id);
         c->session_id = NULL;
         c->escaped = true;

@@ -374,6 +374,31 @@ int text_for_bus(const char *s, size_t max_bytes, char **ret) {
         return 0;
 }
 
+int audit_escaped_detail(const char *session_id, const char *detail, const char *why, size_t max_bytes,
+                         char **ret) {
+        _cleanup_free_ char *d = NULL, *w = NULL, *sid = NULL;
+        json_object *o;
+        char *s;
+        int r;
+
+        if ((r = text_for_bus(detail, max_bytes, &d)) < 0 || (r = text_for_bus(why, 512, &w)) < 0 ||
+            (r = text_for_bus(session_id, 256, &sid)) < 0)
+                return r;
+        o = json_object_new_object();
+        if (!o)
+                return -ENOMEM;
+        json_object_object_add(o, "escaped", json_object_new_boolean(true));
+        json_object_object_add(o, "refused", json_object_new_string(w));
+        json_object_object_add(o, "session_id", json_object_new_string(sid));
+        json_object_object_add(o, "detail", json_object_new_string(d));
+        s = strdup(json_text(o, NULL));
+        json_object_put(o);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
 json_object *json_time(uint64_t usec) {
         char buf[RFC3339_USEC_MAX];
 

@@ -72,6 +72,12 @@ json_object *json_bytes(const uint8_t *data, size_t size, bool base64);
  * between characters). sd-bus refuses a string that is not valid UTF-8, and the whole message with it. */
 int text_for_bus(const char *s, size_t max_bytes, char **ret);
 
+/* The detail of an audit row sandbox-auditd refused as it was, to record it all the same with no session:
+ * {"escaped":true,"refused":why,"session_id":…,"detail":the original detail's text (≤ max_bytes) as one
+ * JSON string}. Valid JSON and valid UTF-8 whatever the inputs (NULL as ""). */
+int audit_escaped_detail(const char *session_id, const char *detail, const char *why, size_t max_bytes,
+                         char **ret);
+
 /* µs since the epoch as an RFC 3339 µs UTC JSON string; 0 becomes null. */
 json_object *json_time(uint64_t usec);
 

@@ -128,6 +128,22 @@ static void test_text_for_bus(void) {
         free(t);
 }
 
+static void test_audit_escaped_detail(void) {
+        char *t = NULL;
+
+        CHECK_INT(audit_escaped_detail("sb_\xff", "{\"path\":\"/v1/\xc0\"}", "session_id is too long.", 2048, &t), 0);
+        CHECK_STR(t, "{\"escaped\":true,\"refused\":\"session_id is too long.\",\"session_id\":\"sb_\xef\xbf\xbd\","
+                     "\"detail\":\"{\\\"path\\\":\\\"/v1/\xef\xbf\xbd\\\"}\"}");
+        json_object *o = json_tokener_parse(t);
+        CHECK(o && json_object_is_type(o, json_type_object));
+        json_object_put(o);
+        free(t);
+        /* the detail's text is capped; NULLs are empty */
+        CHECK_INT(audit_escaped_detail(NULL, "0123456789", NULL, 4, &t), 0);
+        CHECK_STR(t, "{\"escaped\":true,\"refused\":\"\",\"session_id\":\"\",\"detail\":\"0123\"}");
+        free(t);
+}
+
 static void test_framing(void) {
         const char *one[] = { "12" }, *two_same[] = { "5", "5" }, *two[] = { "5", "60" }, *list[] = { "5, 5" },
                    *neg[] = { "-1" }, *empty[] = { "" }, *chunked[] = { "chunked" }, *chunked_ws[] = { " Chunked\t" },
@@ -276,6 +292,7 @@ int main(void) {
         test_json_nul();
         test_framing();
         test_text_for_bus();
+        test_audit_escaped_detail();
         test_json_fields();
         test_utf8();
         test_time();
