@@ -720,6 +720,36 @@ static bool req_refuse_ambiguous_framing(Request *r) {
         return true;
 }
 
+/* --- NULs in the query -------------------------------------------------------------------------- */
+
+static enum MHD_Result find_nul_argument(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                         const char *value, size_t value_size) {
+        const char **ret = cls;
+
+        if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
+                *ret = key;
+                return MHD_NO;
+        }
+        return MHD_YES;
+}
+
+/* libmicrohttpd decodes %00 in a query into a NUL, and every reader of ours takes C strings: PUT
+ * …/files?path=/tmp/a%00b would write /tmp/a. Refused as a \u0000 in a JSON body is. Returns whether
+ * it refused. */
+static bool req_refuse_nul_in_query(Request *r) {
+        const char *key = NULL;
+
+        (void) MHD_get_connection_values_n(r->connection, MHD_GET_ARGUMENT_KIND, find_nul_argument, &key);
+        if (!key)
+                return false;
+        r->dispatched = true;
+        req_reply_error(r, 400, "invalid_request", "Query parameter '%s' holds a NUL character (%%00).", key);
+        /* answered before any body is read: what follows the headers is not read as a request either */
+        if (r->response)
+                (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
+}
+
 /* Hands the response to MHD, which keeps it as long as it needs it: an SSE response refers to its
  * request, so holding it here too would keep both alive for ever. r->response stays set (answered). */
 static enum MHD_Result queue(Request *r) {
@@ -760,6 +790,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                         return MHD_NO;
                 r->route_error = route_find(gateway_routes, gateway_routes_count, method, url, &r->match);
                 if (req_refuse_ambiguous_framing(r))
+                        return queue(r);
+                if (req_refuse_nul_in_query(r))
                         return queue(r);
 
                 /* A body announced too large is refused before it is sent. */

@@ -79,6 +79,14 @@ def test_nul_in_strings_is_refused_and_changes_nothing(admin, sandbox):
     assert "field name" in body["error"]
     assert run_in(admin, sid, "test -e /tmp/nul-ran")["exit_code"] == 1
 
+    # a %00 in the query is the same NUL: PUT …/files?path=/tmp/nul-q%00x wrote /tmp/nul-q
+    files = f"{BASE}/v1/sandboxes/{sid}/files"
+    r = admin.s.put(files + "?path=/tmp/nul-q%00x", data=b"data", timeout=60)
+    body = assert_error(r, 400, "invalid_request")
+    assert "Query parameter 'path' holds a NUL character" in body["error"], body
+    assert_error(admin.s.get(files + "?path=/etc/hostname&off%00set=1", timeout=60), 400, "invalid_request")
+    assert run_in(admin, sid, "test -e /tmp/nul-q")["exit_code"] == 1
+
     # elsewhere too: a sandbox's name, a key's name
     nul_refused(admin.post("/v1/sandboxes", {"name": "nul\x00name"}), "name")
     nul_refused(admin.post("/v1/api-keys", {"name": "nul\x00name", "preset": "runner"}), "name")
