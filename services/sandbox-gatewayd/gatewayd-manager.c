@@ -105,8 +105,9 @@ static void audit_reply(sd_bus_message *reply, const sd_bus_error *error, void *
         if (sd_bus_error_is_set(error)) {
                 if (!c->escaped && sd_bus_error_has_name(error, SD_BUS_ERROR_INVALID_ARGS) &&
                     audit_escape(c, error->message) >= 0) {
-                        log_msg(LOG_WARNING, "sandbox-auditd refused the row %s/%s of request %s (%s): recording "
-                                "it escaped.", c->operation, c->event, c->request_id, strna(error->message));
+                        log_msg(LOG_WARNING,
+                                "sandbox-auditd refused the row %s/%s of request %s (%s): recording it escaped.",
+                                c->operation, c->event, c->request_id, strna(error->message));
                         audit_send(c);
                         return;
                 }

@@ -570,8 +570,8 @@ static bool req_authorize(Request *r) {
                 r->own_only = true;
         } else if (route->action >= 0 && !api_key_allows(r->key, route->action, sandbox)) {
                 if (sandbox && api_key_allows(r->key, route->action, NULL) && r->key->sandboxes)
-                        req_deny(r, 403, "forbidden", r->account_id, "Sandbox %s is outside this API key's scope.",
-                                 r->named[0] ? r->named : sandbox);
+                        req_deny(r, 403, "forbidden", r->account_id,
+                                 "Sandbox %s is outside this API key's scope.", r->named[0] ? r->named : sandbox);
                 else
                         req_deny(r, 403, "forbidden", r->account_id, "This API key lacks the action '%s'.",
                                  gateway_action_to_string(route->action));
@@ -587,7 +587,8 @@ static void dispatch_run(Request *r) {
                 return;
         k = r->match.route->handler(r);
         if (k < 0 && !r->response) {
-                log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id, strerror(-k));
+                log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id,
+                        strerror(-k));
                 req_reply_errno(r, k);
         }
 }
@@ -710,8 +711,8 @@ static bool req_refuse_ambiguous_framing(Request *r) {
         const char *why = NULL;
 
         (void) MHD_get_connection_values(r->connection, MHD_HEADER_KIND, collect_framing, &h);
-        if (http_check_framing(h.content_length, h.n_content_length, h.transfer_encoding, h.n_transfer_encoding,
-                               &why) >= 0)
+        if (http_check_framing(h.content_length, h.n_content_length, h.transfer_encoding,
+                               h.n_transfer_encoding, &why) >= 0)
                 return false;
         r->dispatched = true;
         req_reply_error(r, 400, "invalid_request", "%s", why);

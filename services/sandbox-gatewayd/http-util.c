@@ -216,9 +216,9 @@ int json_parse_body(const char *body, size_t size, unsigned max_depth, bool empt
                 json_object_put(o);
                 if (in_value) {
                         (void) set_error(ret_error,
-                                         "Field '%s' holds a NUL character (\\u0000), which text cannot carry; "
-                                         "bytes go base64-encoded (\"encoding\":\"base64\") where the route takes "
-                                         "them.", path[0] ? path : "(the body)");
+                                         "Field '%s' holds a NUL character (\\u0000), which text cannot "
+                                         "carry; bytes go base64-encoded (\"encoding\":\"base64\") where "
+                                         "the route takes them.", path[0] ? path : "(the body)");
                         return -EILSEQ;
                 }
                 (void) set_error(ret_error, "A field name in the body holds a NUL character (\\u0000).");
