@@ -17,14 +17,24 @@
 #include "log.h"
 #include "macro.h"
 #include "refusal-limit.h"
+#include "sandbox-id.h"
 #include "time-util.h"
 
 /* --- audit -------------------------------------------------------------------------------------- */
 
+/* sandbox-auditd's limits on a row's strings (audit-store.h): a longer one gets the row refused. */
+#define AUDIT_KEY_MAX_ 128
+#define AUDIT_ACCOUNT_ID_MAX_ 256
+#define AUDIT_REQUEST_ID_MAX_ 128
+/* What of a refused row's detail its escaped copy keeps. */
+#define AUDIT_ESCAPED_DETAIL_MAX 2048U
+
 typedef struct AuditCall {
         Manager *manager;
         char *key, *operation, *event, *session_id, *account_id, *request_id, *detail;
+        char *named; /* the sandbox as a request's path named it, until it is known to exist */
         uint64_t started_at;
+        bool escaped;
 } AuditCall;
 
 static void audit_call_free(AuditCall *c) {
@@ -35,9 +45,12 @@ static void audit_call_free(AuditCall *c) {
         free(c->account_id);
         free(c->request_id);
         free(c->detail);
+        free(c->named);
         free(c);
 }
 
+/* Every string was made valid text of a length sandbox-auditd takes when the call was made: nothing
+ * here can fail on what a client sent. */
 static int audit_build(sd_bus_message *m, void *userdata) {
         AuditCall *c = userdata;
         int r;
@@ -47,9 +60,9 @@ static int audit_build(sd_bus_message *m, void *userdata) {
                 return r;
         r = sd_bus_message_append(m, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}", "key", "s", c->key, "operation", "s",
                                   c->operation, "event", "s", c->event, "session_id", "s", strempty(c->session_id),
-                                  "account_id", "s", strempty(c->account_id), "source", "s", "agent", "started_at",
-                                  "t", c->started_at);
-        if (r >= 0 && c->request_id)
+                                  "account_id", "s", c->account_id, "source", "s", "agent", "started_at", "t",
+                                  c->started_at);
+        if (r >= 0 && c->request_id[0])
                 r = sd_bus_message_append(m, "{sv}", "request_id", "s", c->request_id);
         if (r >= 0 && c->detail)
                 r = sd_bus_message_append(m, "{sv}", "detail", "s", c->detail);
@@ -58,58 +71,162 @@ static int audit_build(sd_bus_message *m, void *userdata) {
         return sd_bus_message_close_container(m);
 }
 
-static void audit_reply(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
-        AuditCall *c = userdata;
+static void audit_done(AuditCall *c) {
         Manager *m = c->manager;
 
-        if (sd_bus_error_is_set(error))
-                log_msg(LOG_WARNING, "Could not record %s/%s of request %s: %s", c->operation, c->event,
-                        strna(c->request_id), strna(error->message));
         audit_call_free(c);
         m->audit_pending--;
         if (m->exiting && m->audit_pending == 0)
                 (void) sd_event_exit(m->event, 0);
 }
 
-void manager_audit(Manager *m, const char *operation, const char *event, const char *session_id,
-                   const char *account_id, const char *request_id, const char *detail_json) {
-        AuditCall *c;
+static void audit_send(AuditCall *c);
+
+/* sandbox-auditd refused the row as it was: it is recorded anyway, with no session, and what it held
+ * escaped in its detail as one JSON string, with the reason it was refused. */
+static int audit_escape(AuditCall *c, const char *why) {
+        char *detail = NULL;
         int r;
+
+        r = audit_escaped_detail(c->session_id, c->detail, why, AUDIT_ESCAPED_DETAIL_MAX, &detail);
+        if (r < 0)
+                return r;
+        free(c->detail);
+        c->detail = detail;
+        free(c->session_id);
+        c->session_id = NULL;
+        c->escaped = true;
+        return 0;
+}
+
+static void audit_reply(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        AuditCall *c = userdata;
+
+        if (sd_bus_error_is_set(error)) {
+                if (!c->escaped && sd_bus_error_has_name(error, SD_BUS_ERROR_INVALID_ARGS) &&
+                    audit_escape(c, error->message) >= 0) {
+                        log_msg(LOG_WARNING,
+                                "sandbox-auditd refused the row %s/%s of request %s (%s): recording it escaped.",
+                                c->operation, c->event, c->request_id, strna(error->message));
+                        audit_send(c);
+                        return;
+                }
+                log_msg(LOG_WARNING, "Could not record %s/%s of request %s: %s", c->operation, c->event,
+                        c->request_id, strna(error->message));
+        }
+        audit_done(c);
+}
+
+static void audit_send(AuditCall *c) {
+        int r;
+
+        r = bus_pool_call(c->manager->pool, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "Record",
+                          audit_build, audit_reply, c, GATEWAY_CALL_TIMEOUT_USEC);
+        if (r < 0) {
+                log_msg(LOG_WARNING, "Could not record %s/%s: %s", c->operation, c->event, strerror(-r));
+                audit_done(c);
+        }
+}
+
+static AuditCall *audit_call_new(Manager *m, const char *operation, const char *event, const char *account_id,
+                                 const char *request_id, const char *detail_json) {
+        AuditCall *c;
+        char rid[49];
 
         c = calloc(1, sizeof(AuditCall));
         if (!c)
-                goto oom;
+                return NULL;
         c->manager = m;
         c->started_at = now_usec(CLOCK_REALTIME);
+        if (text_for_bus(request_id, AUDIT_REQUEST_ID_MAX_, &c->request_id) < 0 ||
+            text_for_bus(account_id, AUDIT_ACCOUNT_ID_MAX_, &c->account_id) < 0 ||
+            text_for_bus(operation, 64, &c->operation) < 0 || text_for_bus(event, 64, &c->event) < 0 ||
+            (detail_json && text_for_bus(detail_json, SIZE_MAX, &c->detail) < 0))
+                goto fail;
         /* The idempotency key: one row per request and outcome, kept for the row's retries. The sequence
          * number tells apart rows without a request id made in the same microsecond: the summaries of
-         * several throttled clients, written in one go, were taken for one row and all but one lost. */
-        if (asprintf(&c->key, "gateway:%s:%s:%s:%" PRIu64 ":%" PRIu64, strempty(request_id), operation, event,
+         * several throttled clients, written in one go, were taken for one row and all but one lost. The
+         * request id is cut so that the key stays within sandbox-auditd's limit. */
+        snprintf(rid, sizeof(rid), "%s", c->request_id);
+        if (asprintf(&c->key, "gateway:%s:%s:%s:%" PRIu64 ":%" PRIu64, rid, c->operation, c->event,
                      c->started_at, ++m->audit_seq) < 0) {
                 c->key = NULL;
-                goto oom;
+                goto fail;
         }
-        c->operation = strdup(operation);
-        c->event = strdup(event);
-        c->session_id = session_id ? strdup(session_id) : NULL;
-        c->account_id = account_id ? strdup(account_id) : NULL;
-        c->request_id = request_id ? strdup(request_id) : NULL;
-        c->detail = detail_json ? strdup(detail_json) : NULL;
-        if (!c->operation || !c->event)
-                goto oom;
-        r = bus_pool_call(m->pool, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "Record", audit_build,
-                          audit_reply, c, GATEWAY_CALL_TIMEOUT_USEC);
-        if (r < 0) {
-                log_msg(LOG_WARNING, "Could not record %s/%s: %s", operation, event, strerror(-r));
-                audit_call_free(c);
-                return;
-        }
+        if (strlen(c->key) > AUDIT_KEY_MAX_)
+                c->key[AUDIT_KEY_MAX_] = 0; /* ASCII but for the request id, which fits */
         m->audit_pending++;
-        return;
-oom:
+        return c;
+fail:
         log_msg(LOG_WARNING, "Could not record %s/%s: out of memory", operation, event);
-        if (c)
-                audit_call_free(c);
+        audit_call_free(c);
+        return NULL;
+}
+
+void manager_audit(Manager *m, const char *operation, const char *event, const char *session_id,
+                   const char *account_id, const char *request_id, const char *detail_json) {
+        AuditCall *c;
+
+        c = audit_call_new(m, operation, event, account_id, request_id, detail_json);
+        if (!c)
+                return;
+        if (session_id && !(c->session_id = strdup(session_id))) {
+                log_msg(LOG_WARNING, "Could not record %s/%s: out of memory", operation, event);
+                return audit_done(c);
+        }
+        audit_send(c);
+}
+
+/* The row goes to a sandbox's log only once sandboxd says the sandbox exists, under its id. */
+static void on_audit_sandbox_id(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        AuditCall *c = userdata;
+        const char *id;
+
+        if (!sd_bus_error_is_set(error) && sd_bus_message_read(reply, "v", "s", &id) >= 0 &&
+            sandbox_id_is_valid(id))
+                c->session_id = strdup(id); /* NULL: no session, as for any other failure */
+        audit_send(c);
+}
+
+static int build_named(sd_bus_message *m, void *userdata) {
+        AuditCall *c = userdata;
+        return sd_bus_message_append(m, "s", c->named);
+}
+
+static int build_get_id(sd_bus_message *m, void *userdata) {
+        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_IFACE, "Id");
+}
+
+static void on_audit_sandbox(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        AuditCall *c = userdata;
+        const char *path;
+
+        if (sd_bus_error_is_set(error) || sd_bus_message_read(reply, "o", &path) < 0)
+                return audit_send(c);
+        if (sandbox_id_is_valid(c->named)) {
+                c->session_id = TAKE_PTR(c->named);
+                return audit_send(c);
+        }
+        if (bus_pool_call(c->manager->pool, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties", "Get",
+                          build_get_id, on_audit_sandbox_id, c, GATEWAY_CALL_TIMEOUT_USEC) < 0)
+                audit_send(c);
+}
+
+void manager_audit_sandbox(Manager *m, const char *operation, const char *event, const char *named,
+                           const char *account_id, const char *request_id, const char *detail_json) {
+        AuditCall *c;
+
+        c = audit_call_new(m, operation, event, account_id, request_id, detail_json);
+        if (!c)
+                return;
+        /* Anything else names no sandbox there can be: no need to ask. */
+        if (!named || !(sandbox_id_is_valid(named) || name_is_valid(named)))
+                return audit_send(c);
+        c->named = strdup(named);
+        if (!c->named || bus_pool_call(m->pool, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE,
+                                       "GetSandbox", build_named, on_audit_sandbox, c,
+                                       GATEWAY_CALL_TIMEOUT_USEC) < 0)
+                audit_send(c);
 }
 
 static void on_keys_changed(const char *operation, const ApiKey *k, const char *account_id, void *userdata) {

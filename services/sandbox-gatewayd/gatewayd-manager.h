@@ -68,9 +68,17 @@ int manager_run(Manager *m);
  * quiet for a while). */
 void manager_flush_refusals(Manager *m, bool all);
 
-/* Records a row with sandbox-auditd, fire and forget (a failure is logged). Any string may be NULL. */
+/* Records a row with sandbox-auditd, fire and forget (a failure is logged). Any string may be NULL and
+ * hold anything: each is made valid UTF-8 of a length sandbox-auditd takes, and a row it refuses all the
+ * same is recorded again with what it held escaped in its detail. */
 void manager_audit(Manager *m, const char *operation, const char *event, const char *session_id,
                    const char *account_id, const char *request_id, const char *detail_json);
+
+/* The same for a row about a sandbox as a request's path named it (id, name, or anything at all): the
+ * row has that sandbox's id as its session only if sandboxd says it exists, else no session (the path
+ * is for the detail to say). Nobody writes rows into a sandbox's log by naming one that is not there. */
+void manager_audit_sandbox(Manager *m, const char *operation, const char *event, const char *named,
+                           const char *account_id, const char *request_id, const char *detail_json);
 
 /* Open SSE streams per key: acquire returns -EBUSY at MaxStreamsPerKey=. */
 int manager_stream_acquire(Manager *m, const char *key_id);

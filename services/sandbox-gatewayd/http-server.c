@@ -8,13 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "gatewayd-routes.h"
 #include "ini-util.h"
 #include "log.h"
 #include "refusal-limit.h"
+#include "sandbox-id.h"
 #include "time-util.h"
 
 struct HttpServer {
@@ -207,7 +210,8 @@ int req_parse_json(Request *r, const JsonField *fields, size_t n_fields, json_ob
                 return k;
         }
         if (k < 0) {
-                req_reply_error(r, 400, "invalid_json", "%s", error ?: "The body is not valid JSON.");
+                req_reply_error(r, 400, k == -EILSEQ ? "invalid_request" : "invalid_json", "%s",
+                                error ?: "The body is not valid JSON.");
                 return -EINVAL;
         }
         k = json_check_fields(o, fields, n_fields, &error);
@@ -541,17 +545,81 @@ void req_deny(Request *r, unsigned status, const char *code, const char *account
                 detail = strdup(json_text(d, NULL));
                 json_object_put(d);
         }
-        manager_audit(r->manager, route && route->operation ? route->operation : "read", "denied",
-                      route && (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL, account, r->request_id,
-                      detail);
+        /* The sandbox the path names is the client's word: the row is that sandbox's only if it exists. */
+        manager_audit_sandbox(r->manager, route && route->operation ? route->operation : "read", "denied",
+                              route && (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL, account,
+                              r->request_id, detail);
 }
 
 #define SESSION_REQUIRED_MESSAGE "Creating API keys needs a dashboard or CLI session, or an admin-scoped key."
 
+/* Whether the key may do the route's action on the sandbox of the path (an id by now); answers if not. */
+static bool req_authorize(Request *r) {
+        const Route *route = r->match.route;
+        const char *sandbox = (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL;
+
+        if (route->action == GATEWAY_ACTION_API_KEY_ADMIN) {
+                if (!api_key_allows(r->key, GATEWAY_ACTION_API_KEY_ADMIN, NULL)) {
+                        req_deny(r, 403, "session_required", r->account_id, SESSION_REQUIRED_MESSAGE);
+                        return false;
+                }
+        } else if (route->action == GATEWAY_ACTION_SANDBOX_DELETE &&
+                   !api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE, sandbox) &&
+                   api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE_OWN, sandbox)) {
+                /* the handler compares the sandbox's owner with this key */
+                r->own_only = true;
+        } else if (route->action >= 0 && !api_key_allows(r->key, route->action, sandbox)) {
+                if (sandbox && api_key_allows(r->key, route->action, NULL) && r->key->sandboxes)
+                        req_deny(r, 403, "forbidden", r->account_id,
+                                 "Sandbox %s is outside this API key's scope.", r->named[0] ? r->named : sandbox);
+                else
+                        req_deny(r, 403, "forbidden", r->account_id, "This API key lacks the action '%s'.",
+                                 gateway_action_to_string(route->action));
+                return false;
+        }
+        return true;
+}
+
+static void dispatch_run(Request *r) {
+        int k;
+
+        if (r->key && !req_authorize(r))
+                return;
+        k = r->match.route->handler(r);
+        if (k < 0 && !r->response) {
+                log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id,
+                        strerror(-k));
+                req_reply_errno(r, k);
+        }
+}
+
+/* The name in the path was looked up. A key limited to some sandboxes is told only that the sandbox is
+ * not one of its own, whether or not it exists; a key for all learns that there is none. */
+static void on_sandbox_resolved(Request *r, const sd_bus_error *error) {
+        const Route *route = r->match.route;
+
+        if (!error)
+                return dispatch_run(r);
+        if (!sd_bus_error_has_name(error, "org.sandboxd.sandbox1.NoSuchSandbox"))
+                return req_reply_bus_error(r, error);
+        if (r->key->sandboxes) {
+                bool may = api_key_allows(r->key, route->action, NULL) ||
+                           (route->action == GATEWAY_ACTION_SANDBOX_DELETE &&
+                            api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE_OWN, NULL));
+                if (may)
+                        return req_deny(r, 403, "forbidden", r->account_id,
+                                        "Sandbox %s is outside this API key's scope.", r->named);
+        }
+        /* the key's actions decide first, as for a sandbox that exists */
+        if (!req_authorize(r))
+                return;
+        req_reply_error(r, 404, "not_found", "Sandbox %s does not exist.", r->named);
+}
+
 static void dispatch(Request *r) {
         Manager *m = r->manager;
         const Route *route = r->match.route;
-        const char *hdr, *secret, *sandbox;
+        const char *hdr, *secret;
         int k;
 
         if (r->route_error == -ENOENT)
@@ -597,29 +665,90 @@ static void dispatch(Request *r) {
                 if (k < 0)
                         return req_reply_errno(r, k);
 
-                sandbox = (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL;
-                if (route->action == GATEWAY_ACTION_API_KEY_ADMIN) {
-                        if (!api_key_allows(r->key, GATEWAY_ACTION_API_KEY_ADMIN, NULL))
-                                return req_deny(r, 403, "session_required", r->account_id, SESSION_REQUIRED_MESSAGE);
-                } else if (route->action == GATEWAY_ACTION_SANDBOX_DELETE &&
-                           !api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE, sandbox) &&
-                           api_key_allows(r->key, GATEWAY_ACTION_SANDBOX_DELETE_OWN, sandbox)) {
-                        /* the handler compares the sandbox's owner with this key */
-                        r->own_only = true;
-                } else if (route->action >= 0 && !api_key_allows(r->key, route->action, sandbox)) {
-                        if (sandbox && api_key_allows(r->key, route->action, NULL) && r->key->sandboxes)
-                                return req_deny(r, 403, "forbidden", r->account_id,
-                                            "Sandbox %s is outside this API key's scope.", sandbox);
-                        return req_deny(r, 403, "forbidden", r->account_id, "This API key lacks the action '%s'.",
-                                    gateway_action_to_string(route->action));
+                /* A sandbox's name is made its id first, once: the scope lists ids, and the handler must
+                 * act on the sandbox the scope was checked for, not on whatever has the name by then. */
+                if ((route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0))) {
+                        snprintf(r->named, sizeof(r->named), "%s", req_param(r, 0));
+                        k = req_resolve_sandbox(r, on_sandbox_resolved);
+                        if (k < 0)
+                                return req_reply_errno(r, k);
+                        if (k > 0)
+                                return;
                 }
         }
+        dispatch_run(r);
+}
 
-        k = route->handler(r);
-        if (k < 0 && !r->response) {
-                log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id, strerror(-k));
-                req_reply_errno(r, k);
+/* --- body framing ------------------------------------------------------------------------------ */
+
+typedef struct FramingHeaders {
+        const char *content_length[2], *transfer_encoding[2];
+        size_t n_content_length, n_transfer_encoding;
+} FramingHeaders;
+
+static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        FramingHeaders *h = cls;
+
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+                if (h->n_content_length < ELEMENTSOF(h->content_length))
+                        h->content_length[h->n_content_length] = value;
+                h->n_content_length++;
+        } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+                if (h->n_transfer_encoding < ELEMENTSOF(h->transfer_encoding))
+                        h->transfer_encoding[h->n_transfer_encoding] = value;
+                h->n_transfer_encoding++;
         }
+        return MHD_YES;
+}
+
+/* libmicrohttpd 0.9.75 reads a body framed two ways its own way (the first of two Content-Length
+ * headers; chunked over Content-Length; no body at all for "chunked, identity"), and what it did not
+ * read as the body it reads as the next request on the connection. So a request framed in any way but
+ * one gets a 400 before its body is read, and the connection is closed after it: the bytes that follow
+ * cannot be trusted to start a request. Returns whether it refused. */
+static bool req_refuse_ambiguous_framing(Request *r) {
+        FramingHeaders h = {};
+        const char *why = NULL;
+
+        (void) MHD_get_connection_values(r->connection, MHD_HEADER_KIND, collect_framing, &h);
+        if (http_check_framing(h.content_length, h.n_content_length, h.transfer_encoding,
+                               h.n_transfer_encoding, &why) >= 0)
+                return false;
+        r->dispatched = true;
+        req_reply_error(r, 400, "invalid_request", "%s", why);
+        if (r->response)
+                (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
+}
+
+/* --- NULs in the query -------------------------------------------------------------------------- */
+
+static enum MHD_Result find_nul_argument(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                         const char *value, size_t value_size) {
+        const char **ret = cls;
+
+        if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
+                *ret = key;
+                return MHD_NO;
+        }
+        return MHD_YES;
+}
+
+/* libmicrohttpd decodes %00 in a query into a NUL, and every reader of ours takes C strings: PUT
+ * …/files?path=/tmp/a%00b would write /tmp/a. Refused as a \u0000 in a JSON body is. Returns whether
+ * it refused. */
+static bool req_refuse_nul_in_query(Request *r) {
+        const char *key = NULL;
+
+        (void) MHD_get_connection_values_n(r->connection, MHD_GET_ARGUMENT_KIND, find_nul_argument, &key);
+        if (!key)
+                return false;
+        r->dispatched = true;
+        req_reply_error(r, 400, "invalid_request", "Query parameter '%s' holds a NUL character (%%00).", key);
+        /* answered before any body is read: what follows the headers is not read as a request either */
+        if (r->response)
+                (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
 }
 
 /* Hands the response to MHD, which keeps it as long as it needs it: an SSE response refers to its
@@ -661,6 +790,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 if (!r->path)
                         return MHD_NO;
                 r->route_error = route_find(gateway_routes, gateway_routes_count, method, url, &r->match);
+                if (req_refuse_ambiguous_framing(r))
+                        return queue(r);
+                if (req_refuse_nul_in_query(r))
+                        return queue(r);
 
                 /* A body announced too large is refused before it is sent. */
                 cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);

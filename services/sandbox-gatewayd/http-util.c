@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "macro.h"
@@ -42,6 +43,43 @@ int request_id_new(char ret[static REQUEST_ID_MAX]) {
         return 0;
 }
 
+static bool is_ows(char c) {
+        return c == ' ' || c == '\t';
+}
+
+int http_check_framing(const char *const *content_length, size_t n_content_length,
+                       const char *const *transfer_encoding, size_t n_transfer_encoding, const char **ret_reason) {
+        const char *why = NULL;
+
+        /* A front end that reads the body one way and us another see different requests in the same
+         * bytes: whatever could be read two ways is refused, not guessed at. */
+        if (n_content_length > 0 && n_transfer_encoding > 0)
+                why = "The request has both Transfer-Encoding and Content-Length.";
+        else if (n_content_length > 1)
+                why = "The request has more than one Content-Length header.";
+        else if (n_transfer_encoding > 1)
+                why = "The request has more than one Transfer-Encoding header.";
+        else if (n_content_length == 1) {
+                const char *v = content_length[0];
+                if (!v || v[0] == 0 || strspn(v, "0123456789") != strlen(v))
+                        why = "The Content-Length header is not one decimal number.";
+        } else if (n_transfer_encoding == 1) {
+                const char *v = transfer_encoding[0] ?: "";
+                size_t b = 0, e = strlen(v);
+                while (b < e && is_ows(v[b]))
+                        b++;
+                while (e > b && is_ows(v[e - 1]))
+                        e--;
+                if (e - b != strlen("chunked") || strncasecmp(v + b, "chunked", e - b) != 0)
+                        why = "The only Transfer-Encoding taken is a single \"chunked\".";
+        }
+        if (!why)
+                return 0;
+        if (ret_reason)
+                *ret_reason = why;
+        return -EBADMSG;
+}
+
 const char *http_status_code(unsigned status) {
         switch (status) {
         case 400: return "invalid_request";
@@ -63,20 +101,63 @@ const char *http_status_code(unsigned status) {
 }
 
 char *http_error_body(unsigned status, const char *code, const char *message, const char *request_id) {
+        _cleanup_free_ char *text = NULL;
         json_object *o;
         char *s;
 
+        /* Messages quote what the client sent (a path, a field's name): json-c would copy its bytes as
+         * they are, invalid UTF-8 too, so they are made valid text first. */
+        message = message ?: "";
+        if (utf8_sanitize((const uint8_t *) message, strlen(message), UTF8_REPLACE_NUL, &text, NULL, NULL) < 0)
+                return NULL;
         o = json_object_new_object();
         if (!o)
                 return NULL;
         json_object_object_add(o, "event", json_object_new_string("error"));
-        json_object_object_add(o, "error", json_object_new_string(message ?: ""));
+        json_object_object_add(o, "error", json_object_new_string(text));
         json_object_object_add(o, "code", json_object_new_string(code ?: http_status_code(status)));
         json_object_object_add(o, "status", json_object_new_int((int) status));
         json_object_object_add(o, "requestId", json_object_new_string(request_id ?: ""));
         s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
         return s;
+}
+
+/* Whether the JSON text has a \u0000 escape. Only for text that parsed strictly: a backslash can then
+ * only be an escape inside a string, and an escaped backslash is skipped with the character it escapes. */
+static bool json_text_has_nul_escape(const char *body, size_t size) {
+        for (size_t i = 0; i + 1 < size; i++) {
+                if (body[i] != '\\')
+                        continue;
+                if (body[i + 1] == 'u' && size - i >= 6 && memcmp(body + i + 2, "0000", 4) == 0)
+                        return true;
+                i++;
+        }
+        return false;
+}
+
+/* The first string value holding a NUL (json-c keeps it, but every reader of ours takes C strings and
+ * would cut the value short), as its place in the body: "env.A", "argv[2]". */
+static bool json_find_nul(json_object *o, char *path, size_t size, size_t used) {
+        if (json_object_is_type(o, json_type_string))
+                return (size_t) json_object_get_string_len(o) != strlen(json_object_get_string(o));
+        if (json_object_is_type(o, json_type_array))
+                for (size_t i = 0; i < json_object_array_length(o); i++) {
+                        int k = snprintf(path + used, size - used, "[%zu]", i);
+                        size_t n = k < 0 ? 0 : MIN((size_t) k, size - used - 1);
+                        if (json_find_nul(json_object_array_get_idx(o, i), path, size, used + n))
+                                return true;
+                }
+        if (json_object_is_type(o, json_type_object)) {
+                json_object_object_foreach(o, key, v) {
+                        int k = snprintf(path + used, size - used, "%s%s", used > 0 ? "." : "", key);
+                        size_t n = k < 0 ? 0 : MIN((size_t) k, size - used - 1);
+                        if (json_find_nul(v, path, size, used + n))
+                                return true;
+                }
+        }
+        path[used] = 0;
+        return false;
 }
 
 const char *json_text(json_object *o, size_t *ret_len) {
@@ -128,6 +209,21 @@ int json_parse_body(const char *body, size_t size, unsigned max_depth, bool empt
                         json_object_put(o);
                         return set_error(ret_error, "The body has data after its JSON value.");
                 }
+        if (json_text_has_nul_escape(body, size)) {
+                char path[128] = "";
+                bool in_value = json_find_nul(o, path, sizeof(path), 0);
+
+                json_object_put(o);
+                if (in_value) {
+                        (void) set_error(ret_error,
+                                         "Field '%s' holds a NUL character (\\u0000), which text cannot "
+                                         "carry; bytes go base64-encoded (\"encoding\":\"base64\") where "
+                                         "the route takes them.", path[0] ? path : "(the body)");
+                        return -EILSEQ;
+                }
+                (void) set_error(ret_error, "A field name in the body holds a NUL character (\\u0000).");
+                return -EILSEQ;
+        }
         *ret = o;
         return 0;
 }
@@ -257,6 +353,50 @@ json_object *json_bytes(const uint8_t *data, size_t size, bool base64) {
         } else if (utf8_sanitize(data, size, false, &s, &len, NULL) < 0)
                 return NULL;
         return json_object_new_string_len(s, (int) len);
+}
+
+int text_for_bus(const char *s, size_t max_bytes, char **ret) {
+        char *t;
+        size_t len;
+        int r;
+
+        r = utf8_sanitize((const uint8_t *) strempty(s), strlen(strempty(s)), UTF8_REPLACE_NUL, &t, &len, NULL);
+        if (r < 0)
+                return r;
+        if (len > max_bytes) {
+                /* back to the start of the character the cap would split */
+                len = max_bytes;
+                while (len > 0 && ((uint8_t) t[len] & 0xC0) == 0x80)
+                        len--;
+                t[len] = 0;
+        }
+        *ret = t;
+        return 0;
+}
+
+int audit_escaped_detail(const char *session_id, const char *detail, const char *why, size_t max_bytes,
+                         char **ret) {
+        _cleanup_free_ char *d = NULL, *w = NULL, *sid = NULL;
+        json_object *o;
+        char *s;
+        int r;
+
+        if ((r = text_for_bus(detail, max_bytes, &d)) < 0 || (r = text_for_bus(why, 512, &w)) < 0 ||
+            (r = text_for_bus(session_id, 256, &sid)) < 0)
+                return r;
+        o = json_object_new_object();
+        if (!o)
+                return -ENOMEM;
+        json_object_object_add(o, "escaped", json_object_new_boolean(true));
+        json_object_object_add(o, "refused", json_object_new_string(w));
+        json_object_object_add(o, "session_id", json_object_new_string(sid));
+        json_object_object_add(o, "detail", json_object_new_string(d));
+        s = strdup(json_text(o, NULL));
+        json_object_put(o);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
 }
 
 json_object *json_time(uint64_t usec) {

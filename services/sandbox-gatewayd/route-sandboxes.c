@@ -427,19 +427,36 @@ static void rerun(Request *r) {
                 req_reply_errno(r, k);
 }
 
+static void resolved(Request *r, const sd_bus_error *error) {
+        void (*then)(Request *r, const sd_bus_error *error) = r->resolve_then;
+
+        r->resolve_then = NULL;
+        if (!then) {
+                if (error)
+                        return req_reply_bus_error(r, error);
+                return rerun(r);
+        }
+        if (r->closed)
+                return;
+        free(r->data);
+        r->data = NULL;
+        r->data_free = NULL;
+        then(r, error);
+}
+
 static void on_id(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
         const char *id;
         int k;
 
         if (sd_bus_error_is_set(error))
-                return req_reply_bus_error(r, error);
+                return resolved(r, error);
         k = sd_bus_message_read(reply, "v", "s", &id);
         if (k < 0)
                 return req_reply_errno(r, k);
         if (!sandbox_id_is_valid(id))
                 return req_reply_error(r, 502, "upstream_error", "sandboxd gave the id '%s'.", id);
         snprintf(r->match.params[0], sizeof(r->match.params[0]), "%s", id);
-        rerun(r);
+        resolved(r, NULL);
 }
 
 static int build_get_id(sd_bus_message *m, void *userdata) {
@@ -451,7 +468,7 @@ static void on_path(Request *r, sd_bus_message *reply, const sd_bus_error *error
         int k;
 
         if (sd_bus_error_is_set(error))
-                return req_reply_bus_error(r, error);
+                return resolved(r, error);
         k = sd_bus_message_read(reply, "o", &path);
         if (k >= 0) {
                 free(r->data);
@@ -466,12 +483,30 @@ static void on_path(Request *r, sd_bus_message *reply, const sd_bus_error *error
                 req_reply_errno(r, k);
 }
 
-int req_resolve_sandbox_name(Request *r) {
+int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error *error)) {
         int k;
 
         if (sandbox_id_is_valid(req_param(r, 0)))
                 return 0;
+        if (!name_is_valid(req_param(r, 0))) {
+                /* not a name sandboxd could have given: no need to ask (nor to send it invalid UTF-8) */
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                (void) sd_bus_error_setf(&e, "org.sandboxd.sandbox1.NoSuchSandbox", "Sandbox %s does not exist.",
+                                         req_param(r, 0));
+                if (then)
+                        then(r, &e);
+                else
+                        req_reply_bus_error(r, &e);
+                return 1;
+        }
+        r->resolve_then = then;
         k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox", build_id, on_path,
                      0);
+        if (k < 0)
+                r->resolve_then = NULL;
         return k < 0 ? k : 1;
+}
+
+int req_resolve_sandbox_name(Request *r) {
+        return req_resolve_sandbox(r, NULL);
 }

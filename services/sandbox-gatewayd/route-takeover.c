@@ -41,7 +41,8 @@ static void on_sandbox_for_token(Request *r, sd_bus_message *reply, const sd_bus
 
         if (sd_bus_error_is_set(error))
                 return req_reply_bus_error(r, error);
-        k = key_store_token_create(r->manager->keys, r->key, req_param(r, 0), TAKEOVER_ROUTE,
+        /* bound to the sandbox as the URL named it (dispatch() made a name its id): the takeover names it so */
+        k = key_store_token_create(r->manager->keys, r->key, r->named[0] ? r->named : req_param(r, 0), TAKEOVER_ROUTE,
                                    now_usec(CLOCK_REALTIME), r->manager->config.takeover_token_ttl_usec,
                                    &token, &expires_at);
         if (k < 0) {

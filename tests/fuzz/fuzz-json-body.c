@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Fuzzes the gateway's strict JSON body parsing (with its depth limit) and the request field checks. */
+/* Fuzzes the gateway's strict JSON body parsing (with its depth limit), the request field checks, and the
+ * making of client bytes into valid text for error bodies and audit rows. */
 #include <json-c/json.h>
 
 #include "fuzz.h"
@@ -21,6 +22,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *error = NULL, **strv = NULL;
         size_t len;
         int r;
+
+        /* Whatever a client sent, quoted in an error body or put in an audit row (as bytes up to a NUL, as
+         * libmicrohttpd hands over a path), comes out valid UTF-8: sd-bus would refuse it otherwise. */
+        {
+                char *raw = fuzz_strndup(data, size), *t = NULL;
+                if (raw) {
+                        t = http_error_body(404, NULL, raw, "req_1");
+                        FUZZ_ASSERT(!t || utf8_is_valid((const uint8_t *) t, strlen(t)));
+                        free(t);
+                        if (text_for_bus(raw, 64, &t) >= 0) {
+                                FUZZ_ASSERT(strlen(t) <= 64 && utf8_is_valid((const uint8_t *) t, strlen(t)));
+                                free(t);
+                        }
+                        if (audit_escaped_detail(raw, raw, raw, 256, &t) >= 0) {
+                                FUZZ_ASSERT(utf8_is_valid((const uint8_t *) t, strlen(t)));
+                                json_object *e = json_tokener_parse(t);
+                                FUZZ_ASSERT(e);
+                                json_object_put(e);
+                                free(t);
+                        }
+                        free(raw);
+                }
+        }
 
         /* The gateway's default JsonDepthMax is small; 8 lets the fuzzer reach the limit cheaply. */
         r = json_parse_body((const char *) data, size, 8, true, &o, &error);

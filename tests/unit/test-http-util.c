@@ -31,6 +31,12 @@ static void test_error_body(void) {
         CHECK_STR(s, "{\"event\":\"error\",\"error\":\"No route GET /v1/\\\"x\\\".\",\"code\":\"not_found\","
                      "\"status\":404,\"requestId\":\"req_1\"}");
         free(s);
+        /* what a client sent, quoted in a message, is made valid UTF-8: the body always is */
+        s = http_error_body(404, NULL, "No route GET /v1/rt\xff\xfe\x80.", "req_2");
+        CHECK_STR(s, "{\"event\":\"error\",\"error\":\"No route GET /v1/rt\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd.\","
+                     "\"code\":\"not_found\",\"status\":404,\"requestId\":\"req_2\"}");
+        CHECK(s && utf8_is_valid((const uint8_t *) s, strlen(s)));
+        free(s);
         CHECK_STR(http_status_code(405), "method_not_allowed");
         CHECK_STR(http_status_code(413), "payload_too_large");
         CHECK_STR(http_status_code(429), "too_many_streams");
@@ -68,6 +74,101 @@ static void test_json_parse(void) {
         /* NUL inside the body */
         json_object *o = NULL;
         CHECK_INT(json_parse_body("{}\0{}", 5, 32, false, &o, NULL), -EINVAL);
+}
+
+static void test_json_nul(void) {
+        json_object *o = NULL;
+        char *e = NULL;
+
+        /* json-c keeps a \u0000, every reader of ours would cut the string there: refused, naming where */
+        const char *s = "{\"path\":\"/tmp/x\",\"content\":\"abc\\u0000def\"}";
+        CHECK_INT(json_parse_body(s, strlen(s), 32, false, &o, &e), -EILSEQ);
+        CHECK(!o);
+        CHECK(e && strstr(e, "Field 'content' holds a NUL character"));
+        free(e), e = NULL;
+        s = "{\"argv\":[\"echo\",\"A\\u0000; echo INJECTED\"]}";
+        CHECK_INT(json_parse_body(s, strlen(s), 32, false, &o, &e), -EILSEQ);
+        CHECK(e && strstr(e, "Field 'argv[1]' "));
+        free(e), e = NULL;
+        s = "{\"env\":{\"A\":\"x\\u0000y\"}}";
+        CHECK_INT(json_parse_body(s, strlen(s), 32, false, &o, &e), -EILSEQ);
+        CHECK(e && strstr(e, "Field 'env.A' "));
+        free(e), e = NULL;
+        s = "{\"env\":{\"A\\u0000B\":\"x\"}}";
+        CHECK_INT(json_parse_body(s, strlen(s), 32, false, &o, &e), -EILSEQ);
+        CHECK_STR(e, "A field name in the body holds a NUL character (\\u0000).");
+        free(e), e = NULL;
+        /* an escaped backslash before "u0000" is text, as are other escapes */
+        s = "{\"command\":\"printf '\\\\u0000 \\u0001'\"}";
+        CHECK_INT(json_parse_body(s, strlen(s), 32, false, &o, &e), 0);
+        CHECK(o && !e);
+        CHECK_STR(json_get_string(o, "command"), "printf '\\u0000 \x01'");
+        json_object_put(o);
+}
+
+static void test_text_for_bus(void) {
+        char *t = NULL;
+
+        /* what sd-bus would refuse, and the row with it: invalid bytes become U+FFFD */
+        CHECK_INT(text_for_bus("/v1/sandboxes/sb_\xff\xfe\xc0x/log", 256, &t), 0);
+        CHECK_STR(t, "/v1/sandboxes/sb_\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdx/log");
+        free(t);
+        CHECK_INT(text_for_bus(NULL, 10, &t), 0);
+        CHECK_STR(t, "");
+        free(t);
+        /* capped between characters: "aé" is 3 bytes, a cap of 2 keeps "a" */
+        CHECK_INT(text_for_bus("a\xc3\xa9", 2, &t), 0);
+        CHECK_STR(t, "a");
+        free(t);
+        CHECK_INT(text_for_bus("a\xc3\xa9", 3, &t), 0);
+        CHECK_STR(t, "a\xc3\xa9");
+        free(t);
+        CHECK_INT(text_for_bus("\xff", 2, &t), 0); /* U+FFFD does not fit: nothing of it */
+        CHECK_STR(t, "");
+        free(t);
+}
+
+static void test_audit_escaped_detail(void) {
+        char *t = NULL;
+
+        CHECK_INT(audit_escaped_detail("sb_\xff", "{\"path\":\"/v1/\xc0\"}", "session_id is too long.", 2048, &t), 0);
+        CHECK_STR(t, "{\"escaped\":true,\"refused\":\"session_id is too long.\",\"session_id\":\"sb_\xef\xbf\xbd\","
+                     "\"detail\":\"{\\\"path\\\":\\\"/v1/\xef\xbf\xbd\\\"}\"}");
+        json_object *o = json_tokener_parse(t);
+        CHECK(o && json_object_is_type(o, json_type_object));
+        json_object_put(o);
+        free(t);
+        /* the detail's text is capped; NULLs are empty */
+        CHECK_INT(audit_escaped_detail(NULL, "0123456789", NULL, 4, &t), 0);
+        CHECK_STR(t, "{\"escaped\":true,\"refused\":\"\",\"session_id\":\"\",\"detail\":\"0123\"}");
+        free(t);
+}
+
+static void test_framing(void) {
+        const char *one[] = { "12" }, *two_same[] = { "5", "5" }, *two[] = { "5", "60" }, *list[] = { "5, 5" },
+                   *neg[] = { "-1" }, *empty[] = { "" }, *chunked[] = { "chunked" }, *chunked_ws[] = { " Chunked\t" },
+                   *chunked_twice[] = { "chunked", "chunked" }, *chunked_identity[] = { "chunked, identity" },
+                   *identity[] = { "identity" }, *gzip_chunked[] = { "gzip, chunked" };
+        const char *why = NULL;
+
+        CHECK_INT(http_check_framing(NULL, 0, NULL, 0, &why), 0);
+        CHECK_INT(http_check_framing(one, 1, NULL, 0, &why), 0);
+        CHECK_INT(http_check_framing(NULL, 0, chunked, 1, &why), 0);
+        CHECK_INT(http_check_framing(NULL, 0, chunked_ws, 1, &why), 0);
+        CHECK(!why);
+        CHECK_INT(http_check_framing(two, 2, NULL, 0, &why), -EBADMSG);
+        CHECK_STR(why, "The request has more than one Content-Length header.");
+        CHECK_INT(http_check_framing(two_same, 2, NULL, 0, NULL), -EBADMSG);
+        CHECK_INT(http_check_framing(list, 1, NULL, 0, NULL), -EBADMSG);
+        CHECK_INT(http_check_framing(neg, 1, NULL, 0, NULL), -EBADMSG);
+        CHECK_INT(http_check_framing(empty, 1, NULL, 0, NULL), -EBADMSG);
+        CHECK_INT(http_check_framing(one, 1, chunked, 1, &why), -EBADMSG);
+        CHECK_STR(why, "The request has both Transfer-Encoding and Content-Length.");
+        CHECK_INT(http_check_framing(NULL, 0, chunked_twice, 2, NULL), -EBADMSG);
+        CHECK_INT(http_check_framing(NULL, 0, chunked_identity, 1, &why), -EBADMSG);
+        CHECK_STR(why, "The only Transfer-Encoding taken is a single \"chunked\".");
+        CHECK_INT(http_check_framing(NULL, 0, identity, 1, NULL), -EBADMSG);
+        CHECK_INT(http_check_framing(NULL, 0, gzip_chunked, 1, NULL), -EBADMSG);
 }
 
 static int check(const char *json, char **ret_error) {
@@ -188,6 +289,10 @@ int main(void) {
         test_request_id();
         test_error_body();
         test_json_parse();
+        test_json_nul();
+        test_framing();
+        test_text_for_bus();
+        test_audit_escaped_detail();
         test_json_fields();
         test_utf8();
         test_time();
