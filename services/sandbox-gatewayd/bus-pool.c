@@ -198,6 +198,39 @@ BusPool *bus_pool_free(BusPool *p) {
         return NULL;
 }
 
+size_t bus_pool_cancel_queued(BusPool *p, bus_pool_reply_t reply, bool (*match)(void *userdata, void *arg),
+                              void *arg) {
+        PoolCall *dropped = NULL, **tail = &dropped;
+        size_t n = 0;
+
+        /* unlink first, answer after: a reply callback may queue new calls */
+        for (unsigned q = 0; q < 2; q++) {
+                PoolCall **pp = &p->queue[q], *prev = NULL;
+                while (*pp) {
+                        PoolCall *c = *pp;
+                        if (c->reply != reply || !match(c->userdata, arg)) {
+                                prev = c;
+                                pp = &c->next;
+                                continue;
+                        }
+                        *pp = c->next;
+                        if (p->queue_tail[q] == c)
+                                p->queue_tail[q] = prev;
+                        p->n_queued--;
+                        c->next = NULL;
+                        *tail = c;
+                        tail = &c->next;
+                        n++;
+                }
+        }
+        while (dropped) {
+                PoolCall *c = dropped;
+                dropped = c->next;
+                fail_call(c, -ECANCELED);
+        }
+        return n;
+}
+
 size_t bus_pool_queued(BusPool *p) {
         return p->n_queued;
 }

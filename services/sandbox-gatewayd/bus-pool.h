@@ -3,6 +3,8 @@
  * limit of pending replies per connection instead of failing. */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
@@ -49,6 +51,11 @@ int bus_pool_call_full(BusPool *p, const char *destination, const char *path, co
 /* Room kept for short calls on each connection (1 to BUS_POOL_PENDING_MAX - 1; default
  * BUS_POOL_SHORT_RESERVE_DEFAULT). Returns 0 or -EINVAL. */
 int bus_pool_set_short_reserve(BusPool *p, unsigned reserve);
+
+/* Drops the calls still waiting in a queue (not sent yet) made with this reply callback whose userdata
+ * match says is one to drop; each gets its reply callback with an error (ECANCELED). Returns how many. */
+size_t bus_pool_cancel_queued(BusPool *p, bus_pool_reply_t reply, bool (*match)(void *userdata, void *arg),
+                              void *arg);
 
 /* Calls waiting for a free connection right now (for status and tests). */
 size_t bus_pool_queued(BusPool *p);

@@ -279,6 +279,9 @@ int req_call_full(Request *r, const char *destination, const char *path, const c
         ReqCall *c;
         int k;
 
+        if (r->closed)
+                /* nobody will read the answer */
+                return -ECANCELED;
         c = malloc(sizeof(ReqCall));
         if (!c)
                 return -ENOMEM;
@@ -297,6 +300,20 @@ int req_call_full(Request *r, const char *destination, const char *path, const c
                 free(c);
         }
         return k;
+}
+
+static bool req_call_is_for(void *userdata, void *arg) {
+        ReqCall *c = userdata;
+        return c->req == arg;
+}
+
+/* The request's calls that still wait for room on the bus: never sent, as nobody will read their answers
+ * (an Exec among them never runs). */
+static void req_cancel_queued_calls(Request *r) {
+        size_t n = bus_pool_cancel_queued(r->manager->pool, req_call_reply, req_call_is_for, r);
+        if (n > 0)
+                log_msg(LOG_DEBUG, "Request %s %s (%s): the client left; %zu waiting bus call(s) dropped.",
+                        r->method, strna(r->path), r->request_id, n);
 }
 
 int req_call(Request *r, const char *destination, const char *path, const char *interface, const char *member,
@@ -887,6 +904,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         if (r->on_close)
                 r->on_close(r);
+        /* under a reference: the dropped calls' replies unref it */
+        request_ref(r);
+        req_cancel_queued_calls(r);
+        request_unref(r);
         request_unref(r);
 }
 

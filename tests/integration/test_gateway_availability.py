@@ -28,7 +28,7 @@ def test_one_key_cannot_take_every_call(admin, gateway_config):
     """A member key at MaxCallsPerMemberKey= calls in flight gets 429 too_many_calls; another key is still
     served. A client that leaves while its Exec runs has its connection closed at once; the command runs on
     to its end with its audit row, and counts against the key until then."""
-    gateway_config("MaxCallsPerMemberKey=3\nBusConnections=1\nBusShortCallReserve=118\n")
+    gateway_config("MaxCallsPerMemberKey=3\nBusConnections=1\n")
     r = admin.post("/v1/sandboxes", {"type": "small"})
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
@@ -47,8 +47,7 @@ def test_one_key_cannot_take_every_call(admin, gateway_config):
         r = member.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["true"]})
         body = assert_error(r, 429, "too_many_calls")
         assert "MaxCallsPerMemberKey=" in body["error"] and r.headers["Retry-After"] == "1", (body, r.headers)
-        # another key is served (two Execs fill the long calls' share of the one bus connection; the third
-        # waits in a queue of its own, not in front of short calls)
+        # another key is served
         assert admin.get(f"/v1/sandboxes/{sid}", timeout=10).status_code == 200
 
         # the clients leave (shutting down their sending side): no answer, their connections are closed
@@ -70,6 +69,38 @@ def test_one_key_cannot_take_every_call(admin, gateway_config):
         rows = wait_for(finished, timeout=90, what="the three Execs' rows")
         assert len(rows) == 3 and all(r["exit_code"] == 0 for r in rows), rows
         wait_for(lambda: member.get(f"/v1/sandboxes/{sid}").status_code == 200, what="the key's calls back")
+    finally:
+        admin.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_waiting_exec_whose_client_left_never_runs(admin, gateway_config):
+    """With room on the bus for one Exec at a time, a second waits; its client leaves, and it is dropped
+    rather than run later for nobody. A short call goes by the Execs all along."""
+    gateway_config("BusConnections=1\nBusShortCallReserve=119\n")
+    r = admin.post("/v1/sandboxes", {"type": "small"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    try:
+        member, key = admin.mint(preset="member", ttl_seconds=600)
+        exec_path = f"/v1/sandboxes/{sid}/exec"
+        first = raw_request("POST", exec_path, member.secret, ["Content-Type: application/json",
+                                                               "Connection: close"],
+                            json.dumps({"command": "touch /tmp/first; sleep 6"}).encode())
+        wait_for(lambda: admin.get(f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/first"}).ok,
+                 what="the first Exec to run")
+        second = raw_request("POST", exec_path, member.secret, ["Content-Type: application/json"],
+                             json.dumps({"command": "touch /tmp/second"}).encode())
+        # it waits (the room for Execs is taken) while short calls go by
+        assert admin.get(f"/v1/sandboxes/{sid}", timeout=10).status_code == 200
+        second.shutdown(socket.SHUT_WR)
+        second.settimeout(30)
+        assert read_to_eof(second) == b""
+        # an Exec made after it starts once the first ends; had the second not been dropped, it would have
+        # run before this one (Execs leave their queue in order)
+        r = admin.post(exec_path, {"command": "test -e /tmp/second && echo ran || echo dropped"}, timeout=60)
+        assert r.status_code == 200 and r.json()["stdout"] == "dropped\n", r.text
+        first.settimeout(30)
+        assert read_to_eof(first).startswith(b"HTTP/1.1 200")
     finally:
         admin.delete(f"/v1/sandboxes/{sid}")
 

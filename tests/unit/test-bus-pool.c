@@ -262,8 +262,68 @@ static void test_long_calls_leave_room(void) {
         sd_event_unref(w.event);
 }
 
+typedef struct Tagged {
+        unsigned tag;
+        int answered; /* 1: a reply, -1: an error */
+} Tagged;
+
+static void on_tagged(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        Tagged *t = userdata;
+        t->answered = reply && !sd_bus_error_is_set(error) ? 1 : -1;
+}
+
+static void on_other(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        on_tagged(reply, error, userdata);
+}
+
+static bool is_odd(void *userdata, void *arg) {
+        return ((Tagged *) userdata)->tag % 2 == 1;
+}
+
+/* Calls still waiting are dropped (answered with an error at once); those sent, those made with another
+ * callback and those not matched are not. */
+static void test_cancel_queued(void) {
+        World w = { .order_ok = 1 };
+        const unsigned n_sent = BUS_POOL_PENDING_MAX - BUS_POOL_SHORT_RESERVE_DEFAULT, n = n_sent + 6;
+        Tagged tags[BUS_POOL_PENDING_MAX] = {};
+        BusPool *p = NULL;
+
+        CHECK(sd_event_new(&w.event) >= 0);
+        CHECK(bus_pool_new_with(w.event, 1, open_pair, &w, &p) >= 0);
+        if (!p)
+                return;
+        for (unsigned i = 0; i < n; i++) {
+                tags[i].tag = i;
+                /* the last waiting one has another callback */
+                CHECK(bus_pool_call_full(p, "org.test", "/test", "org.test.Echo", "Hold", NULL,
+                                         i == n - 1 ? on_other : on_tagged, &tags[i], 0, BUS_POOL_LONG) >= 0);
+        }
+        CHECK_U64(bus_pool_queued(p), 6);
+        /* waiting: 80 … 85; odd: 81, 83 and 85, which has another callback */
+        CHECK_U64(n_sent, 80);
+        CHECK_U64(bus_pool_cancel_queued(p, on_tagged, is_odd, NULL), 2);
+        CHECK_U64(bus_pool_queued(p), 4);
+        for (unsigned i = 0; i < n; i++)
+                CHECK_INT(tags[i].answered, i >= n_sent && i % 2 == 1 && i != n - 1 ? -1 : 0);
+        /* the rest go out and are answered as usual */
+        for (unsigned i = 0, done = 0; i < 1000 && done < n - 2; i++) {
+                answer_held();
+                CHECK(sd_event_run(w.event, 10000) >= 0);
+                done = 0;
+                for (unsigned j = 0; j < n; j++)
+                        done += tags[j].answered == 1;
+        }
+        for (unsigned i = 0; i < n; i++)
+                CHECK_INT(tags[i].answered, i >= n_sent && i % 2 == 1 && i != n - 1 ? -1 : 1);
+        bus_pool_free(p);
+        for (unsigned i = 0; i < w.n_servers; i++)
+                sd_bus_flush_close_unref(w.servers[i]);
+        sd_event_unref(w.event);
+}
+
 int main(void) {
         test_long_calls_leave_room();
+        test_cancel_queued();
         test_pool(1);
         test_pool(3);
         test_free_answers_queued();
