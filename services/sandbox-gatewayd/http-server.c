@@ -515,9 +515,10 @@ size_t sse_queued(SseStream *s) {
 /* --- clients that leave, slow clients ------------------------------------------------------------ */
 
 /* A client that closes its connection (or its sending side) while its request waits for a bus call will
- * not read the answer: its connection is closed at once. The bus call is not cancelled: sandboxd has no way
- * to, so a command runs on to its own end (and timeout), is recorded in the audit log as always, and keeps
- * counting against its key's calls in flight until then (hanging up frees no room for more). */
+ * not read the answer: its connection is closed at once, and calls still waiting for room on the bus are
+ * dropped (on_completed). A call sent is not cancelled: sandboxd has no way to, so a command runs on to its
+ * own end (and timeout), is recorded in the audit log as always, and keeps counting against its key's calls
+ * in flight until then (hanging up frees no room for more). */
 static int on_client_gone(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         Request *r = userdata;
 
