@@ -4,6 +4,11 @@
 # sandbox-gatewayd for N minutes, counts every status code, samples each daemon's RSS and descriptors,
 # and fails on any 5xx, any broken connection, or memory or descriptors that keep growing.
 #
+# In the middle third of the judged time a misbehaving client joins (unless --no-misbehave): one member
+# key keeps long Execs (sleep 45) in flight and hangs up on them, and connections from another loopback
+# address trickle a header line a second, beyond MaxConnectionsPerAddress=. The well-behaved clients' p99
+# latency then must stay within 2x of the quiet thirds' (issue 21).
+#
 # Runs inside a harness instance with the build installed (scripts/soak does that). One thread, asyncio,
 # raw HTTP/1.1 and WebSocket framing: nothing beyond Python's standard library.
 import argparse
@@ -42,7 +47,10 @@ class Stats:
         self.sse_streams = 0
         self.ws_echoes = 0
         self.ws_sessions = 0
-        self.latency = []        # seconds, a sample of REST requests
+        self.latency = []        # (when, seconds): a sample of the well-behaved REST requests
+        self.bad_status = {}     # the misbehaving key's Execs: HTTP status (or "gone") → count
+        self.trickle_opened = 0  # trickling connections made ...
+        self.trickle_closed = 0  # ... and closed by the gateway
 
     def count(self, d, k, n=1):
         d[k] = d.get(k, 0) + n
@@ -118,6 +126,7 @@ class Soak:
         sh("systemctl", "start", "sandboxd.service", "sandbox-auditd.service", "sandbox-gatewayd.socket")
         self.keys = [json.loads(sh("sandboxctl", "api-key", "create", "--preset=admin", "--json"))["secret"]
                      for _ in range(self.args.keys)]
+        self.bad_key = json.loads(sh("sandboxctl", "api-key", "create", "--preset=member", "--json"))["secret"]
 
     async def make_sandboxes(self, n):
         c = HttpConn()
@@ -181,7 +190,7 @@ class Soak:
                     kind = "list"
                     status, _ = await conn.request("GET", "/v1/sandboxes", key)
                 if rnd.random() < 0.05:
-                    st.latency.append(time.monotonic() - t0)
+                    st.latency.append((t0, time.monotonic() - t0))
                 st.count(st.status, status)
                 st.count(st.kind, kind)
             except (OSError, asyncio.IncompleteReadError, ValueError) as e:
@@ -292,6 +301,70 @@ class Soak:
                     w.close()
                 await asyncio.sleep(1)
 
+    # --- the misbehaving client -------------------------------------------------------------------------
+    async def long_exec_client(self, n):
+        """Keeps one long Exec of the misbehaving key in flight, hanging up a second after sending it."""
+        st = self.stats
+        rnd = random.Random(200000 + n)
+        await asyncio.sleep(max(0.0, self.bad_from - time.monotonic()) + rnd.uniform(0, 1))
+        body = json.dumps({"argv": ["sleep", "45"], "timeout_seconds": 50}).encode()
+        while time.monotonic() < self.bad_until:
+            w = None
+            try:
+                r, w = await asyncio.open_connection(HOST, PORT)
+                w.write(f"POST /v1/sandboxes/{self.bad_id}/exec HTTP/1.1\r\nHost: {HOST}\r\n"
+                        f"Authorization: Bearer {self.bad_key}\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                await w.drain()
+                try:
+                    status, _ = await asyncio.wait_for(read_head(r), timeout=1.0)
+                    st.count(st.bad_status, status)
+                except asyncio.TimeoutError:
+                    st.count(st.bad_status, "gone")  # in flight: hang up on it
+            except (OSError, asyncio.IncompleteReadError, ValueError):
+                st.count(st.bad_status, "error")
+            if w:
+                w.close()
+            await asyncio.sleep(rnd.uniform(0.5, 1.5))
+
+    async def end_misbehaviour(self):
+        """Deletes the misbehaver's sandbox at the end of its third, which ends its Execs (with an admin key:
+        its own is at its limit), so that the last third is as quiet as the first."""
+        await asyncio.sleep(max(0.0, self.bad_until - time.monotonic()))
+        c = HttpConn()
+        try:
+            status, _ = await c.request("DELETE", f"/v1/sandboxes/{self.bad_id}", self.keys[0])
+            self.stats.count(self.stats.bad_status, f"delete {status}")
+        except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+            self.stats.count(self.stats.errors, f"misbehaver's delete {type(e).__name__}")
+        c.close()
+
+    async def trickle_client(self, n):
+        """A connection from 127.0.0.2 that sends a header line a second and never ends its headers."""
+        st = self.stats
+        rnd = random.Random(300000 + n)
+        await asyncio.sleep(max(0.0, self.bad_from - time.monotonic()) + rnd.uniform(0, 2))
+        while time.monotonic() < self.bad_until:
+            w = None
+            try:
+                r, w = await asyncio.open_connection(HOST, PORT, local_addr=("127.0.0.2", 0))
+                st.trickle_opened += 1
+                w.write(f"GET /v1/sandboxes HTTP/1.1\r\nHost: {HOST}\r\n".encode())
+                while time.monotonic() < self.bad_until:
+                    await w.drain()
+                    try:
+                        data = await asyncio.wait_for(r.read(4096), timeout=1.0)
+                        if not data:
+                            st.trickle_closed += 1
+                            break
+                    except asyncio.TimeoutError:
+                        w.write(b"X-Trickle: 1\r\n")
+            except (OSError, asyncio.IncompleteReadError):
+                st.trickle_closed += 1
+            if w:
+                w.close()
+            await asyncio.sleep(rnd.uniform(1, 2))
+
     # --- sampling ---------------------------------------------------------------------------------------
     def sample(self):
         out = {}
@@ -333,13 +406,48 @@ class Soak:
         self.rest_ids = await self.make_sandboxes(a.rest_sandboxes)
         self.shell_ids = await self.make_sandboxes(a.shell_sandboxes) if a.ws else []
         start = time.monotonic()
+        self.start = start
         self.deadline = start + a.minutes * 60
+        # the judged time after the warm-up, in thirds: quiet, misbehaving, quiet
+        warm = self.warmup_s()
+        third = (a.minutes * 60 - warm) / 3
+        self.bad_from, self.bad_until = start + warm + third, start + warm + 2 * third
         tasks = [asyncio.create_task(self.sampler(start))]
+        if a.misbehave:
+            c = HttpConn()
+            status, body = await c.request("POST", "/v1/sandboxes", self.bad_key, {"type": "small",
+                                                                                   "ttl_seconds": 86400})
+            c.close()
+            if status != 201:
+                raise SystemExit(f"soak: could not create the misbehaver's sandbox: {status} {body[:200]!r}")
+            self.bad_id = json.loads(body)["id"]
+            tasks += [asyncio.create_task(self.long_exec_client(i)) for i in range(a.long_execs)]
+            tasks.append(asyncio.create_task(self.end_misbehaviour()))
+            tasks += [asyncio.create_task(self.trickle_client(i)) for i in range(a.trickle)]
         tasks += [asyncio.create_task(self.sse_client(i)) for i in range(a.sse)]
         tasks += [asyncio.create_task(self.ws_client(i)) for i in range(a.ws)]
         tasks += [asyncio.create_task(self.rest_client(i)) for i in range(a.rest)]
         await asyncio.gather(*tasks)
         self.elapsed = time.monotonic() - start
+
+    def warmup_s(self):
+        run_s = self.args.minutes * 60
+        return max(0.2 * run_s, min(self.args.warmup, 0.3 * run_s))
+
+    def latency_by_phase(self):
+        """p50/p99 (ms) of the well-behaved requests in the quiet thirds and in the misbehaving one."""
+        quiet, bad = [], []
+        warm_end = self.start + self.warmup_s()
+        for t, v in self.stats.latency:
+            if t < warm_end:
+                continue
+            (bad if self.bad_from <= t < self.bad_until else quiet).append(v)
+
+        def pct(xs):
+            xs = sorted(xs)
+            return {"n": len(xs), "p50": round(1000 * xs[len(xs) // 2], 1),
+                    "p99": round(1000 * xs[int(len(xs) * 0.99)], 1)} if xs else {"n": 0}
+        return pct(quiet), pct(bad)
 
     def verdict(self):
         """Memory and descriptors are flat when, after the warm-up (--warmup seconds, at most 30 % of a
@@ -380,7 +488,26 @@ class Soak:
             problems.append(f"only {st.sse_streams} of {a.sse} SSE streams opened")
         if a.ws and st.ws_sessions < a.ws:
             problems.append(f"only {st.ws_sessions} of {a.ws} takeover sessions opened")
-        lat = sorted(st.latency)
+        quiet, noisy = self.latency_by_phase()
+        misbehaving = None
+        if a.misbehave:
+            # 2x the quiet p99, with a floor (--p99-floor-ms) for a quiet p99 of a few ms, where a single
+            # slow sample on the shared machine would double it
+            bound = max(2 * quiet.get("p99", 0), quiet.get("p99", 0) + a.p99_floor_ms)
+            misbehaving = {"quiet": quiet, "misbehaving": noisy, "p99_bound_ms": round(bound, 1),
+                           "long_execs": {str(k): v for k, v in sorted(st.bad_status.items(), key=str)},
+                           "trickle_opened": st.trickle_opened, "trickle_closed": st.trickle_closed}
+            if quiet.get("n", 0) < 20 or noisy.get("n", 0) < 20:
+                problems.append(f"too few latency samples to compare (quiet {quiet.get('n')}, "
+                                f"misbehaving {noisy.get('n')}): run longer")
+            elif noisy["p99"] > bound:
+                problems.append(f"the well-behaved clients' p99 went from {quiet['p99']} ms (quiet) to "
+                                f"{noisy['p99']} ms with the misbehaving client (bound {bound:.1f} ms)")
+            if not st.bad_status.get(429):
+                problems.append("the misbehaving key never reached its limit of calls in flight (no 429)")
+            if not st.trickle_closed:
+                problems.append("no trickling connection was closed by the gateway")
+        lat = sorted(v for _, v in st.latency)
         summary = {
             "minutes": a.minutes, "elapsed_s": round(self.elapsed), "clients": {"rest": a.rest, "sse": a.sse, "ws": a.ws},
             "requests": sum(st.kind.values()), "by_kind": st.kind, "status": {str(k): v for k, v in sorted(st.status.items())},
@@ -389,6 +516,7 @@ class Soak:
             "latency_ms": {"p50": round(1000 * lat[len(lat) // 2], 1), "p99": round(1000 * lat[int(len(lat) * 0.99)], 1)}
             if lat else {}, "daemons": report,
             "audit_db_mib": round(self.samples[-1][1]["audit_db_kib"][1] / 1024, 1) if self.samples else None,
+            "misbehaving_client": misbehaving,
             "problems": problems,
         }
         return summary
@@ -434,12 +562,20 @@ def main():
     p.add_argument("--warmup", type=float, default=30.0,
                    help="seconds not judged for memory (at most 30 %% of the run, at least 20 %%)")
     p.add_argument("--sample-every", type=float, default=5.0)
+    p.add_argument("--no-misbehave", dest="misbehave", action="store_false",
+                   help="leave out the misbehaving client of the middle third")
+    p.add_argument("--long-execs", type=int, default=200,
+                   help="the misbehaving key's Execs kept in flight and hung up on (default 200)")
+    p.add_argument("--trickle", type=int, default=1100,
+                   help="trickling connections from 127.0.0.2 (default 1100, above MaxConnectionsPerAddress=)")
+    p.add_argument("--p99-floor-ms", type=float, default=20.0,
+                   help="the misbehaving third's p99 may exceed 2x the quiet one's when within this of it")
     p.add_argument("--json", help="also write the summary here")
     p.add_argument("-v", "--verbose", action="store_true", help="print each sample")
     args = p.parse_args()
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = args.rest + args.sse + args.ws + 256
+    need = args.rest + args.sse + args.ws + 256 + (args.long_execs + args.trickle if args.misbehave else 0)
     if soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(need, soft), hard), hard))
 
