@@ -799,7 +799,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         Request *r = *con_cls;
 
         if (r && r->client_gone)
-                /* woken by req_client_gone(): close the connection */
+                /* woken by on_client_gone(): close the connection */
                 return MHD_NO;
         if (!r) {
                 const char *rid, *cl;
