@@ -14,6 +14,7 @@ typedef struct PoolBus {
         BusPool *pool;
         sd_bus *bus;
         unsigned pending;
+        unsigned pending_long; /* of pending, the long calls */
 } PoolBus;
 
 typedef struct PoolCall {
@@ -24,6 +25,7 @@ typedef struct PoolCall {
         bus_pool_reply_t reply;
         void *userdata;
         uint64_t timeout_usec;
+        bool is_long;
         sd_bus_slot *slot;
         struct PoolCall *next;
 } PoolCall;
@@ -32,8 +34,10 @@ struct BusPool {
         sd_event *event;
         PoolBus *buses;
         unsigned n_buses;
-        PoolCall *queue, *queue_tail;
+        /* Two queues, so that a short call never waits behind long ones: [0] short, [1] long. */
+        PoolCall *queue[2], *queue_tail[2];
         size_t n_queued;
+        unsigned long_max; /* long calls pending per connection at most */
         sd_event_source *drain;
 };
 
@@ -44,11 +48,12 @@ static void pool_call_free(PoolCall *c) {
         free(c);
 }
 
-static PoolBus *pool_pick(BusPool *p) {
+static PoolBus *pool_pick(BusPool *p, bool is_long) {
         PoolBus *best = NULL;
 
         for (unsigned i = 0; i < p->n_buses; i++)
                 if (p->buses[i].pending < BUS_POOL_PENDING_MAX &&
+                    (!is_long || p->buses[i].pending_long < p->long_max) &&
                     (!best || p->buses[i].pending < best->pending))
                         best = &p->buses[i];
         return best;
@@ -63,7 +68,7 @@ static void fail_call(PoolCall *c, int r) {
 }
 
 static void pool_kick(BusPool *p) {
-        if (p->queue)
+        if (p->queue[0] || p->queue[1])
                 (void) sd_event_source_set_enabled(p->drain, SD_EVENT_ONESHOT);
 }
 
@@ -72,6 +77,8 @@ static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) 
         BusPool *p = c->pool;
 
         c->pb->pending--;
+        if (c->is_long)
+                c->pb->pending_long--;
         c->reply(m, sd_bus_message_get_error(m), c->userdata);
         pool_call_free(c);
         pool_kick(p);
@@ -95,6 +102,8 @@ static int pool_send(PoolBus *pb, PoolCall *c) {
                 return r;
         c->pb = pb;
         pb->pending++;
+        if (c->is_long)
+                pb->pending_long++;
         return 0;
 }
 
@@ -104,17 +113,19 @@ static int on_drain(sd_event_source *s, void *userdata) {
         PoolCall *c;
         int r;
 
-        while (p->queue && (pb = pool_pick(p))) {
-                c = p->queue;
-                p->queue = c->next;
-                if (!p->queue)
-                        p->queue_tail = NULL;
-                p->n_queued--;
-                c->next = NULL;
-                r = pool_send(pb, c);
-                if (r < 0)
-                        fail_call(c, r);
-        }
+        /* short calls first: they are what the room kept from long calls is for */
+        for (unsigned q = 0; q < 2; q++)
+                while (p->queue[q] && (pb = pool_pick(p, q == 1))) {
+                        c = p->queue[q];
+                        p->queue[q] = c->next;
+                        if (!p->queue[q])
+                                p->queue_tail[q] = NULL;
+                        p->n_queued--;
+                        c->next = NULL;
+                        r = pool_send(pb, c);
+                        if (r < 0)
+                                fail_call(c, r);
+                }
         return 0;
 }
 
@@ -137,6 +148,7 @@ int bus_pool_new_with(sd_event *event, unsigned n_connections, bus_pool_open_t o
         if (!p)
                 return -ENOMEM;
         p->event = sd_event_ref(event);
+        p->long_max = BUS_POOL_PENDING_MAX - BUS_POOL_SHORT_RESERVE_DEFAULT;
         p->buses = calloc(n_connections, sizeof(PoolBus));
         if (!p->buses) {
                 bus_pool_free(p);
@@ -172,10 +184,11 @@ BusPool *bus_pool_free(BusPool *p) {
 
         if (!p)
                 return NULL;
-        while ((c = p->queue)) {
-                p->queue = c->next;
-                fail_call(c, -ECANCELED);
-        }
+        for (unsigned q = 0; q < 2; q++)
+                while ((c = p->queue[q])) {
+                        p->queue[q] = c->next;
+                        fail_call(c, -ECANCELED);
+                }
         sd_event_source_disable_unref(p->drain);
         for (unsigned i = 0; i < p->n_buses; i++)
                 sd_bus_flush_close_unref(p->buses[i].bus);
@@ -185,17 +198,58 @@ BusPool *bus_pool_free(BusPool *p) {
         return NULL;
 }
 
+size_t bus_pool_cancel_queued(BusPool *p, bus_pool_reply_t reply, bool (*match)(void *userdata, void *arg),
+                              void *arg) {
+        PoolCall *dropped = NULL, **tail = &dropped;
+        size_t n = 0;
+
+        /* unlink first, answer after: a reply callback may queue new calls */
+        for (unsigned q = 0; q < 2; q++) {
+                PoolCall **pp = &p->queue[q], *prev = NULL;
+                while (*pp) {
+                        PoolCall *c = *pp;
+                        if (c->reply != reply || !match(c->userdata, arg)) {
+                                prev = c;
+                                pp = &c->next;
+                                continue;
+                        }
+                        *pp = c->next;
+                        if (p->queue_tail[q] == c)
+                                p->queue_tail[q] = prev;
+                        p->n_queued--;
+                        c->next = NULL;
+                        *tail = c;
+                        tail = &c->next;
+                        n++;
+                }
+        }
+        while (dropped) {
+                PoolCall *c = dropped;
+                dropped = c->next;
+                fail_call(c, -ECANCELED);
+        }
+        return n;
+}
+
 size_t bus_pool_queued(BusPool *p) {
         return p->n_queued;
 }
 
-int bus_pool_call(BusPool *p, const char *destination, const char *path, const char *interface,
-                  const char *member, bus_pool_build_t build, bus_pool_reply_t reply, void *userdata,
-                  uint64_t timeout_usec) {
+int bus_pool_set_short_reserve(BusPool *p, unsigned reserve) {
+        if (reserve == 0 || reserve >= BUS_POOL_PENDING_MAX)
+                return -EINVAL;
+        p->long_max = BUS_POOL_PENDING_MAX - reserve;
+        return 0;
+}
+
+int bus_pool_call_full(BusPool *p, const char *destination, const char *path, const char *interface,
+                       const char *member, bus_pool_build_t build, bus_pool_reply_t reply, void *userdata,
+                       uint64_t timeout_usec, BusPoolFlags flags) {
         size_t ld = strlen(destination) + 1, lp = strlen(path) + 1, li = strlen(interface) + 1,
                lm = strlen(member) + 1;
         PoolCall *c;
         PoolBus *pb;
+        unsigned q;
         int r;
 
         /* The names are copied because a queued call is made after the caller's stack is gone. */
@@ -211,9 +265,11 @@ int bus_pool_call(BusPool *p, const char *destination, const char *path, const c
         c->reply = reply;
         c->userdata = userdata;
         c->timeout_usec = timeout_usec;
+        c->is_long = flags & BUS_POOL_LONG;
 
-        /* Calls queued earlier go first. */
-        pb = p->queue ? NULL : pool_pick(p);
+        /* Calls queued earlier (of the same kind) go first. */
+        q = c->is_long;
+        pb = p->queue[q] ? NULL : pool_pick(p, c->is_long);
         if (pb) {
                 r = pool_send(pb, c);
                 if (r < 0) {
@@ -222,11 +278,18 @@ int bus_pool_call(BusPool *p, const char *destination, const char *path, const c
                 }
                 return 0;
         }
-        if (p->queue_tail)
-                p->queue_tail->next = c;
+        if (p->queue_tail[q])
+                p->queue_tail[q]->next = c;
         else
-                p->queue = c;
-        p->queue_tail = c;
+                p->queue[q] = c;
+        p->queue_tail[q] = c;
         p->n_queued++;
         return 0;
+}
+
+int bus_pool_call(BusPool *p, const char *destination, const char *path, const char *interface,
+                  const char *member, bus_pool_build_t build, bus_pool_reply_t reply, void *userdata,
+                  uint64_t timeout_usec) {
+        return bus_pool_call_full(p, destination, path, interface, member, build, reply, userdata, timeout_usec,
+                                  0);
 }

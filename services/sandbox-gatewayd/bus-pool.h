@@ -3,12 +3,22 @@
  * limit of pending replies per connection instead of failing. */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 /* dbus-daemon allows 128 pending replies per connection; we keep a little below it. */
 #define BUS_POOL_PENDING_MAX 120
+/* Of those, how many long calls (BUS_POOL_LONG) may never take: the room short calls always find. */
+#define BUS_POOL_SHORT_RESERVE_DEFAULT 40
+
+typedef enum BusPoolFlags {
+        /* A call that may take minutes or hours (Exec): it waits in a queue of its own rather than take the
+         * room kept for short calls, and short calls never wait behind it. */
+        BUS_POOL_LONG = 1 << 0,
+} BusPoolFlags;
 
 typedef struct BusPool BusPool;
 
@@ -32,6 +42,20 @@ BusPool *bus_pool_free(BusPool *p);
 int bus_pool_call(BusPool *p, const char *destination, const char *path, const char *interface,
                   const char *member, bus_pool_build_t build, bus_pool_reply_t reply, void *userdata,
                   uint64_t timeout_usec);
+
+/* The same, with flags. */
+int bus_pool_call_full(BusPool *p, const char *destination, const char *path, const char *interface,
+                       const char *member, bus_pool_build_t build, bus_pool_reply_t reply, void *userdata,
+                       uint64_t timeout_usec, BusPoolFlags flags);
+
+/* Room kept for short calls on each connection (1 to BUS_POOL_PENDING_MAX - 1; default
+ * BUS_POOL_SHORT_RESERVE_DEFAULT). Returns 0 or -EINVAL. */
+int bus_pool_set_short_reserve(BusPool *p, unsigned reserve);
+
+/* Drops the calls still waiting in a queue (not sent yet) made with this reply callback whose userdata
+ * match says is one to drop; each gets its reply callback with an error (ECANCELED). Returns how many. */
+size_t bus_pool_cancel_queued(BusPool *p, bus_pool_reply_t reply, bool (*match)(void *userdata, void *arg),
+                              void *arg);
 
 /* Calls waiting for a free connection right now (for status and tests). */
 size_t bus_pool_queued(BusPool *p);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "bus-pool.h"
 #include "ini-util.h"
 #include "macro.h"
 #include "time-util.h"
@@ -20,6 +21,11 @@ void gateway_config_defaults(GatewayConfig *c) {
                 .max_body_bytes = UINT64_C(16) << 20,
                 .max_connections = 16384,
                 .connection_timeout_usec = 60 * USEC_PER_SEC,
+                .max_connections_per_address = 1024,
+                .header_timeout_usec = 10 * USEC_PER_SEC,
+                .max_calls_per_member_key = 32,
+                .max_calls_per_admin_key = 128,
+                .bus_short_call_reserve = 40,
                 .max_streams_per_key = 256,
                 .watch_queue_max = 1024,
                 .heartbeat_usec = 15 * USEC_PER_SEC,
@@ -106,6 +112,16 @@ static const struct {
           "a number from 16 to 1000000" },
         { "ConnectionTimeoutSec", KIND_SEC, offsetof(GatewayConfig, connection_timeout_usec), USEC_PER_SEC,
           UINT64_C(86400) * USEC_PER_SEC, "a time from 1s to 1d, such as 60s" },
+        { "MaxConnectionsPerAddress", KIND_COUNT, offsetof(GatewayConfig, max_connections_per_address), 1,
+          1000000, "a number from 1 to 1000000" },
+        { "HeaderTimeoutSec", KIND_SEC, offsetof(GatewayConfig, header_timeout_usec), USEC_PER_SEC,
+          UINT64_C(3600) * USEC_PER_SEC, "a time from 1s to 1h, such as 10s" },
+        { "MaxCallsPerMemberKey", KIND_COUNT, offsetof(GatewayConfig, max_calls_per_member_key), 1, 100000,
+          "a number from 1 to 100000" },
+        { "MaxCallsPerAdminKey", KIND_COUNT, offsetof(GatewayConfig, max_calls_per_admin_key), 1, 100000,
+          "a number from 1 to 100000" },
+        { "BusShortCallReserve", KIND_COUNT, offsetof(GatewayConfig, bus_short_call_reserve), 1,
+          BUS_POOL_PENDING_MAX - 1, "a number from 1 to 119" },
         { "MaxStreamsPerKey", KIND_COUNT, offsetof(GatewayConfig, max_streams_per_key), 1, 100000,
           "a number from 1 to 100000" },
         { "WatchQueueMax", KIND_COUNT, offsetof(GatewayConfig, watch_queue_max), 1, 1000000,

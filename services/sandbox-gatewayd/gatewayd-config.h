@@ -29,6 +29,12 @@ typedef struct GatewayConfig {
         uint64_t max_body_bytes;         /* request bodies above this get 413 */
         uint64_t max_connections;        /* libmicrohttpd's connection limit */
         uint64_t connection_timeout_usec;/* an idle (stalled) client is closed after this */
+        uint64_t max_connections_per_address; /* connections one client address may hold open */
+        uint64_t header_timeout_usec;    /* a request's headers must be in by then (counted from the
+                                          * connection's start, or the end of its previous answer) */
+        uint64_t max_calls_per_member_key; /* bus calls in flight per key of role member; 429 beyond */
+        uint64_t max_calls_per_admin_key;  /* ... and of role admin */
+        uint64_t bus_short_call_reserve; /* of each bus connection's room, what long calls (Exec) never take */
         uint64_t max_streams_per_key;    /* open SSE streams (watch, streamed exec) per key; 429 beyond */
         uint64_t watch_queue_max;        /* events queued for one watcher before it is dropped */
         uint64_t heartbeat_usec;         /* SSE comment lines this often */
@@ -46,7 +52,8 @@ typedef struct GatewayConfig {
 } GatewayConfig;
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
- * MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
+ * MaxConnectionsPerAddress=1024, HeaderTimeoutSec=10, MaxCallsPerMemberKey=32, MaxCallsPerAdminKey=128,
+ * BusShortCallReserve=40, MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
  * JSONDepthMax=32, RefusalBurst=600, RefusalsPerSec=10,
  * RefusalBurstTotal=6000, RefusalsPerSecTotal=100, DashboardDirectory=/usr/share/sandboxd/dashboard. */
 void gateway_config_defaults(GatewayConfig *c);

@@ -249,22 +249,24 @@ typedef struct StreamCount {
         char key[];
 } StreamCount;
 
-int manager_stream_acquire(Manager *m, const char *key_id) {
-        StreamCount *c = hashmap_get(m->streams, key_id);
+static int count_acquire(Hashmap *h, const char *key_id, uint64_t max) {
+        StreamCount *c = hashmap_get(h, key_id);
         int r;
 
         if (c) {
-                if (c->n >= m->config.max_streams_per_key)
+                if (c->n >= max)
                         return -EBUSY;
                 c->n++;
                 return 0;
         }
+        if (max == 0)
+                return -EBUSY;
         c = malloc(sizeof(StreamCount) + strlen(key_id) + 1);
         if (!c)
                 return -ENOMEM;
         c->n = 1;
         strcpy(c->key, key_id);
-        r = hashmap_put(m->streams, c->key, c);
+        r = hashmap_put(h, c->key, c);
         if (r < 0) {
                 free(c);
                 return r;
@@ -272,15 +274,46 @@ int manager_stream_acquire(Manager *m, const char *key_id) {
         return 0;
 }
 
-void manager_stream_release(Manager *m, const char *key_id) {
-        StreamCount *c = hashmap_get(m->streams, key_id);
+static void count_release(Hashmap *h, const char *key_id) {
+        StreamCount *c = hashmap_get(h, key_id);
 
         if (!c)
                 return;
         if (--c->n == 0) {
-                (void) hashmap_remove(m->streams, key_id);
+                (void) hashmap_remove(h, key_id);
                 free(c);
         }
+}
+
+static void count_free_all(Hashmap *h) {
+        size_t state = 0;
+        void *v;
+
+        if (!h)
+                return;
+        while (hashmap_iterate(h, &state, &v, NULL))
+                free(v);
+        hashmap_free(h);
+}
+
+int manager_stream_acquire(Manager *m, const char *key_id) {
+        return count_acquire(m->streams, key_id, m->config.max_streams_per_key);
+}
+
+void manager_stream_release(Manager *m, const char *key_id) {
+        count_release(m->streams, key_id);
+}
+
+uint64_t manager_calls_max(Manager *m, KeyRole role) {
+        return role == KEY_ROLE_ADMIN ? m->config.max_calls_per_admin_key : m->config.max_calls_per_member_key;
+}
+
+int manager_call_acquire(Manager *m, const ApiKey *k) {
+        return count_acquire(m->calls, k->id, manager_calls_max(m, k->role));
+}
+
+void manager_call_release(Manager *m, const char *key_id) {
+        count_release(m->calls, key_id);
 }
 
 uint64_t manager_exec_call_timeout(Manager *m, const char *type, uint64_t timeout_seconds) {
@@ -361,7 +394,8 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
         if (colon)
                 *colon = 0;
         m->streams = hashmap_new();
-        if (!m->streams) {
+        m->calls = hashmap_new();
+        if (!m->streams || !m->calls) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -400,13 +434,8 @@ Manager *manager_free(Manager *m) {
         sd_bus_flush_close_unref(m->bus);
         sd_bus_flush_close_unref(m->signal_bus);
         key_store_free(m->keys);
-        if (m->streams) {
-                size_t state = 0;
-                void *v;
-                while (hashmap_iterate(m->streams, &state, &v, NULL))
-                        free(v);
-        }
-        hashmap_free(m->streams);
+        count_free_all(m->streams);
+        count_free_all(m->calls);
         sd_event_unref(m->event);
         free(m->state_dir);
         free(m);
@@ -521,6 +550,8 @@ int manager_startup(Manager *m) {
                 return r;
         }
         r = bus_pool_new(m->event, (unsigned) m->config.bus_connections, &m->pool);
+        if (r >= 0)
+                r = bus_pool_set_short_reserve(m->pool, (unsigned) m->config.bus_short_call_reserve);
         if (r < 0) {
                 log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
                 return r;
@@ -544,8 +575,7 @@ int manager_startup(Manager *m) {
         }
         if (n_fds == 1) {
                 fd = SD_LISTEN_FDS_START;
-                r = http_server_new(m, fd, NULL, (unsigned) m->config.max_connections,
-                                    m->config.connection_timeout_usec, &m->server);
+                r = http_server_new(m, fd, NULL, &m->server);
         } else {
                 struct sockaddr_storage sa;
                 unsigned len;
@@ -554,8 +584,7 @@ int manager_startup(Manager *m) {
                         log_msg(LOG_ERR, "Cannot listen on '%s': expected ADDR:PORT.", listen);
                         return -EINVAL;
                 }
-                r = http_server_new(m, -EBADF, (struct sockaddr *) &sa, (unsigned) m->config.max_connections,
-                                    m->config.connection_timeout_usec, &m->server);
+                r = http_server_new(m, -EBADF, (struct sockaddr *) &sa, &m->server);
                 if (r < 0)
                         log_msg(LOG_ERR, "Cannot listen on %s.", listen);
         }

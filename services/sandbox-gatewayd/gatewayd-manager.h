@@ -45,7 +45,8 @@ typedef struct Manager {
         HttpServer *server;
         const char *listen_override; /* --listen */
 
-        Hashmap *streams; /* key id → open SSE streams (uintptr_t) */
+        Hashmap *streams; /* key id → open SSE streams */
+        Hashmap *calls;   /* key id → bus calls in flight for its requests */
         Watcher *watchers;
         sd_event_source *heartbeat;
         RefusalLimit *refusals;           /* each client address's budget of 401/403 answers */
@@ -83,6 +84,11 @@ void manager_audit_sandbox(Manager *m, const char *operation, const char *event,
 /* Open SSE streams per key: acquire returns -EBUSY at MaxStreamsPerKey=. */
 int manager_stream_acquire(Manager *m, const char *key_id);
 void manager_stream_release(Manager *m, const char *key_id);
+
+/* Bus calls in flight per key: acquire returns -EBUSY at MaxCallsPerMemberKey=/MaxCallsPerAdminKey=. */
+int manager_call_acquire(Manager *m, const ApiKey *k);
+void manager_call_release(Manager *m, const char *key_id);
+uint64_t manager_calls_max(Manager *m, KeyRole role);
 
 /* The exec call timeout for a sandbox type and a requested timeout (0 = the type's default). */
 uint64_t manager_exec_call_timeout(Manager *m, const char *type, uint64_t timeout_seconds);

@@ -60,6 +60,7 @@ Request *request_unref(Request *r) {
                 return NULL;
         if (r->counts_stream && r->key)
                 manager_stream_release(r->manager, r->key->id);
+        sd_event_source_disable_unref(r->client_watch);
         if (r->data_free)
                 r->data_free(r->data);
         if (r->response && !r->queued)
@@ -89,7 +90,12 @@ bool req_answered(Request *r) {
         return r->response != NULL;
 }
 
+static void req_unwatch_client(Request *r) {
+        r->client_watch = sd_event_source_disable_unref(r->client_watch);
+}
+
 static void req_wake(Request *r) {
+        req_unwatch_client(r);
         if (r->suspended && r->connection) {
                 r->suspended = false;
                 MHD_resume_connection(r->connection);
@@ -233,6 +239,7 @@ typedef struct ReqCall {
         Request *req;
         bus_pool_build_t build;
         req_reply_t reply;
+        bool counted; /* holds one of the key's calls in flight */
 } ReqCall;
 
 static int req_call_build(sd_bus_message *m, void *userdata) {
@@ -244,27 +251,78 @@ static void req_call_reply(sd_bus_message *reply, const sd_bus_error *error, voi
         ReqCall *c = userdata;
         Request *r = c->req;
 
+        /* before the reply handler, which may make the request's next call */
+        if (c->counted)
+                manager_call_release(r->manager, r->key->id);
         c->reply(r, reply, error);
         request_unref(r);
         free(c);
 }
 
-int req_call(Request *r, const char *destination, const char *path, const char *interface, const char *member,
-             bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec) {
+/* One of the key's calls in flight, or a 429. */
+static int req_call_acquire(Request *r) {
+        int k;
+
+        if (!r->key)
+                return 0;
+        k = manager_call_acquire(r->manager, r->key);
+        if (k == -EBUSY) {
+                req_reply_error(r, 429, "too_many_calls",
+                                "This API key has %" PRIu64 " calls in flight already (MaxCalls%sKey=).",
+                                manager_calls_max(r->manager, r->key->role),
+                                r->key->role == KEY_ROLE_ADMIN ? "PerAdmin" : "PerMember");
+                if (r->response)
+                        (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        }
+        return k < 0 ? k : 1;
+}
+
+int req_call_full(Request *r, const char *destination, const char *path, const char *interface,
+                  const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec,
+                  BusPoolFlags flags) {
         ReqCall *c;
         int k;
 
+        if (r->closed)
+                /* nobody will read the answer */
+                return -ECANCELED;
         c = malloc(sizeof(ReqCall));
         if (!c)
                 return -ENOMEM;
-        *c = (ReqCall) { .req = request_ref(r), .build = build, .reply = reply };
-        k = bus_pool_call(r->manager->pool, destination, path, interface, member, req_call_build, req_call_reply,
-                          c, timeout_usec ?: GATEWAY_CALL_TIMEOUT_USEC);
+        k = req_call_acquire(r);
         if (k < 0) {
+                free(c);
+                return k;
+        }
+        *c = (ReqCall) { .req = request_ref(r), .build = build, .reply = reply, .counted = k > 0 };
+        k = bus_pool_call_full(r->manager->pool, destination, path, interface, member, req_call_build,
+                               req_call_reply, c, timeout_usec ?: GATEWAY_CALL_TIMEOUT_USEC, flags);
+        if (k < 0) {
+                if (c->counted)
+                        manager_call_release(r->manager, r->key->id);
                 request_unref(r);
                 free(c);
         }
         return k;
+}
+
+static bool req_call_is_for(void *userdata, void *arg) {
+        ReqCall *c = userdata;
+        return c->req == arg;
+}
+
+/* The request's calls that still wait for room on the bus: never sent, as nobody will read their answers
+ * (an Exec among them never runs). */
+static void req_cancel_queued_calls(Request *r) {
+        size_t n = bus_pool_cancel_queued(r->manager->pool, req_call_reply, req_call_is_for, r);
+        if (n > 0)
+                log_msg(LOG_DEBUG, "Request %s %s (%s): the client left; %zu waiting bus call(s) dropped.",
+                        r->method, strna(r->path), r->request_id, n);
+}
+
+int req_call(Request *r, const char *destination, const char *path, const char *interface, const char *member,
+             bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec) {
+        return req_call_full(r, destination, path, interface, member, build, reply, timeout_usec, 0);
 }
 
 /* --- SSE ---------------------------------------------------------------------------------------- */
@@ -456,6 +514,106 @@ bool sse_dropped(SseStream *s) {
 
 size_t sse_queued(SseStream *s) {
         return s ? s->n_events : 0;
+}
+
+/* --- clients that leave, slow clients ------------------------------------------------------------ */
+
+/* A client that closes its connection (or its sending side) while its request waits for a bus call will
+ * not read the answer: its connection is closed at once, and calls still waiting for room on the bus are
+ * dropped (on_completed). A call sent is not cancelled: sandboxd has no way to, so a command runs on to its
+ * own end (and timeout), is recorded in the audit log as always, and keeps counting against its key's calls
+ * in flight until then (hanging up frees no room for more). */
+static int on_client_gone(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        Request *r = userdata;
+
+        req_unwatch_client(r);
+        if (!r->suspended || !r->connection)
+                return 0;
+        log_msg(LOG_DEBUG, "Request %s %s (%s): the client left before the answer.", r->method, strna(r->path),
+                r->request_id);
+        r->client_gone = true;
+        r->suspended = false;
+        MHD_resume_connection(r->connection);
+        http_server_kick(r->manager->server);
+        return 0;
+}
+
+static void req_watch_client(Request *r) {
+        const union MHD_ConnectionInfo *info;
+
+        if (r->client_watch || !r->connection)
+                return;
+        info = MHD_get_connection_info(r->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info)
+                (void) sd_event_add_io(r->manager->event, &r->client_watch, info->connect_fd, EPOLLRDHUP,
+                                       on_client_gone, r);
+}
+
+/* Each connection has HeaderTimeoutSec= to deliver a request's headers, from when it opens or its previous
+ * answer is done: MHD's own timeout only ends connections that send nothing at all, not those that trickle
+ * a byte at a time. */
+typedef struct ConnState {
+        HttpServer *server;
+        int fd;
+        sd_event_source *deadline;
+} ConnState;
+
+static int on_header_deadline(sd_event_source *src, uint64_t usec, void *userdata) {
+        ConnState *cs = userdata;
+
+        cs->deadline = sd_event_source_disable_unref(cs->deadline);
+        log_msg(LOG_DEBUG, "A client took longer than HeaderTimeoutSec= to send a request's headers; closing.");
+        /* MHD has no call to close one connection: it notices the shut socket and closes it itself */
+        (void) shutdown(cs->fd, SHUT_RDWR);
+        http_server_kick(cs->server);
+        return 0;
+}
+
+static ConnState *conn_state(struct MHD_Connection *conn) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return info ? info->socket_context : NULL;
+}
+
+static void conn_deadline_stop(struct MHD_Connection *conn) {
+        ConnState *cs = conn_state(conn);
+
+        if (cs)
+                cs->deadline = sd_event_source_disable_unref(cs->deadline);
+}
+
+static void conn_deadline_arm(struct MHD_Connection *conn) {
+        ConnState *cs = conn_state(conn);
+
+        if (!cs || cs->deadline)
+                return;
+        (void) sd_event_add_time_relative(cs->server->manager->event, &cs->deadline, CLOCK_MONOTONIC,
+                                          cs->server->manager->config.header_timeout_usec, USEC_PER_MSEC * 10,
+                                          on_header_deadline, cs);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+        HttpServer *s = cls;
+        ConnState *cs = *socket_context;
+
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn,
+                                                                               MHD_CONNECTION_INFO_CONNECTION_FD);
+                cs = calloc(1, sizeof(ConnState));
+                if (!cs || !info) {
+                        free(cs);
+                        return;
+                }
+                *cs = (ConnState) { .server = s, .fd = info->connect_fd };
+                *socket_context = cs;
+                conn_deadline_arm(conn);
+                return;
+        }
+        if (cs) {
+                sd_event_source_disable_unref(cs->deadline);
+                free(cs);
+                *socket_context = NULL;
+        }
 }
 
 /* --- dispatch ----------------------------------------------------------------------------------- */
@@ -769,8 +927,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         Manager *m = s->manager;
         Request *r = *con_cls;
 
+        if (r && r->client_gone)
+                /* woken by on_client_gone(): close the connection */
+                return MHD_NO;
         if (!r) {
                 const char *rid, *cl;
+
+                /* the headers are in */
+                conn_deadline_stop(conn);
 
                 r = calloc(1, sizeof(Request));
                 if (!r)
@@ -845,9 +1009,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (r->response && !r->queued)
                 return queue(r);
         if (!r->response) {
-                /* waits for a bus call: sleep until req_wake() */
+                /* waits for a bus call: sleep until req_wake(), or until the client leaves */
                 r->suspended = true;
                 MHD_suspend_connection(conn);
+                req_watch_client(r);
         }
         return MHD_YES;
 }
@@ -858,7 +1023,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
         if (!r)
                 return;
+        /* the connection may carry another request: its headers get their own deadline */
+        if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && r->status != MHD_HTTP_SWITCHING_PROTOCOLS)
+                conn_deadline_arm(conn);
         *con_cls = NULL;
+        req_unwatch_client(r);
         r->connection = NULL;
         r->closed = true;
         r->suspended = false;
@@ -869,6 +1038,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         if (r->on_close)
                 r->on_close(r);
+        /* under a reference: the dropped calls' replies unref it */
+        request_ref(r);
+        req_cancel_queued_calls(r);
+        request_unref(r);
         request_unref(r);
 }
 
@@ -912,8 +1085,10 @@ void http_server_kick(HttpServer *s) {
                 (void) sd_event_source_set_enabled(s->kick, SD_EVENT_ONESHOT);
 }
 
-int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsigned max_connections,
-                    uint64_t connection_timeout_usec, HttpServer **ret) {
+int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, HttpServer **ret) {
+        unsigned max_connections = (unsigned) m->config.max_connections,
+                 per_address = (unsigned) m->config.max_connections_per_address,
+                 timeout_sec = (unsigned) (m->config.connection_timeout_usec / USEC_PER_SEC);
         const union MHD_DaemonInfo *info;
         unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE;
         HttpServer *s;
@@ -930,16 +1105,18 @@ int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsign
                         (void) fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK);
                 s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_LISTEN_SOCKET, listen_fd,
                                              MHD_OPTION_CONNECTION_LIMIT, max_connections,
-                                             MHD_OPTION_CONNECTION_TIMEOUT,
-                                             (unsigned) (connection_timeout_usec / USEC_PER_SEC),
+                                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address,
+                                             MHD_OPTION_CONNECTION_TIMEOUT, timeout_sec,
+                                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
         } else {
                 if (sa->sa_family == AF_INET6)
                         flags |= MHD_USE_IPv6;
                 s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR, sa,
                                              MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_LIMIT,
-                                             max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                                             (unsigned) (connection_timeout_usec / USEC_PER_SEC),
+                                             max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address,
+                                             MHD_OPTION_CONNECTION_TIMEOUT, timeout_sec,
+                                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
         }
         if (!s->daemon) {

@@ -33,6 +33,10 @@ struct Request {
         bool body_too_large;
 
         bool dispatched, suspended, queued, closed;
+        /* While the request sleeps MHD does not look at its socket: this notices a client that leaves, and
+         * client_gone says it did (the connection is then closed; the bus call runs on, see req_call). */
+        sd_event_source *client_watch;
+        bool client_gone;
         struct MHD_Response *response; /* once queued, MHD's: only tells that there is an answer */
         unsigned status;
 
@@ -82,10 +86,16 @@ int req_parse_json(Request *r, const JsonField *fields, size_t n_fields, json_ob
 /* The caller context a{sv} for sandboxd/sandbox-auditd: account_id, request_id, source "agent". */
 int req_append_context(Request *r, sd_bus_message *m);
 
-/* Bus calls on behalf of the request (which is kept alive until reply has run). */
+/* Bus calls on behalf of the request (which is kept alive until reply has run). Each call counts against
+ * the key's MaxCalls{Member,Admin}Key= until its reply is in, whether or not the client is still there:
+ * at the limit the request is answered 429 "too_many_calls" and -EBUSY returned. */
 typedef void (*req_reply_t)(Request *r, sd_bus_message *reply, const sd_bus_error *error);
 int req_call(Request *r, const char *destination, const char *path, const char *interface,
              const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec);
+/* The same with bus pool flags: BUS_POOL_LONG for calls that may run for hours (Exec). */
+int req_call_full(Request *r, const char *destination, const char *path, const char *interface,
+                  const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec,
+                  BusPoolFlags flags);
 
 /* SSE: starts a 200 text/event-stream answer. Events are queued; the connection sleeps while there are
  * none. max_events bounds the queue: past it the stream is dropped (closed). */
@@ -103,8 +113,8 @@ size_t sse_buffered(SseStream *s);
 void sse_set_drain_callback(SseStream *s, size_t low_water, void (*cb)(void *userdata), void *userdata);
 
 /* The HTTP server itself. */
-int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, unsigned max_connections,
-                    uint64_t connection_timeout_usec, HttpServer **ret);
+/* Limits from m->config: MaxConnections=, MaxConnectionsPerAddress=, ConnectionTimeoutSec=, HeaderTimeoutSec=. */
+int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, HttpServer **ret);
 HttpServer *http_server_free(HttpServer *s);
 void http_server_kick(HttpServer *s);
 

@@ -341,7 +341,9 @@ def test_many_watchers_and_one_that_never_reads(admin, sandboxes):
     sid = sandboxes()["id"]
     # This one asks and never reads, with a tiny receive buffer.
     stalled = open_watch(admin.secret, sid, rcvbuf=1024)
-    readers = [SseReader(open_watch(admin.secret, sid)) for _ in range(200)]
+    # two keys: 200 watches opened at once may have more calls in flight than one key's 128
+    other = cli_key("--preset", "admin", "--ttl", "1h")[0]
+    readers = [SseReader(open_watch(admin.secret if i % 2 else other, sid)) for i in range(200)]
     read_until(readers, lambda: all(r.headers_done and r.comments >= 1 for r in readers))
     assert all(r.status == 200 for r in readers)
 
@@ -366,13 +368,15 @@ def test_many_watchers_and_one_that_never_reads(admin, sandboxes):
 
 
 def test_many_requests_at_once_queue(admin, sandboxes):
-    """Many requests at once, more than the bus connections carry (4 x 120 calls); none fails."""
+    """Many requests at once, more than the bus connections carry (4 x 120 calls); none fails. Five keys
+    share them: one key has at most MaxCallsPerAdminKey= (128) calls in flight (test_gateway_availability)."""
     sid = sandboxes()["id"]
     n = 600
+    secrets = [cli_key("--preset", "admin", "--ttl", "1h")[0] for _ in range(5)]
     socks = []
     for i in range(n):
         path = f"/v1/sandboxes/{sid}" if i % 2 else f"/v1/sandboxes/{sid}/log?limit=1"
-        socks.append(raw_request("GET", path, admin.secret, ["Connection: close"]))
+        socks.append(raw_request("GET", path, secrets[i % 5], ["Connection: close"]))
     statuses = []
     for s in socks:
         s.settimeout(120)

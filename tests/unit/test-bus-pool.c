@@ -36,9 +36,30 @@ static int method_echo(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         return sd_bus_reply_method_return(m, "u", v);
 }
 
+/* Calls that take as long as the test likes: kept here, answered by answer_held(). */
+#define N_HELD_MAX 256
+static sd_bus_message *held[N_HELD_MAX];
+static unsigned n_held;
+
+static int method_hold(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        if (n_held >= N_HELD_MAX)
+                return -E2BIG;
+        held[n_held++] = sd_bus_message_ref(m);
+        return 1;
+}
+
+static void answer_held(void) {
+        for (unsigned i = 0; i < n_held; i++) {
+                CHECK(sd_bus_reply_method_return(held[i], NULL) >= 0);
+                held[i] = sd_bus_message_unref(held[i]);
+        }
+        n_held = 0;
+}
+
 static const sd_bus_vtable vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD("Echo", "u", "u", method_echo, 0),
+        SD_BUS_METHOD("Hold", "", "", method_hold, 0),
         SD_BUS_VTABLE_END,
 };
 
@@ -184,7 +205,125 @@ static void test_free_answers_queued(void) {
         sd_event_unref(w.event);
 }
 
+typedef struct LaneState {
+        sd_event *event;
+        unsigned long_replies, short_replies;
+} LaneState;
+
+static void on_long_reply(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        LaneState *st = userdata;
+
+        CHECK(reply && !sd_bus_error_is_set(error));
+        st->long_replies++;
+}
+
+static void on_short_reply(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        LaneState *st = userdata;
+
+        CHECK(reply && !sd_bus_error_is_set(error));
+        st->short_replies++;
+}
+
+/* More long calls than a connection has room for, none answered: a short call still goes out at once, and
+ * the long calls past the room they may take wait (in order) until earlier ones end. */
+static void test_long_calls_leave_room(void) {
+        World w = { .order_ok = 1 };
+        LaneState st = {};
+        BusPool *p = NULL;
+        const unsigned n_long = BUS_POOL_PENDING_MAX + 10;
+
+        CHECK(sd_event_new(&w.event) >= 0);
+        st.event = w.event;
+        CHECK(bus_pool_new_with(w.event, 1, open_pair, &w, &p) >= 0);
+        if (!p)
+                return;
+        CHECK_INT(bus_pool_set_short_reserve(p, 0), -EINVAL);
+        CHECK_INT(bus_pool_set_short_reserve(p, BUS_POOL_PENDING_MAX), -EINVAL);
+        for (unsigned i = 0; i < n_long; i++)
+                CHECK(bus_pool_call_full(p, "org.test", "/test", "org.test.Echo", "Hold", NULL, on_long_reply, &st,
+                                         0, BUS_POOL_LONG) >= 0);
+        CHECK_U64(bus_pool_queued(p), n_long - (BUS_POOL_PENDING_MAX - BUS_POOL_SHORT_RESERVE_DEFAULT));
+        CHECK(bus_pool_call(p, "org.test", "/test", "org.test.Echo", "Echo", build, on_short_reply, &st, 0) >= 0);
+        /* 10 s at most (each round waits 0.1 s at most) */
+        for (unsigned i = 0; i < 100 && st.short_replies == 0; i++)
+                CHECK(sd_event_run(w.event, 100000) >= 0);
+        CHECK_U64(st.short_replies, 1);
+        CHECK_U64(n_held, BUS_POOL_PENDING_MAX - BUS_POOL_SHORT_RESERVE_DEFAULT);
+        /* the long calls end; the waiting ones go out and end too */
+        for (unsigned i = 0; i < 1000 && st.long_replies < n_long; i++) {
+                answer_held();
+                CHECK(sd_event_run(w.event, 10000) >= 0);
+        }
+        CHECK_U64(st.long_replies, n_long);
+        CHECK_U64(bus_pool_queued(p), 0);
+        bus_pool_free(p);
+        for (unsigned i = 0; i < w.n_servers; i++)
+                sd_bus_flush_close_unref(w.servers[i]);
+        sd_event_unref(w.event);
+}
+
+typedef struct Tagged {
+        unsigned tag;
+        int answered; /* 1: a reply, -1: an error */
+} Tagged;
+
+static void on_tagged(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        Tagged *t = userdata;
+        t->answered = reply && !sd_bus_error_is_set(error) ? 1 : -1;
+}
+
+static void on_other(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        on_tagged(reply, error, userdata);
+}
+
+static bool is_odd(void *userdata, void *arg) {
+        return ((Tagged *) userdata)->tag % 2 == 1;
+}
+
+/* Calls still waiting are dropped (answered with an error at once); those sent, those made with another
+ * callback and those not matched are not. */
+static void test_cancel_queued(void) {
+        World w = { .order_ok = 1 };
+        const unsigned n_sent = BUS_POOL_PENDING_MAX - BUS_POOL_SHORT_RESERVE_DEFAULT, n = n_sent + 6;
+        Tagged tags[BUS_POOL_PENDING_MAX] = {};
+        BusPool *p = NULL;
+
+        CHECK(sd_event_new(&w.event) >= 0);
+        CHECK(bus_pool_new_with(w.event, 1, open_pair, &w, &p) >= 0);
+        if (!p)
+                return;
+        for (unsigned i = 0; i < n; i++) {
+                tags[i].tag = i;
+                /* the last waiting one has another callback */
+                CHECK(bus_pool_call_full(p, "org.test", "/test", "org.test.Echo", "Hold", NULL,
+                                         i == n - 1 ? on_other : on_tagged, &tags[i], 0, BUS_POOL_LONG) >= 0);
+        }
+        CHECK_U64(bus_pool_queued(p), 6);
+        /* waiting: 80 … 85; odd: 81, 83 and 85, which has another callback */
+        CHECK_U64(n_sent, 80);
+        CHECK_U64(bus_pool_cancel_queued(p, on_tagged, is_odd, NULL), 2);
+        CHECK_U64(bus_pool_queued(p), 4);
+        for (unsigned i = 0; i < n; i++)
+                CHECK_INT(tags[i].answered, i >= n_sent && i % 2 == 1 && i != n - 1 ? -1 : 0);
+        /* the rest go out and are answered as usual */
+        for (unsigned i = 0, done = 0; i < 1000 && done < n - 2; i++) {
+                answer_held();
+                CHECK(sd_event_run(w.event, 10000) >= 0);
+                done = 0;
+                for (unsigned j = 0; j < n; j++)
+                        done += tags[j].answered == 1;
+        }
+        for (unsigned i = 0; i < n; i++)
+                CHECK_INT(tags[i].answered, i >= n_sent && i % 2 == 1 && i != n - 1 ? -1 : 1);
+        bus_pool_free(p);
+        for (unsigned i = 0; i < w.n_servers; i++)
+                sd_bus_flush_close_unref(w.servers[i]);
+        sd_event_unref(w.event);
+}
+
 int main(void) {
+        test_long_calls_leave_room();
+        test_cancel_queued();
         test_pool(1);
         test_pool(3);
         test_free_answers_queued();

@@ -44,6 +44,11 @@ static void test_defaults(void) {
         CHECK_U64(c.refusal_burst_total, 6000);
         CHECK_U64(c.refusals_per_sec_total, 100);
         CHECK_U64(c.refusals_per_sec, 10);
+        CHECK_U64(c.max_connections_per_address, 1024);
+        CHECK_U64(c.header_timeout_usec, 10 * USEC_PER_SEC);
+        CHECK_U64(c.max_calls_per_member_key, 32);
+        CHECK_U64(c.max_calls_per_admin_key, 128);
+        CHECK_U64(c.bus_short_call_reserve, 40);
         CHECK_STR(c.dashboard_dir, GATEWAY_DASHBOARD_DIR_DEFAULT);
         CHECK(c.dashboard_dir[0] == '/' && strstr(c.dashboard_dir, "/sandboxd/dashboard"));
         /* missing files are fine */
@@ -62,7 +67,9 @@ static void test_load(void) {
         CHECK(mkdir(dropins, 0755) == 0);
         write_file("d/10-a.conf", "[Gateway]\nMaxStreamsPerKey=7\nTakeoverTokenTTLSec=45\n"
                                   "DashboardDirectory=/srv/console\nRefusalBurst=5\nRefusalsPerSec=2\n"
-                                  "RefusalBurstTotal=50\nRefusalsPerSecTotal=20\n");
+                                  "RefusalBurstTotal=50\nRefusalsPerSecTotal=20\n"
+                                  "MaxConnectionsPerAddress=8\nHeaderTimeoutSec=2s\nMaxCallsPerMemberKey=3\n"
+                                  "MaxCallsPerAdminKey=9\nBusShortCallReserve=100\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.listen, "0.0.0.0:9000");
         CHECK_U64(c.max_body_bytes, UINT64_C(1) << 20);
@@ -76,6 +83,11 @@ static void test_load(void) {
         CHECK_U64(c.refusal_burst_total, 50);
         CHECK_U64(c.refusals_per_sec_total, 20);
         CHECK_U64(c.refusals_per_sec, 2);
+        CHECK_U64(c.max_connections_per_address, 8);
+        CHECK_U64(c.header_timeout_usec, 2 * USEC_PER_SEC);
+        CHECK_U64(c.max_calls_per_member_key, 3);
+        CHECK_U64(c.max_calls_per_admin_key, 9);
+        CHECK_U64(c.bus_short_call_reserve, 100);
 
         /* "no" turns the dashboard off */
         write_file("d/20-b.conf", "[Gateway]\nDashboardDirectory=no\n");
@@ -102,6 +114,10 @@ static void test_bad(void) {
         expect_error("[Gateway]\nMaxBodyBytes=1G\n", "out of range");
         expect_error("[Gateway]\nMaxStreamsPerKey=0\n", "out of range");
         expect_error("[Gateway]\nRefusalsPerSec=0\n", "out of range");
+        expect_error("[Gateway]\nMaxConnectionsPerAddress=0\n", "out of range");
+        expect_error("[Gateway]\nHeaderTimeoutSec=0\n", "out of range");
+        expect_error("[Gateway]\nMaxCallsPerMemberKey=0\n", "out of range");
+        expect_error("[Gateway]\nBusShortCallReserve=120\n", "out of range");
         expect_error("[Gateway]\nListen=localhost\n", "Invalid Listen=localhost");
         expect_error("[Gateway]\nListen=1.2.3.4:99999\n", "Invalid Listen=");
         expect_error("[Gateway]\nColour=blue\n", "Unknown key Colour=");

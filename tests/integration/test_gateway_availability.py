@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The gateway stays available to well-behaved clients (issue 21, items 1 and 2): one key's long calls, idle
+# connections and connections that trickle their headers cannot lock anyone else out.
+import json
+import socket
+import time
+
+import pytest
+
+from conftest import audit_log, wait_for
+from gateway_helpers import (Client, assert_error, cli_key, gateway_config, gateway_up,  # noqa: F401,F811
+                             raw_request, read_to_eof)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def up():
+    gateway_up()
+    yield
+
+
+@pytest.fixture(scope="module")
+def admin():
+    secret, _ = cli_key("--preset", "admin", "--ttl", "1d")
+    return Client(secret)
+
+
+def test_one_key_cannot_take_every_call(admin, gateway_config):
+    """A member key at MaxCallsPerMemberKey= calls in flight gets 429 too_many_calls; another key is still
+    served. A client that leaves while its Exec runs has its connection closed at once; the command runs on
+    to its end with its audit row, and counts against the key until then."""
+    gateway_config("MaxCallsPerMemberKey=3\nBusConnections=1\n")
+    r = admin.post("/v1/sandboxes", {"type": "small"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    try:
+        member, key = admin.mint(preset="member", ttl_seconds=600)
+        body = json.dumps({"argv": ["sleep", "8"], "timeout_seconds": 30}).encode()
+        held = [raw_request("POST", f"/v1/sandboxes/{sid}/exec", member.secret, ["Content-Type: application/json"],
+                            body) for _ in range(3)]
+
+        def refused():
+            # a short call as the probe: an Exec made before the three are in would wait for their room
+            r = member.get(f"/v1/sandboxes/{sid}")
+            assert r.status_code in (200, 429), r.text
+            return r.status_code == 429  # (a Response with an error status is false)
+        wait_for(refused, timeout=6, what="the key's calls in flight to reach the limit")
+        r = member.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["true"]})
+        body = assert_error(r, 429, "too_many_calls")
+        assert "MaxCallsPerMemberKey=" in body["error"] and r.headers["Retry-After"] == "1", (body, r.headers)
+        # another key is served
+        assert admin.get(f"/v1/sandboxes/{sid}", timeout=10).status_code == 200
+
+        # the clients leave (shutting down their sending side): no answer, their connections are closed
+        for s in held:
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(30)
+        for s in held:
+            assert read_to_eof(s) == b""
+        # the commands still run, and still count
+        assert_error(member.get(f"/v1/sandboxes/{sid}"), 429, "too_many_calls")
+
+        # ... until they end, each recorded as always
+        account = "key:" + key["id"]
+
+        def finished():
+            rows = [r for r in audit_log(sid, operation="exec") if r["account_id"] == account and
+                    r["event"] == "finished" and r["duration_ms"] >= 7000]
+            return rows if len(rows) >= 3 else None
+        rows = wait_for(finished, timeout=90, what="the three Execs' rows")
+        assert len(rows) == 3 and all(r["exit_code"] == 0 for r in rows), rows
+        wait_for(lambda: member.get(f"/v1/sandboxes/{sid}").status_code == 200, what="the key's calls back")
+    finally:
+        admin.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_waiting_exec_whose_client_left_never_runs(admin, gateway_config):
+    """With room on the bus for one Exec at a time, a second waits; its client leaves, and it is dropped
+    rather than run later for nobody. A short call goes by the Execs all along."""
+    gateway_config("BusConnections=1\nBusShortCallReserve=119\n")
+    r = admin.post("/v1/sandboxes", {"type": "small"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    try:
+        member, key = admin.mint(preset="member", ttl_seconds=600)
+        exec_path = f"/v1/sandboxes/{sid}/exec"
+        first = raw_request("POST", exec_path, member.secret, ["Content-Type: application/json",
+                                                               "Connection: close"],
+                            json.dumps({"command": "touch /tmp/first; sleep 6"}).encode())
+        wait_for(lambda: admin.get(f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/first"}).ok,
+                 what="the first Exec to run")
+        second = raw_request("POST", exec_path, member.secret, ["Content-Type: application/json"],
+                             json.dumps({"command": "touch /tmp/second"}).encode())
+        # it waits (the room for Execs is taken) while short calls go by
+        assert admin.get(f"/v1/sandboxes/{sid}", timeout=10).status_code == 200
+        second.shutdown(socket.SHUT_WR)
+        second.settimeout(30)
+        assert read_to_eof(second) == b""
+        # an Exec made after it starts once the first ends; had the second not been dropped, it would have
+        # run before this one (Execs leave their queue in order)
+        r = admin.post(exec_path, {"command": "test -e /tmp/second && echo ran || echo dropped"}, timeout=60)
+        assert r.status_code == 200 and r.json()["stdout"] == "dropped\n", r.text
+        first.settimeout(30)
+        assert read_to_eof(first).startswith(b"HTTP/1.1 200")
+    finally:
+        admin.delete(f"/v1/sandboxes/{sid}")
+
+
+def closed_by_peer(s):
+    """Has the gateway closed s? (non-blocking; whatever it sent is discarded)"""
+    try:
+        while True:
+            data = s.recv(65536, socket.MSG_DONTWAIT)
+            if not data:
+                return True
+    except BlockingIOError:
+        return False
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+def test_idle_and_trickling_clients_cannot_lock_out(admin, gateway_config):
+    """One address gets MaxConnectionsPerAddress= connections, more are closed at once; a connection that
+    trickles its headers is closed at HeaderTimeoutSec= however often it sends; a valid key from another
+    address is served all along."""
+    gateway_config("MaxConnectionsPerAddress=8\nHeaderTimeoutSec=5\n")
+    socks = []
+    for _ in range(12):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.2", 0))
+        s.connect(("127.0.0.1", 8790))
+        s.sendall(b"GET /v1/sandboxes HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        socks.append(s)
+    # beyond the eight, closed at once (well before the header deadline)
+    wait_for(lambda: sum(map(closed_by_peer, socks)) >= 4, timeout=3, what="the connections beyond the limit")
+    assert sum(map(closed_by_peer, socks)) == 4
+    assert admin.get("/v1/sandboxes", timeout=10).status_code == 200
+
+    # the eight trickle a header line every 0.3 s: closed at the deadline all the same
+    def trickle():
+        for s in socks:
+            try:
+                s.sendall(b"X-Pad: 1\r\n")
+            except OSError:
+                pass
+        return all(closed_by_peer(s) for s in socks)
+    end = time.monotonic() + 30
+    while not trickle():
+        assert time.monotonic() < end, "trickling connections still open after 30 s (HeaderTimeoutSec=5)"
+        assert admin.get("/v1/sandboxes", timeout=10).status_code == 200
+        time.sleep(0.3)
+    for s in socks:
+        s.close()
+    # a fresh connection from the same address is served
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.2", 0))
+    s.connect(("127.0.0.1", 8790))
+    s.sendall(("GET /v1/sandboxes HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+               f"Authorization: Bearer {admin.secret}\r\n\r\n").encode())
+    s.settimeout(30)
+    assert read_to_eof(s).startswith(b"HTTP/1.1 200")
