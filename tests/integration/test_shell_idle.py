@@ -11,7 +11,7 @@ import pytest
 from conftest import audit_log, run, wait_for
 from test_sandboxd import wait_sandboxd_active
 from test_key_revocation import close_time
-from test_takeover import Shell, unit_gone
+from test_takeover import Pty, Shell, unit_gone
 from test_takeover_gateway import Session, gateway, ws_url  # noqa: F401
 
 DROPIN = "/etc/sandboxd/sandboxd.conf.d/50-shell-idle-test.conf"
@@ -81,4 +81,15 @@ def test_idle_takeover_closes(mgr, sandbox, gateway):
     s.read_until(rb"ready-42")
     close_time(s, timeout=IDLE + 60)  # the server's pings alone would keep a plain read waiting
     assert s.close_code == 1000, (s.close_code, s.close_reason)
+    assert takeover_row(sid)["ended_by"] == "idle"
+
+
+def test_idle_sandboxctl_shell_ends(mgr, sandbox):
+    sid, _ = sandbox(type="idle")
+    t = Pty(["sh", "-c", 'sandboxctl shell "$0"; echo "RC=$?"', sid])
+    t.read_until(rb"\$ $")  # the prompt
+    m = t.read_until(rb"was hung up: nothing passed either way for the sandbox type's ShellIdleSec=\.\r\n"
+                     rb"RC=(\d+)\r\n", timeout=IDLE + 60)
+    assert m.group(1) != b"0"
+    assert t.wait() == 0
     assert takeover_row(sid)["ended_by"] == "idle"
