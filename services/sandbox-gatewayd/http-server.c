@@ -490,7 +490,7 @@ size_t sse_queued(SseStream *s) {
 static void on_request_key_ended(void *userdata, int why) {
         Request *r = userdata;
         _cleanup_free_ char *body = NULL;
-        const char *message = why == -EKEYEXPIRED ? "The API key has expired." : "The API key has been revoked.";
+        const char *message = key_session_end_message(why);
 
         if (!r->sse) {
                 /* nothing sent yet (a streamed exec before its first output): a plain 401 */

@@ -44,6 +44,10 @@ const char *key_session_end_reason(int why) {
         return why == -EKEYEXPIRED ? "API key expired" : "API key revoked";
 }
 
+const char *key_session_end_message(int why) {
+        return why == -EKEYEXPIRED ? "The API key has expired." : "The API key has been revoked.";
+}
+
 /* Re-reads the key of s from the store. An unknown key (the database replaced under us) counts as
  * revoked; a store that cannot be read leaves the copy as it was, and the next check tries again. */
 static void session_reread(KeySession *s, uint64_t now) {
@@ -90,7 +94,8 @@ static void sessions_check(Manager *m, bool reread) {
                 if (!s)
                         break;
                 session_unlink(s);
-                log_msg(LOG_INFO, "Ending a stream of API key %s: %s.", s->key_id, key_session_end_reason(why));
+                log_msg(LOG_INFO, "Ending a stream of API key %s: %s.", s->key_id,
+                        key_session_end_reason(why));
                 s->end(s->userdata, why);
         }
 }
@@ -121,8 +126,8 @@ static int timer_arm(Manager *m) {
         if (!m->event)
                 return 0; /* unit tests without a loop */
         if (!m->key_check) {
-                r = sd_event_add_time_relative(m->event, &m->key_check, CLOCK_MONOTONIC, KEY_CHECK_INTERVAL_USEC, 0,
-                                               on_key_check, m);
+                r = sd_event_add_time_relative(m->event, &m->key_check, CLOCK_MONOTONIC,
+                                               KEY_CHECK_INTERVAL_USEC, 0, on_key_check, m);
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_description(m->key_check, "key-check");

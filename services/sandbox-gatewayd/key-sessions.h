@@ -30,5 +30,6 @@ void key_sessions_check(Manager *m);
 /* Unlinks every session (their owners free them) and stops the timer. */
 void key_sessions_free_all(Manager *m);
 
-/* The reason a session ended, for close frames and error bodies. */
+/* Why a session ended: short, for close frames ("API key revoked"), and as a sentence for error bodies. */
 const char *key_session_end_reason(int why);
+const char *key_session_end_message(int why);

@@ -172,7 +172,8 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *req_c
         log_msg(LOG_INFO, "Takeover %s of sandbox %s by %s (%s) started, %ux%u.", t->unit, t->sandbox,
                 strna(t->account_id), t->request_id, t->cols, t->rows);
         if (t->key_ended) /* between the 101 and now */
-                takeover_bridge_end(t->bridge, WS_CLOSE_POLICY_VIOLATION, key_session_end_reason(t->key_ended));
+                takeover_bridge_end(t->bridge, WS_CLOSE_POLICY_VIOLATION,
+                                    key_session_end_reason(t->key_ended));
 }
 
 static int build_open_shell(sd_bus_message *m, void *userdata) {
@@ -201,9 +202,7 @@ static void on_shell_opened(Request *r, sd_bus_message *reply, const sd_bus_erro
         if (k < 0)
                 return req_reply_errno(r, k); /* the request's end closes the stream: hung up */
         if (t->key_ended)
-                return req_reply_error(r, 401, "unauthorized", "%s",
-                                       t->key_ended == -EKEYEXPIRED ? "The API key has expired."
-                                                                    : "The API key has been revoked.");
+                return req_reply_error(r, 401, "unauthorized", "%s", key_session_end_message(t->key_ended));
         if (!r->connection)
                 return; /* the client is gone: takeover_request_done() hangs the shell up */
 

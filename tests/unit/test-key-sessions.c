@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test for key-sessions: streams end when their key is revoked (here, or through another handle) or expires. */
+/* Unit test for key-sessions: streams end when their key is revoked (here or elsewhere) or expires. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,9 +47,9 @@ static ApiKey *mint(KeyStore *s, uint64_t now, uint64_t ttl_usec) {
         _cleanup_free_ char *error = NULL, *secret = NULL;
         ApiKey *k = NULL;
 
-        CHECK_INT(key_store_create(s, &(KeySpec) { .preset = "admin", .ttl_usec = ttl_usec }, NULL, "root", now,
-                                   &secret, &k, &error),
-                  0);
+        KeySpec spec = { .preset = "admin", .ttl_usec = ttl_usec };
+
+        CHECK_INT(key_store_create(s, &spec, NULL, "root", now, &secret, &k, &error), 0);
         if (!k)
                 exit(EXIT_FAILURE);
         return k;
@@ -150,7 +150,8 @@ static void test_timer_sees_other_process(void) {
         CHECK_INT(s1.ended, 1);
         CHECK_INT(s1.why, -EKEYREVOKED);
         CHECK(t1 - t0 < USEC_PER_SEC);
-        fprintf(stderr, "revocation through another handle seen after %" PRIu64 " ms\n", (t1 - t0) / USEC_PER_MSEC);
+        fprintf(stderr, "revocation through another handle seen after %" PRIu64 " ms\n",
+                (t1 - t0) / USEC_PER_MSEC);
 
         while (s3.ended == 0 && now_usec(CLOCK_MONOTONIC) - t0 < 5 * USEC_PER_SEC)
                 CHECK(sd_event_run(e, 100 * USEC_PER_MSEC) >= 0);
@@ -161,8 +162,8 @@ static void test_timer_sees_other_process(void) {
 
         /* The last session gone, the timer stops: a loop with nothing else to do stays idle. */
         s2.session = key_session_free(s2.session);
-        CHECK_INT(sd_event_add_time_relative(e, &deadline, CLOCK_MONOTONIC, 600 * USEC_PER_MSEC, 0, on_deadline,
-                                             NULL),
+        CHECK_INT(sd_event_add_time_relative(e, &deadline, CLOCK_MONOTONIC, 600 * USEC_PER_MSEC, 0,
+                                             on_deadline, NULL),
                   0);
         CHECK_INT(sd_event_loop(e), 0);
         int enabled = -1;

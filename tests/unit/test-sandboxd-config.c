@@ -521,14 +521,14 @@ static void test_shell_idle(void) {
         CHECK(t && t->shell_idle_usec == 0);
 
         write_file("etc/main.conf", "[Type:small]\nShellIdleSec=0\n");
-        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=0: out of range (expected a time from 1s to 7d such as 30min, "
-                            "or infinity)");
-        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=8d\n");
-        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=8d: out of range (expected a time from 1s to 7d such as 30min, "
-                            "or infinity)");
-        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=soon\n");
-        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=soon: not understood (expected a time from 1s to 7d such as "
+        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=0: out of range (expected a time from 1s to 7d such as "
                             "30min, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=8d\n");
+        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=8d: out of range (expected a time from 1s to 7d such as "
+                            "30min, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=soon\n");
+        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=soon: not understood (expected a time from 1s to 7d "
+                            "such as 30min, or infinity)");
 }
 
 int main(void) {
