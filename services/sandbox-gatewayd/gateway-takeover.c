@@ -392,6 +392,14 @@ TakeoverBridge *takeover_bridge_free(TakeoverBridge *b) {
         return NULL;
 }
 
+void takeover_bridge_end(TakeoverBridge *b, uint16_t code, const char *reason) {
+        if (!b || b->finished || b->ws_closed)
+                return;
+        (void) websocket_close(b->ws, code, reason);
+        /* nothing typed from now on reaches the shell */
+        bridge_close_stream(b);
+}
+
 void takeover_bridge_result(TakeoverBridge *b, uint16_t *ret_sent, uint16_t *ret_received,
                             int *ret_exit_code) {
         *ret_sent = b->code_sent;

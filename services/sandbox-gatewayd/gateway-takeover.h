@@ -49,6 +49,9 @@ int takeover_bridge_new(sd_event *event, sd_bus *bus, int ws_fd, const void *ext
 
 TakeoverBridge *takeover_bridge_free(TakeoverBridge *b);
 
+/* Ends the session from our side: a close frame with code and reason, and the shell's stream closed
+ * (sandboxd hangs the shell up). done follows once the close handshake is over. */
+void takeover_bridge_end(TakeoverBridge *b, uint16_t code, const char *reason);
 /* How the session ended, for the owner's log: the close codes, and the shell's exit code (-1 unknown). */
 void takeover_bridge_result(TakeoverBridge *b, uint16_t *ret_sent, uint16_t *ret_received,
                             int *ret_exit_code);

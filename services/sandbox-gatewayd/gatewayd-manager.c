@@ -14,6 +14,7 @@
 #include "gatewayd-keys.h"
 #include "gatewayd-watch.h"
 #include "http-server.h"
+#include "key-sessions.h"
 #include "log.h"
 #include "macro.h"
 #include "refusal-limit.h"
@@ -239,6 +240,9 @@ static void on_keys_changed(const char *operation, const ApiKey *k, const char *
                 json_object_put(o);
         }
         manager_audit(m, operation, "finished", NULL, account_id, NULL, detail);
+        /* Streams of the key end now, not at the next check. */
+        if (streq(operation, "api_key.revoke"))
+                key_sessions_check(m);
 }
 
 /* --- streams per key ---------------------------------------------------------------------------- */
@@ -422,6 +426,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         http_server_free(m->server);
         watchers_free_all(m);
+        key_sessions_free_all(m);
         sd_event_source_disable_unref(m->heartbeat);
         sd_event_source_disable_unref(m->refusal_timer);
         refusal_limit_free(m->refusals);

@@ -29,6 +29,7 @@
 #define GATEWAY_CALL_TIMEOUT_USEC (UINT64_C(120) * USEC_PER_SEC)
 
 typedef struct HttpServer HttpServer;
+typedef struct KeySession KeySession;
 typedef struct RefusalLimit RefusalLimit;
 typedef struct Watcher Watcher;
 
@@ -48,6 +49,11 @@ typedef struct Manager {
         Hashmap *streams; /* key id → open SSE streams */
         Hashmap *calls;   /* key id → bus calls in flight for its requests */
         Watcher *watchers;
+        /* SSE streams and takeovers, each ended when its key is revoked or expires (key-sessions.c) */
+        KeySession *key_sessions;
+        sd_event_source *key_check;       /* runs while key_sessions is not empty */
+        uint64_t key_data_version;        /* keys.db's data_version at the last check */
+        bool key_data_version_known;
         sd_event_source *heartbeat;
         RefusalLimit *refusals;           /* each client address's budget of 401/403 answers */
         sd_event_source *refusal_timer;   /* writes the summary rows of the throttled */

@@ -658,6 +658,10 @@ int route_watch(Request *r) {
         if (k < 0)
                 return k;
         r->counts_stream = true;
+        /* A revoked or expired key's stream ends (issue 21): rows carry output heads. */
+        k = req_bind_to_key(r);
+        if (k < 0)
+                return k;
 
         w = calloc(1, sizeof(Watcher));
         if (!w)

@@ -15,6 +15,7 @@
 
 #include "gatewayd-routes.h"
 #include "ini-util.h"
+#include "key-sessions.h"
 #include "log.h"
 #include "refusal-limit.h"
 #include "sandbox-id.h"
@@ -32,6 +33,7 @@ struct SseStream {
         size_t size, alloc, off;
         size_t n_events, max_events;
         bool finished, dropped, reader_suspended;
+        char last_sent[2];                /* the last two bytes the client was given ("\n\n" at first) */
         void (*on_drain)(void *userdata); /* the client read what was queued, down to low_water bytes */
         void *drain_userdata;
         size_t low_water;
@@ -61,6 +63,7 @@ Request *request_unref(Request *r) {
         if (r->counts_stream && r->key)
                 manager_stream_release(r->manager, r->key->id);
         sd_event_source_disable_unref(r->client_watch);
+        key_session_free(r->key_session);
         if (r->data_free)
                 r->data_free(r->data);
         if (r->response && !r->queued)
@@ -366,6 +369,12 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         n = MIN(max, s->size - s->off);
         memcpy(buf, s->buf + s->off, n);
         s->off += n;
+        if (n >= 2)
+                memcpy(s->last_sent, buf + n - 2, 2);
+        else {
+                s->last_sent[0] = s->last_sent[1];
+                s->last_sent[1] = buf[0];
+        }
         if (s->off == s->size) {
                 s->off = s->size = 0;
                 s->n_events = 0; /* the client keeps up */
@@ -400,6 +409,7 @@ int req_start_sse(Request *r, size_t max_events) {
                 return -ENOMEM;
         s->req = r;
         s->max_events = max_events;
+        memcpy(s->last_sent, "\n\n", 2);
         r->sse = s;
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, request_ref(r),
                                                  sse_reader_free);
@@ -496,6 +506,27 @@ void sse_finish(SseStream *s) {
                 return;
         s->finished = true;
         sse_wake(s);
+}
+
+void sse_cut(SseStream *s, const char *event, const char *data, size_t size) {
+        size_t keep;
+
+        if (!s || s->dropped || s->finished)
+                return;
+        /* Events and comments end in a blank line and hold no other: finish the one the client is in
+         * the middle of, if any, and drop the rest. */
+        if (s->last_sent[0] == '\n' && s->last_sent[1] == '\n')
+                keep = s->off;
+        else if (s->last_sent[1] == '\n' && s->off < s->size && s->buf[s->off] == '\n')
+                keep = s->off + 1;
+        else {
+                const char *e = memmem(s->buf + s->off, s->size - s->off, "\n\n", 2);
+                keep = e ? (size_t) (e - s->buf) + 2 : s->size;
+        }
+        s->size = keep;
+        s->n_events = 0;
+        (void) sse_send_unbounded(s, NULL, event, data, size);
+        sse_finish(s);
 }
 
 size_t sse_buffered(SseStream *s) {
@@ -614,6 +645,31 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                 free(cs);
                 *socket_context = NULL;
         }
+}
+
+/* --- streams bound to their key ----------------------------------------------------------------- */
+
+static void on_request_key_ended(void *userdata, int why) {
+        Request *r = userdata;
+        _cleanup_free_ char *body = NULL;
+        const char *message = key_session_end_message(why);
+
+        if (!r->sse) {
+                /* nothing sent yet (a streamed exec before its first output): a plain 401 */
+                req_reply_error(r, 401, "unauthorized", "%s", message);
+                return;
+        }
+        body = http_error_body(401, "unauthorized", message, r->request_id);
+        if (body)
+                sse_cut(r->sse, "error", body, strlen(body));
+        else
+                sse_drop(r->sse);
+}
+
+int req_bind_to_key(Request *r) {
+        if (!r->key || r->key_session)
+                return r->key ? 0 : -EINVAL;
+        return key_session_add(r->manager, r->key, on_request_key_ended, r, &r->key_session);
 }
 
 /* --- dispatch ----------------------------------------------------------------------------------- */

@@ -68,6 +68,7 @@ enum {
         ST_PRUNE_TOKENS,
         ST_REDEEM_TOKEN,
         ST_TOKEN_BY_HASH,
+        ST_DATA_VERSION,
         _ST_MAX,
 };
 
@@ -91,6 +92,7 @@ static const char *const statements[_ST_MAX] = {
                             "AND (k.expires_at = 0 OR k.expires_at > ?1))",
         [ST_TOKEN_BY_HASH] = "SELECT key_id, sandbox_id, route, expires_at, used_at FROM takeover_tokens "
                              "WHERE token_hash = ?1",
+        [ST_DATA_VERSION] = "PRAGMA data_version",
 };
 
 struct KeyStore {
@@ -479,6 +481,20 @@ int key_store_get(KeyStore *s, const char *id, ApiKey **ret_key) {
         st = s->st[ST_KEY_BY_ID];
         sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
         return fetch_one_key(st, NULL, ret_key);
+}
+
+int key_store_data_version(KeyStore *s, uint64_t *ret) {
+        sqlite3_stmt *st;
+        int k;
+
+        if (!s || !ret)
+                return -EINVAL;
+        st = s->st[ST_DATA_VERSION];
+        k = sqlite3_step(st);
+        if (k == SQLITE_ROW)
+                *ret = (uint64_t) sqlite3_column_int64(st, 0);
+        stmt_done(st);
+        return k == SQLITE_ROW ? 0 : (sqlite_errno(k) ?: -EIO);
 }
 
 void api_key_array_free(ApiKey **l) {

@@ -26,6 +26,9 @@ int key_store_create(KeyStore *s, const KeySpec *spec, const ApiKey *creator, co
 int key_store_authenticate(KeyStore *s, const char *secret, uint64_t now, ApiKey **ret_key);
 
 int key_store_get(KeyStore *s, const char *id, ApiKey **ret_key); /* -ENOENT if unknown */
+/* SQLite's PRAGMA data_version of this handle: it changes whenever another connection (another gateway
+ * process) commits to the database, and not for this handle's own commits. */
+int key_store_data_version(KeyStore *s, uint64_t *ret);
 /* Every key, oldest first; *ret is a NULL-terminated array. */
 int key_store_list(KeyStore *s, ApiKey ***ret);
 void api_key_array_free(ApiKey **l);

@@ -422,6 +422,10 @@ int route_exec(Request *r) {
                 if (k < 0)
                         return k;
                 r->counts_stream = true;
+                /* Cut like a watch when the key is revoked or expires; the command itself runs on. */
+                k = req_bind_to_key(r);
+                if (k < 0)
+                        return k;
                 for (int i = 0; i < 2; i++) {
                         if (pipe2(fds[i], O_CLOEXEC) < 0)
                                 return -errno;

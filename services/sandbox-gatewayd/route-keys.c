@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gatewayd-routes.h"
+#include "key-sessions.h"
 #include "key-store.h"
 #include "time-util.h"
 
@@ -155,6 +156,8 @@ int route_key_revoke(Request *r) {
                 k->revoked_at = now_usec(CLOCK_REALTIME);
                 audit_key(r, "api_key.revoke", k);
         }
+        /* Its streams and takeovers end now; other gateway processes notice within a check interval. */
+        key_sessions_check(r->manager);
         req_reply_empty(r, 204);
         return 0;
 }

@@ -18,6 +18,7 @@
 #include "gateway-takeover.h"
 #include "gatewayd-routes.h"
 #include "ini-util.h"
+#include "key-sessions.h"
 #include "log.h"
 #include "time-util.h"
 #include "websocket.h"
@@ -85,6 +86,8 @@ typedef struct Takeover {
         struct MHD_UpgradeResponseHandle *urh;
         TakeoverBridge *bridge;
         uint64_t started;
+        KeySession *key_session; /* the key's revocation or expiry ends the session */
+        int key_ended;           /* why it did (-EKEYREVOKED, -EKEYEXPIRED), or 0 */
 } Takeover;
 
 static Takeover *takeover_ref(Takeover *t) {
@@ -95,6 +98,7 @@ static Takeover *takeover_ref(Takeover *t) {
 static void takeover_unref(Takeover *t) {
         if (!t || --t->n_ref > 0)
                 return;
+        key_session_free(t->key_session);
         takeover_bridge_free(t->bridge);
         safe_close(t->stream_fd);
         free(t->unit);
@@ -130,6 +134,16 @@ static void on_bridge_done(TakeoverBridge *b, void *userdata) {
         takeover_unref(t);
 }
 
+/* The key was revoked or expired: a running session gets close 1008, one not yet upgraded a 401. */
+static void on_takeover_key_ended(void *userdata, int why) {
+        Takeover *t = userdata;
+
+        t->key_ended = why;
+        if (t->bridge)
+                takeover_bridge_end(t->bridge, WS_CLOSE_POLICY_VIOLATION, key_session_end_reason(why));
+        /* else: on_shell_opened() or on_upgrade() see key_ended */
+}
+
 static void on_upgrade(void *cls, struct MHD_Connection *connection, void *req_cls, const char *extra_in,
                        size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
         Takeover *t = cls;
@@ -158,6 +172,9 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *req_c
         }
         log_msg(LOG_INFO, "Takeover %s of sandbox %s by %s (%s) started, %ux%u.", t->unit, t->sandbox,
                 strna(t->account_id), t->request_id, t->cols, t->rows);
+        if (t->key_ended) /* between the 101 and now */
+                takeover_bridge_end(t->bridge, WS_CLOSE_POLICY_VIOLATION,
+                                    key_session_end_reason(t->key_ended));
 }
 
 static int build_open_shell(sd_bus_message *m, void *userdata) {
@@ -185,6 +202,8 @@ static void on_shell_opened(Request *r, sd_bus_message *reply, const sd_bus_erro
                 k = -ENOMEM;
         if (k < 0)
                 return req_reply_errno(r, k); /* the request's end closes the stream: hung up */
+        if (t->key_ended)
+                return req_reply_error(r, 401, "unauthorized", "%s", key_session_end_message(t->key_ended));
         if (!r->connection)
                 return; /* the client is gone: takeover_request_done() hangs the shell up */
 
@@ -311,6 +330,9 @@ int route_takeover(Request *r) {
         snprintf(t->sandbox, sizeof(t->sandbox), "%s", req_param(r, 0));
         if (r->account_id && !(t->account_id = strdup(r->account_id)))
                 return -ENOMEM;
+        k = key_session_add(r->manager, r->key, on_takeover_key_ended, t, &t->key_session);
+        if (k < 0)
+                return k;
 
         if (websocket_accept_key(key, t->accept) < 0) {
                 req_reply_error(r, 400, "invalid_request", "Sec-WebSocket-Key must be 16 bytes in base64.");

@@ -77,6 +77,9 @@ struct Shell {
         unsigned cols, rows;
         char term[SHELL_TERM_MAX + 1];
         uint64_t tasks_max, memory_max;
+        uint64_t idle_usec;      /* the type's ShellIdleSec=, 0: none */
+        uint64_t last_activity;  /* CLOCK_MONOTONIC of the last byte either way */
+        sd_event_source *idle_timer;
 
         pid_t pid;
         sd_event_source *child_source, *ready_source, *master_source, *sock_source, *kill_timer, *keep_timer,
@@ -148,6 +151,7 @@ static Shell *shell_free(Shell *sh) {
         sh->kill_timer = sd_event_source_disable_unref(sh->kill_timer);
         sh->keep_timer = sd_event_source_disable_unref(sh->keep_timer);
         sh->drain_timer = sd_event_source_disable_unref(sh->drain_timer);
+        sh->idle_timer = sd_event_source_disable_unref(sh->idle_timer);
         /* A child we have not reaped yet stays ours: a floating source reaps it. */
         if (sh->child_source) {
                 (void) sd_event_source_set_userdata(sh->child_source, NULL);
@@ -360,6 +364,7 @@ static int master_read_some(Shell *sh) {
                 }
                 if (n == 0)
                         return 1;
+                sh->last_activity = now_usec(CLOCK_MONOTONIC);
                 asciicast_output(&sh->rec, shell_elapsed(sh), tmp, n);
                 if (sh->sock_fd >= 0 && buffer_append(&sh->to_client, &sh->to_client_len, tmp, n) < 0)
                         return 1;
@@ -444,6 +449,7 @@ static int on_sock_event(sd_event_source *es, int fd, uint32_t revents, void *us
                                 shell_hangup(sh, "client"); /* the caller closed the stream */
                                 return 0;
                         }
+                        sh->last_activity = now_usec(CLOCK_MONOTONIC);
                         if (sh->master_eof)
                                 continue; /* nobody to type to */
                         if (buffer_append(&sh->to_pty, &sh->to_pty_len, tmp, n) < 0)
@@ -667,9 +673,36 @@ static int on_child_exit(sd_event_source *es, const siginfo_t *si, void *userdat
         return 0;
 }
 
+/* ShellIdleSec=: no byte either way for that long hangs the shell up (ended_by "idle"). The timer is
+ * not moved per byte: when it fires early it sleeps again until the last byte's deadline. */
+static int on_idle_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        Shell *sh = userdata;
+        uint64_t now = now_usec(CLOCK_MONOTONIC), deadline = sh->last_activity + sh->idle_usec;
+
+        if (sh->hung_up || sh->exited)
+                return 0;
+        if (now < deadline) {
+                (void) sd_event_source_set_time(es, deadline);
+                (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        log_sandbox(LOG_INFO, sh->sandbox_id, "Shell %s of sandbox %s idle for %" PRIu64 " s: hanging up.",
+                    sh->unit, sh->sandbox_id, sh->idle_usec / USEC_PER_SEC);
+        shell_hangup(sh, "idle");
+        return 0;
+}
+
 static int shell_start_relay(Shell *sh) {
         Manager *m = sh->manager;
         int r;
+
+        sh->last_activity = now_usec(CLOCK_MONOTONIC);
+        if (sh->idle_usec > 0) {
+                r = sd_event_add_time(m->event, &sh->idle_timer, CLOCK_MONOTONIC,
+                                      sh->last_activity + sh->idle_usec, 0, on_idle_timer, sh);
+                if (r < 0)
+                        return r;
+        }
 
         (void) fcntl(sh->master_fd, F_SETFL, O_NONBLOCK);
         (void) fcntl(sh->sock_fd, F_SETFL, O_NONBLOCK);
@@ -872,6 +905,7 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
         snprintf(sh->sandbox_id, sizeof(sh->sandbox_id), "%s", s->id);
         sh->tasks_max = t->tasks_max;
         sh->memory_max = t->memory_max;
+        sh->idle_usec = t->shell_idle_usec;
         sh->call_mono = now_usec(CLOCK_MONOTONIC);
         sh->call_started_at = spec->started_at ?: now_usec(CLOCK_REALTIME);
         if (spec->caller)

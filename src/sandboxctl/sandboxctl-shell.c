@@ -420,7 +420,24 @@ int verb_shell(int argc, char *argv[]) {
                         strna(msg));
                 return EXIT_SHELL_FAILED;
         }
-        if (!quiet)
+        /* Why it ended, when sandboxd ended it for being idle (ShellIdleSec=). */
+        bool idle = false;
+        if (sd_bus_message_enter_container(wait_reply, 'a', "{sv}") > 0)
+                while (sd_bus_message_enter_container(wait_reply, 'e', "sv") > 0) {
+                        const char *key, *by;
+                        if (sd_bus_message_read(wait_reply, "s", &key) < 0)
+                                break;
+                        if (streq(key, "ended_by") && sd_bus_message_read(wait_reply, "v", "s", &by) >= 0)
+                                idle = streq(by, "idle");
+                        else if (sd_bus_message_skip(wait_reply, "v") < 0)
+                                break;
+                        if (sd_bus_message_exit_container(wait_reply) < 0)
+                                break;
+                }
+        if (!quiet && idle)
+                fprintf(stderr, "Shell %s was hung up: nothing passed either way for the sandbox type's "
+                        "ShellIdleSec=.\n", unit);
+        else if (!quiet)
                 fprintf(stderr, "%s %s ended%s.\n", s.remote_eof ? "Shell" : "Disconnected; shell", unit,
                         s.remote_eof ? "" : " (hung up)");
         return code < 0 ? EXIT_SHELL_FAILED : code > 255 ? 255 : code;

@@ -25,6 +25,7 @@ static const SandboxType builtin_types[] = {
                 .default_timeout_usec = 20 * USEC_PER_SEC,
                 .pool_size = 2,
                 .disk_max = UINT64_C(4) << 30,
+                .shell_idle_usec = SANDBOX_SHELL_IDLE_DEFAULT_USEC,
         },
         {
                 .name = "medium",
@@ -34,6 +35,7 @@ static const SandboxType builtin_types[] = {
                 .max_timeout_usec = 6 * USEC_PER_HOUR,
                 .default_timeout_usec = 60 * USEC_PER_SEC,
                 .disk_max = UINT64_C(16) << 30,
+                .shell_idle_usec = SANDBOX_SHELL_IDLE_DEFAULT_USEC,
         },
         {
                 .name = "large",
@@ -43,6 +45,7 @@ static const SandboxType builtin_types[] = {
                 .max_timeout_usec = 24 * USEC_PER_HOUR,
                 .default_timeout_usec = 120 * USEC_PER_SEC,
                 .disk_max = UINT64_C(64) << 30,
+                .shell_idle_usec = SANDBOX_SHELL_IDLE_DEFAULT_USEC,
         },
 };
 
@@ -351,6 +354,22 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 if (r < 0)
                         return ini_bad_value(l->error, at, key, value, r, "a number from 0 to 64");
                 t->pool_size = (unsigned) v;
+                return 0;
+        }
+
+        /* Issue 21: the shell idle timeout. */
+        if (streq(key, "ShellIdleSec")) {
+                if (streq(value, "infinity")) {
+                        t->shell_idle_usec = 0;
+                        return 0;
+                }
+                r = parse_sec(value, &v);
+                if (r >= 0 && (v < USEC_PER_SEC || v > 7 * USEC_PER_DAY))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "a time from 1s to 7d such as 30min, or infinity");
+                t->shell_idle_usec = v;
                 return 0;
         }
 

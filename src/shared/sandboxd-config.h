@@ -39,7 +39,12 @@ typedef struct SandboxType {
         unsigned pool_size;            /* sandboxes of this type (network "none") made ahead */
         uint64_t disk_max;             /* bytes of the disk image holding home, /tmp and /var/tmp; 0: none,
                                         * they are directories on the host without a quota (infinity) */
+        /* Issue 21: a shell (OpenShell) with no byte either way for this long is hung up; 0: never. */
+        uint64_t shell_idle_usec;
 } SandboxType;
+
+/* ShellIdleSec= of every built-in type. */
+#define SANDBOX_SHELL_IDLE_DEFAULT_USEC (30 * USEC_PER_MINUTE)
 
 /* The smallest DiskMax= other than infinity: mkfs.ext4 makes no usable file system below it. */
 #define SANDBOX_DISK_MAX_MIN (UINT64_C(16) << 20)

@@ -366,12 +366,39 @@ static void test_migrations(void) {
         CHECK_INT(key_store_open(db_path("no/such/dir.db"), &s), -ENOENT);
 }
 
+/* What an open stream's periodic check relies on (issue 21): another handle's commit, such as a
+ * revocation by another gateway process, changes this handle's data_version; reads do not. */
+static void test_data_version(void) {
+        _cleanup_(key_store_freep) KeyStore *a = open_store("version.db"), *b = open_store("version.db");
+        _cleanup_free_ char *secret = NULL;
+        _cleanup_(api_key_freep) ApiKey *k = NULL, *got = NULL;
+        uint64_t v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+
+        k = mint(a, "admin", 0, &secret);
+        CHECK_INT(key_store_data_version(a, &v0), 0);
+        CHECK_INT(key_store_get(b, k->id, &got), 0);
+        got = api_key_free(got);
+        CHECK_INT(key_store_data_version(a, &v1), 0);
+        CHECK_U64(v1, v0); /* another handle's read is no change */
+
+        CHECK_INT(key_store_revoke(b, k->id, NOW + 1), 0);
+        CHECK_INT(key_store_data_version(a, &v2), 0);
+        CHECK(v2 != v1);
+        CHECK_INT(key_store_get(a, k->id, &got), 0);
+        CHECK(got && got->revoked_at == NOW + 1);
+
+        CHECK_INT(key_store_data_version(a, &v3), 0);
+        CHECK_U64(v3, v2); /* nothing since */
+        CHECK_INT(key_store_data_version(NULL, &v3), -EINVAL);
+}
+
 int main(void) {
         test_mkdtemp(tmpdir);
 
         test_keys();
         test_tokens();
         test_token_race();
+        test_data_version();
         test_migrations();
 
         test_rm_rf(tmpdir);

@@ -500,10 +500,42 @@ static void test_errors(void) {
         CHECK_ERROR(-EISDIR, "@/etc/main.conf: cannot read: Is a directory");
 }
 
+/* Issue 21: ShellIdleSec= per type. */
+static void test_shell_idle(void) {
+        SandboxdConfig c;
+        const SandboxType *t;
+
+        sandboxd_config_defaults(&c);
+        for (size_t i = 0; i < c.n_types; i++)
+                CHECK_U64(c.types[i].shell_idle_usec, 30 * USEC_PER_MINUTE);
+
+        reset_dir();
+        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=90s\n[Type:quiet]\n[Type:large]\n"
+                                    "ShellIdleSec=infinity\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->shell_idle_usec == 90 * USEC_PER_SEC);
+        t = sandboxd_config_find_type(&c, "quiet"); /* a new type starts from the built-in small's values */
+        CHECK(t && t->shell_idle_usec == 30 * USEC_PER_MINUTE);
+        t = sandboxd_config_find_type(&c, "large");
+        CHECK(t && t->shell_idle_usec == 0);
+
+        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=0: out of range (expected a time from 1s to 7d such as "
+                            "30min, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=8d\n");
+        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=8d: out of range (expected a time from 1s to 7d such as "
+                            "30min, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nShellIdleSec=soon\n");
+        CHECK_MAIN_ERROR(2, "Invalid ShellIdleSec=soon: not understood (expected a time from 1s to 7d "
+                            "such as 30min, or infinity)");
+}
+
 int main(void) {
         test_mkdtemp(tmpdir);
 
         test_defaults();
+        test_shell_idle();
         test_documented_example();
         test_dropins();
         test_type_limit();
