@@ -197,6 +197,12 @@ static int method_create_sandbox(sd_bus_message *msg, Manager *m, Caller *c, Cal
         r = sandbox_create(m, &spec, msg, NULL);
         if (r == -EUSERS)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED, "No free sandbox uid is left.");
+        if (r == -E2BIG && t) {
+                /* Refused by the admission check before anything was made: the same sum says why. */
+                char why[512];
+                if (manager_admit(m, t, why, sizeof(why)) < 0)
+                        return sd_bus_error_set(error, SANDBOXD_ERROR_LIMIT_EXCEEDED, why);
+        }
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not create the sandbox: %s", strerror(-r));
         return 1; /* answered when the sandbox runs */
