@@ -11,6 +11,7 @@
 #include "gatewayd-config.h"
 #include "hashmap.h"
 #include "key-store.h"
+#include "sandbox-quota.h"
 #include "sandboxd-config.h"
 
 #define GATEWAYD_STATE_DIR "/var/lib/sandbox-gatewayd"
@@ -46,6 +47,7 @@ typedef struct Manager {
         const char *listen_override; /* --listen */
 
         Hashmap *streams; /* key id → open SSE streams (uintptr_t) */
+        SandboxQuota *sandbox_quota;      /* sandboxes per key, creations in flight (MaxSandboxesPerKey=) */
         Watcher *watchers;
         sd_event_source *heartbeat;
         RefusalLimit *refusals;           /* each client address's budget of 401/403 answers */
