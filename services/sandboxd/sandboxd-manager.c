@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "audit-spool.h"
+#include "confine.h"
 #include "disk-image.h"
 #include "log.h"
 #include "namespace.h"
@@ -494,6 +495,15 @@ int manager_startup(Manager *m) {
         if (access(m->file_helper_path, X_OK) < 0)
                 log_msg(LOG_ERR, "%s cannot be run (%m): WriteFile, ReadFile and the file tools will fail.",
                         m->file_helper_path);
+
+        /* Every sandboxed process gets exactly the documented RLIMIT_NOFILE, unless the host does not let
+         * us raise a hard limit: then say so once, rather than each sandbox finding out. */
+        uint64_t nofile = confine_nofile_effective(SANDBOX_NOFILE_HARD);
+        if (nofile < SANDBOX_NOFILE_HARD)
+                log_msg(LOG_WARNING, "Sandboxed processes get a hard RLIMIT_NOFILE of %" PRIu64 ", not %d: "
+                        "sandboxd's own is that low and it may not raise it (no CAP_SYS_RESOURCE in its "
+                        "capability bounding set; see LimitNOFILE= of sandboxd.service).",
+                        nofile, SANDBOX_NOFILE_HARD);
 
         snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
         if (mkdir(path, 0700) < 0 && errno != EEXIST)
