@@ -289,14 +289,15 @@ static void on_quota_list(Request *r, sd_bus_message *reply, const sd_bus_error 
                 create_end(c, NULL);
                 return req_reply_errno(r, k);
         }
-        k = sandbox_quota_check(r->manager->sandbox_quota, c->account, c->ticket, owned, n_owned, max, &count);
+        k = sandbox_quota_check(r->manager->sandbox_quota, c->account, c->ticket, owned, n_owned, max,
+                                &count);
         free(owned);
         c->checked = true;
         if (k == -EDQUOT) {
                 create_end(c, NULL);
                 return req_reply_error(r, 429, "too_many_sandboxes",
-                                       "This API key has %" PRIu64 " sandboxes (or is creating them); at most %" PRIu64
-                                       " are allowed (MaxSandboxesPerKey=).",
+                                       "This API key has %" PRIu64 " sandboxes (or is creating them); "
+                                       "at most %" PRIu64 " are allowed (MaxSandboxesPerKey=).",
                                        count, max);
         }
         k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "CreateSandbox",

@@ -89,8 +89,9 @@ void sandbox_totals_resolve(const SandboxTotalsConfig *c, const HostInfo *host, 
                 t.tasks_max = MAX(share(cap, SANDBOX_TOTAL_TASKS_PERCENT), UINT64_C(1));
         }
         if (t.cpu_quota_percent == SANDBOX_TOTAL_AUTO)
-                t.cpu_quota_percent = MAX(share((uint64_t) MAX(host->n_cpus, 1U) * 100, SANDBOX_TOTAL_CPU_PERCENT),
-                                          UINT64_C(1));
+                t.cpu_quota_percent =
+                        MAX(share((uint64_t) MAX(host->n_cpus, 1U) * 100, SANDBOX_TOTAL_CPU_PERCENT),
+                            UINT64_C(1));
         *ret = t;
 }
 

@@ -990,8 +990,8 @@ static void pool_fill(Manager *m) {
                                 /* Full: the pool waits for room, which a deletion makes (it calls us
                                  * again); it never takes what callers could not. */
                                 if (!m->pool_full_logged)
-                                        log_msg(LOG_INFO, "The pool of type %s waits: all sandboxes together "
-                                                "have what [Sandboxes] allows.", t->name);
+                                        log_msg(LOG_INFO, "The pool of type %s waits: all sandboxes "
+                                                "together have what [Sandboxes] allows.", t->name);
                                 m->pool_full_logged = true;
                                 return;
                         }

@@ -182,7 +182,8 @@ static void resolve_totals(Manager *m) {
         if (proc_fd >= 0)
                 snprintf(proc, sizeof(proc), "/proc/self/fd/%d", proc_fd);
         else
-                log_msg(LOG_DEBUG, "Could not mount a proc of our own (%s); reading /proc.", strerror(-proc_fd));
+                log_msg(LOG_DEBUG, "Could not mount a proc of our own (%s); reading /proc.",
+                        strerror(-proc_fd));
         r = host_info_read(proc, cpus > 0 ? (unsigned) cpus : 1, &m->host);
         if (r < 0) {
                 /* Without the host's figures "auto" cannot be derived; a guess would be worse than
@@ -216,20 +217,22 @@ static void apply_slice_limits(Manager *m) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         const SandboxTotals *t = &m->totals;
         char a[32], b[32], c[32];
-        uint64_t cpu = t->cpu_quota_percent == SANDBOX_TOTAL_INFINITY ? UINT64_MAX
-                                                                        : t->cpu_quota_percent * USEC_PER_SEC / 100;
+        uint64_t cpu = t->cpu_quota_percent == SANDBOX_TOTAL_INFINITY
+                               ? UINT64_MAX
+                               : t->cpu_quota_percent * USEC_PER_SEC / 100;
         int r;
 
         r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "SetUnitProperties", &error, NULL, "sba(sv)",
-                               "sandbox.slice", 1, 3, "MemoryMax", "t", t->memory_max, "TasksMax", "t",
-                               t->tasks_max, "CPUQuotaPerSecUSec", "t", cpu);
+                               "org.freedesktop.systemd1.Manager", "SetUnitProperties", &error, NULL,
+                               "sba(sv)", "sandbox.slice", 1, 3, "MemoryMax", "t", t->memory_max, "TasksMax",
+                               "t", t->tasks_max, "CPUQuotaPerSecUSec", "t", cpu);
         if (r < 0)
                 log_msg(LOG_ERR, "Could not set the limits of sandbox.slice: %s; sandboxes together are "
                         "bounded by CreateSandbox's admission check only.", error.message ?: strerror(-r));
         log_msg(LOG_INFO, "All sandboxes together: MemoryMax=%s TasksMax=%s CPUQuota=%s, Overcommit=%u%% "
                 "(host: %" PRIu64 " MiB, threads-max %" PRIu64 ", pid_max %" PRIu64 ", %u CPUs).",
-                format_total(t->memory_max == SANDBOX_TOTAL_INFINITY ? t->memory_max : t->memory_max >> 20, "M", a),
+                format_total(t->memory_max == SANDBOX_TOTAL_INFINITY ? t->memory_max : t->memory_max >> 20, "M",
+                             a),
                 format_total(t->tasks_max, "", b), format_total(t->cpu_quota_percent, "%", c),
                 t->overcommit_percent, m->host.mem_total >> 20, m->host.threads_max, m->host.pid_max,
                 m->host.n_cpus);
@@ -238,7 +241,8 @@ static void apply_slice_limits(Manager *m) {
 static void promise_add(Manager *m, SandboxPromised *p, const char *type) {
         /* A sandbox whose type is no longer configured keeps the limits it was made with, which we do
          * not know: it counts as one of the default type. */
-        const SandboxType *t = sandboxd_config_find_type(&m->config, type) ?: sandboxd_config_find_type(&m->config, NULL);
+        const SandboxType *t = sandboxd_config_find_type(&m->config, type)
+                                       ?: sandboxd_config_find_type(&m->config, NULL);
         if (!t)
                 return;
         p->memory = p->memory > UINT64_MAX - t->memory_max ? UINT64_MAX : p->memory + t->memory_max;

@@ -408,7 +408,8 @@ static int sandboxes_assignment(Loader *l, const IniPosition *at, const char *ke
                 if (r >= 0 && (v == 0 || v > (uint64_t) INT64_MAX))
                         r = -ERANGE;
                 if (r < 0)
-                        return ini_bad_value(l->error, at, key, value, r, "auto, infinity or a number of at least 1");
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "auto, infinity or a number of at least 1");
         } else {
                 r = parse_percent(value, &p);
                 if (r >= 0 && p == 0)
@@ -521,7 +522,8 @@ static int on_section(const IniPosition *at, const char *name, void *userdata) {
                 l->section = SECTION_TYPE;
                 return 0;
         }
-        return ini_error(l->error, at, "Unknown section [%s] (expected [Manager], [Sandboxes] or [Type:<name>])", name);
+        return ini_error(l->error, at, "Unknown section [%s] (expected [Manager], [Sandboxes] or [Type:<name>])",
+                         name);
 }
 
 static int on_assignment(const IniPosition *at, const char *key, const char *value, void *userdata) {

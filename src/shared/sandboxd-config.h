@@ -86,9 +86,9 @@ void sandboxd_config_defaults(SandboxdConfig *c);
  * holds (normally the defaults); later assignments win. Either path may be NULL, and missing files or
  * directories are fine. The result is then checked as a whole (uid range, TTLs, timeouts, default type).
  *
- * Format: "[Manager]", "[Sandboxes]" and "[Type:<name>]" sections of Key=Value lines; '#' or ';' starts a comment at
- * the start of a line, or after whitespace within a value; whitespace around keys and values is
- * ignored. A type section for a new name defines a type (up to 16), starting from small's values,
+ * Format: "[Manager]", "[Sandboxes]" and "[Type:<name>]" sections of Key=Value lines; '#' or ';' starts
+ * a comment at the start of a line, or after whitespace within a value; whitespace around keys and
+ * values is ignored. A type section for a new name defines a type (up to 16), starting from small's values,
  * except PoolSize=, which starts at 0.
  *
  * Returns 0 and updates c; or, leaving c untouched: -EINVAL for a bad file (unknown section or key,
