@@ -148,8 +148,13 @@ def test_overcommit_and_tasks(totals_config):
         m.delete(sid)
 
     with open(DROPIN, "w") as f:
-        f.write("[Sandboxes]\nMemoryMax=infinity\nTasksMax=300\n[Type:small]\nPoolSize=0\n")
+        f.write("[Sandboxes]\nMemoryMax=infinity\nTasksMax=300\nCPUQuota=infinity\n[Type:small]\nPoolSize=0\n")
     restart_sandboxd()
+    # the earlier run's 1 GiB and 180 % go: infinity is set as well, not left alone
+    show = slice_limits()
+    assert (show["MemoryMax"], show["TasksMax"], show["CPUQuotaPerSecUSec"]) == ("infinity", "300", "infinity"), show
+    log = run("journalctl", "-u", "sandboxd", "--no-pager", "-o", "cat").stdout
+    assert "Could not set the limits of sandbox.slice" not in log
     sid = str(m.create(type="small")[0])
     with pytest.raises(dbus.DBusException) as e:
         m.create(type="small")
@@ -174,9 +179,10 @@ def test_pool_never_overcommits(totals_config):
     with pytest.raises(dbus.DBusException) as e:
         m.create(type="small")
     assert dbus_error(e)[0] == ERR + "LimitExceeded"
+    wait_for(lambda: "The pool of type small waits" in
+             run("journalctl", "-u", "sandboxd", "--no-pager", "-o", "cat").stdout,
+             what="the pool to find no room")
     assert pool_ids() == set()
-    log = run("journalctl", "-u", "sandboxd", "--no-pager", "-o", "cat").stdout
-    assert "The pool of type small waits" in log
     m.delete(a)
     wait_for(lambda: pool_ready(1), timeout=60, what="the pool to refill after a deletion")
     m.delete(b)
