@@ -64,6 +64,7 @@ void sandboxd_config_defaults(SandboxdConfig *c) {
                         .tasks_max = SANDBOX_TOTAL_AUTO,
                         .cpu_quota_percent = SANDBOX_TOTAL_AUTO,
                         .overcommit_percent = 100,
+                        .max_per_account = SANDBOX_TOTAL_INFINITY,
                 },
         };
         memcpy(c->types, builtin_types, sizeof(builtin_types));
@@ -379,6 +380,20 @@ static int sandboxes_assignment(Loader *l, const IniPosition *at, const char *ke
                 if (r < 0)
                         return ini_bad_value(l->error, at, key, value, r, "100%..10000%");
                 t->overcommit_percent = p;
+                return 0;
+        }
+
+        if (streq(key, "MaxSandboxesPerAccount")) {
+                if (streq(value, "infinity")) {
+                        t->max_per_account = SANDBOX_TOTAL_INFINITY;
+                        return 0;
+                }
+                r = parse_decimal(value, &v);
+                if (r >= 0 && (v == 0 || v > (uint64_t) INT64_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "infinity or a number of at least 1");
+                t->max_per_account = v;
                 return 0;
         }
 

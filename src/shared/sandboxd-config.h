@@ -58,6 +58,7 @@ typedef struct SandboxTotalsConfig {
         uint64_t cpu_quota_percent;   /* 100 = one CPU */
         unsigned overcommit_percent;  /* the types' promises may add up to this share of memory_max and
                                        * tasks_max (100..10000) */
+        uint64_t max_per_account;     /* sandboxes one owner (account_id) may have; INFINITY: no bound */
 } SandboxTotalsConfig;
 
 typedef struct SandboxdConfig {

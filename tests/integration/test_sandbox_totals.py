@@ -200,3 +200,23 @@ def test_bad_totals_refused_at_start():
     finally:
         os.unlink(DROPIN)
         restart_sandboxd()
+
+
+def test_sandboxes_per_account(totals_config):
+    """MaxSandboxesPerAccount=: one owner (account_id: a gateway key, a local uid) may have that many;
+    one more is LimitExceeded and nothing is made; another account is not affected; a deletion gives room.
+    Pooled sandboxes count for whoever claims them."""
+    totals_config("[Sandboxes]\nMaxSandboxesPerAccount=2\n")
+    m = Manager()
+    a = str(m.create(type="small", account_id="key:key_aaaaaaaaaaaaaaaaaaaa")[0])
+    m.create(type="small", account_id="key:key_aaaaaaaaaaaaaaaaaaaa")
+    before = m.list()
+    with pytest.raises(dbus.DBusException) as e:
+        m.create(type="small", account_id="key:key_aaaaaaaaaaaaaaaaaaaa")
+    assert dbus_error(e) == (ERR + "LimitExceeded", "Account key:key_aaaaaaaaaaaaaaaaaaaa has 2 sandboxes "
+                             "already, at most 2 are allowed (MaxSandboxesPerAccount=).")
+    assert m.list() == before
+    m.create(type="small", account_id="key:key_bbbbbbbbbbbbbbbbbbbb")
+    m.create(type="small")  # uid:0
+    m.delete(a)
+    m.create(type="small", account_id="key:key_aaaaaaaaaaaaaaaaaaaa")

@@ -332,13 +332,16 @@ static void test_sandboxes_totals(void) {
         CHECK_U64(c.totals.tasks_max, SANDBOX_TOTAL_AUTO);
         CHECK_U64(c.totals.cpu_quota_percent, SANDBOX_TOTAL_AUTO);
         CHECK_U64(c.totals.overcommit_percent, 100);
+        CHECK_U64(c.totals.max_per_account, SANDBOX_TOTAL_INFINITY);
 
-        write_file("etc/main.conf", "[Sandboxes]\nMemoryMax=1G\nTasksMax=500\nCPUQuota=150%\nOvercommit=250%\n");
+        write_file("etc/main.conf", "[Sandboxes]\nMemoryMax=1G\nTasksMax=500\nCPUQuota=150%\nOvercommit=250%\n"
+                                    "MaxSandboxesPerAccount=8\n");
         CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
         CHECK_U64(c.totals.memory_max, UINT64_C(1) << 30);
         CHECK_U64(c.totals.tasks_max, 500);
         CHECK_U64(c.totals.cpu_quota_percent, 150);
         CHECK_U64(c.totals.overcommit_percent, 250);
+        CHECK_U64(c.totals.max_per_account, 8);
 
         /* a drop-in sets them back, or lifts them */
         write_file("etc/conf.d/50-x.conf", "[Sandboxes]\nMemoryMax=auto\nTasksMax=infinity\nCPUQuota=infinity\n");
@@ -360,6 +363,10 @@ static void test_sandboxes_totals(void) {
         CHECK_MAIN_ERROR(2, "Invalid Overcommit=99%: out of range (expected 100%..10000%)");
         write_file("etc/main.conf", "[Sandboxes]\nOvercommit=auto\n");
         CHECK_MAIN_ERROR(2, "Invalid Overcommit=auto: not understood (expected 100%..10000%)");
+        write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxesPerAccount=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid MaxSandboxesPerAccount=0: out of range (expected infinity or a number of at least 1)");
+        write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxesPerAccount=auto\n");
+        CHECK_MAIN_ERROR(2, "Invalid MaxSandboxesPerAccount=auto: not understood (expected infinity or a number of at least 1)");
         write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxes=3\n");
         CHECK_MAIN_ERROR(2, "Unknown key MaxSandboxes= in section [Sandboxes]");
 }
