@@ -37,6 +37,7 @@ void gateway_config_defaults(GatewayConfig *c) {
                 .refusal_burst_total = 6000,
                 .refusals_per_sec_total = 100,
                 .dashboard_dir = GATEWAY_DASHBOARD_DIR_DEFAULT,
+                .max_sandboxes_per_key = 64,
         };
 }
 
@@ -141,6 +142,8 @@ static const struct {
         { "RefusalBurstTotal", KIND_COUNT, offsetof(GatewayConfig, refusal_burst_total), 1, 1000000,
           "a number from 1 to 1000000" },
         { "RefusalsPerSecTotal", KIND_COUNT, offsetof(GatewayConfig, refusals_per_sec_total), 1, 1000000,
+          "a number from 1 to 1000000" },
+        { "MaxSandboxesPerKey", KIND_COUNT, offsetof(GatewayConfig, max_sandboxes_per_key), 1, 1000000,
           "a number from 1 to 1000000" },
 };
 

@@ -49,13 +49,15 @@ typedef struct GatewayConfig {
                                                      * from; "*" any; empty: none */
         char dashboard_dir[GATEWAY_PATH_MAX];       /* the dashboard's files (GET /, /ui/…); "": off
                                                      * (DashboardDirectory=no) */
+        uint64_t max_sandboxes_per_key;  /* live sandboxes a key may own (sandbox-quota.h); 429 beyond */
 } GatewayConfig;
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
  * MaxConnectionsPerAddress=1024, HeaderTimeoutSec=10, MaxCallsPerMemberKey=32, MaxCallsPerAdminKey=128,
  * BusShortCallReserve=40, MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
  * JSONDepthMax=32, RefusalBurst=600, RefusalsPerSec=10,
- * RefusalBurstTotal=6000, RefusalsPerSecTotal=100, DashboardDirectory=/usr/share/sandboxd/dashboard. */
+ * RefusalBurstTotal=6000, RefusalsPerSecTotal=100, DashboardDirectory=/usr/share/sandboxd/dashboard,
+ * MaxSandboxesPerKey=64. */
 void gateway_config_defaults(GatewayConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical order, on top of c; later assignments

@@ -403,6 +403,9 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
                 r = -ENOMEM;
                 goto fail;
         }
+        r = sandbox_quota_new(&m->sandbox_quota);
+        if (r < 0)
+                goto fail;
 
         r = sd_event_default(&m->event);
         if (r < 0)
@@ -430,6 +433,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->heartbeat);
         sd_event_source_disable_unref(m->refusal_timer);
         refusal_limit_free(m->refusals);
+        sandbox_quota_free(m->sandbox_quota);
         sd_event_source_disable_unref(m->exit_timer);
         sd_event_source_disable_unref(m->sigterm);
         sd_event_source_disable_unref(m->sigint);

@@ -11,6 +11,7 @@
 #include "gatewayd-config.h"
 #include "hashmap.h"
 #include "key-store.h"
+#include "sandbox-quota.h"
 #include "sandboxd-config.h"
 
 #define GATEWAYD_STATE_DIR "/var/lib/sandbox-gatewayd"
@@ -46,8 +47,9 @@ typedef struct Manager {
         HttpServer *server;
         const char *listen_override; /* --listen */
 
-        Hashmap *streams; /* key id → open SSE streams */
+        Hashmap *streams; /* key id → open SSE streams (uintptr_t) */
         Hashmap *calls;   /* key id → bus calls in flight for its requests */
+        SandboxQuota *sandbox_quota;      /* sandboxes per key, creations in flight (MaxSandboxesPerKey=) */
         Watcher *watchers;
         /* SSE streams and takeovers, each ended when its key is revoked or expires (key-sessions.c) */
         KeySession *key_sessions;

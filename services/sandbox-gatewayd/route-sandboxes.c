@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Routes of sandboxes: create, list, get, update (TTL), delete (also delete-own), as sandboxd calls. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,12 +186,25 @@ static const JsonField create_fields[] = {
 typedef struct Create {
         Fetch fetch; /* first: the fetch after the create uses r->data as a Fetch */
         json_object *body;
+        Manager *manager;
+        char *account;        /* the key's, counted against MaxSandboxesPerKey= while this is in flight */
+        uint64_t ticket;
+        bool checked, ended;
 } Create;
+
+static void create_end(Create *c, const char *id) {
+        if (!c->account || c->ended)
+                return;
+        sandbox_quota_end(c->manager->sandbox_quota, c->account, c->checked, id);
+        c->ended = true;
+}
 
 static void create_free(void *p) {
         Create *c = p;
         if (!c)
                 return;
+        create_end(c, NULL);
+        free(c->account);
         free(c->fetch.path);
         json_object_put(c->body);
         free(c);
@@ -224,13 +239,73 @@ static void on_created(Request *r, sd_bus_message *reply, const sd_bus_error *er
         const char *id, *path;
         int k;
 
-        if (sd_bus_error_is_set(error))
+        if (sd_bus_error_is_set(error)) {
+                create_end(r->data, NULL);
                 return req_reply_bus_error(r, error);
+        }
         k = sd_bus_message_read(reply, "so", &id, &path);
+        create_end(r->data, k >= 0 ? id : NULL);
         if (k >= 0)
                 k = fetch_by_path(r, path);
         if (k < 0)
                 req_reply_errno(r, k);
+}
+
+/* ListSandboxes answered: the key's sandboxes, counted with its creations in flight, must leave room
+ * for this one (MaxSandboxesPerKey=). */
+static void on_quota_list(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        Create *c = r->data;
+        const char **owned = NULL;
+        size_t n_owned = 0, allocated = 0;
+        uint64_t max = r->manager->config.max_sandboxes_per_key, count = 0;
+        int k;
+
+        if (sd_bus_error_is_set(error)) {
+                create_end(c, NULL);
+                return req_reply_bus_error(r, error);
+        }
+        k = sd_bus_message_enter_container(reply, 'a', "(ssssso)");
+        while (k >= 0) {
+                const char *id, *owner;
+                k = sd_bus_message_read(reply, "(ssssso)", &id, NULL, NULL, NULL, &owner, NULL);
+                if (k <= 0)
+                        break;
+                if (!streq(owner, c->account))
+                        continue;
+                if (n_owned == allocated) {
+                        size_t a = allocated ? allocated * 2 : 16;
+                        const char **n = reallocarray(owned, a, sizeof(char *));
+                        if (!n) {
+                                k = -ENOMEM;
+                                break;
+                        }
+                        owned = n;
+                        allocated = a;
+                }
+                owned[n_owned++] = id;
+        }
+        if (k < 0) {
+                free(owned);
+                create_end(c, NULL);
+                return req_reply_errno(r, k);
+        }
+        k = sandbox_quota_check(r->manager->sandbox_quota, c->account, c->ticket, owned, n_owned, max,
+                                &count);
+        free(owned);
+        c->checked = true;
+        if (k == -EDQUOT) {
+                create_end(c, NULL);
+                return req_reply_error(r, 429, "too_many_sandboxes",
+                                       "This API key has %" PRIu64 " sandboxes (or is creating them); "
+                                       "at most %" PRIu64 " are allowed (MaxSandboxesPerKey=).",
+                                       count, max);
+        }
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "CreateSandbox",
+                     build_create, on_created, 0);
+        if (k < 0) {
+                create_end(c, NULL);
+                req_reply_errno(r, k);
+        }
 }
 
 int route_sandbox_create(Request *r) {
@@ -253,10 +328,24 @@ int route_sandbox_create(Request *r) {
         }
         c->fetch.status = 201;
         c->body = body;
+        c->manager = r->manager;
         r->data = c;
         r->data_free = create_free;
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "CreateSandbox",
-                        build_create, on_created, 0);
+        c->account = strdup(r->account_id);
+        if (!c->account)
+                return -ENOMEM;
+        k = sandbox_quota_begin(r->manager->sandbox_quota, c->account, &c->ticket);
+        if (k < 0) {
+                free(c->account);
+                c->account = NULL; /* never begun: nothing to end */
+                return k;
+        }
+        /* Asked after the begin, so that what ends from now on and is not in the list is counted. */
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "ListSandboxes", NULL,
+                     on_quota_list, 0);
+        if (k < 0)
+                create_end(c, NULL);
+        return k;
 }
 
 /* --- list: one GetManagedObjects ---------------------------------------------------------------- */

@@ -422,19 +422,22 @@ int confine_set_rlimits(uint64_t nofile_soft, uint64_t nofile_hard) {
                 return -EINVAL;
 
         /* select() breaks above 1024, so the soft limit stays there unless told otherwise; programs
-         * that need more raise it themselves up to the hard limit. */
-        /* Never above what we have ourselves: raising a hard limit needs CAP_SYS_RESOURCE, which the
-         * service may lack (containers). */
-        struct rlimit cur;
-        if (getrlimit(RLIMIT_NOFILE, &cur) < 0)
-                return negative_errno();
-        if (cur.rlim_max != RLIM_INFINITY && nofile_hard > cur.rlim_max)
-                nofile_hard = cur.rlim_max;
-        if (nofile_soft > nofile_hard)
-                nofile_soft = nofile_hard;
+         * that need more raise it themselves up to the hard limit. Exactly these values, whatever ours
+         * are: above our own hard limit too, which needs CAP_SYS_RESOURCE. */
         struct rlimit nofile = { .rlim_cur = nofile_soft, .rlim_max = nofile_hard };
-        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
-                return negative_errno();
+        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0) {
+                if (errno != EPERM)
+                        return negative_errno();
+                /* Without CAP_SYS_RESOURCE (a container's bounding set may lack it) the hard limit cannot
+                 * go up: the most we have (sandboxd says so at start, confine_nofile_effective()). */
+                struct rlimit cur;
+                if (getrlimit(RLIMIT_NOFILE, &cur) < 0)
+                        return negative_errno();
+                nofile.rlim_max = MIN(nofile.rlim_max, cur.rlim_max);
+                nofile.rlim_cur = MIN(nofile.rlim_cur, nofile.rlim_max);
+                if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+                        return negative_errno();
+        }
 
         const struct {
                 int resource;
@@ -451,6 +454,20 @@ int confine_set_rlimits(uint64_t nofile_soft, uint64_t nofile_hard) {
                         return r;
         }
         return 0;
+}
+
+uint64_t confine_nofile_effective(uint64_t nofile_hard) {
+        struct rlimit cur;
+
+        if (getrlimit(RLIMIT_NOFILE, &cur) < 0)
+                return 0;
+        if (cur.rlim_max == RLIM_INFINITY || cur.rlim_max >= nofile_hard)
+                return nofile_hard;
+        /* Raise our own hard limit (the soft one stays), so that every child may have it. */
+        struct rlimit raised = { .rlim_cur = cur.rlim_cur, .rlim_max = nofile_hard };
+        if (setrlimit(RLIMIT_NOFILE, &raised) >= 0)
+                return nofile_hard;
+        return cur.rlim_max;
 }
 
 static bool fd_in_set(int fd, const int *keep, size_t n_keep) {
@@ -694,7 +711,7 @@ int confine_sandbox_process(const int *keep, size_t n_keep, uid_t uid, const cha
         r = confine_close_all_fds_except(keep, n_keep);
         if (r >= 0) {
                 step = "set resource limits";
-                r = confine_set_rlimits(1024, 65536);
+                r = confine_set_rlimits(SANDBOX_NOFILE_SOFT, SANDBOX_NOFILE_HARD);
         }
         if (r >= 0) {
                 step = "drop privileges";

@@ -49,13 +49,22 @@ int confine_seccomp_prepare(void);
  * runs as root, and -1 would mean "leave unchanged" to setresuid(). */
 int confine_drop_privileges(uid_t uid, gid_t gid);
 
-/* Sets RLIMIT_NOFILE to nofile_soft/nofile_hard exactly (-EINVAL if soft is 0 or above hard; raising
- * the hard limit needs CAP_SYS_RESOURCE and cannot pass fs.nr_open), and lowers, never raises:
+/* RLIMIT_NOFILE of every process sandboxd starts in a sandbox (docs/security.md#confinement). */
+#define SANDBOX_NOFILE_SOFT 1024
+#define SANDBOX_NOFILE_HARD 65536
+
+/* Sets RLIMIT_NOFILE to nofile_soft/nofile_hard exactly (-EINVAL if soft is 0 or above hard); only if
+ * raising the hard limit above ours is refused (no CAP_SYS_RESOURCE) to our hard limit instead, and the
+ * soft one at most to that. It cannot pass fs.nr_open. Lowers, never raises:
  * RLIMIT_CORE to 0 (no core files of untrusted programs landing on the host), RLIMIT_MEMLOCK to 8 MiB
  * (the kernel's own default; sandboxd may have been started with more), RLIMIT_RTPRIO and RLIMIT_NICE
  * to 0 (no realtime scheduling or raised priority). Process counts are the cgroup's TasksMax, not
  * RLIMIT_NPROC, which counts per real uid and does not stop a fork bomb any better. */
 int confine_set_rlimits(uint64_t nofile_soft, uint64_t nofile_hard);
+
+/* The hard RLIMIT_NOFILE that confine_set_rlimits(…, nofile_hard) will give: nofile_hard if our own
+ * hard limit is as high or can be raised to it (which this does), else our own. 0 if it cannot tell. */
+uint64_t confine_nofile_effective(uint64_t nofile_hard);
 
 /* Closes every fd >= 3 that is not listed in keep (negative entries and entries below 3 are ignored;
  * 0, 1 and 2 are never closed). Uses close_range(2) over the gaps, and falls back to walking

@@ -704,6 +704,15 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
                         return r < 0 ? r : 0;
         }
 
+        /* A new one, pooled or not: it must fit in what [Sandboxes] allows all of them together. */
+        const SandboxType *admit_type = sandboxd_config_find_type(&m->config, spec->type);
+        if (admit_type) {
+                char msg[512];
+                r = manager_admit(m, admit_type, msg, sizeof(msg));
+                if (r < 0)
+                        return r;
+        }
+
         do {
                 r = sandbox_id_generate(id);
                 if (r < 0)
@@ -835,6 +844,8 @@ static void sandbox_finish_delete(Sandbox *s) {
                 log_sandbox(LOG_ERR, s->id, "Could not remove sandbox %s from the store: %s", s->id, strerror(-r));
         manager_release_uid(m, s->uid);
         log_sandbox(LOG_INFO, s->id, "Removed sandbox %s (%s).", s->id, s->delete_operation);
+        /* Room for the pool, if it waited for some. */
+        sandbox_pool_schedule(m, 0);
         sandbox_audit(s, &s->delete_caller, s->delete_operation, "finished", NULL, NULL, s->delete_started,
                       s->delete_mono);
         sandbox_emit_removed(s);
@@ -973,6 +984,17 @@ static void pool_fill(Manager *m) {
                                 .pooled = true,
                         };
                         r = sandbox_create(m, &spec, NULL, NULL);
+                        if (r >= 0)
+                                m->pool_full_logged = false;
+                        if (r == -E2BIG) {
+                                /* Full: the pool waits for room, which a deletion makes (it calls us
+                                 * again); it never takes what callers could not. */
+                                if (!m->pool_full_logged)
+                                        log_msg(LOG_INFO, "The pool of type %s waits: all sandboxes "
+                                                "together have what [Sandboxes] allows.", t->name);
+                                m->pool_full_logged = true;
+                                return;
+                        }
                         if (r < 0) {
                                 log_msg(LOG_WARNING, "Could not make a sandbox of type %s for the pool: %s",
                                         t->name, strerror(-r));

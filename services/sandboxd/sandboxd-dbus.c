@@ -179,6 +179,21 @@ static int method_create_sandbox(sd_bus_message *msg, Manager *m, Caller *c, Cal
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                          "There are %zu sandboxes already, the configured maximum.",
                                          hashmap_size(m->sandboxes));
+        /* Per owner, exactly: sandboxes being created are in the table already. */
+        uint64_t per_account = m->config.totals.max_per_account;
+        if (per_account != SANDBOX_TOTAL_INFINITY) {
+                uint64_t n = 0;
+                size_t state = 0;
+                Sandbox *s;
+                while (hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL))
+                        if (streq_ptr(s->owner, c->account_id))
+                                n++;
+                if (n >= per_account)
+                        return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                                 "Account %s has %" PRIu64 " sandboxes already, at most %" PRIu64
+                                                 " are allowed (MaxSandboxesPerAccount=).",
+                                                 c->account_id, n, per_account);
+        }
         const SandboxType *t = sandboxd_config_find_type(&m->config, type);
         if (t && t->disk_max > 0 && !manager_disk_template(m, t->disk_max, &r))
                 return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
@@ -197,6 +212,12 @@ static int method_create_sandbox(sd_bus_message *msg, Manager *m, Caller *c, Cal
         r = sandbox_create(m, &spec, msg, NULL);
         if (r == -EUSERS)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED, "No free sandbox uid is left.");
+        if (r == -E2BIG && t) {
+                /* Refused by the admission check before anything was made: the same sum says why. */
+                char why[512];
+                if (manager_admit(m, t, why, sizeof(why)) < 0)
+                        return sd_bus_error_set(error, SANDBOXD_ERROR_LIMIT_EXCEEDED, why);
+        }
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not create the sandbox: %s", strerror(-r));
         return 1; /* answered when the sandbox runs */

@@ -11,11 +11,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "audit-spool.h"
+#include "confine.h"
 #include "disk-image.h"
 #include "log.h"
 #include "namespace.h"
@@ -156,6 +158,110 @@ bool manager_uid_is_admin(Manager *m, uid_t uid) {
         return admin;
 }
 
+/* --- all sandboxes together: sandbox.slice's limits and admission ([Sandboxes]) --------------------- */
+
+/* Our own /proc shows processes only (ProcSubset=pid hides meminfo and sys/): the host's figures come
+ * from a proc instance of our own, mounted nowhere, of which the mount fd is all there is. */
+static int open_full_proc(void) {
+        _cleanup_close_ int fs = fsopen("proc", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return -errno;
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                                       MOUNT_ATTR_NOEXEC);
+        return mnt < 0 ? -errno : mnt;
+}
+
+static void resolve_totals(Manager *m) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        _cleanup_close_ int proc_fd = open_full_proc();
+        char proc[64] = "/proc";
+        int r;
+
+        if (proc_fd >= 0)
+                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", proc_fd);
+        else
+                log_msg(LOG_DEBUG, "Could not mount a proc of our own (%s); reading /proc.",
+                        strerror(-proc_fd));
+        r = host_info_read(proc, cpus > 0 ? (unsigned) cpus : 1, &m->host);
+        if (r < 0) {
+                /* Without the host's figures "auto" cannot be derived; a guess would be worse than
+                 * what the configuration can say explicitly. */
+                log_msg(LOG_WARNING, "Could not read the host's memory and task limits from /proc (%s): "
+                        "[Sandboxes] settings left at auto are not enforced.", strerror(-r));
+                m->host = (HostInfo) { .mem_total = UINT64_MAX, .threads_max = UINT64_MAX,
+                                       .pid_max = UINT64_MAX, .n_cpus = 1 };
+        }
+        sandbox_totals_resolve(&m->config.totals, &m->host, &m->totals);
+        if (r < 0) {
+                if (m->config.totals.memory_max == SANDBOX_TOTAL_AUTO)
+                        m->totals.memory_max = SANDBOX_TOTAL_INFINITY;
+                if (m->config.totals.tasks_max == SANDBOX_TOTAL_AUTO)
+                        m->totals.tasks_max = SANDBOX_TOTAL_INFINITY;
+        }
+}
+
+static char *format_total(uint64_t v, const char *unit, char buf[static 32]) {
+        if (v == SANDBOX_TOTAL_INFINITY)
+                snprintf(buf, 32, "infinity");
+        else
+                snprintf(buf, 32, "%" PRIu64 "%s", v, unit);
+        return buf;
+}
+
+/* Sets sandbox.slice's MemoryMax=, TasksMax= and CPUQuota= at runtime (systemd keeps them in
+ * /run/systemd/system.control/, above every drop-in in /etc, and forgets them at a reboot, when the
+ * next sandboxd sets them again). Infinity is set too, so that an earlier run's limit goes. */
+static void apply_slice_limits(Manager *m) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        const SandboxTotals *t = &m->totals;
+        char a[32], b[32], c[32];
+        uint64_t cpu = t->cpu_quota_percent == SANDBOX_TOTAL_INFINITY
+                               ? UINT64_MAX
+                               : t->cpu_quota_percent * USEC_PER_SEC / 100;
+        int r;
+
+        r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "SetUnitProperties", &error, NULL,
+                               "sba(sv)", "sandbox.slice", 1, 3, "MemoryMax", "t", t->memory_max, "TasksMax",
+                               "t", t->tasks_max, "CPUQuotaPerSecUSec", "t", cpu);
+        if (r < 0)
+                log_msg(LOG_ERR, "Could not set the limits of sandbox.slice: %s; sandboxes together are "
+                        "bounded by CreateSandbox's admission check only.", error.message ?: strerror(-r));
+        log_msg(LOG_INFO, "All sandboxes together: MemoryMax=%s TasksMax=%s CPUQuota=%s, Overcommit=%u%% "
+                "(host: %" PRIu64 " MiB, threads-max %" PRIu64 ", pid_max %" PRIu64 ", %u CPUs).",
+                format_total(t->memory_max == SANDBOX_TOTAL_INFINITY ? t->memory_max : t->memory_max >> 20, "M",
+                             a),
+                format_total(t->tasks_max, "", b), format_total(t->cpu_quota_percent, "%", c),
+                t->overcommit_percent, m->host.mem_total >> 20, m->host.threads_max, m->host.pid_max,
+                m->host.n_cpus);
+}
+
+static void promise_add(Manager *m, SandboxPromised *p, const char *type) {
+        /* A sandbox whose type is no longer configured keeps the limits it was made with, which we do
+         * not know: it counts as one of the default type. */
+        const SandboxType *t = sandboxd_config_find_type(&m->config, type)
+                                       ?: sandboxd_config_find_type(&m->config, NULL);
+        if (!t)
+                return;
+        p->memory = p->memory > UINT64_MAX - t->memory_max ? UINT64_MAX : p->memory + t->memory_max;
+        p->tasks = p->tasks > UINT64_MAX - t->tasks_max ? UINT64_MAX : p->tasks + t->tasks_max;
+        p->n++;
+}
+
+int manager_admit(Manager *m, const SandboxType *t, char *buf, size_t size) {
+        SandboxPromised p = {};
+        size_t state = 0;
+        Sandbox *s;
+
+        while (hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL))
+                promise_add(m, &p, s->type);
+        for (s = m->pool; s; s = s->pool_next)
+                promise_add(m, &p, s->type);
+        return sandbox_totals_admit(&m->totals, &p, t->memory_max, t->tasks_max, buf, size);
+}
+
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         log_msg(LOG_NOTICE, "SIGHUP received: sandboxd has nothing to reload; restart it to apply a new configuration.");
         return 0;
@@ -206,6 +312,7 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (colon)
                 *colon = 0;
         m->uid_next = m->config.uid_min;
+        resolve_totals(m);
 
         struct group *g = getgrnam("sandbox-admin");
         m->admin_gid = g ? g->gr_gid : (gid_t) -1;
@@ -393,6 +500,15 @@ int manager_startup(Manager *m) {
                 log_msg(LOG_ERR, "%s cannot be run (%m): WriteFile, ReadFile and the file tools will fail.",
                         m->file_helper_path);
 
+        /* Every sandboxed process gets exactly the documented RLIMIT_NOFILE, unless the host does not let
+         * us raise a hard limit: then say so once, rather than each sandbox finding out. */
+        uint64_t nofile = confine_nofile_effective(SANDBOX_NOFILE_HARD);
+        if (nofile < SANDBOX_NOFILE_HARD)
+                log_msg(LOG_WARNING, "Sandboxed processes get a hard RLIMIT_NOFILE of %" PRIu64 ", not %d: "
+                        "sandboxd's own is that low and it may not raise it (no CAP_SYS_RESOURCE in its "
+                        "capability bounding set; see LimitNOFILE= of sandboxd.service).",
+                        nofile, SANDBOX_NOFILE_HARD);
+
         snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
         if (mkdir(path, 0700) < 0 && errno != EEXIST)
                 return -errno;
@@ -417,6 +533,7 @@ int manager_startup(Manager *m) {
         r = unit_watch_jobs(m);
         if (r < 0)
                 return r;
+        apply_slice_limits(m);
 
         /* After the match: stopping sandboxes we cannot adopt needs JobRemoved. */
         r = sandbox_store_load(m->store, adopt_one, m);

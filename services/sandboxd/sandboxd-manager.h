@@ -12,6 +12,7 @@
 #include "hashmap.h"
 #include "audit-spool.h"
 #include "oom.h"
+#include "sandbox-totals.h"
 #include "sender-cache.h"
 
 typedef struct Sandbox Sandbox;
@@ -37,6 +38,7 @@ typedef struct Manager {
         Hashmap *sandboxes;         /* id → Sandbox */
         Sandbox *pool;              /* sandboxes made ahead, linked through pool_next (sandbox.c) */
         sd_event_source *pool_timer;
+        bool pool_full_logged;      /* the pool waits for room in [Sandboxes], said once */
         Hashmap *sandbox_names;     /* name → Sandbox */
         Hashmap *jobs;              /* systemd job path → JobWait */
         Hashmap *early_jobs;        /* job path → "path\0result" that came before the reply */
@@ -66,6 +68,11 @@ typedef struct Manager {
         } disk_templates[SANDBOX_TYPES_MAX];
         size_t n_disk_templates;
 
+        /* [Sandboxes] resolved against the host at start-up: sandbox.slice's limits and the admission
+         * sums (manager_admit()). */
+        HostInfo host;
+        SandboxTotals totals;
+
         gid_t admin_gid;            /* sandbox-admin, or (gid_t) -1 */
         uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */
 
@@ -86,6 +93,10 @@ void manager_release_uid(Manager *m, uid_t uid);
 void manager_clear_early_jobs(Manager *m);
 /* The template image for a disk of size bytes (made at start-up); NULL with *ret_error if there is none. */
 const char *manager_disk_template(Manager *m, uint64_t size, int *ret_error);
+
+/* Whether one more sandbox of type t fits in what [Sandboxes] allows all of them (pooled ones count:
+ * their slices have their limits). Returns 0, or -E2BIG with a message for the caller in buf. */
+int manager_admit(Manager *m, const SandboxType *t, char *buf, size_t size);
 
 /* Spools the operation's audit row (unless Audit=no); call before answering the caller. */
 void manager_audit(Manager *m, const Caller *c, const AuditRow *row);

@@ -62,6 +62,13 @@ void sandboxd_config_defaults(SandboxdConfig *c) {
                 .default_type = "small",
                 .audit = true,
                 .n_types = ELEMENTSOF(builtin_types),
+                .totals = {
+                        .memory_max = SANDBOX_TOTAL_AUTO,
+                        .tasks_max = SANDBOX_TOTAL_AUTO,
+                        .cpu_quota_percent = SANDBOX_TOTAL_AUTO,
+                        .overcommit_percent = 100,
+                        .max_per_account = SANDBOX_TOTAL_INFINITY,
+                },
         };
         memcpy(c->types, builtin_types, sizeof(builtin_types));
 }
@@ -86,6 +93,7 @@ typedef IniPosition Location;
 typedef enum Section {
         SECTION_NONE,
         SECTION_MANAGER,
+        SECTION_SANDBOXES,
         SECTION_TYPE,
 } Section;
 
@@ -376,6 +384,78 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
         return ini_error(l->error, at, "Unknown key %s= in section [Type:%s]", key, t->name);
 }
 
+/* --- [Sandboxes]: all sandboxes together ----------------------------------------------------------- */
+
+static int sandboxes_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
+        SandboxTotalsConfig *t = &l->c.totals;
+        uint64_t v;
+        unsigned p;
+        int r;
+
+        if (streq(key, "Overcommit")) {
+                r = parse_percent(value, &p);
+                if (r >= 0 && (p < 100 || p > SANDBOX_OVERCOMMIT_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "100%..10000%");
+                t->overcommit_percent = p;
+                return 0;
+        }
+
+        if (streq(key, "MaxSandboxesPerAccount")) {
+                if (streq(value, "infinity")) {
+                        t->max_per_account = SANDBOX_TOTAL_INFINITY;
+                        return 0;
+                }
+                r = parse_decimal(value, &v);
+                if (r >= 0 && (v == 0 || v > (uint64_t) INT64_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "infinity or a number of at least 1");
+                t->max_per_account = v;
+                return 0;
+        }
+
+        uint64_t *target = streq(key, "MemoryMax") ? &t->memory_max
+                           : streq(key, "TasksMax") ? &t->tasks_max
+                           : streq(key, "CPUQuota") ? &t->cpu_quota_percent
+                                                    : NULL;
+        if (!target)
+                return ini_error(l->error, at, "Unknown key %s= in section [Sandboxes]", key);
+        if (streq(value, "auto")) {
+                *target = SANDBOX_TOTAL_AUTO;
+                return 0;
+        }
+        if (streq(value, "infinity")) {
+                *target = SANDBOX_TOTAL_INFINITY;
+                return 0;
+        }
+        if (target == &t->memory_max) {
+                r = parse_size(value, &v);
+                if (r >= 0 && (v == 0 || v > (uint64_t) INT64_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "auto, infinity or a non-zero size such as 16G");
+        } else if (target == &t->tasks_max) {
+                r = parse_decimal(value, &v);
+                if (r >= 0 && (v == 0 || v > (uint64_t) INT64_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "auto, infinity or a number of at least 1");
+        } else {
+                r = parse_percent(value, &p);
+                if (r >= 0 && p == 0)
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "auto, infinity or 1%..10000%");
+                v = p;
+        }
+        *target = v;
+        return 0;
+}
+
 /* Finds or defines the type for a [Type:name] section; returns its index. */
 static int section_type(Loader *l, const IniPosition *at, const char *name, size_t *ret_idx) {
         SandboxdConfig *c = &l->c;
@@ -465,6 +545,10 @@ static int on_section(const IniPosition *at, const char *name, void *userdata) {
                 l->section = SECTION_MANAGER;
                 return 0;
         }
+        if (streq(name, "Sandboxes")) {
+                l->section = SECTION_SANDBOXES;
+                return 0;
+        }
         if (strncmp(name, "Type:", 5) == 0) {
                 r = section_type(l, at, name + 5, &l->type_idx);
                 if (r < 0)
@@ -472,7 +556,8 @@ static int on_section(const IniPosition *at, const char *name, void *userdata) {
                 l->section = SECTION_TYPE;
                 return 0;
         }
-        return ini_error(l->error, at, "Unknown section [%s] (expected [Manager] or [Type:<name>])", name);
+        return ini_error(l->error, at, "Unknown section [%s] (expected [Manager], [Sandboxes] or [Type:<name>])",
+                         name);
 }
 
 static int on_assignment(const IniPosition *at, const char *key, const char *value, void *userdata) {
@@ -480,6 +565,8 @@ static int on_assignment(const IniPosition *at, const char *key, const char *val
 
         if (l->section == SECTION_MANAGER)
                 return manager_assignment(l, at, key, value);
+        if (l->section == SECTION_SANDBOXES)
+                return sandboxes_assignment(l, at, key, value);
         return type_assignment(l, l->type_idx, at, key, value);
 }
 

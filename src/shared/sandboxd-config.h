@@ -51,6 +51,21 @@ typedef struct SandboxType {
 
 #define SANDBOX_POOL_SIZE_MAX 64
 
+/* [Sandboxes]: what all sandboxes together may have, on sandbox.slice and in CreateSandbox's admission
+ * check (sandbox-totals.c in sandboxd resolves "auto" from the host). A value is a number, or one of: */
+#define SANDBOX_TOTAL_AUTO UINT64_C(0)        /* derived from the host at start-up (the default) */
+#define SANDBOX_TOTAL_INFINITY UINT64_MAX     /* no limit */
+#define SANDBOX_OVERCOMMIT_MAX 10000          /* percent */
+
+typedef struct SandboxTotalsConfig {
+        uint64_t memory_max;          /* bytes, or AUTO or INFINITY */
+        uint64_t tasks_max;
+        uint64_t cpu_quota_percent;   /* 100 = one CPU */
+        unsigned overcommit_percent;  /* the types' promises may add up to this share of memory_max and
+                                       * tasks_max (100..10000) */
+        uint64_t max_per_account;     /* sandboxes one owner (account_id) may have; INFINITY: no bound */
+} SandboxTotalsConfig;
+
 typedef struct SandboxdConfig {
         uid_t uid_min, uid_max;
         uint64_t output_max;    /* captured output cap per stream, bytes */
@@ -65,6 +80,7 @@ typedef struct SandboxdConfig {
                                                    * absolute and normalized, separated by one space */
         SandboxType types[SANDBOX_TYPES_MAX];
         size_t n_types;
+        SandboxTotalsConfig totals;   /* [Sandboxes] */
 } SandboxdConfig;
 
 /* Built-in defaults: the values documented in sandboxd.conf(5), and the types small (100%, 1G, 256
@@ -76,9 +92,9 @@ void sandboxd_config_defaults(SandboxdConfig *c);
  * holds (normally the defaults); later assignments win. Either path may be NULL, and missing files or
  * directories are fine. The result is then checked as a whole (uid range, TTLs, timeouts, default type).
  *
- * Format: "[Manager]" and "[Type:<name>]" sections of Key=Value lines; '#' or ';' starts a comment at
- * the start of a line, or after whitespace within a value; whitespace around keys and values is
- * ignored. A type section for a new name defines a type (up to 16), starting from small's values,
+ * Format: "[Manager]", "[Sandboxes]" and "[Type:<name>]" sections of Key=Value lines; '#' or ';' starts
+ * a comment at the start of a line, or after whitespace within a value; whitespace around keys and
+ * values is ignored. A type section for a new name defines a type (up to 16), starting from small's values,
  * except PoolSize=, which starts at 0.
  *
  * Returns 0 and updates c; or, leaving c untouched: -EINVAL for a bad file (unknown section or key,

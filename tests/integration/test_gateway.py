@@ -606,3 +606,48 @@ def test_refusals_over_a_clients_budget(admin, gateway_config):
     assert TIME_RE.match(detail["first"]) and TIME_RE.match(detail["last"]) and detail["first"] <= detail["last"]
     # no sandbox was created by the refused POSTs
     assert not [r for r in audit_log(operation="sandbox.create", after_id=first_row)]
+
+
+def test_sandboxes_per_key(admin, sandboxes, gateway_config):
+    """MaxSandboxesPerKey=: a key's live sandboxes, counted with its creations in flight; one more is
+    429 too_many_sandboxes and nothing is made; other keys are not affected; a deletion gives room."""
+    gateway_config("MaxSandboxesPerKey=2\n")
+    runner, key = admin.mint(preset="runner", ttl_seconds=600)
+    owner = "key:" + key["id"]
+    a = sandboxes(runner)["id"]
+    sandboxes(runner)
+    before = sorted(s["id"] for s in admin.get("/v1/sandboxes").json()["sandboxes"])
+    assert_error(runner.post("/v1/sandboxes", {"type": "small", "name": "one-too-many"}), 429, "too_many_sandboxes",
+                 "This API key has 2 sandboxes (or is creating them); at most 2 are allowed (MaxSandboxesPerKey=).")
+    assert sorted(s["id"] for s in admin.get("/v1/sandboxes").json()["sandboxes"]) == before
+    # another key has its own count
+    other, _ = admin.mint(preset="runner", ttl_seconds=600)
+    sandboxes(other)
+    # a deletion makes room
+    assert runner.delete(f"/v1/sandboxes/{a}").status_code == 204
+    sandboxes(runner)
+
+    # many at once never get past the bound: each counts the others in flight
+    burst, burst_key = admin.mint(preset="runner", ttl_seconds=600)
+    results = []
+
+    def post():
+        results.append(burst.post("/v1/sandboxes", {"type": "small"}))
+
+    threads = [threading.Thread(target=post) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = [r.json()["id"] for r in results if r.status_code == 201]
+    try:
+        assert sorted(r.status_code for r in results) == [201, 201, 429, 429, 429, 429], [r.text for r in results]
+        for r in results:
+            if r.status_code == 429:
+                assert_error(r, 429, "too_many_sandboxes")
+        listed = admin.get("/v1/sandboxes").json()["sandboxes"]
+        assert sorted(s["id"] for s in listed if s["owner"] == "key:" + burst_key["id"]) == sorted(made)
+        assert len([s for s in listed if s["owner"] == owner]) == 2
+    finally:
+        for sid in made:
+            admin.delete(f"/v1/sandboxes/{sid}")

@@ -36,6 +36,7 @@ static void test_defaults(void) {
         CHECK_STR(c.listen, "127.0.0.1:8790");
         CHECK_U64(c.max_body_bytes, UINT64_C(16) << 20);
         CHECK_U64(c.max_streams_per_key, 256);
+        CHECK_U64(c.max_sandboxes_per_key, 64);
         CHECK_U64(c.watch_queue_max, 1024);
         CHECK_U64(c.heartbeat_usec, 15 * USEC_PER_SEC);
         CHECK_U64(c.takeover_token_ttl_usec, 30 * USEC_PER_SEC);
@@ -69,11 +70,12 @@ static void test_load(void) {
                                   "DashboardDirectory=/srv/console\nRefusalBurst=5\nRefusalsPerSec=2\n"
                                   "RefusalBurstTotal=50\nRefusalsPerSecTotal=20\n"
                                   "MaxConnectionsPerAddress=8\nHeaderTimeoutSec=2s\nMaxCallsPerMemberKey=3\n"
-                                  "MaxCallsPerAdminKey=9\nBusShortCallReserve=100\n");
+                                  "MaxCallsPerAdminKey=9\nBusShortCallReserve=100\nMaxSandboxesPerKey=5\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.listen, "0.0.0.0:9000");
         CHECK_U64(c.max_body_bytes, UINT64_C(1) << 20);
         CHECK_U64(c.max_streams_per_key, 7);
+        CHECK_U64(c.max_sandboxes_per_key, 5);
         CHECK_U64(c.connection_timeout_usec, 120 * USEC_PER_SEC);
         CHECK_U64(c.heartbeat_usec, 5 * USEC_PER_SEC);
         CHECK_U64(c.watch_queue_max, 10);
@@ -113,6 +115,8 @@ static void test_bad(void) {
         expect_error("[Gateway]\nMaxBodyBytes=lots\n", "bad.conf:2: Invalid MaxBodyBytes=lots");
         expect_error("[Gateway]\nMaxBodyBytes=1G\n", "out of range");
         expect_error("[Gateway]\nMaxStreamsPerKey=0\n", "out of range");
+        expect_error("[Gateway]\nMaxSandboxesPerKey=0\n", "out of range");
+        expect_error("[Gateway]\nMaxSandboxesPerKey=1000001\n", "out of range");
         expect_error("[Gateway]\nRefusalsPerSec=0\n", "out of range");
         expect_error("[Gateway]\nMaxConnectionsPerAddress=0\n", "out of range");
         expect_error("[Gateway]\nHeaderTimeoutSec=0\n", "out of range");

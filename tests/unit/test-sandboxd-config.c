@@ -321,6 +321,56 @@ static void test_audit_switch(void) {
         free(error);
 }
 
+/* [Sandboxes]: what all sandboxes together may have; auto (the default) is resolved by sandboxd. */
+static void test_sandboxes_totals(void) {
+        SandboxdConfig c;
+        _cleanup_free_ char *error = NULL;
+
+        reset_dir();
+        sandboxd_config_defaults(&c);
+        CHECK_U64(c.totals.memory_max, SANDBOX_TOTAL_AUTO);
+        CHECK_U64(c.totals.tasks_max, SANDBOX_TOTAL_AUTO);
+        CHECK_U64(c.totals.cpu_quota_percent, SANDBOX_TOTAL_AUTO);
+        CHECK_U64(c.totals.overcommit_percent, 100);
+        CHECK_U64(c.totals.max_per_account, SANDBOX_TOTAL_INFINITY);
+
+        write_file("etc/main.conf", "[Sandboxes]\nMemoryMax=1G\nTasksMax=500\nCPUQuota=150%\nOvercommit=250%\n"
+                                    "MaxSandboxesPerAccount=8\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        CHECK_U64(c.totals.memory_max, UINT64_C(1) << 30);
+        CHECK_U64(c.totals.tasks_max, 500);
+        CHECK_U64(c.totals.cpu_quota_percent, 150);
+        CHECK_U64(c.totals.overcommit_percent, 250);
+        CHECK_U64(c.totals.max_per_account, 8);
+
+        /* a drop-in sets them back, or lifts them */
+        write_file("etc/conf.d/50-x.conf", "[Sandboxes]\nMemoryMax=auto\nTasksMax=infinity\nCPUQuota=infinity\n");
+        sandboxd_config_defaults(&c);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), &error) == 0);
+        CHECK_U64(c.totals.memory_max, SANDBOX_TOTAL_AUTO);
+        CHECK_U64(c.totals.tasks_max, SANDBOX_TOTAL_INFINITY);
+        CHECK_U64(c.totals.cpu_quota_percent, SANDBOX_TOTAL_INFINITY);
+        CHECK_U64(c.totals.overcommit_percent, 250);
+        CHECK(remove(path_in("etc/conf.d/50-x.conf")) == 0);
+
+        write_file("etc/main.conf", "[Sandboxes]\nMemoryMax=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid MemoryMax=0: out of range (expected auto, infinity or a non-zero size such as 16G)");
+        write_file("etc/main.conf", "[Sandboxes]\nTasksMax=-1\n");
+        CHECK_MAIN_ERROR(2, "Invalid TasksMax=-1: not understood (expected auto, infinity or a number of at least 1)");
+        write_file("etc/main.conf", "[Sandboxes]\nCPUQuota=0%\n");
+        CHECK_MAIN_ERROR(2, "Invalid CPUQuota=0%: out of range (expected auto, infinity or 1%..10000%)");
+        write_file("etc/main.conf", "[Sandboxes]\nOvercommit=99%\n");
+        CHECK_MAIN_ERROR(2, "Invalid Overcommit=99%: out of range (expected 100%..10000%)");
+        write_file("etc/main.conf", "[Sandboxes]\nOvercommit=auto\n");
+        CHECK_MAIN_ERROR(2, "Invalid Overcommit=auto: not understood (expected 100%..10000%)");
+        write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxesPerAccount=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid MaxSandboxesPerAccount=0: out of range (expected infinity or a number of at least 1)");
+        write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxesPerAccount=auto\n");
+        CHECK_MAIN_ERROR(2, "Invalid MaxSandboxesPerAccount=auto: not understood (expected infinity or a number of at least 1)");
+        write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxes=3\n");
+        CHECK_MAIN_ERROR(2, "Unknown key MaxSandboxes= in section [Sandboxes]");
+}
+
 static void test_hide_paths(void) {
         SandboxdConfig c;
         _cleanup_free_ char *error = NULL;
@@ -384,9 +434,9 @@ static void test_errors(void) {
         write_file("etc/main.conf", "UidMin=1\n");
         CHECK_MAIN_ERROR(1, "Assignment UidMin= before any [Section]");
         write_file("etc/main.conf", "[Manager]\n\n[Bogus]\n");
-        CHECK_MAIN_ERROR(3, "Unknown section [Bogus] (expected [Manager] or [Type:<name>])");
+        CHECK_MAIN_ERROR(3, "Unknown section [Bogus] (expected [Manager], [Sandboxes] or [Type:<name>])");
         write_file("etc/main.conf", "[manager]\n");
-        CHECK_MAIN_ERROR(1, "Unknown section [manager] (expected [Manager] or [Type:<name>])");
+        CHECK_MAIN_ERROR(1, "Unknown section [manager] (expected [Manager], [Sandboxes] or [Type:<name>])");
         write_file("etc/main.conf", "[Manager\n");
         CHECK_MAIN_ERROR(1, "Section header without closing ']': [Manager");
         write_file("etc/main.conf", "[Manager]\nUidMin\n");
@@ -540,6 +590,7 @@ int main(void) {
         test_dropins();
         test_type_limit();
         test_audit_switch();
+        test_sandboxes_totals();
         test_hide_paths();
         test_errors();
 
