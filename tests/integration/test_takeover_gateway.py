@@ -290,3 +290,30 @@ def test_large_output_arrives_whole(mgr, sandbox, gateway):
     out = s.read_to_close()
     assert out.count(b"x") >= 20000000
     assert re.search(rb"[\r\n]DONE\r\n", out) and s.close_code == 1000
+
+
+def test_scoped_key_takes_over_its_sandbox_by_name(mgr, sandbox, gateway):
+    """The takeover route authenticates itself, so it resolves a scoped key's sandbox name to its id before
+    the scope check, as dispatch does for every other route (before, a name was always outside the scope)."""
+    name = "tk-" + os.urandom(4).hex()
+    sid, _ = sandbox(name=name)
+    other, _ = sandbox(name="tk-other-" + os.urandom(4).hex())
+    out = run("sandboxctl", "api-key", "create", "--preset=admin", f"--sandboxes={sid}", "--json").stdout
+    key = json.loads(out)["secret"]
+
+    s = Session(ws_url(name), key)
+    try:
+        s.send("echo BY-NAME-$((6*7))\n")
+        s.read_until(rb"BY-NAME-42")
+        s.send("exit\n")
+        s.read_to_close()
+    finally:
+        s.ws.close()
+    rows = takeover_rows(sid)
+    assert rows and all(str(r["session_id"]) == sid for r in rows), rows
+    # another sandbox's name, and a name that is nobody's, are outside the scope alike
+    assert refused(ws_url(other), key) == 403
+    assert refused(ws_url("no-such-name-here"), key) == 403
+    # an unscoped admin key by name works as before
+    s = Session(ws_url(name), gateway["admin"])
+    s.ws.close()
