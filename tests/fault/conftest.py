@@ -157,9 +157,17 @@ def wait_restarted(unit, before):
              what=f"{unit} restarted by systemd")
 
 
+# The fault suite makes bursts of sandboxes (48 small ones at once) to kill sandboxd among them: what it
+# tests is recovery, not admission, so the sandboxes may be promised more than the host's memory here.
+OVERCOMMIT_DROPIN = "/etc/sandboxd/sandboxd.conf.d/00-fault-overcommit.conf"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def sandboxd_running():
     itc.disks_as_the_kernel_allows()
+    os.makedirs(os.path.dirname(OVERCOMMIT_DROPIN), exist_ok=True)
+    with open(OVERCOMMIT_DROPIN, "w") as f:
+        f.write("[Sandboxes]\nOvercommit=1000%\n")
     run("systemctl", "start", "sandboxd.service", "sandbox-auditd.service", "sandbox-gatewayd.socket")
     yield
     m = Manager()
