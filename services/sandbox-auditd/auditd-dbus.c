@@ -12,11 +12,6 @@
 #include "bus-fields.h"
 #include "macro.h"
 
-static const sd_bus_error_map auditd_errors[] = {
-        SD_BUS_ERROR_MAP(AUDITD_ERROR_NO_SUCH_ENTRY, ENXIO),
-        SD_BUS_ERROR_MAP(AUDITD_ERROR_STORAGE_FULL, ENOSPC),
-        SD_BUS_ERROR_MAP_END,
-};
 
 const char *audit_storage_error_string(int error) {
         switch (error) {
@@ -524,7 +519,7 @@ int manager_bus_setup(Manager *m) {
         r = sd_bus_add_object_vtable(m->bus, NULL, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, log_vtable, m);
         if (r < 0)
                 return r;
-        r = sd_bus_error_add_map(auditd_errors);
+        r = sd_bus_error_add_map(auditd_bus_errors);
         if (r < 0)
                 return r;
         return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);

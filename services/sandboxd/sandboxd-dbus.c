@@ -21,17 +21,6 @@
 #include "sandboxd-manager.h"
 #include "time-util.h"
 
-static const sd_bus_error_map sandboxd_errors[] = {
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_SANDBOX, ENXIO),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_LIMIT_EXCEEDED, E2BIG),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NOT_RUNNING, ESRCH),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NAME_EXISTS, EEXIST),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_FILE, ENOENT),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_FILE_EXISTS, EEXIST),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_PERMISSION_DENIED, EACCES),
-        SD_BUS_ERROR_MAP_END,
-};
-
 /* --- caller ------------------------------------------------------------------------------------- */
 
 static int caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_error *error) {
@@ -713,10 +702,7 @@ int manager_bus_setup(Manager *m) {
         r = sd_bus_add_object_manager(m->bus, NULL, SANDBOXD_BUS_PATH);
         if (r < 0)
                 return r;
-        r = sd_bus_error_add_map(sandboxd_errors);
-        if (r < 0)
-                return r;
-        r = sd_bus_error_add_map(sandbox_tools_errors);
+        r = sd_bus_error_add_map(sandboxd_bus_errors);
         if (r < 0)
                 return r;
         return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
