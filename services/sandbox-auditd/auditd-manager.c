@@ -50,20 +50,9 @@ bool manager_uid_may_record(Manager *m, uid_t uid) {
 }
 
 bool manager_uid_may_read(Manager *m, uid_t uid) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        size_t slot = uid % ELEMENTSOF(m->reader_cache);
-
-        if (uid == 0)
-                return true;
         /* getpwuid + getgrouplist per GetLog would cost more than the query; membership changes are
          * seen within a few seconds */
-        if (m->reader_cache[slot].until > now && m->reader_cache[slot].uid == uid)
-                return m->reader_cache[slot].reader;
-        bool reader = uid_in_group(uid, m->admin_gid);
-        m->reader_cache[slot].uid = uid;
-        m->reader_cache[slot].reader = reader;
-        m->reader_cache[slot].until = now + AUDITD_READER_CACHE_USEC;
-        return reader;
+        return uid == 0 || group_cache_test(&m->readers, uid);
 }
 
 /* --- callers' credentials ----------------------------------------------------------------------- */
@@ -300,8 +289,7 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (colon)
                 *colon = 0;
 
-        struct group *g = getgrnam("sandbox-admin");
-        m->admin_gid = g ? g->gr_gid : (gid_t) -1;
+        group_cache_init(&m->readers, "sandbox-admin", AUDITD_READER_CACHE_USEC, NULL);
         r = sender_cache_new(AUDITD_SENDER_CACHE_MAX, &m->senders);
         if (r < 0)
                 goto fail;

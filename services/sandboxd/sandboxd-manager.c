@@ -142,18 +142,7 @@ int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret) {
 }
 
 bool manager_uid_is_admin(Manager *m, uid_t uid) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        size_t slot = uid % ELEMENTSOF(m->admin_cache);
-
-        if (uid == 0)
-                return true;
-        if (m->admin_cache[slot].until > now && m->admin_cache[slot].uid == uid)
-                return m->admin_cache[slot].admin;
-        bool admin = uid_in_group(uid, m->admin_gid);
-        m->admin_cache[slot].uid = uid;
-        m->admin_cache[slot].admin = admin;
-        m->admin_cache[slot].until = now + ADMIN_CACHE_USEC;
-        return admin;
+        return uid == 0 || group_cache_test(&m->admins, uid);
 }
 
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -207,8 +196,7 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
                 *colon = 0;
         m->uid_next = m->config.uid_min;
 
-        struct group *g = getgrnam("sandbox-admin");
-        m->admin_gid = g ? g->gr_gid : (gid_t) -1;
+        group_cache_init(&m->admins, "sandbox-admin", ADMIN_CACHE_USEC, NULL);
         struct passwd *pw = getpwnam("sandbox-gateway");
         m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
 
