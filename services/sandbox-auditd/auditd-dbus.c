@@ -10,6 +10,7 @@
 
 #include "auditd-manager.h"
 #include "bus-fields.h"
+#include "daemon-util.h"
 #include "macro.h"
 
 
@@ -508,19 +509,11 @@ static const sd_bus_vtable log_vtable[] = {
 int manager_bus_setup(Manager *m) {
         int r;
 
-        r = sd_bus_default_system(&m->bus);
-        if (r < 0)
-                return r;
-        /* A dbus-daemon that went away (restarted, say) takes our name and every caller with it: exit
-         * with a failure, so that Restart=on-failure brings us back on the new bus. */
-        r = sd_bus_set_exit_on_disconnect(m->bus, true);
+        r = daemon_bus_open(m->event, true, &m->bus);
         if (r < 0)
                 return r;
         r = sd_bus_add_object_vtable(m->bus, NULL, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, log_vtable, m);
         if (r < 0)
                 return r;
-        r = sd_bus_error_add_map(auditd_bus_errors);
-        if (r < 0)
-                return r;
-        return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        return sd_bus_error_add_map(auditd_bus_errors);
 }

@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "auditd-dbus.h"
+#include "daemon-util.h"
 #include "log.h"
 #include "macro.h"
 #include "time-util.h"
@@ -297,14 +298,7 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
         m->retention_batch = AUDITD_RETENTION_BATCH_MAX;
 
-        r = sd_event_default(&m->event);
-        if (r < 0)
-                goto fail;
-        (void) sd_event_set_watchdog(m->event, true);
-        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
+        r = daemon_event_new(on_signal, m, &m->event, &m->sigterm, &m->sigint);
         if (r < 0)
                 goto fail;
 
@@ -384,15 +378,7 @@ int manager_startup(Manager *m) {
 
 int manager_run(Manager *m) {
         uint64_t top = 0;
-        int r;
 
         (void) audit_store_max_id(m->store, &top);
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Recording (last id %" PRIu64 ").", top);
-        r = sd_event_loop(m->event);
-        if (r > 0) {
-                /* sd-bus ended the loop: the system bus went away. */
-                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
-                return -ECONNRESET;
-        }
-        return r;
+        return daemon_run(m->event, "Recording (last id %" PRIu64 ").", top);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "audit-spool.h"
+#include "daemon-util.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox-exec.h"
@@ -681,12 +682,7 @@ void sandbox_emit_changed(Sandbox *s, const char *property) {
 int manager_bus_setup(Manager *m) {
         int r;
 
-        r = sd_bus_default_system(&m->bus);
-        if (r < 0)
-                return r;
-        /* A dbus-daemon that went away (restarted, say) takes our name and every caller with it: exit
-         * with a failure, so that Restart=on-failure brings us back on the new bus. */
-        r = sd_bus_set_exit_on_disconnect(m->bus, true);
+        r = daemon_bus_open(m->event, true, &m->bus);
         if (r < 0)
                 return r;
         r = sd_bus_add_object_vtable(m->bus, NULL, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, manager_vtable, m);
@@ -702,8 +698,5 @@ int manager_bus_setup(Manager *m) {
         r = sd_bus_add_object_manager(m->bus, NULL, SANDBOXD_BUS_PATH);
         if (r < 0)
                 return r;
-        r = sd_bus_error_add_map(sandboxd_bus_errors);
-        if (r < 0)
-                return r;
-        return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        return sd_bus_error_add_map(sandboxd_bus_errors);
 }

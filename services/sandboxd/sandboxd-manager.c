@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "audit-spool.h"
+#include "daemon-util.h"
 #include "disk-image.h"
 #include "log.h"
 #include "namespace.h"
@@ -209,20 +210,13 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
 
-        r = sd_event_default(&m->event);
+        r = daemon_event_new(on_signal, m, &m->event, &m->sigterm, &m->sigint);
         if (r < 0)
                 goto fail;
-        (void) sd_event_set_watchdog(m->event, true);
         /* Two workers at most: a clone3() waits mostly on the kernel's cgroup locks and for a CPU,
          * which more threads than CPUs would not make come sooner. */
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         r = offload_new(m->event, cpus > 1 ? 2 : 1, &m->offload);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
         if (r < 0)
                 goto fail;
         r = sd_event_add_signal(m->event, &m->sighup, SIGHUP, on_sighup, m);
@@ -429,14 +423,5 @@ int manager_startup(Manager *m) {
 }
 
 int manager_run(Manager *m) {
-        int r;
-
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Managing %zu sandboxes.", hashmap_size(m->sandboxes));
-        r = sd_event_loop(m->event);
-        if (r > 0) {
-                /* sd-bus ended the loop: the system bus went away. */
-                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
-                return -ECONNRESET;
-        }
-        return r;
+        return daemon_run(m->event, "Managing %zu sandboxes.", hashmap_size(m->sandboxes));
 }

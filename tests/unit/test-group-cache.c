@@ -26,7 +26,8 @@ int main(void) {
         struct passwd *pw = getpwuid(getuid());
         struct group *g = pw ? getgrgid(pw->pw_gid) : NULL;
         if (!g) {
-                printf("test-group-cache: skipped, uid %u has no passwd entry or group\n", (unsigned) getuid());
+                printf("test-group-cache: skipped, uid %u has no passwd entry or no group\n",
+                       (unsigned) getuid());
                 return 77;
         }
         gid_t gid = g->gr_gid;
