@@ -3,7 +3,7 @@
 #pragma once
 
 /* Owns the part of sandboxd's, sandbox-auditd's and sandbox-gatewayd's start-up and run that is the same
- * for all three (docs/architecture.md, "Daemons"): the common options (--help, --version, --config=,
+ * for all three (docs/architecture.md, "Source layout"): the common options (--help, --version, --config=,
  * --config-dir=), the signal mask, the default event loop with the watchdog and SIGTERM/SIGINT, the
  * system bus connection, READY=1 and the loop's end. Each daemon keeps its options' defaults, its help
  * text, what it does on SIGTERM and what it puts on the bus. It runs at the daemons' boundary (main and
