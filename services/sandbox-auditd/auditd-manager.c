@@ -280,15 +280,9 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
 
-        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: AUDITD_STATE_DIR);
-        if (!m->state_dir) {
-                r = -ENOMEM;
+        r = daemon_state_dir(AUDITD_STATE_DIR, &m->state_dir);
+        if (r < 0)
                 goto fail;
-        }
-        /* StateDirectory= may list several: the first one is ours */
-        char *colon = strchr(m->state_dir, ':');
-        if (colon)
-                *colon = 0;
 
         group_cache_init(&m->readers, "sandbox-admin", AUDITD_READER_CACHE_USEC, NULL);
         r = sender_cache_new(AUDITD_SENDER_CACHE_MAX, &m->senders);

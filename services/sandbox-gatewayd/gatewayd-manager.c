@@ -221,7 +221,6 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
                 char **ret_error) {
         Manager *m;
-        char *colon;
         int r;
 
         m = calloc(1, sizeof(Manager));
@@ -236,14 +235,9 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
         (void) sandboxd_config_load(&m->sandboxd, SANDBOXD_CONFIG_FILE, SANDBOXD_CONFIG_DROPIN_DIR, NULL);
         m->listen_override = listen;
 
-        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: GATEWAYD_STATE_DIR);
-        if (!m->state_dir) {
-                r = -ENOMEM;
+        r = daemon_state_dir(GATEWAYD_STATE_DIR, &m->state_dir);
+        if (r < 0)
                 goto fail;
-        }
-        colon = strchr(m->state_dir, ':');
-        if (colon)
-                *colon = 0;
         m->streams = hashmap_new();
         if (!m->streams) {
                 r = -ENOMEM;

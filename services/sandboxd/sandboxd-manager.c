@@ -173,7 +173,9 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
 
-        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: SANDBOXD_STATE_DIR);
+        r = daemon_state_dir(SANDBOXD_STATE_DIR, &m->state_dir);
+        if (r < 0)
+                goto fail;
         m->init_path = strdup(getenv("SANDBOXD_INIT_PATH") ?: LIBEXECDIR "/sandboxd/sandbox-init");
         m->file_helper_path = strdup(getenv("SANDBOXD_FILE_HELPER_PATH") ?:
                                              LIBEXECDIR "/sandboxd/sandboxd-file-helper");
@@ -185,16 +187,12 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
         m->uid_used = calloc(uid_pool_size(m) / 8 + 1, 1);
-        if (!m->state_dir || !m->init_path || !m->file_helper_path || !m->sandboxes || !m->sandbox_names ||
+        if (!m->init_path || !m->file_helper_path || !m->sandboxes || !m->sandbox_names ||
             !m->jobs || !m->early_jobs ||
             !m->uid_used) {
                 r = -ENOMEM;
                 goto fail;
         }
-        /* StateDirectory= may list several: the first one is ours */
-        char *colon = strchr(m->state_dir, ':');
-        if (colon)
-                *colon = 0;
         m->uid_next = m->config.uid_min;
 
         group_cache_init(&m->admins, "sandbox-admin", ADMIN_CACHE_USEC, NULL);

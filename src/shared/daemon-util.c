@@ -83,6 +83,20 @@ int daemon_block_signals(int sig, ...) {
         return 0;
 }
 
+int daemon_state_dir(const char *fallback, char **ret) {
+        const char *e = getenv("STATE_DIRECTORY");
+        char *p;
+
+        assert(fallback);
+        assert(ret);
+
+        p = e ? strndup(e, strcspn(e, ":")) : strdup(fallback);
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
 int daemon_event_new(sd_event_signal_handler_t on_stop, void *userdata, sd_event **ret_event,
                      sd_event_source **ret_sigterm, sd_event_source **ret_sigint) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;

@@ -3,11 +3,12 @@
 #pragma once
 
 /* Owns the part of sandboxd's, sandbox-auditd's and sandbox-gatewayd's start-up and run that is the same
- * for all three (docs/architecture.md, "Source layout"): the common options (--help, --version, --config=,
- * --config-dir=), the signal mask, the default event loop with the watchdog and SIGTERM/SIGINT, the
- * system bus connection, READY=1 and the loop's end. Each daemon keeps its options' defaults, its help
- * text, what it does on SIGTERM and what it puts on the bus. It runs at the daemons' boundary (main and
- * the managers' life cycle), so unlike the rest of libsandbox-shared it logs as they do. */
+ * for all three (docs/architecture.md, "Source layout"): the common options (--help, --version,
+ * --config=, --config-dir=), the state directory, the signal mask, the default event loop with the
+ * watchdog and SIGTERM/SIGINT, the system bus connection, READY=1 and the loop's end. Each daemon keeps
+ * its options' defaults, its help text, what it does on SIGTERM and what it puts on the bus. It runs at
+ * the daemons' boundary (main and the managers' life cycle), so unlike the rest of libsandbox-shared it
+ * logs as they do. */
 
 #include <stdbool.h>
 #include <systemd/sd-bus.h>
@@ -34,6 +35,10 @@ int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]);
  * sources get them, and ignores SIGPIPE: a write to a peer who went away must not kill us. Children
  * unblock them before exec. */
 int daemon_block_signals(int sig, ...);
+
+/* The daemon's state directory: the first of $STATE_DIRECTORY (StateDirectory= may list several), or
+ * fallback without it. */
+int daemon_state_dir(const char *fallback, char **ret);
 
 /* The default event loop with systemd's watchdog on (if WatchdogSec= asks for it) and on_stop for
  * SIGTERM and SIGINT; the caller owns the three references it gets. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test for daemon-util: the common options, the signal mask, the event loop's signal sources. */
+/* Unit test for daemon-util: the common options, the state directory, the signal mask, the loop's signals. */
 #include <getopt.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #include "daemon-util.h"
 #include "macro.h"
@@ -56,6 +57,21 @@ int main(void) {
         CHECK_STR(o.listen, "127.0.0.1:1");
         CHECK_INT(parse(&o, true, (char *[]) { (char *) "x", (char *) "--listen=nowhere", NULL }), -EINVAL);
         CHECK(!o.listen);
+
+        /* the state directory: the first of $STATE_DIRECTORY's, or the fallback */
+        char *dir = NULL;
+        CHECK(unsetenv("STATE_DIRECTORY") == 0);
+        CHECK_INT(daemon_state_dir("/var/lib/x", &dir), 0);
+        CHECK_STR(dir, "/var/lib/x");
+        free(dir);
+        CHECK(setenv("STATE_DIRECTORY", "/var/lib/a:/var/lib/b", 1) == 0);
+        CHECK_INT(daemon_state_dir("/var/lib/x", &dir), 0);
+        CHECK_STR(dir, "/var/lib/a");
+        free(dir);
+        CHECK(setenv("STATE_DIRECTORY", "/var/lib/only", 1) == 0);
+        CHECK_INT(daemon_state_dir("/var/lib/x", &dir), 0);
+        CHECK_STR(dir, "/var/lib/only");
+        free(dir);
 
         /* SIGTERM, SIGINT and the extra ones blocked, SIGPIPE ignored */
         CHECK_INT(daemon_block_signals(SIGCHLD, SIGHUP, 0), 0);
