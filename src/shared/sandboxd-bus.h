@@ -22,7 +22,8 @@
 #define SANDBOXD_ERROR_NAME_EXISTS "org.sandboxd.sandbox1.NameExists"
 #define SANDBOXD_ERROR_NO_SUCH_FILE "org.sandboxd.sandbox1.NoSuchFile"
 #define SANDBOXD_ERROR_FILE_EXISTS "org.sandboxd.sandbox1.FileExists"
-/* The sandbox's user may not do that to that file (not AccessDenied: that one says the caller may not call). */
+/* The sandbox's user may not do that to that file (not AccessDenied: that one says the caller may not
+ * call). */
 #define SANDBOXD_ERROR_PERMISSION_DENIED "org.sandboxd.sandbox1.PermissionDenied"
 /* The file tools' (sandbox-tools.c) */
 #define SANDBOXD_ERROR_NO_MATCH "org.sandboxd.sandbox1.NoMatch"

@@ -52,7 +52,8 @@ int main(void) {
         CHECK_INT(parse(&o, false, (char *[]) { (char *) "x", (char *) "--bogus", NULL }), -EINVAL);
         CHECK_INT(parse(&o, false, (char *[]) { (char *) "x", (char *) "--config", NULL }), -EINVAL);
         /* --listen= only where the daemon has it, and only a value it accepts */
-        CHECK_INT(parse(&o, false, (char *[]) { (char *) "x", (char *) "--listen=127.0.0.1:1", NULL }), -EINVAL);
+        CHECK_INT(parse(&o, false, (char *[]) { (char *) "x", (char *) "--listen=127.0.0.1:1", NULL }),
+                  -EINVAL);
         CHECK_INT(parse(&o, true, (char *[]) { (char *) "x", (char *) "--listen=127.0.0.1:1", NULL }), 1);
         CHECK_STR(o.listen, "127.0.0.1:1");
         CHECK_INT(parse(&o, true, (char *[]) { (char *) "x", (char *) "--listen=nowhere", NULL }), -EINVAL);
