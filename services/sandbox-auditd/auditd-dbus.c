@@ -13,7 +13,6 @@
 #include "daemon-util.h"
 #include "macro.h"
 
-
 const char *audit_storage_error_string(int error) {
         switch (error) {
         case -ENOSPC:
