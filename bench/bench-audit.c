@@ -34,13 +34,7 @@
 
 #include "audit-store.h"
 #include "macro.h"
-
-#define SBD_NAME  "org.sandboxd.sandbox1"
-#define SBD_PATH  "/org/sandboxd/sandbox1"
-#define SBD_IFACE "org.sandboxd.sandbox1.Manager"
-#define LOG_NAME  "org.sandboxd.audit1"
-#define LOG_PATH  "/org/sandboxd/audit1"
-#define LOG_IFACE "org.sandboxd.audit1.Log"
+#include "sandboxd-bus.h"
 
 /* The logger's state directory for the run, and the drop-ins that point it (and sandboxd) there. */
 #define BENCH_STATE_NAME    "sandbox-auditd-bench"
@@ -557,8 +551,9 @@ static void cleanup(Run *run) {
                 (void) set_audit(run, true);
         if (run->sandbox[0] && run->bus) {
                 _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
-                if (sd_bus_call_method(run->bus, SBD_NAME, SBD_PATH, SBD_IFACE, "DeleteSandbox", &e, NULL,
-                                       "sa{sv}", run->sandbox, 0) < 0)
+                if (sd_bus_call_method(run->bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                       SANDBOXD_MANAGER_INTERFACE, "DeleteSandbox", &e, NULL, "sa{sv}",
+                                       run->sandbox, 0) < 0)
                         fprintf(stderr, "clean-up: DeleteSandbox %s: %s\n", run->sandbox, strna(e.message));
                 run->sandbox[0] = 0;
         }
@@ -596,9 +591,9 @@ static int create_sandbox(Run *run) {
         int r;
 
         snprintf(name, sizeof(name), "bench-audit-%d", (int) getpid());
-        r = sd_bus_call_method(run->bus, SBD_NAME, SBD_PATH, SBD_IFACE, "CreateSandbox", &e, &reply, "a{sv}",
-                               3, "type", "s", "small", "name", "s", name, "ttl_seconds", "t",
-                               SANDBOX_TTL_SECONDS);
+        r = sd_bus_call_method(run->bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "CreateSandbox", &e, &reply, "a{sv}", 3, "type", "s", "small", "name", "s",
+                               name, "ttl_seconds", "t", SANDBOX_TTL_SECONDS);
         if (r < 0) {
                 fprintf(stderr, "CreateSandbox: %s\n", e.message ?: strerror(-r));
                 return r;
@@ -614,7 +609,8 @@ static int exec_message(sd_bus *bus, const char *id, const char *marker, sd_bus_
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, SBD_NAME, SBD_PATH, SBD_IFACE, "Exec");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "Exec");
         if (r >= 0)
                 r = sd_bus_message_append(m, "s", id);
         if (r >= 0)
@@ -774,7 +770,7 @@ static int build_record(sd_bus *bus, unsigned idx, void *userdata, sd_bus_messag
         Row row;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, LOG_NAME, LOG_PATH, LOG_IFACE,
+        r = sd_bus_message_new_method_call(bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
                                            batch ? "RecordBatch" : "Record");
         if (r >= 0 && batch)
                 r = sd_bus_message_open_container(m, 'a', "a{sv}");
@@ -989,12 +985,13 @@ static int phase_signal(Run *run, unsigned iterations, unsigned warmup, SignalRe
         char rule[512];
         int r;
 
-        r = sd_bus_match_signal(run->bus, &slot, LOG_NAME, LOG_PATH, LOG_IFACE, "EntryAdded", on_entry_added,
-                                &w);
+        r = sd_bus_match_signal(run->bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
+                                "EntryAdded", on_entry_added, &w);
         if (r < 0)
                 return r;
         snprintf(rule, sizeof(rule),
-                 "type='signal',sender='" LOG_NAME "',path='" LOG_PATH "',interface='" LOG_IFACE "',"
+                 "type='signal',sender='" AUDITD_BUS_NAME "',path='" AUDITD_BUS_PATH
+                 "',interface='" AUDITD_LOG_INTERFACE "',"
                  "member='EntryAdded',arg1='%s'",
                  run->sandbox);
         r = sd_bus_add_match(run->bus, &slot_arg1, rule, on_entry_added_arg1, &w);
@@ -1129,7 +1126,8 @@ static int getlog_message(sd_bus *bus, const AuditFilter *f, uint64_t offset, sd
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, LOG_NAME, LOG_PATH, LOG_IFACE, "GetLog");
+        r = sd_bus_message_new_method_call(bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
+                                           "GetLog");
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r >= 0 && f->session_id)

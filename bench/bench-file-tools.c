@@ -14,11 +14,9 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "sandboxd-bus.h"
 
-#define ROUNDS_PER_BLOCK 10 /* see the first loop */
-#define BUS_NAME          "org.sandboxd.sandbox1"
-#define MANAGER_PATH      "/org/sandboxd/sandbox1"
-#define MANAGER_IFACE     "org.sandboxd.sandbox1.Manager"
+#define ROUNDS_PER_BLOCK  10 /* see the first loop */
 #define CALL_TIMEOUT_USEC (300 * USEC_PER_SEC)
 #define PAYLOAD           4096
 #define NEEDLE            "needle_7f3a"
@@ -101,9 +99,9 @@ static int create_sandbox(sd_bus *bus) {
         int r;
 
         snprintf(name, sizeof(name), "bench-tools-%d", (int) getpid());
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox", &error, &reply,
-                               "a{sv}", 3, "type", "s", "small", "name", "s", name, "ttl_seconds", "t",
-                               (uint64_t) 3600);
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "CreateSandbox", &error, &reply, "a{sv}", 3, "type", "s", "small", "name",
+                               "s", name, "ttl_seconds", "t", (uint64_t) 3600);
         if (r < 0) {
                 r = fail("CreateSandbox", &error, r);
                 sd_bus_error_free(&error);
@@ -118,8 +116,9 @@ static int create_sandbox(sd_bus *bus) {
 
 static void delete_sandbox(sd_bus *bus) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
-        if (sandbox_id[0] && sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "DeleteSandbox",
-                                                &error, NULL, "sa{sv}", sandbox_id, 0) < 0)
+        if (sandbox_id[0] &&
+            sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "DeleteSandbox", &error, NULL, "sa{sv}", sandbox_id, 0) < 0)
                 fprintf(stderr, "bench-file-tools: DeleteSandbox %s: %s\n", sandbox_id, error.message);
         sd_bus_error_free(&error);
 }
@@ -135,7 +134,8 @@ static int call(sd_bus *bus, sd_bus_message *m, sd_bus_message **reply, const ch
 
 static int write_file(sd_bus *bus, const char *path, const void *data, size_t n) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        int r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "WriteFile");
+        int r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                               SANDBOXD_MANAGER_INTERFACE, "WriteFile");
         if (r >= 0)
                 r = sd_bus_message_append(m, "ss", sandbox_id, path);
         if (r >= 0)
@@ -148,7 +148,8 @@ static int write_file(sd_bus *bus, const char *path, const void *data, size_t n)
 static int read_file(sd_bus *bus, const char *path, size_t *ret_n) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         const void *p;
-        int r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "ReadFile");
+        int r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                               SANDBOXD_MANAGER_INTERFACE, "ReadFile");
         if (r >= 0)
                 r = sd_bus_message_append(m, "ssa{sv}", sandbox_id, path, 0);
         if (r >= 0)
@@ -165,7 +166,8 @@ static int exec(sd_bus *bus, char **argv, const void *in, size_t in_n, int *ret_
         const void *out;
         size_t n;
         int32_t code;
-        int r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "Exec");
+        int r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                               SANDBOXD_MANAGER_INTERFACE, "Exec");
         if (r >= 0)
                 r = sd_bus_message_append(m, "s", sandbox_id);
         if (r >= 0)
@@ -212,7 +214,8 @@ static int exec(sd_bus *bus, char **argv, const void *in, size_t in_n, int *ret_
 static int view_tool(sd_bus *bus, const char *path, size_t *ret_n) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         const void *p;
-        int r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "View");
+        int r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                               SANDBOXD_MANAGER_INTERFACE, "View");
         if (r >= 0)
                 r = sd_bus_message_append(m, "ssa{sv}", sandbox_id, path, 0);
         if (r >= 0)
@@ -227,7 +230,8 @@ static int grep_tool(sd_bus *bus, const char *path, uint64_t *ret_count, bool *r
         const char *key;
         uint64_t count = 0;
         int truncated = 0;
-        int r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "Grep");
+        int r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                               SANDBOXD_MANAGER_INTERFACE, "Grep");
         if (r >= 0)
                 r = sd_bus_message_append(m, "ssa{sv}", sandbox_id, NEEDLE, 2, "path", "s", path,
                                           "max_results", "u", (uint32_t) 1000000);
@@ -363,8 +367,9 @@ int main(int argc, char *argv[]) {
                         /* the floor: a bus round trip to sandboxd that does no work (GetSandbox) */
                         if (r >= 0) {
                                 sd_bus_error error = SD_BUS_ERROR_NULL;
-                                r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE,
-                                                       "GetSandbox", &error, NULL, "s", sandbox_id);
+                                r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                                       SANDBOXD_MANAGER_INTERFACE, "GetSandbox", &error,
+                                                       NULL, "s", sandbox_id);
                                 if (r < 0)
                                         r = fail("GetSandbox", &error, r);
                                 sd_bus_error_free(&error);

@@ -27,10 +27,7 @@
 
 #include "io-util.h"
 #include "macro.h"
-
-#define KEYS_BUS_NAME "org.sandboxd.gateway1"
-#define KEYS_PATH     "/org/sandboxd/gateway1"
-#define KEYS_IFACE    "org.sandboxd.gateway1.Keys"
+#include "sandboxd-bus.h"
 
 /* The targets. */
 #define TARGET_CYCLE_P50_MS  25.0
@@ -203,9 +200,9 @@ static int mint_admin_key(sd_bus *bus, char **ret_secret, char **ret_id) {
         const char *secret, *js;
         int r;
 
-        r = sd_bus_call_method(bus, KEYS_BUS_NAME, KEYS_PATH, KEYS_IFACE, "CreateKey", &error, &reply, "a{sv}", 3,
-                               "preset", "s", "admin", "ttl_seconds", "t", UINT64_C(3600), "name", "s",
-                               "bench-gateway");
+        r = sd_bus_call_method(bus, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE, "CreateKey",
+                               &error, &reply, "a{sv}", 3, "preset", "s", "admin", "ttl_seconds", "t",
+                               UINT64_C(3600), "name", "s", "bench-gateway");
         if (r < 0) {
                 fprintf(stderr, "bench-gateway: CreateKey: %s\n", error.message ?: strerror(-r));
                 return r;
@@ -363,8 +360,8 @@ static void *bus_worker_main(void *p) {
                 sd_bus_error error = SD_BUS_ERROR_NULL;
                 sd_bus_message *reply = NULL;
                 int exit_code = -1;
-                int r = sd_bus_call_method(bus, "org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
-                                           "org.sandboxd.sandbox1.Manager", "Exec", &error, &reply, "sasa{sv}",
+                int r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "Exec", &error, &reply, "sasa{sv}",
                                            w->sandbox, 1, "true", 0);
                 if (r >= 0)
                         r = sd_bus_message_read(reply, "i", &exit_code);
@@ -507,9 +504,9 @@ static void cpu_find_pids(sd_bus *bus) {
         char comm[64] = "";
         FILE *f;
 
-        cpu_pids[CPU_SANDBOXD] = bus_name_pid(bus, "org.sandboxd.sandbox1");
-        cpu_pids[CPU_AUDITD] = bus_name_pid(bus, "org.sandboxd.audit1");
-        cpu_pids[CPU_GATEWAYD] = bus_name_pid(bus, KEYS_BUS_NAME);
+        cpu_pids[CPU_SANDBOXD] = bus_name_pid(bus, SANDBOXD_BUS_NAME);
+        cpu_pids[CPU_AUDITD] = bus_name_pid(bus, AUDITD_BUS_NAME);
+        cpu_pids[CPU_GATEWAYD] = bus_name_pid(bus, GATEWAY_BUS_NAME);
         cpu_pids[CPU_DBUS] = bus_name_pid(bus, "org.freedesktop.DBus");
         if (cpu_pids[CPU_DBUS] <= 0 && (f = fopen("/run/dbus/pid", "re"))) {
                 int pid;
@@ -735,7 +732,8 @@ int main(int argc, char *argv[]) {
         free(sb);
         free(paths);
 
-        (void) sd_bus_call_method(bus, KEYS_BUS_NAME, KEYS_PATH, KEYS_IFACE, "RevokeKey", NULL, NULL, "s", key_id);
+        (void) sd_bus_call_method(bus, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE,
+                                  "RevokeKey", NULL, NULL, "s", key_id);
 
         double r50 = percentile(rest, nrest, 0.5), r99 = percentile(rest, nrest, 0.99);
         double s50 = percentile(shell, nshell, 0.5), s99 = percentile(shell, nshell, 0.99);

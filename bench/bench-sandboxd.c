@@ -20,12 +20,8 @@
 #include <systemd/sd-bus.h>
 
 #include "macro.h"
+#include "sandboxd-bus.h"
 
-#define BUS_NAME              "org.sandboxd.sandbox1"
-#define MANAGER_PATH          "/org/sandboxd/sandbox1"
-#define MANAGER_IFACE         "org.sandboxd.sandbox1.Manager"
-#define ERROR_NOT_RUNNING     "org.sandboxd.sandbox1.NotRunning"
-#define ERROR_NO_SUCH_SANDBOX "org.sandboxd.sandbox1.NoSuchSandbox"
 /* Where sandboxd keeps each sandbox's workspace: only used to check that deletion removed it. */
 #define WORKSPACE_DIR "/var/lib/sandboxd/sandboxes"
 
@@ -186,7 +182,8 @@ static int call_create(sd_bus *bus, char ret_id[static 64], sd_bus_error *error)
 
         /* A name of ours, so that clean-up finds sandboxes whose CreateSandbox reply we never saw. */
         snprintf(name, sizeof(name), "%s%u", name_prefix, name_counter++);
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "CreateSandbox");
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "a{sv}", 3, "type", "s", "small", "name", "s", name, "ttl_seconds", "t",
@@ -209,9 +206,9 @@ static int call_create(sd_bus *bus, char ret_id[static 64], sd_bus_error *error)
 static int call_delete(sd_bus *bus, const char *id, sd_bus_error *error) {
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "DeleteSandbox", error, NULL,
-                               "sa{sv}", id, 0);
-        if (r >= 0 || sd_bus_error_has_name(error, ERROR_NO_SUCH_SANDBOX))
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "DeleteSandbox", error, NULL, "sa{sv}", id, 0);
+        if (r >= 0 || sd_bus_error_has_name(error, SANDBOXD_ERROR_NO_SUCH_SANDBOX))
                 made_forget(id);
         return r;
 }
@@ -228,7 +225,8 @@ static int call_exec_true(sd_bus *bus, const char *id, int *ret_exit, uint64_t *
         const char *key;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "Exec");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "Exec");
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "s", id);
@@ -284,7 +282,7 @@ static int sandboxd_pid(sd_bus *bus, pid_t *ret) {
         int r;
 
         r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                               "GetConnectionUnixProcessID", &error, &reply, "s", BUS_NAME);
+                               "GetConnectionUnixProcessID", &error, &reply, "s", SANDBOXD_BUS_NAME);
         if (r < 0) {
                 print_bus_error("GetConnectionUnixProcessID", &error, r);
                 return r;
@@ -323,8 +321,8 @@ static int count_listed(sd_bus *bus, char **ids, size_t n_ids, size_t *ret) {
         size_t n = 0;
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "ListSandboxes", &error, &reply,
-                               "");
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "ListSandboxes", &error, &reply, "");
         if (r < 0) {
                 print_bus_error("ListSandboxes", &error, r);
                 return r;
@@ -437,12 +435,12 @@ static int on_delete_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
 
         b->in_flight--;
         if (!sd_bus_message_is_method_error(reply, NULL) ||
-            sd_bus_message_is_method_error(reply, ERROR_NO_SUCH_SANDBOX)) {
+            sd_bus_message_is_method_error(reply, SANDBOXD_ERROR_NO_SUCH_SANDBOX)) {
                 c->state = DELETE_DONE;
                 made_forget(c->id);
                 if (b->latency && samples_add(b->latency, nsec_to_ms(t1 - c->t0)) < 0)
                         b->error = -ENOMEM;
-        } else if (sd_bus_message_is_method_error(reply, ERROR_NOT_RUNNING) &&
+        } else if (sd_bus_message_is_method_error(reply, SANDBOXD_ERROR_NOT_RUNNING) &&
                    c->attempts < DELETE_RETRIES) {
                 c->state = DELETE_RETRY;
                 b->retry++;
@@ -459,7 +457,8 @@ static int delete_send(sd_bus *bus, DeleteCall *c) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "DeleteSandbox");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "DeleteSandbox");
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "sa{sv}", c->id, 0);
@@ -543,8 +542,8 @@ static size_t cleanup_all(sd_bus *bus) {
 
         if (!bus)
                 return made.n;
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "ListSandboxes", &error, &reply,
-                               "");
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "ListSandboxes", &error, &reply, "");
         if (r >= 0 && sd_bus_message_enter_container(reply, 'a', "(ssssso)") >= 0) {
                 const char *id, *name, *type, *state, *owner, *path;
                 while (sd_bus_message_read(reply, "(ssssso)", &id, &name, &type, &state, &owner, &path) > 0)

@@ -10,13 +10,8 @@
 
 #include "auditd-manager.h"
 #include "bus-fields.h"
+#include "daemon-util.h"
 #include "macro.h"
-
-static const sd_bus_error_map auditd_errors[] = {
-        SD_BUS_ERROR_MAP(AUDITD_ERROR_NO_SUCH_ENTRY, ENXIO),
-        SD_BUS_ERROR_MAP(AUDITD_ERROR_STORAGE_FULL, ENOSPC),
-        SD_BUS_ERROR_MAP_END,
-};
 
 const char *audit_storage_error_string(int error) {
         switch (error) {
@@ -513,19 +508,11 @@ static const sd_bus_vtable log_vtable[] = {
 int manager_bus_setup(Manager *m) {
         int r;
 
-        r = sd_bus_default_system(&m->bus);
-        if (r < 0)
-                return r;
-        /* A dbus-daemon that went away (restarted, say) takes our name and every caller with it: exit
-         * with a failure, so that Restart=on-failure brings us back on the new bus. */
-        r = sd_bus_set_exit_on_disconnect(m->bus, true);
+        r = daemon_bus_open(m->event, true, &m->bus);
         if (r < 0)
                 return r;
         r = sd_bus_add_object_vtable(m->bus, NULL, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, log_vtable, m);
         if (r < 0)
                 return r;
-        r = sd_bus_error_add_map(auditd_errors);
-        if (r < 0)
-                return r;
-        return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        return sd_bus_error_add_map(auditd_bus_errors);
 }

@@ -7,15 +7,9 @@
 #include <systemd/sd-bus.h>
 
 #include "audit-store.h"
+#include "sandboxd-bus.h"
 
 typedef struct Manager Manager;
-
-#define AUDITD_BUS_NAME "org.sandboxd.audit1"
-#define AUDITD_BUS_PATH "/org/sandboxd/audit1"
-#define AUDITD_LOG_INTERFACE "org.sandboxd.audit1.Log"
-
-#define AUDITD_ERROR_NO_SUCH_ENTRY "org.sandboxd.audit1.NoSuchEntry"
-#define AUDITD_ERROR_STORAGE_FULL "org.sandboxd.audit1.StorageFull"
 
 /* A GetLog reply stops adding rows beyond this many bytes (the system bus caps a message at 32 MiB). */
 #define AUDITD_REPLY_BYTES_MAX (UINT64_C(16) << 20)

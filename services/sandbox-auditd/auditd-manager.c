@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "auditd-dbus.h"
+#include "daemon-util.h"
 #include "log.h"
 #include "macro.h"
 #include "time-util.h"
@@ -50,20 +51,9 @@ bool manager_uid_may_record(Manager *m, uid_t uid) {
 }
 
 bool manager_uid_may_read(Manager *m, uid_t uid) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        size_t slot = uid % ELEMENTSOF(m->reader_cache);
-
-        if (uid == 0)
-                return true;
         /* getpwuid + getgrouplist per GetLog would cost more than the query; membership changes are
          * seen within a few seconds */
-        if (m->reader_cache[slot].until > now && m->reader_cache[slot].uid == uid)
-                return m->reader_cache[slot].reader;
-        bool reader = uid_in_group(uid, m->admin_gid);
-        m->reader_cache[slot].uid = uid;
-        m->reader_cache[slot].reader = reader;
-        m->reader_cache[slot].until = now + AUDITD_READER_CACHE_USEC;
-        return reader;
+        return uid == 0 || group_cache_test(&m->readers, uid);
 }
 
 /* --- callers' credentials ----------------------------------------------------------------------- */
@@ -290,18 +280,11 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
 
-        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: AUDITD_STATE_DIR);
-        if (!m->state_dir) {
-                r = -ENOMEM;
+        r = daemon_state_dir(AUDITD_STATE_DIR, &m->state_dir);
+        if (r < 0)
                 goto fail;
-        }
-        /* StateDirectory= may list several: the first one is ours */
-        char *colon = strchr(m->state_dir, ':');
-        if (colon)
-                *colon = 0;
 
-        struct group *g = getgrnam("sandbox-admin");
-        m->admin_gid = g ? g->gr_gid : (gid_t) -1;
+        group_cache_init(&m->readers, "sandbox-admin", AUDITD_READER_CACHE_USEC, NULL);
         r = sender_cache_new(AUDITD_SENDER_CACHE_MAX, &m->senders);
         if (r < 0)
                 goto fail;
@@ -309,14 +292,7 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
         m->retention_batch = AUDITD_RETENTION_BATCH_MAX;
 
-        r = sd_event_default(&m->event);
-        if (r < 0)
-                goto fail;
-        (void) sd_event_set_watchdog(m->event, true);
-        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
+        r = daemon_event_new(on_signal, m, &m->event, &m->sigterm, &m->sigint);
         if (r < 0)
                 goto fail;
 
@@ -396,15 +372,7 @@ int manager_startup(Manager *m) {
 
 int manager_run(Manager *m) {
         uint64_t top = 0;
-        int r;
 
         (void) audit_store_max_id(m->store, &top);
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Recording (last id %" PRIu64 ").", top);
-        r = sd_event_loop(m->event);
-        if (r > 0) {
-                /* sd-bus ended the loop: the system bus went away. */
-                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
-                return -ECONNRESET;
-        }
-        return r;
+        return daemon_run(m->event, "Recording (last id %" PRIu64 ").", top);
 }

@@ -10,6 +10,7 @@
 
 #include "audit-config.h"
 #include "audit-store.h"
+#include "group-cache.h"
 #include "hashmap.h"
 #include "sender-cache.h"
 
@@ -38,18 +39,13 @@ typedef struct Manager {
         char *state_dir;
         AuditStore *store;
 
-        gid_t admin_gid;  /* sandbox-admin, or (gid_t) -1 */
         uid_t gateway_uid; /* sandbox-gateway, or (uid_t) -1 */
 
         /* Callers' credentials: a bus round trip per connection, not per call (a blocking one, which
          * capped ingest at ~3,000 rows/s); an NSS lookup per reader uid at most every few seconds. */
         SenderCache *senders;        /* callers' uids by unique bus name, until NameOwnerChanged says it left */
         sd_bus_slot *name_owner_slot;
-        struct {
-                uid_t uid;
-                bool reader;
-                uint64_t until; /* CLOCK_MONOTONIC µs */
-        } reader_cache[16];
+        GroupCache readers;          /* sandbox-admin, per caller uid for AUDITD_READER_CACHE_USEC */
 
         /* Group commit: stored rows whose callers wait for the commit. */
         PendingRecord *pending, *pending_tail;

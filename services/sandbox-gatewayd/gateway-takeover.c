@@ -22,14 +22,12 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "sandboxd-bus.h"
 
 #define TO_CLIENT_HIGH_WATER (1024 * 1024)
 #define TO_CLIENT_LOW_WATER  (256 * 1024)
 #define TO_STREAM_HIGH_WATER (256 * 1024)
 
-#define SANDBOXD_BUS_NAME          "org.sandboxd.sandbox1"
-#define SANDBOXD_BUS_PATH          "/org/sandboxd/sandbox1"
-#define SANDBOXD_MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
 
 struct TakeoverBridge {
         sd_event *event;

@@ -93,6 +93,13 @@ int gateway_parse_listen(const char *s, struct sockaddr_storage *ret_sa, unsigne
         return 0;
 }
 
+int gateway_check_listen(const char *s) {
+        struct sockaddr_storage sa;
+        unsigned len;
+
+        return gateway_parse_listen(s, &sa, &len);
+}
+
 typedef struct Loader {
         GatewayConfig c;
         char **error;

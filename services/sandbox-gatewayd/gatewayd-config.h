@@ -70,3 +70,5 @@ int gateway_config_load(GatewayConfig *c, const char *main_path, const char *dro
  * Returns 0 or -EINVAL. */
 struct sockaddr_storage;
 int gateway_parse_listen(const char *s, struct sockaddr_storage *ret_sa, unsigned *ret_len);
+/* Whether s is such an "ADDR:PORT": 0 or -EINVAL (for --listen=). */
+int gateway_check_listen(const char *s);

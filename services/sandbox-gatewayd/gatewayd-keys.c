@@ -9,18 +9,12 @@
 
 #include "bus-fields.h"
 #include "macro.h"
+#include "sandboxd-bus.h"
 #include "time-util.h"
 
-#define GATEWAY_BUS_PATH "/org/sandboxd/gateway1"
-#define GATEWAY_KEYS_INTERFACE "org.sandboxd.gateway1.Keys"
-#define GATEWAY_ERROR_NO_SUCH_KEY "org.sandboxd.gateway1.NoSuchKey"
 /* Longer than any key could sensibly live, short enough that now + ttl never overflows. */
 #define TTL_SECONDS_MAX (UINT64_C(100) * 366 * 24 * 3600)
 
-static const sd_bus_error_map gateway_keys_errors[] = {
-        SD_BUS_ERROR_MAP(GATEWAY_ERROR_NO_SUCH_KEY, ENOKEY),
-        SD_BUS_ERROR_MAP_END,
-};
 
 typedef struct KeysContext {
         KeyStore *store;
@@ -248,7 +242,7 @@ int gateway_keys_bus_add(sd_bus *bus, KeyStore *store, gateway_keys_changed_t on
 
         if (!bus || !store)
                 return -EINVAL;
-        r = sd_bus_error_add_map(gateway_keys_errors);
+        r = sd_bus_error_add_map(gateway_bus_errors);
         if (r < 0)
                 return r;
 

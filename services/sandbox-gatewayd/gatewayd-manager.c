@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include "daemon-util.h"
 #include "gatewayd-keys.h"
 #include "gatewayd-watch.h"
 #include "http-server.h"
@@ -374,7 +375,6 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
                 char **ret_error) {
         Manager *m;
-        char *colon;
         int r;
 
         m = calloc(1, sizeof(Manager));
@@ -389,14 +389,9 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
         (void) sandboxd_config_load(&m->sandboxd, SANDBOXD_CONFIG_FILE, SANDBOXD_CONFIG_DROPIN_DIR, NULL);
         m->listen_override = listen;
 
-        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: GATEWAYD_STATE_DIR);
-        if (!m->state_dir) {
-                r = -ENOMEM;
+        r = daemon_state_dir(GATEWAYD_STATE_DIR, &m->state_dir);
+        if (r < 0)
                 goto fail;
-        }
-        colon = strchr(m->state_dir, ':');
-        if (colon)
-                *colon = 0;
         m->streams = hashmap_new();
         m->calls = hashmap_new();
         if (!m->streams || !m->calls) {
@@ -407,14 +402,7 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
         if (r < 0)
                 goto fail;
 
-        r = sd_event_default(&m->event);
-        if (r < 0)
-                goto fail;
-        (void) sd_event_set_watchdog(m->event, true);
-        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
+        r = daemon_event_new(on_signal, m, &m->event, &m->sigterm, &m->sigint);
         if (r < 0)
                 goto fail;
         *ret = m;
@@ -536,24 +524,11 @@ int manager_startup(Manager *m) {
                 return r;
         }
 
-        r = sd_bus_open_system(&m->bus);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
-                return r;
-        }
-        /* A dbus-daemon that went away (restarted, say) leaves every connection dead for good: exit with
-         * a failure, so that Restart=on-failure brings us back on the new bus (the listening socket
-         * stays with systemd meanwhile). The pool's connections do the same (bus-pool.c). */
-        r = sd_bus_set_exit_on_disconnect(m->bus, true);
+        /* The listening socket stays with systemd while a lost bus restarts us. The pool's connections do
+         * the same (bus-pool.c). */
+        r = daemon_bus_open(m->event, false, &m->bus);
         if (r >= 0)
-                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
-        if (r < 0)
-                return r;
-        r = sd_bus_open_system(&m->signal_bus);
-        if (r >= 0)
-                r = sd_bus_set_exit_on_disconnect(m->signal_bus, true);
-        if (r >= 0)
-                r = sd_bus_attach_event(m->signal_bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+                r = daemon_bus_open(m->event, false, &m->signal_bus);
         if (r < 0) {
                 log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
                 return r;
@@ -612,14 +587,5 @@ int manager_startup(Manager *m) {
 }
 
 int manager_run(Manager *m) {
-        int r;
-
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Serving HTTP%s.", m->listen_override ? " (standalone)" : "");
-        r = sd_event_loop(m->event);
-        if (r > 0) {
-                /* sd-bus ended the loop: the system bus went away. */
-                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
-                return -ECONNRESET;
-        }
-        return r;
+        return daemon_run(m->event, "Serving HTTP%s.", m->listen_override ? " (standalone)" : "");
 }

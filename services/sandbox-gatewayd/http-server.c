@@ -814,7 +814,7 @@ static void on_sandbox_resolved(Request *r, const sd_bus_error *error) {
 
         if (!error)
                 return dispatch_run(r);
-        if (!sd_bus_error_has_name(error, "org.sandboxd.sandbox1.NoSuchSandbox"))
+        if (!sd_bus_error_has_name(error, SANDBOXD_ERROR_NO_SUCH_SANDBOX))
                 return req_reply_bus_error(r, error);
         if (r->key->sandboxes) {
                 bool may = api_key_allows(r->key, route->action, NULL) ||

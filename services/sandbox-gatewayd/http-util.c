@@ -11,6 +11,7 @@
 #include <sys/random.h>
 
 #include "macro.h"
+#include "sandboxd-bus.h"
 #include "time-util.h"
 
 _printf_(2, 3) static int set_error(char **ret_error, const char *fmt, ...) {
@@ -413,18 +414,18 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 unsigned status;
                 const char *code;
         } map[] = {
-                { "org.sandboxd.sandbox1.NoSuchSandbox", 404, "not_found" },
-                { "org.sandboxd.sandbox1.NoSuchFile", 404, "not_found" },
-                { "org.sandboxd.sandbox1.FileExists", 409, "conflict" },
-                { "org.sandboxd.sandbox1.NameExists", 409, "conflict" },
-                { "org.sandboxd.sandbox1.NotRunning", 409, "conflict" },
-                { "org.sandboxd.sandbox1.LimitExceeded", 422, "limit_exceeded" },
-                { "org.sandboxd.sandbox1.NoMatch", 422, "no_match" },
-                { "org.sandboxd.sandbox1.AmbiguousMatch", 422, "ambiguous_match" },
-                { "org.sandboxd.sandbox1.BinaryFile", 422, "binary_file" },
-                { "org.sandboxd.sandbox1.PermissionDenied", 403, "forbidden" },
-                { "org.sandboxd.audit1.NoSuchEntry", 404, "not_found" },
-                { "org.sandboxd.audit1.StorageFull", 503, "unavailable" },
+                { SANDBOXD_ERROR_NO_SUCH_SANDBOX, 404, "not_found" },
+                { SANDBOXD_ERROR_NO_SUCH_FILE, 404, "not_found" },
+                { SANDBOXD_ERROR_FILE_EXISTS, 409, "conflict" },
+                { SANDBOXD_ERROR_NAME_EXISTS, 409, "conflict" },
+                { SANDBOXD_ERROR_NOT_RUNNING, 409, "conflict" },
+                { SANDBOXD_ERROR_LIMIT_EXCEEDED, 422, "limit_exceeded" },
+                { SANDBOXD_ERROR_NO_MATCH, 422, "no_match" },
+                { SANDBOXD_ERROR_AMBIGUOUS_MATCH, 422, "ambiguous_match" },
+                { SANDBOXD_ERROR_BINARY_FILE, 422, "binary_file" },
+                { SANDBOXD_ERROR_PERMISSION_DENIED, 403, "forbidden" },
+                { AUDITD_ERROR_NO_SUCH_ENTRY, 404, "not_found" },
+                { AUDITD_ERROR_STORAGE_FULL, 503, "unavailable" },
                 { "org.freedesktop.DBus.Error.InvalidArgs", 400, "invalid_request" },
                 { "org.freedesktop.DBus.Error.AccessDenied", 403, "forbidden" },
                 { "org.freedesktop.DBus.Error.NoReply", 504, "upstream_timeout" },

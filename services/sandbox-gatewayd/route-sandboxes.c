@@ -580,7 +580,7 @@ int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error 
         if (!name_is_valid(req_param(r, 0))) {
                 /* not a name sandboxd could have given: no need to ask (nor to send it invalid UTF-8) */
                 _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
-                (void) sd_bus_error_setf(&e, "org.sandboxd.sandbox1.NoSuchSandbox", "Sandbox %s does not exist.",
+                (void) sd_bus_error_setf(&e, SANDBOXD_ERROR_NO_SUCH_SANDBOX, "Sandbox %s does not exist.",
                                          req_param(r, 0));
                 if (then)
                         then(r, &e);

@@ -297,7 +297,7 @@ static void on_takeover_resolved(Request *r, const sd_bus_error *error) {
         int k;
 
         if (error) {
-                if (!sd_bus_error_has_name(error, "org.sandboxd.sandbox1.NoSuchSandbox"))
+                if (!sd_bus_error_has_name(error, SANDBOXD_ERROR_NO_SUCH_SANDBOX))
                         return req_reply_bus_error(r, error);
                 if (api_key_allows(r->key, GATEWAY_ACTION_TAKEOVER, NULL))
                         return req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.",

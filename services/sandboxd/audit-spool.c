@@ -35,13 +35,11 @@
 
 #include "log.h"
 #include "macro.h"
+#include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
 #include "sqlite-util.h"
 #include "time-util.h"
 
-#define AUDIT_BUS_NAME "org.sandboxd.audit1"
-#define AUDIT_BUS_PATH "/org/sandboxd/audit1"
-#define AUDIT_INTERFACE "org.sandboxd.audit1.Log"
 #define MAX_IN_FLIGHT 8
 #define GROUP_COMMIT_IN_FLIGHT 2 /* calls out before new rows wait to go together */
 /* Rows per RecordBatch (the logger's group commit takes 256), and bytes of output and detail per call
@@ -362,8 +360,8 @@ static int send_rows(AuditSpool *s, InFlight *f) {
         int64_t first = 0, last = 0;
         int rc, r;
 
-        r = sd_bus_message_new_method_call(s->manager->bus, &m, AUDIT_BUS_NAME, AUDIT_BUS_PATH,
-                                           AUDIT_INTERFACE, batch ? "RecordBatch" : "Record");
+        r = sd_bus_message_new_method_call(s->manager->bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH,
+                                           AUDITD_LOG_INTERFACE, batch ? "RecordBatch" : "Record");
         if (r < 0)
                 return r;
         if (batch) {
@@ -457,7 +455,7 @@ static int spool_interrupted(AuditSpool *s) {
                 /* OR IGNORE: a key in the spool already has its row (never, by the transaction above) */
                 "INSERT OR IGNORE INTO spool (" SPOOL_COLUMNS ")"
                 " SELECT key, session_id, account_id, source, operation, 'failed',"
-                " json_set(detail, '$.error', '" AUDIT_ERROR_INTERRUPTED "', '$.message', ?),"
+                " json_set(detail, '$.error', '" SANDBOXD_ERROR_INTERRUPTED "', '$.message', ?),"
                 " -1, x'', x'', started_at, max(0, ? - started_at), request_id"
                 " FROM running ORDER BY started_at",
                 -1, &st, NULL));

@@ -6,12 +6,12 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
+#include "sandboxd-bus.h"
+
 typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;
 typedef struct Caller Caller;
 typedef struct Shell Shell;
-
-#define SANDBOXD_ERROR_NO_SUCH_SHELL "org.sandboxd.sandbox1.NoSuchShell"
 
 /* Terminal sizes outside these are refused: a winsize holds 16 bits, and no real terminal is wider. */
 #define SHELL_COLS_MAX     1000

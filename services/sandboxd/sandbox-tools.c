@@ -28,12 +28,6 @@
 #include "sandboxd-manager.h"
 #include "time-util.h"
 
-const sd_bus_error_map sandbox_tools_errors[] = {
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_MATCH, ENODATA),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_AMBIGUOUS_MATCH, ENOTUNIQ),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_BINARY_FILE, EMEDIUMTYPE),
-        SD_BUS_ERROR_MAP_END,
-};
 
 static const char *const tool_operation[_TOOL_KIND_MAX] = {
         [TOOL_FILE_CREATE] = "file_create",

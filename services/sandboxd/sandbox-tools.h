@@ -4,11 +4,7 @@
 
 #include <systemd/sd-bus.h>
 
-#define SANDBOXD_ERROR_NO_MATCH "org.sandboxd.sandbox1.NoMatch"
-#define SANDBOXD_ERROR_AMBIGUOUS_MATCH "org.sandboxd.sandbox1.AmbiguousMatch"
-#define SANDBOXD_ERROR_BINARY_FILE "org.sandboxd.sandbox1.BinaryFile"
-
-extern const sd_bus_error_map sandbox_tools_errors[];
+#include "sandboxd-bus.h"
 
 typedef struct Sandbox Sandbox;
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "audit-spool.h"
+#include "daemon-util.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox-exec.h"
@@ -20,17 +21,6 @@
 #include "sandbox.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
-
-static const sd_bus_error_map sandboxd_errors[] = {
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_SANDBOX, ENXIO),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_LIMIT_EXCEEDED, E2BIG),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NOT_RUNNING, ESRCH),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NAME_EXISTS, EEXIST),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_NO_SUCH_FILE, ENOENT),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_FILE_EXISTS, EEXIST),
-        SD_BUS_ERROR_MAP(SANDBOXD_ERROR_PERMISSION_DENIED, EACCES),
-        SD_BUS_ERROR_MAP_END,
-};
 
 /* --- caller ------------------------------------------------------------------------------------- */
 
@@ -713,12 +703,7 @@ void sandbox_emit_changed(Sandbox *s, const char *property) {
 int manager_bus_setup(Manager *m) {
         int r;
 
-        r = sd_bus_default_system(&m->bus);
-        if (r < 0)
-                return r;
-        /* A dbus-daemon that went away (restarted, say) takes our name and every caller with it: exit
-         * with a failure, so that Restart=on-failure brings us back on the new bus. */
-        r = sd_bus_set_exit_on_disconnect(m->bus, true);
+        r = daemon_bus_open(m->event, true, &m->bus);
         if (r < 0)
                 return r;
         r = sd_bus_add_object_vtable(m->bus, NULL, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, manager_vtable, m);
@@ -734,11 +719,5 @@ int manager_bus_setup(Manager *m) {
         r = sd_bus_add_object_manager(m->bus, NULL, SANDBOXD_BUS_PATH);
         if (r < 0)
                 return r;
-        r = sd_bus_error_add_map(sandboxd_errors);
-        if (r < 0)
-                return r;
-        r = sd_bus_error_add_map(sandbox_tools_errors);
-        if (r < 0)
-                return r;
-        return sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        return sd_bus_error_add_map(sandboxd_bus_errors);
 }

@@ -4,23 +4,10 @@
 
 #include <systemd/sd-bus.h>
 
+#include "sandboxd-bus.h"
+
 typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;
-
-#define SANDBOXD_BUS_NAME "org.sandboxd.sandbox1"
-#define SANDBOXD_BUS_PATH "/org/sandboxd/sandbox1"
-#define SANDBOXD_MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
-#define SANDBOXD_SANDBOX_INTERFACE "org.sandboxd.sandbox1.Sandbox"
-#define SANDBOXD_SANDBOX_PATH_PREFIX "/org/sandboxd/sandbox1/sandbox"
-
-#define SANDBOXD_ERROR_NO_SUCH_SANDBOX "org.sandboxd.sandbox1.NoSuchSandbox"
-#define SANDBOXD_ERROR_LIMIT_EXCEEDED "org.sandboxd.sandbox1.LimitExceeded"
-#define SANDBOXD_ERROR_NOT_RUNNING "org.sandboxd.sandbox1.NotRunning"
-#define SANDBOXD_ERROR_NAME_EXISTS "org.sandboxd.sandbox1.NameExists"
-#define SANDBOXD_ERROR_NO_SUCH_FILE "org.sandboxd.sandbox1.NoSuchFile"
-#define SANDBOXD_ERROR_FILE_EXISTS "org.sandboxd.sandbox1.FileExists"
-/* The sandbox's user may not do that to that file (not AccessDenied: that one says the caller may not call). */
-#define SANDBOXD_ERROR_PERMISSION_DENIED "org.sandboxd.sandbox1.PermissionDenied"
 
 int manager_bus_setup(Manager *m);
 

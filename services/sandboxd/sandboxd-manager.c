@@ -18,6 +18,7 @@
 
 #include "audit-spool.h"
 #include "confine.h"
+#include "daemon-util.h"
 #include "disk-image.h"
 #include "log.h"
 #include "namespace.h"
@@ -144,18 +145,7 @@ int manager_sender_uid(Manager *m, sd_bus_message *msg, uid_t *ret) {
 }
 
 bool manager_uid_is_admin(Manager *m, uid_t uid) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        size_t slot = uid % ELEMENTSOF(m->admin_cache);
-
-        if (uid == 0)
-                return true;
-        if (m->admin_cache[slot].until > now && m->admin_cache[slot].uid == uid)
-                return m->admin_cache[slot].admin;
-        bool admin = uid_in_group(uid, m->admin_gid);
-        m->admin_cache[slot].uid = uid;
-        m->admin_cache[slot].admin = admin;
-        m->admin_cache[slot].until = now + ADMIN_CACHE_USEC;
-        return admin;
+        return uid == 0 || group_cache_test(&m->admins, uid);
 }
 
 /* --- all sandboxes together: sandbox.slice's limits and admission ([Sandboxes]) --------------------- */
@@ -289,7 +279,9 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
 
-        m->state_dir = strdup(getenv("STATE_DIRECTORY") ?: SANDBOXD_STATE_DIR);
+        r = daemon_state_dir(SANDBOXD_STATE_DIR, &m->state_dir);
+        if (r < 0)
+                goto fail;
         m->init_path = strdup(getenv("SANDBOXD_INIT_PATH") ?: LIBEXECDIR "/sandboxd/sandbox-init");
         m->file_helper_path = strdup(getenv("SANDBOXD_FILE_HELPER_PATH") ?:
                                              LIBEXECDIR "/sandboxd/sandboxd-file-helper");
@@ -301,21 +293,16 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
         m->uid_used = calloc(uid_pool_size(m) / 8 + 1, 1);
-        if (!m->state_dir || !m->init_path || !m->file_helper_path || !m->sandboxes || !m->sandbox_names ||
+        if (!m->init_path || !m->file_helper_path || !m->sandboxes || !m->sandbox_names ||
             !m->jobs || !m->early_jobs ||
             !m->uid_used) {
                 r = -ENOMEM;
                 goto fail;
         }
-        /* StateDirectory= may list several: the first one is ours */
-        char *colon = strchr(m->state_dir, ':');
-        if (colon)
-                *colon = 0;
         m->uid_next = m->config.uid_min;
         resolve_totals(m);
 
-        struct group *g = getgrnam("sandbox-admin");
-        m->admin_gid = g ? g->gr_gid : (gid_t) -1;
+        group_cache_init(&m->admins, "sandbox-admin", ADMIN_CACHE_USEC, NULL);
         struct passwd *pw = getpwnam("sandbox-gateway");
         m->gateway_uid = pw ? pw->pw_uid : (uid_t) -1;
 
@@ -328,20 +315,13 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (r < 0)
                 goto fail;
 
-        r = sd_event_default(&m->event);
+        r = daemon_event_new(on_signal, m, &m->event, &m->sigterm, &m->sigint);
         if (r < 0)
                 goto fail;
-        (void) sd_event_set_watchdog(m->event, true);
         /* Two workers at most: a clone3() waits mostly on the kernel's cgroup locks and for a CPU,
          * which more threads than CPUs would not make come sooner. */
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         r = offload_new(m->event, cpus > 1 ? 2 : 1, &m->offload);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_signal(m->event, &m->sigterm, SIGTERM, on_signal, m);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_signal(m->event, &m->sigint, SIGINT, on_signal, m);
         if (r < 0)
                 goto fail;
         r = sd_event_add_signal(m->event, &m->sighup, SIGHUP, on_sighup, m);
@@ -558,14 +538,5 @@ int manager_startup(Manager *m) {
 }
 
 int manager_run(Manager *m) {
-        int r;
-
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Managing %zu sandboxes.", hashmap_size(m->sandboxes));
-        r = sd_event_loop(m->event);
-        if (r > 0) {
-                /* sd-bus ended the loop: the system bus went away. */
-                log_msg(LOG_ERR, "Lost the connection to the system bus; exiting to be restarted.");
-                return -ECONNRESET;
-        }
-        return r;
+        return daemon_run(m->event, "Managing %zu sandboxes.", hashmap_size(m->sandboxes));
 }

@@ -10,6 +10,7 @@
 
 #include "sandboxd-config.h"
 #include "hashmap.h"
+#include "group-cache.h"
 #include "audit-spool.h"
 #include "oom.h"
 #include "sandbox-totals.h"
@@ -46,11 +47,7 @@ typedef struct Manager {
         struct QueuedStop *stop_queue, *stop_queue_tail;
         SenderCache *senders;       /* callers' uids by unique bus name (names are never reused) */
         Hashmap *shells;            /* unit name → Shell (sandbox-shell.c), made on first use */
-        struct {
-                uid_t uid;
-                bool admin;
-                uint64_t until;     /* CLOCK_MONOTONIC µs */
-        } admin_cache[16];
+        GroupCache admins;          /* sandbox-admin, per caller uid for a few seconds */
 
         uint8_t *uid_used;          /* bitmap over [uid_min, uid_max] */
         uid_t uid_next;
@@ -73,7 +70,6 @@ typedef struct Manager {
         HostInfo host;
         SandboxTotals totals;
 
-        gid_t admin_gid;            /* sandbox-admin, or (gid_t) -1 */
         uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */
 
         sd_event_source *sigterm, *sigint, *sighup;

@@ -13,12 +13,10 @@
 #include <systemd/sd-bus.h>
 
 #include "macro.h"
+#include "sandboxd-bus.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
-#define GATEWAY_BUS_NAME "org.sandboxd.gateway1"
-#define GATEWAY_BUS_PATH "/org/sandboxd/gateway1"
-#define GATEWAY_KEYS_INTERFACE "org.sandboxd.gateway1.Keys"
 #define EXIT_USAGE 2
 
 typedef enum JsonMode {

@@ -25,11 +25,12 @@
 
 #include "macro.h"
 #include "sandboxctl-util.h"
+#include "sandboxd-bus.h"
 #include "time-util.h"
 
-#define BUS_NAME          "org.sandboxd.sandbox1"
-#define BUS_PATH          "/org/sandboxd/sandbox1"
-#define MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
+#define BUS_NAME          SANDBOXD_BUS_NAME
+#define BUS_PATH          SANDBOXD_BUS_PATH
+#define MANAGER_INTERFACE SANDBOXD_MANAGER_INTERFACE
 
 #define EXIT_USAGE         2
 #define EXIT_SHELL_FAILED  255 /* like ssh: any other status is the remote shell's */

@@ -17,12 +17,13 @@
 
 #include "base64-util.h"
 #include "macro.h"
+#include "sandboxd-bus.h"
 #include "sandboxctl-util.h"
 #include "utf8-util.h"
 
-#define BUS_NAME           "org.sandboxd.sandbox1"
-#define BUS_PATH           "/org/sandboxd/sandbox1"
-#define MANAGER_INTERFACE  "org.sandboxd.sandbox1.Manager"
+#define BUS_NAME           SANDBOXD_BUS_NAME
+#define BUS_PATH           SANDBOXD_BUS_PATH
+#define MANAGER_INTERFACE  SANDBOXD_MANAGER_INTERFACE
 #define EXIT_USAGE         2
 #define CONTENT_INLINE_MAX (8u << 20)  /* above this, file-create sends its content through an fd */
 #define CONTENT_MAX        (64u << 20) /* the tools' own limit */

@@ -20,19 +20,20 @@
 
 #include "macro.h"
 #include "sandbox-id.h"
+#include "sandboxd-bus.h"
 #include "sandboxctl-api-key.h"
 #include "sandboxctl-shell.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
-#define BUS_NAME "org.sandboxd.sandbox1"
-#define BUS_PATH "/org/sandboxd/sandbox1"
-#define MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
-#define SANDBOX_INTERFACE "org.sandboxd.sandbox1.Sandbox"
-#define AUDIT_BUS_NAME    "org.sandboxd.audit1"
-#define AUDIT_BUS_PATH    "/org/sandboxd/audit1"
-#define AUDIT_INTERFACE   "org.sandboxd.audit1.Log"
+#define BUS_NAME          SANDBOXD_BUS_NAME
+#define BUS_PATH          SANDBOXD_BUS_PATH
+#define MANAGER_INTERFACE SANDBOXD_MANAGER_INTERFACE
+#define SANDBOX_INTERFACE SANDBOXD_SANDBOX_INTERFACE
+#define AUDIT_BUS_NAME    AUDITD_BUS_NAME
+#define AUDIT_BUS_PATH    AUDITD_BUS_PATH
+#define AUDIT_INTERFACE   AUDITD_LOG_INTERFACE
 
 #define EXIT_USAGE 2
 #define EXIT_EXEC_FAILED 125

@@ -25,6 +25,7 @@
 #include "fuzz.h"
 #include "gateway-takeover.h"
 #include "macro.h"
+#include "sandboxd-bus.h"
 #include "websocket.h"
 
 static sd_event *event;
@@ -57,8 +58,8 @@ static void setup(void) {
         FUZZ_ASSERT(sd_id128_randomize(&id) >= 0);
         FUZZ_ASSERT(sd_bus_new(&server) >= 0 && sd_bus_set_fd(server, fds[0], fds[0]) >= 0);
         FUZZ_ASSERT(sd_bus_set_server(server, 1, id) >= 0);
-        FUZZ_ASSERT(sd_bus_add_object_vtable(server, NULL, "/org/sandboxd/sandbox1",
-                                             "org.sandboxd.sandbox1.Manager", vtable, NULL) >= 0);
+        FUZZ_ASSERT(sd_bus_add_object_vtable(server, NULL, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                                             vtable, NULL) >= 0);
         FUZZ_ASSERT(sd_bus_start(server) >= 0 && sd_bus_attach_event(server, event, 0) >= 0);
         FUZZ_ASSERT(sd_bus_new(&client) >= 0 && sd_bus_set_fd(client, fds[1], fds[1]) >= 0);
         FUZZ_ASSERT(sd_bus_start(client) >= 0 && sd_bus_attach_event(client, event, 0) >= 0);
