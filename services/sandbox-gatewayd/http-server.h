@@ -34,7 +34,7 @@ struct Request {
 
         bool dispatched, suspended, queued, closed;
         /* While the request sleeps MHD does not look at its socket: this notices a client that leaves, and
-         * client_gone says it did (the connection is then closed; an Exec sent is cancelled, see cancel_fd). */
+         * client_gone says it did (the connection is then closed; an Exec sent is cancelled: cancel_fd). */
         sd_event_source *client_watch;
         bool client_gone;
         /* The write end of a pipe whose read end went with the bus call as its cancel_fd (Exec): closed

@@ -366,7 +366,8 @@ int route_exec(Request *r) {
         }
         e->req = r;
         e->body = body;
-        e->out_fds[0] = e->out_fds[1] = e->pipes[0].fd = e->pipes[1].fd = e->cancel_read_fd = -EBADF;
+        e->out_fds[0] = e->out_fds[1] = e->pipes[0].fd = e->pipes[1].fd = -EBADF;
+        e->cancel_read_fd = -EBADF;
         r->data = e;
         r->data_free = exec_free;
 

@@ -277,10 +277,9 @@ def test_cancel_fd(mgr, sandbox):
         bus = dbus.SystemBus(private=True)
         try:
             iface = dbus.Interface(bus.get_object(BUS_NAME, MANAGER_PATH, introspect=False), MANAGER_IFACE)
-            result["reply"] = iface.Exec(sid, dbus.Array(["sh", "-c", "echo started; sleep 60; echo never"],
-                                                          signature="s"),
-                                         dbus.Dictionary({"cancel_fd": cancel, "timeout_seconds": dbus.UInt64(90)},
-                                                         signature="sv"), timeout=LONG, byte_arrays=True)
+            argv = dbus.Array(["sh", "-c", "echo started; sleep 60; echo never"], signature="s")
+            opts = dbus.Dictionary({"cancel_fd": cancel, "timeout_seconds": dbus.UInt64(90)}, signature="sv")
+            result["reply"] = iface.Exec(sid, argv, opts, timeout=LONG, byte_arrays=True)
         except dbus.DBusException as e:
             result["error"] = e
         finally:
@@ -300,7 +299,7 @@ def test_cancel_fd(mgr, sandbox):
     code, out, err, info = result["reply"]
     info = {str(k): v for k, v in info.items()}
     assert info["cancelled"] and not info["timed_out"], info
-    assert bytes(out) == b"started\n" and code == 128 + info["signal"] and info["signal"] > 0, (code, out, info)
+    assert bytes(out) == b"started\n" and info["signal"] > 0 and code == 128 + info["signal"], (code, out, info)
     # the reply goes out when the command's first process has ended; what it left behind (here the sleep)
     # is being stopped with its scope
     wait_for(lambda: mgr.exec(sid, ["pgrep", "-x", "sleep"])[0] == 1, timeout=10, what="the sleep to be gone")
