@@ -846,7 +846,8 @@ static int verb_exec(char **args, size_t n_args) {
         if (r < 0)
                 return r;
 
-        capture = arg_capture || !bus_can_send_fds(bus);
+        bool fds = bus_can_send_fds(bus);
+        capture = arg_capture || !fds;
 
         r = sd_event_default(&call.event);
         if (r < 0)
@@ -890,7 +891,7 @@ static int verb_exec(char **args, size_t n_args) {
 
         /* The write end stays open as long as we live: Ctrl-C, or sandboxctl killed, hangs it up and
          * sandboxd cancels the command. Without fd passing there is none, and the command runs on. */
-        if (!capture && pipe2(cancel, O_CLOEXEC) < 0) {
+        if (fds && pipe2(cancel, O_CLOEXEC) < 0) {
                 r = -errno;
                 goto fail;
         }
