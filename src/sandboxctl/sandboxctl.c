@@ -1809,7 +1809,7 @@ static int help(void) {
                "Command and File Commands:\n"
                "  exec ID [EXEC OPTIONS...] [--] CMD [ARGS...]\n"
                "                              Run a command in a sandbox; options for sandboxctl\n"
-               "                              must come before CMD\n"
+               "                              must come before CMD. Ctrl-C cancels the command\n"
                "  write ID PATH               Write stdin to a file in a sandbox\n"
                "  cat ID PATH                 Write a sandbox's file to stdout\n"
                "  cp SRC DST                  Copy a file into (LOCAL ID:PATH) or out of\n"
