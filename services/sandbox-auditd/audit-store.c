@@ -52,6 +52,7 @@ static const char *const audit_event_table[_AUDIT_EVENT_MAX] = {
         [AUDIT_EVENT_FINISHED] = "finished",   [AUDIT_EVENT_FAILED] = "failed",
         [AUDIT_EVENT_DENIED] = "denied",       [AUDIT_EVENT_BLOCKED] = "blocked",
         [AUDIT_EVENT_TIMED_OUT] = "timed_out", [AUDIT_EVENT_OOM_KILLED] = "oom_killed",
+        [AUDIT_EVENT_CANCELLED] = "cancelled",
 };
 DEFINE_STRING_TABLE(audit_event, AuditEvent, _AUDIT_EVENT_MAX);
 

@@ -45,6 +45,7 @@ typedef enum AuditEvent {
         AUDIT_EVENT_BLOCKED,
         AUDIT_EVENT_TIMED_OUT,
         AUDIT_EVENT_OOM_KILLED,
+        AUDIT_EVENT_CANCELLED, /* an Exec whose caller hung up its cancel_fd */
         _AUDIT_EVENT_MAX,
         _AUDIT_EVENT_INVALID = -EINVAL,
 } AuditEvent;

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "gatewayd-routes.h"
 #include "ini-util.h"
@@ -63,6 +64,7 @@ Request *request_unref(Request *r) {
         if (r->counts_stream && r->key)
                 manager_stream_release(r->manager, r->key->id);
         sd_event_source_disable_unref(r->client_watch);
+        safe_close(r->cancel_fd);
         key_session_free(r->key_session);
         if (r->data_free)
                 r->data_free(r->data);
@@ -95,6 +97,18 @@ bool req_answered(Request *r) {
 
 static void req_unwatch_client(Request *r) {
         r->client_watch = sd_event_source_disable_unref(r->client_watch);
+}
+
+int req_cancel_pipe(Request *r, int *ret_read_fd) {
+        int fds[2];
+
+        if (r->cancel_fd >= 0)
+                return -EBUSY; /* one call per request carries one */
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        r->cancel_fd = fds[1];
+        *ret_read_fd = fds[0];
+        return 0;
 }
 
 static void req_wake(Request *r) {
@@ -551,13 +565,14 @@ size_t sse_queued(SseStream *s) {
 
 /* A client that closes its connection (or its sending side) while its request waits for a bus call will
  * not read the answer: its connection is closed at once, and calls still waiting for room on the bus are
- * dropped (on_completed). A call sent is not cancelled: sandboxd has no way to, so a command runs on to its
- * own end (and timeout), is recorded in the audit log as always, and keeps counting against its key's calls
- * in flight until then (hanging up frees no room for more). */
+ * dropped (on_completed). An Exec already sent is cancelled: the request's cancel_fd is closed, sandboxd
+ * ends the command as its timeout would and answers at once (audit event "cancelled"), and that answer
+ * frees the bus slot and the key's call in flight the usual way. */
 static int on_client_gone(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         Request *r = userdata;
 
         req_unwatch_client(r);
+        r->cancel_fd = safe_close(r->cancel_fd);
         if (!r->suspended || !r->connection)
                 return 0;
         log_msg(LOG_DEBUG, "Request %s %s (%s): the client left before the answer.", r->method, strna(r->path),
@@ -996,6 +1011,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 if (!r)
                         return MHD_NO;
                 r->n_ref = 1;
+                r->cancel_fd = -EBADF;
                 r->manager = m;
                 r->connection = conn;
                 r->started_at = now_usec(CLOCK_REALTIME);
@@ -1084,6 +1100,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 conn_deadline_arm(conn);
         *con_cls = NULL;
         req_unwatch_client(r);
+        /* the client is gone (or has its answer): a command still running for it is cancelled */
+        r->cancel_fd = safe_close(r->cancel_fd);
         r->connection = NULL;
         r->closed = true;
         r->suspended = false;

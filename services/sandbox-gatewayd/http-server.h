@@ -34,9 +34,13 @@ struct Request {
 
         bool dispatched, suspended, queued, closed;
         /* While the request sleeps MHD does not look at its socket: this notices a client that leaves, and
-         * client_gone says it did (the connection is then closed; the bus call runs on, see req_call). */
+         * client_gone says it did (the connection is then closed; an Exec sent is cancelled: cancel_fd). */
         sd_event_source *client_watch;
         bool client_gone;
+        /* The write end of a pipe whose read end went with the bus call as its cancel_fd (Exec): closed
+         * when the client leaves (on_client_gone, on_completed), which makes sandboxd end the command
+         * and answer at once; and when the request is freed, harmless after the answer. Or -1. */
+        int cancel_fd;
         struct MHD_Response *response; /* once queued, MHD's: only tells that there is an answer */
         unsigned status;
 
@@ -58,6 +62,10 @@ struct Request {
 Request *request_ref(Request *r);
 Request *request_unref(Request *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Request *, request_unref);
+
+/* A pipe for a call's cancel_fd option: *ret_read_fd goes into the call (the caller closes it once the
+ * message holds its copy), the write end stays in r->cancel_fd. -EBUSY if the request has one already. */
+int req_cancel_pipe(Request *r, int *ret_read_fd);
 
 /* A request parameter: the path's {…} segments by index, the query by name (NULL if absent). */
 const char *req_param(Request *r, size_t i);

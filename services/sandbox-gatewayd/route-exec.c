@@ -41,6 +41,7 @@ typedef struct Exec {
         bool base64, stream, stream_started;
         bool draining; /* the command is done: take all that is left, whatever the client's pace */
         int out_fds[2]; /* write ends, for the call */
+        int cancel_read_fd; /* for the call; the write end is req->cancel_fd */
         ExecPipe pipes[2];
 } Exec;
 
@@ -59,6 +60,7 @@ static void exec_free(void *p) {
         free(e->stdin_data);
         safe_close(e->out_fds[0]);
         safe_close(e->out_fds[1]);
+        safe_close(e->cancel_read_fd);
         exec_pipe_close(&e->pipes[0]);
         exec_pipe_close(&e->pipes[1]);
         free(e);
@@ -111,11 +113,15 @@ static int build_exec(sd_bus_message *m, void *userdata) {
                 /* the message holds duplicates; ours are closed once it is sent */
                 k = sd_bus_message_append(m, "{sv}{sv}", "stdout_fd", "h", e->out_fds[0], "stderr_fd", "h",
                                           e->out_fds[1]);
+        if (k >= 0 && e->cancel_read_fd >= 0)
+                k = sd_bus_message_append(m, "{sv}", "cancel_fd", "h", e->cancel_read_fd);
         if (k >= 0)
                 k = sd_bus_message_append(m, "{sv}{sv}{sv}", "account_id", "s", r->account_id, "request_id", "s",
                                           r->request_id, "source", "s", "agent");
         if (k >= 0)
                 k = sd_bus_message_close_container(m);
+        /* the message holds its own copy */
+        e->cancel_read_fd = safe_close(e->cancel_read_fd);
         if (e->stream) {
                 e->out_fds[0] = safe_close(e->out_fds[0]);
                 e->out_fds[1] = safe_close(e->out_fds[1]);
@@ -361,6 +367,7 @@ int route_exec(Request *r) {
         e->req = r;
         e->body = body;
         e->out_fds[0] = e->out_fds[1] = e->pipes[0].fd = e->pipes[1].fd = -EBADF;
+        e->cancel_read_fd = -EBADF;
         r->data = e;
         r->data_free = exec_free;
 
@@ -422,7 +429,7 @@ int route_exec(Request *r) {
                 if (k < 0)
                         return k;
                 r->counts_stream = true;
-                /* Cut like a watch when the key is revoked or expires; the command itself runs on. */
+                /* Cut like a watch when the key is revoked or expires; that cancels the command too. */
                 k = req_bind_to_key(r);
                 if (k < 0)
                         return k;
@@ -437,6 +444,11 @@ int route_exec(Request *r) {
                                 return k;
                 }
         }
+
+        /* A client that leaves cancels the command (on_client_gone()). */
+        k = req_cancel_pipe(r, &e->cancel_read_fd);
+        if (k < 0)
+                return k;
 
         /* long: it must not take the bus room that short calls need (BusShortCallReserve=) */
         k = req_call_full(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "Exec", build_exec,

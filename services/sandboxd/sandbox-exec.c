@@ -72,7 +72,8 @@ struct Exec {
         sd_bus_message *request;
         char unit[UNIT_NAME_MAX];
         pid_t pid;
-        sd_event_source *child_source, *deadline_source, *oom_source, *ready_source;
+        sd_event_source *child_source, *deadline_source, *oom_source, *ready_source, *cancel_source;
+        int cancel_fd;       /* our copy of the caller's cancel_fd, or -1 */
         int go_fd, err_fd;   /* go_fd: our end of a socketpair; the child says 'r', we answer 'g' */
         Stream out, err;
         uint64_t timeout_usec, memory_max, tasks_max;
@@ -86,6 +87,7 @@ struct Exec {
         bool scope_up;    /* systemd's start job for its scope is done */
         bool started;     /* go was sent, or a self-entered child said 'r': the command runs */
         bool exited, timed_out, replied;
+        bool cancelled;   /* the caller hung up its cancel_fd before the command ended */
         siginfo_t status;
         OomWatch oom;
         /* for the audit row */
@@ -159,6 +161,8 @@ static Exec *exec_free(Exec *e) {
         e->deadline_source = sd_event_source_disable_unref(e->deadline_source);
         e->oom_source = sd_event_source_disable_unref(e->oom_source);
         e->ready_source = sd_event_source_disable_unref(e->ready_source);
+        e->cancel_source = sd_event_source_disable_unref(e->cancel_source);
+        e->cancel_fd = safe_close(e->cancel_fd);
         stream_done(&e->out);
         stream_done(&e->err);
         oom_watch_done(&e->oom);
@@ -634,11 +638,12 @@ static int stream_init(Exec *e, Stream *st, int read_fd, int relay_fd) {
 static int append_info(sd_bus_message *reply, Exec *e, int sig, bool oom) {
         uint64_t duration = now_usec(CLOCK_MONOTONIC) - e->start_mono;
 
-        return sd_bus_message_append(reply, "a{sv}", 7,
+        return sd_bus_message_append(reply, "a{sv}", 8,
                                      "duration_usec", "t", duration,
                                      "stdout_truncated", "b", (int) e->out.truncated,
                                      "stderr_truncated", "b", (int) e->err.truncated,
                                      "timed_out", "b", (int) e->timed_out,
+                                     "cancelled", "b", (int) e->cancelled,
                                      "oom_killed", "b", (int) oom,
                                      "signal", "i", sig,
                                      "unit", "s", e->unit);
@@ -722,7 +727,7 @@ static void exec_finish(Exec *e) {
                 code = 128 + sig;
         }
         oom = e->started && oom_watch_check(&e->oom, sig == SIGKILL);
-        if (sig != 0 && e->started && !e->timed_out && e->timeout_usec > 0 &&
+        if (sig != 0 && e->started && !e->timed_out && !e->cancelled && e->timeout_usec > 0 &&
             now_usec(CLOCK_MONOTONIC) + 50 * USEC_PER_MSEC >= e->deadline)
                 e->timed_out = true;
 
@@ -747,7 +752,12 @@ static void exec_finish(Exec *e) {
 
         if (e->replied || !e->request)
                 goto done;
-        exec_audit(e, e->timed_out ? "timed_out" : oom ? "oom_killed" : f.stage == EXEC_STAGE_EXEC ? "failed" : "finished",
+        exec_audit(e,
+                   e->cancelled ? "cancelled"
+                   : e->timed_out ? "timed_out"
+                   : oom ? "oom_killed"
+                   : f.stage == EXEC_STAGE_EXEC ? "failed"
+                                                : "finished",
                    code, sig, oom, NULL, NULL);
         r = sd_bus_message_new_method_return(e->request, &reply);
         if (r >= 0)
@@ -781,9 +791,9 @@ done:
 static void exec_maybe_finish(Exec *e) {
         if (!e->exited)
                 return;
-        if ((e->out.relay_fd >= 0 && e->out.pending_len > 0 && !e->out.relay_broken) ||
-            (e->err.relay_fd >= 0 && e->err.pending_len > 0 && !e->err.relay_broken))
-                return; /* the caller still has output coming */
+        if (!e->cancelled && ((e->out.relay_fd >= 0 && e->out.pending_len > 0 && !e->out.relay_broken) ||
+                              (e->err.relay_fd >= 0 && e->err.pending_len > 0 && !e->err.relay_broken)))
+                return; /* the caller still has output coming (unless it cancelled: it reads no more) */
         exec_finish(e);
 }
 
@@ -843,22 +853,55 @@ static int on_oom_event(sd_event_source *s, int fd, uint32_t revents, void *user
         return 0;
 }
 
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* The scope is being stopped (SIGTERM, SIGKILL after 1 s): on_deadline() makes sure, a little later. */
+static void exec_make_sure_later(Exec *e, uint64_t now) {
+        if (!e->deadline_source) {
+                (void) sd_event_add_time(e->manager->event, &e->deadline_source, CLOCK_MONOTONIC,
+                                         now + 3 * USEC_PER_SEC, 0, on_deadline, e);
+                return;
+        }
+        (void) sd_event_source_set_time(e->deadline_source, now + 3 * USEC_PER_SEC);
+        (void) sd_event_source_set_enabled(e->deadline_source, SD_EVENT_ONESHOT);
+}
+
 static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         Exec *e = userdata;
 
-        if (!e->timed_out) {
+        if (!e->timed_out && !e->cancelled) {
                 /* A scope of its own has RuntimeMaxUSec= and systemd ends it right now; a warm one
                  * only has an upper bound, so we stop it (SIGTERM, SIGKILL after 1 s, as systemd
                  * would). Either way: make sure, a little later. */
                 e->timed_out = true;
                 if (e->warm)
                         (void) unit_stop_nowait(e->manager, e->unit);
-                (void) sd_event_source_set_time(s, usec + 3 * USEC_PER_SEC);
-                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                exec_make_sure_later(e, usec);
                 return 0;
         }
         (void) kill(e->pid, SIGKILL);
         (void) unit_stop_nowait(e->manager, e->unit);
+        return 0;
+}
+
+/* The caller hung up its cancel_fd (closed the other end, or died): nobody waits for the answer. The
+ * command ends as its timeout ends it, and the answer, with what it wrote so far, goes out as usual. */
+static int on_cancel(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Exec *e = userdata;
+
+        e->cancel_source = sd_event_source_disable_unref(e->cancel_source);
+        e->cancel_fd = safe_close(e->cancel_fd);
+        if (e->exited || e->timed_out)
+                return 0; /* ending anyway */
+        e->cancelled = true;
+        if (!e->started) {
+                /* Nothing of the caller's ran yet (in a warm scope: only just began). The child dies,
+                 * and its exit goes the way of a failed setup: the scope is stopped, then the answer. */
+                (void) kill(e->pid, SIGKILL);
+                return 0;
+        }
+        (void) unit_stop_nowait(e->manager, e->unit);
+        exec_make_sure_later(e, now_usec(CLOCK_MONOTONIC));
         return 0;
 }
 
@@ -883,7 +926,7 @@ static void exec_watch_oom(Exec *e) {
 static void exec_maybe_go(Exec *e) {
         Manager *m = e->manager;
 
-        if (!e->ready || !e->scope_up || e->started)
+        if (!e->ready || !e->scope_up || e->started || e->cancelled)
                 return;
         if (e->self_entered) {
                 /* It is in the warm scope and runs the command already: the placeholder may go, and
@@ -1140,7 +1183,7 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
         if (!e)
                 return -ENOMEM;
         e->manager = m;
-        e->go_fd = e->err_fd = -EBADF;
+        e->go_fd = e->err_fd = e->cancel_fd = -EBADF;
         e->out.fd = e->out.relay_fd = e->err.fd = e->err.relay_fd = -EBADF;
         e->oom = (OomWatch) OOM_WATCH_INIT;
         e->timeout_usec = spec->timeout_usec;
@@ -1162,6 +1205,11 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
                 free(e->cwd);
                 free(e);
                 return -ENOMEM;
+        }
+        if (spec->cancel_fd >= 0 && (e->cancel_fd = fcntl(spec->cancel_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+                r = -errno;
+                exec_free(e);
+                return r;
         }
         e->warm = TAKE_PTR(made_scope) ?: warm_scope_take(s, e->tasks_max, e->memory_max);
         if (e->warm) {
@@ -1308,6 +1356,12 @@ static int exec_spawned(Exec *e, ExecSpawn *sp) {
         r = sd_event_add_io(m->event, &e->ready_source, e->go_fd, EPOLLIN, on_child_ready, e);
         if (r < 0)
                 goto fail_kill;
+        if (e->cancel_fd >= 0) {
+                /* no events asked for: only its hang-up (or error) wakes us, not data written to it */
+                r = sd_event_add_io(m->event, &e->cancel_source, e->cancel_fd, 0, on_cancel, e);
+                if (r < 0)
+                        goto fail_kill;
+        }
         if (e->warm)
                 /* The child is in the scope, or fails before it runs anything. */
                 exec_watch_oom(e);

@@ -21,6 +21,7 @@ typedef struct ExecSpec {
         uint64_t memory_max;
         uint64_t tasks_max;
         int stdout_fd, stderr_fd;   /* caller's fds for streaming, or -1 */
+        int cancel_fd;              /* caller's pipe or socket: its hang-up cancels the command; or -1 */
         const Caller *caller;       /* for the audit row */
         uint64_t started_at;        /* when the call came in, µs since the epoch */
 } ExecSpec;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bus-fields.h"
 #include "macro.h"
@@ -274,6 +275,9 @@ static int exec_entry(const char *key, sd_bus_message *msg, void *userdata, sd_b
         } else if (streq(key, "stderr_fd")) {
                 if (sd_bus_message_read(msg, "v", "h", &o->stderr_fd) < 0)
                         return bad_type(error, key, "h");
+        } else if (streq(key, "cancel_fd")) {
+                if (sd_bus_message_read(msg, "v", "h", &o->cancel_fd) < 0)
+                        return bad_type(error, key, "h");
         } else
                 return unknown_option(error, "Exec", key);
         return 0;
@@ -285,13 +289,22 @@ void exec_options_done(ExecOptions *o) {
 }
 
 int exec_options_read(sd_bus_message *msg, Caller *c, ExecOptions *ret, sd_bus_error *error) {
-        ExecOptions o = {.stdout_fd = -1, .stderr_fd = -1};
+        ExecOptions o = {.stdout_fd = -1, .stderr_fd = -1, .cancel_fd = -1};
+        struct stat st;
         int r;
 
         r = read_options(msg, c, "Exec", exec_entry, &o, error);
         if (r < 0) {
                 exec_options_done(&o);
                 return finish(r, "Exec", error);
+        }
+        /* Its hang-up is what cancels the command: only pipes and sockets report one (epoll refuses
+         * regular files, and a device may never hang up). */
+        if (o.cancel_fd >= 0 &&
+            (fstat(o.cancel_fd, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))) {
+                exec_options_done(&o);
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Option 'cancel_fd' must be a pipe or a socket.");
         }
         *ret = o;
         return 0;

@@ -56,6 +56,7 @@ typedef struct ExecOptions {
         bool have_timeout;
         uint64_t memory_max, tasks_max; /* 0: the type's */
         int stdout_fd, stderr_fd;       /* the message's, or -1 */
+        int cancel_fd;                  /* the message's (a pipe or a socket), or -1 */
 } ExecOptions;
 
 void exec_options_done(ExecOptions *o);

@@ -359,6 +359,7 @@ static int method_exec(sd_bus_message *msg, Manager *m, Caller *c, CallInfo *ci,
                 .tasks_max = l.tasks_max,
                 .stdout_fd = o.stdout_fd,
                 .stderr_fd = o.stderr_fd,
+                .cancel_fd = o.cancel_fd,
                 .caller = c,
                 .started_at = now_usec(CLOCK_REALTIME),
         };

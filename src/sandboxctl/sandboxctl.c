@@ -749,7 +749,7 @@ static int on_exec_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_er
 }
 
 static int append_exec_options(sd_bus_message *m, const char *stdin_data, size_t stdin_size, bool have_stdin,
-                               const int out_fds[2]) {
+                               const int out_fds[2], int cancel_fd) {
         int r;
 
         r = sd_bus_message_open_container(m, 'a', "{sv}");
@@ -805,6 +805,11 @@ static int append_exec_options(sd_bus_message *m, const char *stdin_data, size_t
                 if (r < 0)
                         return r;
         }
+        if (cancel_fd >= 0) {
+                r = sd_bus_message_append(m, "{sv}", "cancel_fd", "h", cancel_fd);
+                if (r < 0)
+                        return r;
+        }
 
         return sd_bus_message_close_container(m);
 }
@@ -814,6 +819,7 @@ static int verb_exec(char **args, size_t n_args) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_free_ char *stdin_data = NULL;
         _cleanup_close_pair_ int pipe_w[2] = { -EBADF, -EBADF };
+        _cleanup_close_pair_ int cancel[2] = { -EBADF, -EBADF };
         ExecCall call = { .relays = { { .read_fd = -EBADF }, { .read_fd = -EBADF } } };
         size_t stdin_size = 0;
         bool capture;
@@ -841,7 +847,8 @@ static int verb_exec(char **args, size_t n_args) {
         if (r < 0)
                 return r;
 
-        capture = arg_capture || !bus_can_send_fds(bus);
+        bool fds = bus_can_send_fds(bus);
+        capture = arg_capture || !fds;
 
         r = sd_event_default(&call.event);
         if (r < 0)
@@ -883,6 +890,13 @@ static int verb_exec(char **args, size_t n_args) {
                                 goto fail;
                 }
 
+        /* The write end stays open as long as we live: Ctrl-C, or sandboxctl killed, hangs it up and
+         * sandboxd cancels the command. Without fd passing there is none, and the command runs on. */
+        if (fds && pipe2(cancel, O_CLOEXEC) < 0) {
+                r = -errno;
+                goto fail;
+        }
+
         r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "Exec");
         if (r >= 0)
                 r = sd_bus_message_append(m, "s", args[1]);
@@ -890,7 +904,7 @@ static int verb_exec(char **args, size_t n_args) {
                 r = sd_bus_message_append_strv(m, args + 2);
         if (r >= 0)
                 r = append_exec_options(m, stdin_data, stdin_size, arg_stdin_file || arg_stdin,
-                                        capture ? NULL : out_fds);
+                                        capture ? NULL : out_fds, cancel[0]);
         if (r < 0) {
                 log_error(r, "exec", "Failed to build the call: %s", strerror(-r));
                 goto finish;
@@ -907,6 +921,7 @@ static int verb_exec(char **args, size_t n_args) {
         m = sd_bus_message_unref(m);
         pipe_w[0] = safe_close(pipe_w[0]);
         pipe_w[1] = safe_close(pipe_w[1]);
+        cancel[0] = safe_close(cancel[0]);
         free(stdin_data);
         stdin_data = NULL;
 
@@ -1795,7 +1810,7 @@ static int help(void) {
                "Command and File Commands:\n"
                "  exec ID [EXEC OPTIONS...] [--] CMD [ARGS...]\n"
                "                              Run a command in a sandbox; options for sandboxctl\n"
-               "                              must come before CMD\n"
+               "                              must come before CMD. Ctrl-C cancels the command\n"
                "  write ID PATH               Write stdin to a file in a sandbox\n"
                "  cat ID PATH                 Write a sandbox's file to stdout\n"
                "  cp SRC DST                  Copy a file into (LOCAL ID:PATH) or out of\n"

@@ -86,6 +86,8 @@ sandboxd("exec", "", ["sh", "-c", "echo hi"],
          [("cwd", "s", "work/dir"), ("env", "a{ss}", [("PATH", "/bin"), ("A", "A=B")]),
           ("stdin", "ay", b"input\n"), ("timeout_seconds", "t", 5), ("memory_max", "t", 64 << 20),
           ("tasks_max", "t", 16), ("stdout_fd", "h", None), ("stderr_fd", "h", None)] + ctx)
+sandboxd("exec-cancel", "", ["sleep", "60"], [("cancel_fd", "h", None), ("timeout_seconds", "t", 50)] + ctx)
+sandboxd("exec-cancel-string", "", ["true"], [("cancel_fd", "s", "pipe")])
 sandboxd("exec-env-bad", "", ["true"], [("env", "a{ss}", [("1BAD", "x")])])
 sandboxd("exec-env-wrong-type", "", ["true"], [("env", "as", ["A=B"])])
 sandboxd("exec-env-many", "", ["true"], [("env", "a{ss}", [("V%d" % i, "") for i in range(1030)])])

@@ -29,8 +29,8 @@ static const char *const fuzz_keys[] = {
         "account_id", "request_id", "source",
         /* sandboxd */
         "name", "type", "network", "ttl_seconds", "cwd", "env", "stdin", "timeout_seconds", "memory_max",
-        "tasks_max", "stdout_fd", "stderr_fd", "mode", "create_dirs", "append", "fd", "offset", "length", "cols",
-        "rows", "term", "path", "path_bytes", "glob", "overwrite", "ignore_case", "start_line", "end_line",
+        "tasks_max", "stdout_fd", "stderr_fd", "cancel_fd", "mode", "create_dirs", "append", "fd", "offset",
+        "length", "cols", "rows", "term", "path", "path_bytes", "glob", "overwrite", "ignore_case", "start_line", "end_line",
         "max_results",
         /* sandbox-auditd: Record's row, GetLog's filter */
         "key", "session_id", "operation", "event", "detail", "exit_code", "stdout", "stderr", "started_at",

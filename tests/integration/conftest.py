@@ -142,7 +142,7 @@ class Manager:
                 o[k] = dbus.ByteArray(v)
             elif k == "env":
                 o[k] = dbus.Dictionary(v, signature="ss")
-            elif k in ("stdout_fd", "stderr_fd"):
+            elif k in ("stdout_fd", "stderr_fd", "cancel_fd"):
                 o[k] = dbus.types.UnixFd(v)
             else:
                 o[k] = v

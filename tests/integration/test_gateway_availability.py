@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The gateway stays available to well-behaved clients (issue 21, items 1 and 2): one key's long calls, idle
-# connections and connections that trickle their headers cannot lock anyone else out.
+# connections and connections that trickle their headers cannot lock anyone else out, and an Exec whose
+# client left is cancelled.
 import json
 import socket
 import time
@@ -26,17 +27,19 @@ def admin():
 
 def test_one_key_cannot_take_every_call(admin, gateway_config):
     """A member key at MaxCallsPerMemberKey= calls in flight gets 429 too_many_calls; another key is still
-    served. A client that leaves while its Exec runs has its connection closed at once; the command runs on
-    to its end with its audit row, and counts against the key until then."""
+    served. A client that leaves while its Exec runs (shutting its sending side, or closing its socket) has
+    its connection closed at once and its command cancelled: within 10 s the command is gone from the
+    sandbox, its audit row says "cancelled", and the key has its three calls in flight back."""
     gateway_config("MaxCallsPerMemberKey=3\nBusConnections=1\n")
     r = admin.post("/v1/sandboxes", {"type": "small"})
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
+    exec_path = f"/v1/sandboxes/{sid}/exec"
     try:
         member, key = admin.mint(preset="member", ttl_seconds=600)
-        body = json.dumps({"argv": ["sleep", "8"], "timeout_seconds": 30}).encode()
-        held = [raw_request("POST", f"/v1/sandboxes/{sid}/exec", member.secret, ["Content-Type: application/json"],
-                            body) for _ in range(3)]
+        body = json.dumps({"argv": ["sleep", "60"], "timeout_seconds": 90}).encode()
+        held = [raw_request("POST", exec_path, member.secret, ["Content-Type: application/json"], body)
+                for _ in range(3)]
 
         def refused():
             # a short call as the probe: an Exec made before the three are in would wait for their room
@@ -44,31 +47,78 @@ def test_one_key_cannot_take_every_call(admin, gateway_config):
             assert r.status_code in (200, 429), r.text
             return r.status_code == 429  # (a Response with an error status is false)
         wait_for(refused, timeout=6, what="the key's calls in flight to reach the limit")
-        r = member.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["true"]})
+        r = member.post(exec_path, {"argv": ["true"]})
         body = assert_error(r, 429, "too_many_calls")
         assert "MaxCallsPerMemberKey=" in body["error"] and r.headers["Retry-After"] == "1", (body, r.headers)
         # another key is served
         assert admin.get(f"/v1/sandboxes/{sid}", timeout=10).status_code == 200
+        wait_for(lambda: admin.post(exec_path, {"argv": ["pgrep", "-c", "-x", "sleep"]},
+                                    timeout=30).json()["stdout"] == "3\n", what="the three commands to run")
 
-        # the clients leave (shutting down their sending side): no answer, their connections are closed
-        for s in held:
+        # the clients leave: two shut their sending side (no answer, their connections are closed), one
+        # closes its socket
+        t0 = time.monotonic()
+        for s in held[:2]:
             s.shutdown(socket.SHUT_WR)
             s.settimeout(30)
-        for s in held:
+        held[2].close()
+        for s in held[:2]:
             assert read_to_eof(s) == b""
-        # the commands still run, and still count
-        assert_error(member.get(f"/v1/sandboxes/{sid}"), 429, "too_many_calls")
 
-        # ... until they end, each recorded as always
+        # their commands are cancelled, each recorded
         account = "key:" + key["id"]
 
-        def finished():
+        def cancelled():
             rows = [r for r in audit_log(sid, operation="exec") if r["account_id"] == account and
-                    r["event"] == "finished" and r["duration_ms"] >= 7000]
+                    r["event"] == "cancelled"]
             return rows if len(rows) >= 3 else None
-        rows = wait_for(finished, timeout=90, what="the three Execs' rows")
-        assert len(rows) == 3 and all(r["exit_code"] == 0 for r in rows), rows
-        wait_for(lambda: member.get(f"/v1/sandboxes/{sid}").status_code == 200, what="the key's calls back")
+        rows = wait_for(cancelled, timeout=10, what="the three Execs' rows saying cancelled")
+        print(f"cancelled {time.monotonic() - t0:.3f} s after the clients left")
+        assert len(rows) == 3 and all(r["exit_code"] >= 128 for r in rows), rows
+        assert not [r for r in audit_log(sid, operation="exec") if r["account_id"] == account and
+                    r["event"] == "finished"]
+        # gone from the sandbox
+        r = admin.post(exec_path, {"argv": ["pgrep", "-x", "sleep"]}, timeout=30)
+        assert r.status_code == 200 and r.json()["exit_code"] == 1, r.text
+
+        # the key's three calls are free again: three Execs at once are all served (the replies that free
+        # them reach the gateway right after the rows are written: a few tries at most)
+        def three_at_once():
+            socks = [raw_request("POST", exec_path, member.secret, ["Content-Type: application/json",
+                                                                    "Connection: close"],
+                                 json.dumps({"argv": ["sleep", "1"]}).encode()) for _ in range(3)]
+            for s in socks:
+                s.settimeout(30)
+            answers = [read_to_eof(s) for s in socks]
+            return all(a.startswith(b"HTTP/1.1 200") for a in answers)
+        wait_for(three_at_once, timeout=10, what="three calls at once from the key")
+    finally:
+        admin.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_streamed_exec_whose_client_left_is_cancelled(admin):
+    """A streamed Exec's client closes its socket after the first output: the command is cancelled (its
+    row says so, with what it wrote) and gone from the sandbox within 10 s."""
+    r = admin.post("/v1/sandboxes", {"type": "small"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    exec_path = f"/v1/sandboxes/{sid}/exec"
+    try:
+        body = {"command": "echo started; sleep 60; echo never", "timeout_seconds": 90}
+        s = raw_request("POST", exec_path + "?stream=true", admin.secret, ["Content-Type: application/json"],
+                        json.dumps(body).encode())
+        s.settimeout(30)
+        seen = b""
+        while b"started" not in seen:
+            chunk = s.recv(65536)
+            assert chunk, seen
+            seen += chunk
+        s.close()
+        rows = wait_for(lambda: [x for x in audit_log(sid, operation="exec") if x["event"] == "cancelled"],
+                        timeout=10, what="the row saying cancelled")
+        assert len(rows) == 1 and json.loads(rows[0]["detail"])["streamed"], rows
+        r = admin.post(exec_path, {"argv": ["pgrep", "-x", "sleep"]}, timeout=30)
+        assert r.status_code == 200 and r.json()["exit_code"] == 1, r.text
     finally:
         admin.delete(f"/v1/sandboxes/{sid}")
 

@@ -12,7 +12,7 @@ import pytest
 import requests
 import websocket
 
-from conftest import run, wait_for
+from conftest import audit_log, run, wait_for
 from gateway_helpers import SseReader, restart_gateway
 from test_takeover_gateway import GW, GW2_PORT, Session, gateway, shell_units, unit_gone, ws_url  # noqa: F401
 from test_takeover_gateway import second_gateway as second_gateway_only  # noqa: F401
@@ -268,3 +268,7 @@ def test_revoked_key_ends_a_streamed_exec(mgr, sandbox, gateway):
     assert t1 - t0 < BOUND, f"ended {t1 - t0:.3f} s after the revocation"
     assert_cut(x, "The API key has been revoked.")
     assert not any(e["event"] == "exit" for e in x.events)
+    # nobody reads it any more: the command is cancelled
+    rows = wait_for(lambda: [r for r in audit_log(sid, operation="exec") if r["event"] == "cancelled"],
+                    timeout=10, what="the streamed Exec's row saying cancelled")
+    assert len(rows) == 1 and json.loads(rows[0]["detail"])["streamed"], rows

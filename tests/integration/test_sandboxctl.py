@@ -3,9 +3,12 @@
 import json
 import os
 import re
+import signal
 import subprocess
 
 import pytest
+
+from conftest import audit_log, wait_for
 
 
 def ctl(*args, input=None, check=True):
@@ -52,6 +55,28 @@ def test_exec_status_and_streams(sid):
     assert r.returncode == 124 and b"timed out" in r.stderr
     r = ctl("exec", sid, "--", "sh", "-c", "kill -KILL $$", check=False)
     assert r.returncode == 137
+
+
+@pytest.mark.parametrize("opts,sig", [([], signal.SIGINT), ([], signal.SIGKILL), (["--capture"], signal.SIGINT)])
+def test_exec_ends_with_sandboxctl(sid, opts, sig):
+    """Ctrl-C, or sandboxctl killed, cancels the command (streamed or captured): within 10 s it is gone from
+    the sandbox, and its audit row says "cancelled"."""
+    p = subprocess.Popen(["sandboxctl", "exec", *opts, sid, "--", "sh", "-c", "echo started; sleep 60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: ctl("exec", sid, "--", "pgrep", "-x", "sleep", check=False).returncode == 0,
+                 timeout=30, what="the command to run")
+        p.send_signal(sig)
+        p.communicate(timeout=30)
+        rows = wait_for(lambda: [x for x in audit_log(sid, operation="exec") if x["event"] == "cancelled"],
+                        timeout=10, what="the row saying cancelled")
+        assert len(rows) == 1, rows
+        wait_for(lambda: ctl("exec", sid, "--", "pgrep", "-x", "sleep", check=False).returncode == 1,
+                 timeout=10, what="the sleep to be gone")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def test_files(sid, tmp_path):

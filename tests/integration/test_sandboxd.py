@@ -8,12 +8,14 @@ import signal
 import socket
 import shutil
 import subprocess
+import threading
 import time
 
 import dbus
 import pytest
 
-from conftest import LONG, Manager, dbus_error, run, sandbox_path, systemctl_show, wait_for
+from conftest import (BUS_NAME, LONG, MANAGER_IFACE, MANAGER_PATH, Manager, audit_log, dbus_error, run,
+                      sandbox_path, systemctl_show, wait_for)
 
 ERR = "org.sandboxd.sandbox1."
 INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
@@ -260,6 +262,59 @@ def test_timeout(mgr, sandbox):
     assert info["timed_out"] and out == b"started\n" and code >= 128
 
 
+def test_cancel_fd(mgr, sandbox):
+    """The caller of an Exec hangs up its cancel_fd (closes the pipe's write end): the command ends at once,
+    as its timeout would end it, and the reply comes with what it wrote, exit 128 + the signal, cancelled
+    true; its audit row's event is "cancelled". A cancel_fd that is not a pipe or a socket is refused and
+    nothing runs."""
+    sid, _ = sandbox()
+    r, w = os.pipe()
+    cancel = dbus.types.UnixFd(r)  # a copy: the message's
+    os.close(r)
+    result = {}
+
+    def call():
+        bus = dbus.SystemBus(private=True)
+        try:
+            iface = dbus.Interface(bus.get_object(BUS_NAME, MANAGER_PATH, introspect=False), MANAGER_IFACE)
+            argv = dbus.Array(["sh", "-c", "echo started; sleep 60; echo never"], signature="s")
+            opts = dbus.Dictionary({"cancel_fd": cancel, "timeout_seconds": dbus.UInt64(90)}, signature="sv")
+            result["reply"] = iface.Exec(sid, argv, opts, timeout=LONG, byte_arrays=True)
+        except dbus.DBusException as e:
+            result["error"] = e
+        finally:
+            bus.close()
+    t = threading.Thread(target=call)
+    t.start()
+    try:
+        wait_for(lambda: "error" in result or mgr.exec(sid, ["pgrep", "-x", "sleep"])[0] == 0,
+                 what="the command to run")
+        assert "error" not in result, result
+        os.close(cancel.take())  # ours; sandboxd has its own
+    finally:
+        os.close(w)
+    t.join(timeout=10)
+    assert not t.is_alive(), "no reply within 10 s of the hang-up"
+    assert "error" not in result, result
+    code, out, err, info = result["reply"]
+    info = {str(k): v for k, v in info.items()}
+    assert info["cancelled"] and not info["timed_out"], info
+    assert bytes(out) == b"started\n" and info["signal"] > 0 and code == 128 + info["signal"], (code, out, info)
+    # the reply goes out when the command's first process has ended; what it left behind (here the sleep)
+    # is being stopped with its scope
+    wait_for(lambda: mgr.exec(sid, ["pgrep", "-x", "sleep"])[0] == 1, timeout=10, what="the sleep to be gone")
+    rows = wait_for(lambda: [x for x in audit_log(sid, operation="exec") if x["event"] == "cancelled"],
+                    timeout=10, what="the audit row")
+    assert len(rows) == 1 and "sleep 60" in str(rows[0]["detail"]), rows
+
+    # not a pipe: refused, and nothing ran
+    with open("/dev/null") as f:
+        with pytest.raises(dbus.DBusException) as e:
+            mgr.exec(sid, ["touch", "/tmp/ran"], cancel_fd=f.fileno())
+    assert dbus_error(e)[0] == INVALID and "cancel_fd" in dbus_error(e)[1]
+    assert mgr.exec(sid, ["test", "-e", "/tmp/ran"])[0] == 1
+
+
 def test_isolation_between_sandboxes(mgr, sandbox):
     a, _ = sandbox()
     b, _ = sandbox()
@@ -357,6 +412,8 @@ def test_bad_input(mgr, sandbox):
     assert err(mgr.exec, sid, ["true"], cwd="/nonexistent")[0] == INVALID
     assert err(mgr.exec, sid, ["true"], bogus="x")[0] == INVALID
     assert err(mgr.exec, sid, ["true"], env={"BAD=NAME": "x"})[0] == INVALID
+    with open("/dev/null") as f:
+        assert err(mgr.exec, sid, ["true"], cancel_fd=f.fileno())[0] == INVALID
     assert err(mgr.create, name="taken")[0] == ERR + "NameExists"
     assert err(mgr.create, name="../etc")[0] == INVALID
     assert err(mgr.create, type="huge")[0] == INVALID

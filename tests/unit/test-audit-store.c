@@ -78,10 +78,11 @@ static void test_string_tables(void) {
         CHECK_U64(_AUDIT_OPERATION_MAX, 21);
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_API_KEY_LIST), "api_key.list");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_AUTH), "auth");
-        CHECK_U64(_AUDIT_EVENT_MAX, 6);
+        CHECK_U64(_AUDIT_EVENT_MAX, 7);
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_SANDBOX_EXPIRE), "sandbox.expire");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_API_KEY_REVOKE), "api_key.revoke");
         CHECK_STR(audit_event_to_string(AUDIT_EVENT_OOM_KILLED), "oom_killed");
+        CHECK_STR(audit_event_to_string(AUDIT_EVENT_CANCELLED), "cancelled");
         CHECK_STR(audit_source_to_string(AUDIT_SOURCE_HUMAN_TAKEOVER), "human_takeover");
         CHECK(audit_operation_from_string("EXEC") < 0);
         CHECK(audit_operation_from_string("") < 0);

@@ -2,6 +2,8 @@
 /* Tests sandbox-options: each Manager method's a{sv} options, accepted into their struct or refused with
  * a message naming what is wrong, on messages built as a client would send them. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -250,6 +252,31 @@ static void test_exec(const SandboxdConfig *config) {
         exec_options_done(&o);
         sd_bus_message_unref(m);
 
+        /* cancel_fd: a pipe (or a socket) reports a hang-up; a file or a device is refused. */
+        int p[2];
+        CHECK(pipe2(p, O_CLOEXEC) == 0);
+        m = new_msg();
+        CHECK(sd_bus_message_append(m, "a{sv}", 1, "cancel_fd", "h", p[0]) >= 0);
+        done(m);
+        CHECK_INT(exec_options_read(m, &c, &o, &e), 0);
+        CHECK(o.cancel_fd >= 0 && o.cancel_fd != p[0] && o.stdout_fd == -1);
+        exec_options_done(&o);
+        sd_bus_message_unref(m);
+        close(p[0]);
+        close(p[1]);
+        int nonpipe[] = {open("/dev/null", O_RDONLY | O_CLOEXEC), memfd_create("cancel", MFD_CLOEXEC)};
+        for (size_t i = 0; i < ELEMENTSOF(nonpipe); i++) {
+                CHECK(nonpipe[i] >= 0);
+                m = new_msg();
+                CHECK(sd_bus_message_append(m, "a{sv}", 1, "cancel_fd", "h", nonpipe[i]) >= 0);
+                done(m);
+                r = exec_options_read(m, &c, &o, &e);
+                CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "Option 'cancel_fd' must be a pipe or a socket");
+                sd_bus_error_free(&e);
+                sd_bus_message_unref(m);
+                close(nonpipe[i]);
+        }
+
         static const struct {
                 const char *name, *what;
         } bad_env[] = {
@@ -293,7 +320,8 @@ static void test_exec(const SandboxdConfig *config) {
         static const struct {
                 const char *key, *sig;
         } wrong[] = {{"cwd", "s"},       {"timeout_seconds", "t"}, {"memory_max", "t"}, {"tasks_max", "t"},
-                     {"stdout_fd", "h"}, {"stderr_fd", "h"},       {"stdin", "ay"}};
+                     {"stdout_fd", "h"}, {"stderr_fd", "h"},       {"stdin", "ay"},
+                     {"cancel_fd", "h"}};
         for (size_t i = 0; i < ELEMENTSOF(wrong); i++) {
                 char what[64];
                 m = MSG("a{sv}", 1, wrong[i].key, "b", 1);
