@@ -19,6 +19,21 @@ def gateway_up():
     run("systemctl", "start", "sandbox-auditd.service", "sandbox-gatewayd.socket")
 
 
+# The gateway test modules' common fixtures: import both into a module to use them.
+@pytest.fixture(scope="module", autouse=True)
+def up():
+    """The gateway's socket and the audit log are started for the module."""
+    gateway_up()
+    yield
+
+
+@pytest.fixture(scope="module")
+def admin():
+    """A client with a fresh admin key, for the module."""
+    secret, _ = cli_key("--preset", "admin", "--ttl", "1d")
+    return Client(secret)
+
+
 def gateway_pid():
     return int(run("systemctl", "show", "-p", "MainPID", "--value", "sandbox-gatewayd.service").stdout.strip() or 0)
 

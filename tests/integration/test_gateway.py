@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import audit_log, run, systemctl_show, wait_for
-from gateway_helpers import (BASE, Client, SseReader, assert_error, cli_key, curl, gateway_config,  # noqa: F401,F811
-                             gateway_pid, gateway_up, raw_request, read_to_eof)
+from gateway_helpers import (BASE, Client, SseReader, admin, assert_error, cli_key, curl,  # noqa: F401,F811
+                             gateway_config, gateway_pid, gateway_up, raw_request, read_to_eof, up)
 
 SESSION_REQUIRED = {"event": "error",
                     "error": "Creating API keys needs a dashboard or CLI session, or an admin-scoped key.",
@@ -23,18 +23,6 @@ TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 SANDBOX_FIELDS = {"id", "name", "type", "state", "network", "owner", "created_at", "expires_at", "limits"}
 RESULT_FIELDS = {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "duration_ms",
                  "timed_out", "oom_killed"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def up():
-    gateway_up()
-    yield
-
-
-@pytest.fixture(scope="module")
-def admin():
-    secret, _ = cli_key("--preset", "admin", "--ttl", "1d")
-    return Client(secret)
 
 
 @pytest.fixture

@@ -9,20 +9,8 @@ import time
 import pytest
 
 from conftest import audit_log, wait_for
-from gateway_helpers import (Client, assert_error, cli_key, gateway_config, gateway_up,  # noqa: F401,F811
-                             raw_request, read_to_eof)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def up():
-    gateway_up()
-    yield
-
-
-@pytest.fixture(scope="module")
-def admin():
-    secret, _ = cli_key("--preset", "admin", "--ttl", "1d")
-    return Client(secret)
+from gateway_helpers import (Client, admin, assert_error, cli_key, gateway_config, gateway_up,  # noqa: F401,F811
+                             raw_request, read_to_eof, up)
 
 
 def test_one_key_cannot_take_every_call(admin, gateway_config):

@@ -10,23 +10,12 @@ import uuid
 import pytest
 
 from conftest import audit_log, wait_for
-from gateway_helpers import BASE, Client, assert_error, cli_key, gateway_pid, gateway_up, raw_request
+from gateway_helpers import (BASE, Client, admin, assert_error, cli_key, gateway_pid, gateway_up,  # noqa: F401,F811
+                             raw_request, up)
 
 # a response starts where the one before ends, after its body: a JSON body ends without a newline
 STATUS_LINE = re.compile(rb"HTTP/1\.1 (\d{3}) [A-Za-z ]*\r\n")
 READ_TIMEOUT = 30  # bounds a hang only: a connection the gateway keeps open is the failure
-
-
-@pytest.fixture(scope="module", autouse=True)
-def up():
-    gateway_up()
-    yield
-
-
-@pytest.fixture(scope="module")
-def admin():
-    secret, _ = cli_key("--preset", "admin", "--ttl", "1d")
-    return Client(secret)
 
 
 @pytest.fixture(scope="module")

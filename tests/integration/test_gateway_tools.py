@@ -5,19 +5,7 @@ import base64
 import pytest
 
 from conftest import wait_for
-from gateway_helpers import Client, assert_error, cli_key, gateway_up
-
-
-@pytest.fixture(scope="module", autouse=True)
-def up():
-    gateway_up()
-    yield
-
-
-@pytest.fixture(scope="module")
-def admin():
-    secret, _ = cli_key("--preset", "admin", "--ttl", "1d")
-    return Client(secret)
+from gateway_helpers import Client, admin, assert_error, cli_key, gateway_up, up  # noqa: F401,F811
 
 
 @pytest.fixture
