@@ -158,9 +158,10 @@ def test_error_forbidden(sdk_admin, sdk_sb):
         runner.get(sdk_sb.id).get_log()
     assert ei.value.code == "forbidden" and ei.value.request_id.startswith("req_")
     rid = ei.value.request_id
-    # the refusal is in the audit log under the same request id
-    denied = sdk_admin.get_log(limit=200, event="denied")
-    assert rid in [row.get("request_id") for row in denied]
+    # the refusal is in the audit log under the same request id (recorded once the gateway has asked sandboxd
+    # whether the sandbox exists, which it does after answering: so the row may come a moment later)
+    sdk_wait(lambda: rid in [row.get("request_id") for row in sdk_admin.get_log(limit=200, event="denied")],
+             what="the denied row")
     # a runner may delete only what it created
     with pytest.raises(Forbidden):
         runner.delete(sdk_sb.id)
