@@ -139,6 +139,11 @@ class Soak:
 
     # --- set-up -----------------------------------------------------------------------------------------
     def setup(self):
+        # The soak holds dozens of small sandboxes for load on the gateway, not for admission: they may be
+        # promised more than [Sandboxes]' share of this host's memory (Overcommit=, configuration.md).
+        os.makedirs("/etc/sandboxd/sandboxd.conf.d", exist_ok=True)
+        with open("/etc/sandboxd/sandboxd.conf.d/00-soak-overcommit.conf", "w") as f:
+            f.write("[Sandboxes]\nOvercommit=1000%\n")
         sh("systemctl", "start", "sandboxd.service", "sandbox-auditd.service", "sandbox-gatewayd.socket")
         self.keys = [json.loads(sh("sandboxctl", "api-key", "create", "--preset=admin", "--json"))["secret"]
                      for _ in range(self.args.keys)]
