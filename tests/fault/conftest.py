@@ -170,12 +170,7 @@ def sandboxd_running():
         f.write("[Sandboxes]\nOvercommit=1000%\n")
     run("systemctl", "start", "sandboxd.service", "sandbox-auditd.service", "sandbox-gatewayd.socket")
     yield
-    m = Manager()
-    for row in m.list():
-        try:
-            m.delete(row[0])
-        except dbus.DBusException:
-            pass
+    itc.delete_all_sandboxes(Manager())
 
 
 @pytest.fixture

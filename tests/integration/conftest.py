@@ -182,18 +182,22 @@ def disks_as_the_kernel_allows():
             f.write("".join(f"[Type:{t}]\nDiskMax=infinity\n\n" for t in ("small", "medium", "large")))
 
 
+def delete_all_sandboxes(m):
+    """Deletes every sandbox m lists; one already gone is no error."""
+    for row in m.list():
+        try:
+            m.delete(row[0])
+        except dbus.DBusException:
+            pass
+
+
 @pytest.fixture(scope="session", autouse=True)
 def sandboxd_running():
     disks_as_the_kernel_allows()
     run("systemctl", "start", "sandboxd.service")
     yield
     # Whatever a test left behind must not outlive the suite.
-    m = Manager()
-    for row in m.list():
-        try:
-            m.delete(row[0])
-        except dbus.DBusException:
-            pass
+    delete_all_sandboxes(Manager())
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import re
 import dbus
 import pytest
 
-from conftest import Manager, dbus_error, run, systemctl_show, wait_for
+from conftest import Manager, dbus_error, delete_all_sandboxes, run, systemctl_show, wait_for
 
 ERR = "org.sandboxd.sandbox1."
 POOL_DIR = "/var/lib/sandboxd/pool"
@@ -34,12 +34,7 @@ def totals_config():
             f.write(text)
         restart_sandboxd()
     yield configure
-    m = Manager()
-    for row in m.list():
-        try:
-            m.delete(row[0])
-        except dbus.DBusException:
-            pass
+    delete_all_sandboxes(Manager())
     if os.path.exists(DROPIN):
         os.unlink(DROPIN)
     restart_sandboxd()
