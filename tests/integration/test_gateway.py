@@ -629,7 +629,10 @@ def test_sandboxes_per_key(admin, sandboxes, gateway_config):
         t.join()
     made = [r.json()["id"] for r in results if r.status_code == 201]
     try:
-        assert sorted(r.status_code for r in results) == [201, 201, 429, 429, 429, 429], [r.text for r in results]
+        # never more than the bound; a creation that ends while another counts can be counted twice for a
+        # moment (configuration.md, MaxSandboxesPerKey=: the count errs on the safe side), so one of the two may be refused
+        codes = sorted(r.status_code for r in results)
+        assert codes in ([201, 201, 429, 429, 429, 429], [201, 429, 429, 429, 429, 429]), [r.text for r in results]
         for r in results:
             if r.status_code == 429:
                 assert_error(r, 429, "too_many_sandboxes")
