@@ -101,7 +101,7 @@ starttime() { # pid → its start time, nothing if gone
 
 # Wait until instance NAME runs systemd and takes commands; then record what we need to prove its
 # removal later: PID 1 (and start time), the launcher, and PID 1's pid namespace.
-declare -A PID1 PID1START LAUNCHER PIDNS
+declare -A PID1 PID1START LAUNCHER LAUNCHERSTART PIDNS
 wait_up() { # name [process name to wait for inside]
         local name=$1 proc=${2:-} i
         for i in $(seq 1 600); do
@@ -113,6 +113,7 @@ wait_up() { # name [process name to wait for inside]
         done
         PID1[$name]=$(cat "$STATE/$name/pid1" 2>/dev/null)
         LAUNCHER[$name]=$(cat "$STATE/$name/launcher" 2>/dev/null)
+        LAUNCHERSTART[$name]=$(cat "$STATE/$name/launcher.start" 2>/dev/null)
         [ -n "${PID1[$name]}" ] || return 1
         PID1START[$name]=$(starttime "${PID1[$name]}")
         PIDNS[$name]=$(readlink "/proc/${PID1[$name]}/ns/pid" 2>/dev/null)
@@ -125,6 +126,13 @@ wait_up() { # name [process name to wait for inside]
                 return 1
         fi
         return 0
+}
+
+launcher_runs() { # name → true if the launcher we recorded is still that process and not a zombie
+        local name=$1 st
+        st=$(cat "/proc/${LAUNCHER[$name]}/stat" 2>/dev/null) || return 1
+        grep -q '^[^)]*) Z' <<<"$st" && return 1
+        [ -z "${LAUNCHERSTART[$name]:-}" ] || [ "$(starttime "${LAUNCHER[$name]}")" = "${LAUNCHERSTART[$name]}" ]
 }
 
 # Everything of instance NAME is gone: state dir, cgroups in every hierarchy, its processes, its
@@ -144,10 +152,11 @@ leftovers() { # name
                                 left+=("process ${p#/proc/} in its pid namespace: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)")
                 done
         fi
-        # (a detached instance's launcher is the host init's child: reaping its zombie is init's job)
-        if [ -n "${LAUNCHER[$name]:-}" ] && [ "$(cat "/proc/${LAUNCHER[$name]}/comm" 2>/dev/null)" = unshare ] &&
-                ! grep -q '^[^)]*) Z' "/proc/${LAUNCHER[$name]}/stat" 2>/dev/null; then
-                left+=("launcher ${LAUNCHER[$name]} still runs")
+        # (a detached instance's launcher is the host init's child: reaping its zombie is init's job).
+        # The launcher is known by pid and start time: pid_max may be 32768 here, and a busy CI run
+        # hands a reaped launcher's pid to a new process within seconds.
+        if [ -n "${LAUNCHER[$name]:-}" ] && launcher_runs "$name"; then
+                left+=("launcher ${LAUNCHER[$name]} still runs: $(tr '\0' ' ' <"/proc/${LAUNCHER[$name]}/cmdline" 2>/dev/null)")
         fi
         grep -F -e "$STATE/$name" /proc/self/mountinfo >/dev/null && left+=("mounts: $(grep -F "$STATE/$name" /proc/self/mountinfo)")
         grep -E ' - (overlay|tmpfs) ' /proc/self/mountinfo | grep -F -e "$name" >/dev/null &&
@@ -376,6 +385,7 @@ PID1[$name]=$(cat "$STATE/$name/pid1" 2>/dev/null)
 PID1START[$name]=$(starttime "${PID1[$name]:-0}")
 PIDNS[$name]=$(readlink "/proc/${PID1[$name]:-0}/ns/pid" 2>/dev/null)
 LAUNCHER[$name]=$(cat "$STATE/$name/launcher" 2>/dev/null)
+LAUNCHERSTART[$name]=$(cat "$STATE/$name/launcher.start" 2>/dev/null)
 kill -TERM "$pid"
 rc=0
 wait_bounded "$pid" 60 || rc=$?
