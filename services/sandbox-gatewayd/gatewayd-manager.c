@@ -122,7 +122,7 @@ static void audit_reply(sd_bus_message *reply, const sd_bus_error *error, void *
 static void audit_send(AuditCall *c) {
         int r;
 
-        r = bus_pool_call(c->manager->pool, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "Record",
+        r = bus_pool_call(c->manager->pool, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "Record",
                           audit_build, audit_reply, c, GATEWAY_CALL_TIMEOUT_USEC);
         if (r < 0) {
                 log_msg(LOG_WARNING, "Could not record %s/%s: %s", c->operation, c->event, strerror(-r));
@@ -196,7 +196,7 @@ static int build_named(sd_bus_message *m, void *userdata) {
 }
 
 static int build_get_id(sd_bus_message *m, void *userdata) {
-        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_IFACE, "Id");
+        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_INTERFACE, "Id");
 }
 
 static void on_audit_sandbox(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
@@ -209,8 +209,8 @@ static void on_audit_sandbox(sd_bus_message *reply, const sd_bus_error *error, v
                 c->session_id = TAKE_PTR(c->named);
                 return audit_send(c);
         }
-        if (bus_pool_call(c->manager->pool, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties", "Get",
-                          build_get_id, on_audit_sandbox_id, c, GATEWAY_CALL_TIMEOUT_USEC) < 0)
+        if (bus_pool_call(c->manager->pool, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties",
+                          "Get", build_get_id, on_audit_sandbox_id, c, GATEWAY_CALL_TIMEOUT_USEC) < 0)
                 audit_send(c);
 }
 
@@ -225,9 +225,9 @@ void manager_audit_sandbox(Manager *m, const char *operation, const char *event,
         if (!named || !(sandbox_id_is_valid(named) || name_is_valid(named)))
                 return audit_send(c);
         c->named = strdup(named);
-        if (!c->named || bus_pool_call(m->pool, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE,
-                                       "GetSandbox", build_named, on_audit_sandbox, c,
-                                       GATEWAY_CALL_TIMEOUT_USEC) < 0)
+        if (!c->named || bus_pool_call(m->pool, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                       SANDBOXD_MANAGER_INTERFACE, "GetSandbox", build_named,
+                                       on_audit_sandbox, c, GATEWAY_CALL_TIMEOUT_USEC) < 0)
                 audit_send(c);
 }
 
@@ -581,8 +581,8 @@ int manager_startup(Manager *m) {
          * process (standalone) still serves HTTP without it. */
         r = sd_bus_request_name(m->bus, GATEWAY_BUS_NAME, 0);
         if (r < 0)
-                log_msg(LOG_WARNING, "Could not acquire %s: %s (the Keys interface is not served)", GATEWAY_BUS_NAME,
-                        strerror(-r));
+                log_msg(LOG_WARNING, "Could not acquire %s: %s (the Keys interface is not served)",
+                        GATEWAY_BUS_NAME, strerror(-r));
         return 0;
 }
 

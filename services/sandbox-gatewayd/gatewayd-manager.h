@@ -18,14 +18,6 @@
 #define GATEWAYD_STATE_DIR "/var/lib/sandbox-gatewayd"
 #define GATEWAYD_DB_FILE "keys.db"
 
-/* The gateway's older spellings of sandboxd-bus.h's names, kept while other work on the route files is in
- * flight; new code uses the header's. */
-#define SANDBOXD_MANAGER_IFACE SANDBOXD_MANAGER_INTERFACE
-#define SANDBOXD_SANDBOX_IFACE SANDBOXD_SANDBOX_INTERFACE
-#define AUDITD_BUS_NAME_ AUDITD_BUS_NAME
-#define AUDITD_BUS_PATH_ AUDITD_BUS_PATH
-#define AUDITD_LOG_IFACE AUDITD_LOG_INTERFACE
-
 /* Bus calls that are not Execs: well above anything sandboxd does, below "for ever". */
 #define GATEWAY_CALL_TIMEOUT_USEC (UINT64_C(120) * USEC_PER_SEC)
 

@@ -328,8 +328,8 @@ static int log_start(Request *r, const char *session_id) {
                                 return 0;
                         }
                         for (char **i = q->scope; *i; i++) {
-                                k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog",
-                                             build_get_log, on_log_part, 0);
+                                k = req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
+                                             "GetLog", build_get_log, on_log_part, 0);
                                 if (k < 0) {
                                         q->failed = true;
                                         return q->n_pending > 0 ? (req_reply_errno(r, k), 0) : k;
@@ -339,7 +339,8 @@ static int log_start(Request *r, const char *session_id) {
                         return 0;
                 }
         }
-        return req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_get_log, on_log, 0);
+        return req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog", build_get_log,
+                        on_log, 0);
 }
 
 int route_log_sandbox(Request *r) {
@@ -408,8 +409,8 @@ int route_log_output(Request *r) {
                          "with a key for every sandbox.");
                 return 0;
         }
-        return req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetOutput", build_output, on_output,
-                        0);
+        return req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetOutput", build_output,
+                        on_output, 0);
 }
 
 /* --- watch -------------------------------------------------------------------------------------- */
@@ -558,8 +559,8 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
         if (n == CATCH_UP_PAGE) {
                 /* more: the next (older) page; rows are sorted by id before they are sent */
                 w->catch_offset += CATCH_UP_PAGE;
-                k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_catch_up,
-                             on_catch_up, 0);
+                k = req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog",
+                             build_catch_up, on_catch_up, 0);
                 if (k < 0)
                         sse_finish(r->sse);
                 return;
@@ -626,8 +627,8 @@ static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
 int watchers_setup(Manager *m) {
         int r;
 
-        r = sd_bus_match_signal(m->signal_bus, &m->entry_match, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE,
-                                "EntryAdded", on_entry_added, m);
+        r = sd_bus_match_signal(m->signal_bus, &m->entry_match, AUDITD_BUS_NAME, AUDITD_BUS_PATH,
+                                AUDITD_LOG_INTERFACE, "EntryAdded", on_entry_added, m);
         if (r < 0)
                 return r;
         return sd_event_add_time_relative(m->event, &m->heartbeat, CLOCK_MONOTONIC, m->config.heartbeat_usec, 0,
@@ -691,8 +692,8 @@ int route_watch(Request *r) {
         if (last) {
                 w->last_id = after;
                 w->catching_up = true;
-                k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_catch_up,
-                             on_catch_up, 0);
+                k = req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog",
+                             build_catch_up, on_catch_up, 0);
                 if (k < 0)
                         return k;
         }

@@ -451,8 +451,8 @@ int route_exec(Request *r) {
                 return k;
 
         /* long: it must not take the bus room that short calls need (BusShortCallReserve=) */
-        k = req_call_full(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "Exec", build_exec,
-                          on_exec_reply,
+        k = req_call_full(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "Exec",
+                          build_exec, on_exec_reply,
                           manager_exec_call_timeout(r->manager, NULL, json_get_uint(body, "timeout_seconds")),
                           BUS_POOL_LONG);
         return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */

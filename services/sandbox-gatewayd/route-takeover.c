@@ -67,7 +67,7 @@ int route_takeover_token(Request *r) {
                 return 0;
         json_object_put(body);
         /* Only for a sandbox that exists (as named here: the takeover must name it the same way). */
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox",
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "GetSandbox",
                         build_get_sandbox, on_sandbox_for_token, 0);
 }
 
@@ -387,7 +387,7 @@ static int takeover_start(Request *r) {
                                 TAKEOVER_SIZE_MAX);
                 return 0;
         }
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "OpenShell",
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "OpenShell",
                         build_open_shell, on_shell_opened, 0);
 }
 
@@ -457,8 +457,8 @@ static void on_row_found(Request *r, sd_bus_message *reply, const sd_bus_error *
         if (!found)
                 return req_reply_error(r, 404, "not_found", "No takeover %" PRIu64 " of sandbox %s.", want,
                                        req_param(r, 0));
-        k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetOutput", build_get_output,
-                     on_recording, 0);
+        k = req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetOutput",
+                     build_get_output, on_recording, 0);
         if (k < 0)
                 req_reply_errno(r, k);
 }
@@ -475,6 +475,6 @@ int route_takeover_recording(Request *r) {
                                 req_param(r, 1));
                 return 0;
         }
-        return req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_find_row,
+        return req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog", build_find_row,
                         on_row_found, 0);
 }
