@@ -372,8 +372,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
-int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
-                char **ret_error) {
+int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error) {
         Manager *m;
         int r;
 
@@ -381,13 +380,13 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
         if (!m)
                 return -ENOMEM;
         gateway_config_defaults(&m->config);
-        r = gateway_config_load(&m->config, config_path, config_dropins, ret_error);
+        r = gateway_config_load(&m->config, o->config, o->config_dir, ret_error);
         if (r < 0)
                 goto fail;
         /* sandboxd's types: the limits a sandbox object shows and how long an Exec may take */
         sandboxd_config_defaults(&m->sandboxd);
         (void) sandboxd_config_load(&m->sandboxd, SANDBOXD_CONFIG_FILE, SANDBOXD_CONFIG_DROPIN_DIR, NULL);
-        m->listen_override = listen;
+        m->listen_override = o->listen;
 
         r = daemon_state_dir(GATEWAYD_STATE_DIR, &m->state_dir);
         if (r < 0)

@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "bus-pool.h"
+#include "daemon-util.h"
 #include "gatewayd-config.h"
 #include "hashmap.h"
 #include "key-store.h"
@@ -59,8 +60,7 @@ typedef struct Manager {
         sd_event_source *sigterm, *sigint;
 } Manager;
 
-int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
-                char **ret_error);
+int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error);
 Manager *manager_free(Manager *m);
 int manager_startup(Manager *m);
 int manager_run(Manager *m);

@@ -65,22 +65,32 @@ int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
         return 1;
 }
 
-int daemon_block_signals(int sig, ...) {
-        sigset_t mask;
-        va_list ap;
+static int block_signals(const sigset_t *mask) {
+        assert(mask);
 
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        va_start(ap, sig);
-        for (; sig > 0; sig = va_arg(ap, int))
-                sigaddset(&mask, sig);
-        va_end(ap);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+        if (sigprocmask(SIG_BLOCK, mask, NULL) < 0)
                 return -errno;
         if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
                 return -errno;
         return 0;
+}
+
+static void stop_signals(sigset_t *mask) {
+        sigemptyset(mask);
+        sigaddset(mask, SIGTERM);
+        sigaddset(mask, SIGINT);
+}
+
+int daemon_block_signals(int sig, ...) {
+        sigset_t mask;
+        va_list ap;
+
+        stop_signals(&mask);
+        va_start(ap, sig);
+        for (; sig > 0; sig = va_arg(ap, int))
+                sigaddset(&mask, sig);
+        va_end(ap);
+        return block_signals(&mask);
 }
 
 int daemon_state_dir(const char *fallback, char **ret) {
@@ -173,4 +183,34 @@ int daemon_start_failed(const DaemonOptions *o, int r, const char *error) {
         fprintf(stderr, "%s: %s\n", o->name, error ?: strerror(-r));
         log_msg(LOG_ERR, "Failed to start: %s", error ?: strerror(-r));
         return EXIT_FAILURE;
+}
+
+int daemon_main(DaemonOptions *o, const DaemonOps *ops, int argc, char *argv[]) {
+        _cleanup_free_ char *error = NULL;
+        void *m = NULL;
+        sigset_t mask;
+        int r;
+
+        assert(o);
+        assert(ops);
+        assert(ops->new && ops->startup && ops->run && ops->free);
+
+        r = daemon_parse_argv(o, argc, argv);
+        if (r <= 0)
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        stop_signals(&mask);
+        for (const int *s = o->signals; s && *s > 0; s++)
+                sigaddset(&mask, *s);
+        r = block_signals(&mask);
+        if (r < 0)
+                return daemon_start_failed(o, r, NULL);
+
+        r = ops->new(o, &m, &error);
+        if (r < 0)
+                return daemon_start_failed(o, r, error);
+        r = ops->startup(m);
+        if (r >= 0)
+                r = ops->run(m);
+        ops->free(m);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
