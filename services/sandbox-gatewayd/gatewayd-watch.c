@@ -12,6 +12,7 @@
 #include "gatewayd-routes.h"
 #include "ini-util.h"
 #include "log.h"
+#include "sse.h"
 #include "time-util.h"
 
 #define LOG_LIMIT_DEFAULT 50
@@ -649,20 +650,10 @@ int route_watch(Request *r) {
                 req_reply_error(r, 400, "invalid_request", "Last-Event-ID must be a row id (a number).");
                 return 0;
         }
-        k = manager_stream_acquire(r->manager, r->key->id);
-        if (k == -EBUSY) {
-                req_reply_error(r, 429, "too_many_streams",
-                                "This API key has %" PRIu64 " open streams already (MaxStreamsPerKey=).",
-                                r->manager->config.max_streams_per_key);
-                return 0;
-        }
-        if (k < 0)
-                return k;
-        r->counts_stream = true;
         /* A revoked or expired key's stream ends (issue 21): rows carry output heads. */
-        k = req_bind_to_key(r);
+        k = req_stream_acquire(r);
         if (k < 0)
-                return k;
+                return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */
 
         w = calloc(1, sizeof(Watcher));
         if (!w)
