@@ -11,9 +11,9 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include "audit-watch.h"
 #include "daemon-util.h"
 #include "gatewayd-keys.h"
-#include "gatewayd-watch.h"
 #include "http-server.h"
 #include "key-sessions.h"
 #include "log.h"

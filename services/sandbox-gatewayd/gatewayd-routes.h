@@ -34,7 +34,7 @@ int route_file_get(Request *r);
 /* the file tools (one handler; the route's operation names the tool) */
 int route_tool(Request *r);
 
-/* audit log and watch */
+/* audit log and watch (route-log.c) */
 int route_log_sandbox(Request *r);
 int route_log_all(Request *r);
 int route_log_output(Request *r);
