@@ -544,10 +544,15 @@ static bool req_authorize(Request *r) {
         return true;
 }
 
+/* The key's check: the route's own, or the API key's actions and scope. */
+static bool req_check_key(Request *r) {
+        return r->match.route->authorize ? r->match.route->authorize(r) : req_authorize(r);
+}
+
 static void dispatch_run(Request *r) {
         int k;
 
-        if (r->key && !req_authorize(r))
+        if (r->key && !req_check_key(r))
                 return;
         k = r->match.route->handler(r);
         if (k < 0 && !r->response) {
@@ -575,15 +580,54 @@ static void on_sandbox_resolved(Request *r, const sd_bus_error *error) {
                                         "Sandbox %s is outside this API key's scope.", r->named);
         }
         /* the key's actions decide first, as for a sandbox that exists */
-        if (!req_authorize(r))
+        if (!req_check_key(r))
                 return;
         req_reply_error(r, 404, "not_found", "Sandbox %s does not exist.", r->named);
+}
+
+/* The Authorization header's API key into r->key and r->account_id. 0, or answered (negative errno). */
+static int req_authenticate(Request *r) {
+        const char *hdr, *secret;
+        int k;
+
+        hdr = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!hdr) {
+                req_deny(r, 401, "unauthorized", "anonymous",
+                         "Missing the Authorization: Bearer <API key> header.");
+                return -EACCES;
+        }
+        if (auth_parse_bearer(hdr, &secret) < 0) {
+                req_deny(r, 401, "unauthorized", "anonymous",
+                         "The Authorization header must be \"Bearer <API key>\".");
+                return -EACCES;
+        }
+        k = key_store_authenticate(r->manager->keys, secret, now_usec(CLOCK_REALTIME), &r->key);
+        switch (k) {
+        case 0:
+                break;
+        case -EINVAL:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key is malformed.");
+                return -EACCES;
+        case -ENOKEY:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key is not known.");
+                return -EACCES;
+        case -EKEYEXPIRED:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key has expired.");
+                return -EACCES;
+        case -EKEYREVOKED:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
+                return -EACCES;
+        default:
+                log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
+                req_reply_error(r, 500, "internal", "Cannot check the API key.");
+                return k;
+        }
+        return api_key_account_id(r->key, &r->account_id);
 }
 
 static void dispatch(Request *r) {
         Manager *m = r->manager;
         const Route *route = r->match.route;
-        const char *hdr, *secret;
         int k;
 
         if (r->route_error == -ENOENT)
@@ -601,37 +645,18 @@ static void dispatch(Request *r) {
                 return req_reply_error(r, 413, "payload_too_large", "The body is larger than %" PRIu64 " bytes.",
                                        m->config.max_body_bytes);
 
-        if (!(route->flags & ROUTE_PUBLIC)) {
-                hdr = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
-                if (!hdr)
-                        return req_deny(r, 401, "unauthorized", "anonymous",
-                                    "Missing the Authorization: Bearer <API key> header.");
-                if (auth_parse_bearer(hdr, &secret) < 0)
-                        return req_deny(r, 401, "unauthorized", "anonymous",
-                                    "The Authorization header must be \"Bearer <API key>\".");
-                k = key_store_authenticate(m->keys, secret, now_usec(CLOCK_REALTIME), &r->key);
-                switch (k) {
-                case 0:
-                        break;
-                case -EINVAL:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key is malformed.");
-                case -ENOKEY:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key is not known.");
-                case -EKEYEXPIRED:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key has expired.");
-                case -EKEYREVOKED:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
-                default:
-                        log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
-                        return req_reply_error(r, 500, "internal", "Cannot check the API key.");
+        if (route->authenticate || !(route->flags & ROUTE_PUBLIC)) {
+                k = route->authenticate ? route->authenticate(r) : req_authenticate(r);
+                if (k < 0) {
+                        if (!req_answered(r))
+                                req_reply_errno(r, k);
+                        return;
                 }
-                k = api_key_account_id(r->key, &r->account_id);
-                if (k < 0)
-                        return req_reply_errno(r, k);
 
                 /* A sandbox's name is made its id first, once: the scope lists ids, and the handler must
                  * act on the sandbox the scope was checked for, not on whatever has the name by then. */
-                if ((route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0))) {
+                if ((route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0)) &&
+                    (!route->authenticate || r->key->sandboxes)) {
                         snprintf(r->named, sizeof(r->named), "%s", req_param(r, 0));
                         k = req_resolve_sandbox(r, on_sandbox_resolved);
                         if (k < 0)

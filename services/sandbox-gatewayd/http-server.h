@@ -48,7 +48,7 @@ struct Request {
         char *account_id;  /* "key:<id>" */
         bool own_only;     /* DELETE with sandbox.delete-own only: the handler checks the owner */
         char named[ROUTE_PARAM_MAX]; /* {id} as the path had it, if it was a name dispatch() resolved */
-        void (*resolve_then)(Request *r, const sd_bus_error *error); /* see req_resolve_sandbox() */
+        void (*resolve_then)(Request *r, const sd_bus_error *error); /* dispatch()'s req_resolve_sandbox() */
 
         void *data;                  /* the handler's state */
         void (*data_free)(void *);

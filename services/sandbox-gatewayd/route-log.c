@@ -264,9 +264,6 @@ static int log_start(Request *r, const char *session_id) {
 }
 
 int route_log_sandbox(Request *r) {
-        int k = req_resolve_sandbox_name(r);
-        if (k != 0)
-                return k < 0 ? k : 0;
         return log_start(r, req_param(r, 0));
 }
 
@@ -339,10 +336,6 @@ int route_watch(Request *r) {
         const char *last = req_header(r, "Last-Event-ID");
         uint64_t after = 0;
         int k;
-
-        k = req_resolve_sandbox_name(r);
-        if (k != 0)
-                return k < 0 ? k : 0;
 
         if (last && parse_decimal(last, &after) < 0) {
                 req_reply_error(r, 400, "invalid_request", "Last-Event-ID must be a row id (a number).");

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Routes of sandboxes: create, list, get, update (TTL), delete (also delete-own), as sandboxd calls. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -503,28 +504,12 @@ int route_sandbox_delete(Request *r) {
 
 /* --- a sandbox's name in the path, where the id is needed --------------------------------------- */
 
-static void rerun(Request *r) {
-        int k;
-
-        if (r->closed)
-                return; /* the client left while we looked: nothing to start for it */
-        free(r->data);
-        r->data = NULL;
-        r->data_free = NULL;
-        k = r->match.route->handler(r);
-        if (k < 0 && !req_answered(r))
-                req_reply_errno(r, k);
-}
-
 static void resolved(Request *r, const sd_bus_error *error) {
         void (*then)(Request *r, const sd_bus_error *error) = r->resolve_then;
 
+        assert(then);
+
         r->resolve_then = NULL;
-        if (!then) {
-                if (error)
-                        return req_reply_bus_error(r, error);
-                return rerun(r);
-        }
         if (r->closed)
                 return;
         free(r->data);
@@ -575,6 +560,9 @@ static void on_path(Request *r, sd_bus_message *reply, const sd_bus_error *error
 int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error *error)) {
         int k;
 
+        assert(r);
+        assert(then);
+
         if (sandbox_id_is_valid(req_param(r, 0)))
                 return 0;
         if (!name_is_valid(req_param(r, 0))) {
@@ -582,10 +570,7 @@ int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error 
                 _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
                 (void) sd_bus_error_setf(&e, SANDBOXD_ERROR_NO_SUCH_SANDBOX, "Sandbox %s does not exist.",
                                          req_param(r, 0));
-                if (then)
-                        then(r, &e);
-                else
-                        req_reply_bus_error(r, &e);
+                then(r, &e);
                 return 1;
         }
         r->resolve_then = then;
@@ -594,8 +579,4 @@ int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error 
         if (k < 0)
                 r->resolve_then = NULL;
         return k < 0 ? k : 1;
-}
-
-int req_resolve_sandbox_name(Request *r) {
-        return req_resolve_sandbox(r, NULL);
 }
