@@ -518,27 +518,21 @@ int manager_startup(Manager *m) {
 
         snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
         r = key_store_open(path, &m->keys);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not open the key store %s: %s", path, strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not open the key store %s: %m", path);
 
         /* The listening socket stays with systemd while a lost bus restarts us. The pool's connections do
          * the same (bus-pool.c). */
         r = daemon_bus_open(m->event, false, &m->bus);
         if (r >= 0)
                 r = daemon_bus_open(m->event, false, &m->signal_bus);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not connect to the system bus: %m");
         r = bus_pool_new(m->event, (unsigned) m->config.bus_connections, &m->pool);
         if (r >= 0)
                 r = bus_pool_set_short_reserve(m->pool, (unsigned) m->config.bus_short_call_reserve);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not connect to the system bus: %m");
         r = gateway_keys_bus_add(m->bus, m->keys, on_keys_changed, m, &m->keys_slot);
         if (r < 0)
                 return r;
@@ -546,10 +540,8 @@ int manager_startup(Manager *m) {
         if (r < 0)
                 return r;
         r = watchers_setup(m);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not subscribe to the audit log's EntryAdded: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not subscribe to the audit log's EntryAdded: %m");
 
         n_fds = m->listen_override ? 0 : sd_listen_fds(true);
         if (n_fds > 1) {
@@ -571,10 +563,8 @@ int manager_startup(Manager *m) {
                 if (r < 0)
                         log_msg(LOG_ERR, "Cannot listen on %s.", listen);
         }
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not start the HTTP server: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not start the HTTP server: %m");
 
         /* Last: once the name is ours, sandboxctl api-key finds everything in place. A second gateway
          * process (standalone) still serves HTTP without it. */

@@ -2,7 +2,6 @@
 /* sandboxd: creates confined sandboxes as systemd units and runs commands in them. */
 #include <signal.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "confine.h"
 #include "daemon-util.h"
@@ -15,18 +14,14 @@ static int startup(Manager *m) {
         int r;
 
         r = confine_seccomp_prepare();
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not compile the sandbox seccomp filter: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not compile the sandbox seccomp filter: %m");
         r = confine_signals_prepare();
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not read the signal dispositions: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not read the signal dispositions: %m");
         r = manager_startup(m);
         if (r < 0)
-                log_msg(LOG_ERR, "Failed to start: %s", strerror(-r));
+                return log_msg_errno(LOG_ERR, r, "Failed to start: %m");
         return r;
 }
 

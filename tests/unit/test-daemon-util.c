@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit test for daemon-util: the common options, the state directory, the signal mask, the loop's signals,
- * daemon_main(). */
+ * daemon_main(); and log.h's log_msg_errno(). */
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon-util.h"
+#include "log.h"
 #include "macro.h"
 #include "test-util.h"
 
@@ -169,6 +170,12 @@ int main(void) {
         /* and it blocked the options' signals too */
         CHECK(sigprocmask(SIG_BLOCK, NULL, &mask) == 0);
         CHECK(sigismember(&mask, SIGUSR2) == 1);
+
+        /* log_msg_errno(): -abs(error) back, errno set for %m, whichever sign it was given */
+        CHECK_INT(log_msg_errno(LOG_DEBUG, -ENOENT, "test-daemon-util: %m"), -ENOENT);
+        CHECK_INT(errno, ENOENT);
+        CHECK_INT(log_msg_errno(LOG_DEBUG, EIO, "test-daemon-util: %s: %m", "x"), -EIO);
+        CHECK_INT(errno, EIO);
 
         /* the loop with a source for each stop signal */
         sd_event *event = NULL;
