@@ -341,7 +341,7 @@ int route_watch(Request *r) {
                 req_reply_error(r, 400, "invalid_request", "Last-Event-ID must be a row id (a number).");
                 return 0;
         }
-        /* A revoked or expired key's stream ends (issue 21): rows carry output heads. */
+        /* A revoked or expired key's stream ends (docs/security.md, "API keys"): rows carry output heads. */
         k = req_stream_acquire(r);
         if (k < 0)
                 return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */
