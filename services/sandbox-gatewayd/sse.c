@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Server-Sent Events on a request: the event queue, its framing, the suspended reader, streams bound to keys. */
+/* Server-Sent Events on a request: the event queue and its framing, the reader, streams bound to keys. */
 #include "sse.h"
 
 #include <assert.h>
@@ -57,7 +57,8 @@ static void sse_watch_hangup(SseStream *s) {
                 return;
         info = MHD_get_connection_info(s->req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (info)
-                (void) sd_event_add_io(s->req->manager->event, &s->hangup, info->connect_fd, EPOLLRDHUP, on_hangup, s);
+                (void) sd_event_add_io(s->req->manager->event, &s->hangup, info->connect_fd, EPOLLRDHUP,
+                                       on_hangup, s);
 }
 
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -171,15 +172,16 @@ static int sse_send_internal(SseStream *s, const char *id, const char *event, co
                 return -EPIPE;
         if (bounded && s->n_events >= s->max_events) {
                 /* the client does not read: let it go rather than hold its events for ever */
-                log_msg(LOG_INFO, "Dropping SSE stream of request %s: %zu events not read.", s->req->request_id,
-                        s->n_events);
+                log_msg(LOG_INFO, "Dropping SSE stream of request %s: %zu events not read.",
+                        s->req->request_id, s->n_events);
                 sse_drop(s);
                 return -ENOBUFS;
         }
         if (id)
                 k = k ?: sse_append(s, "id: ", 4) ?: sse_append(s, id, strlen(id)) ?: sse_append(s, "\n", 1);
         if (event)
-                k = k ?: sse_append(s, "event: ", 7) ?: sse_append(s, event, strlen(event)) ?: sse_append(s, "\n", 1);
+                k = k ?: sse_append(s, "event: ", 7) ?: sse_append(s, event, strlen(event)) ?:
+                         sse_append(s, "\n", 1);
         /* our data is one line of JSON: no newlines to split */
         k = k ?: sse_append(s, "data: ", 6) ?: sse_append(s, data, size) ?: sse_append(s, "\n\n", 2);
         if (k < 0) {

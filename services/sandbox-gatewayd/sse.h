@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Server-Sent Events on a request: the event queue, its framing, the suspended reader, streams bound to keys. */
+/* Server-Sent Events on a request: the event queue and its framing, the reader, streams bound to keys. */
 #pragma once
 
 #include <stdbool.h>

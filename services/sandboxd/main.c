@@ -41,7 +41,7 @@ int main(int argc, char *argv[]) {
                 .help = help,
                 .config = SANDBOXD_CONFIG_FILE,
                 .config_dir = SANDBOXD_CONFIG_DROPIN_DIR,
-                /* SIGCHLD: our children's exits come through sd-event too; SIGHUP is answered with a note. */
+                /* SIGCHLD: our children's exits come through sd-event too; SIGHUP is answered with a note */
                 .signals = (const int[]) { SIGCHLD, SIGHUP, 0 },
         };
 

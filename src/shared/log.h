@@ -18,7 +18,7 @@
         ({                                                                                                  \
                 int _e = (error) < 0 ? -(error) : (error);                                                  \
                 errno = _e;                                                                                 \
-                (void) sd_journal_send("PRIORITY=%i", (prio), "ERRNO=%i", _e, "MESSAGE=" fmt, ##__VA_ARGS__, \
-                                       NULL);                                                               \
+                (void) sd_journal_send("PRIORITY=%i", (prio), "ERRNO=%i", _e, "MESSAGE=" fmt,              \
+                                       ##__VA_ARGS__, NULL);                                                \
                 -_e;                                                                                        \
         })

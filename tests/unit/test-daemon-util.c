@@ -160,8 +160,9 @@ int main(void) {
         CHECK_INT(run_main((char *[]) { (char *) "x", NULL }, 0, -EIO, 0), EXIT_FAILURE);
         CHECK(fake.n_new == 1 && fake.n_startup == 1 && fake.n_run == 0 && fake.n_free == 1);
         /* the loop's end decides the exit code; the options reach new() */
-        CHECK_INT(run_main((char *[]) { (char *) "x", (char *) "--config=/e", (char *) "--listen=127.0.0.1:1",
-                                        NULL }, 0, 0, -ECONNRESET), EXIT_FAILURE);
+        CHECK_INT(run_main((char *[]) { (char *) "x", (char *) "--config=/e",
+                                        (char *) "--listen=127.0.0.1:1", NULL }, 0, 0, -ECONNRESET),
+                  EXIT_FAILURE);
         CHECK(fake.n_new == 1 && fake.n_startup == 1 && fake.n_run == 1 && fake.n_free == 1);
         CHECK_STR(fake.config, "/e");
         CHECK_STR(fake.listen, "127.0.0.1:1");

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests of the gateway's route matching: patterns, parameters, 404 against 405, the Allow list, the table. */
+/* Tests of the gateway's route matching: patterns, parameters, 404 against 405, the Allow list, the table */
 #include <errno.h>
 #include <string.h>
 
