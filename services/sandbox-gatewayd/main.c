@@ -10,18 +10,14 @@
 DEFINE_DAEMON_OPS(manager_ops, Manager, manager_new, manager_startup, manager_run, manager_free);
 
 int main(int argc, char *argv[]) {
-        static const char help[] =
-                "sandbox-gatewayd [OPTIONS...]\n\n"
-                "Serves sandboxd's sandboxes over HTTP (REST and Server-Sent Events) to holders of API keys,\n"
-                "and manages those keys for root on the system bus (org.sandboxd.gateway1).\n\n"
-                DAEMON_HELP_OPTIONS
-                "     --listen=ADDR:PORT Listen here instead of the socket from systemd or Listen=\n"
-                DAEMON_HELP_CONFIG(GATEWAY_CONFIG_FILE, GATEWAY_CONFIG_DROPIN_DIR)
-                "Normally started by systemd (sandbox-gatewayd.socket, 127.0.0.1:8790). API keys live in\n"
-                "$STATE_DIRECTORY (default " GATEWAYD_STATE_DIR "). See sandbox-gatewayd(8) and docs/API.md.\n";
         DaemonOptions o = {
                 .name = "sandbox-gatewayd",
-                .help = help,
+                .summary = "Serves sandboxd's sandboxes over HTTP (REST and Server-Sent Events) to "
+                           "holders of API keys,\nand manages those keys for root on the system bus "
+                           "(org.sandboxd.gateway1).\n",
+                .footer = "Normally started by systemd (sandbox-gatewayd.socket, 127.0.0.1:8790). API keys "
+                          "live in\n$STATE_DIRECTORY (default " GATEWAYD_STATE_DIR "). See "
+                          "sandbox-gatewayd(8) and docs/API.md.\n",
                 .config = GATEWAY_CONFIG_FILE,
                 .config_dir = GATEWAY_CONFIG_DROPIN_DIR,
                 .check_listen = gateway_check_listen,

@@ -28,17 +28,13 @@ static int startup(Manager *m) {
 DEFINE_DAEMON_OPS(manager_ops, Manager, manager_new, startup, manager_run, manager_free);
 
 int main(int argc, char *argv[]) {
-        static const char help[] =
-                "sandboxd [OPTIONS...]\n\n"
-                "Creates disposable, confined sandboxes as transient systemd units and runs commands\n"
-                "in them, on behalf of callers on the system bus (org.sandboxd.sandbox1).\n\n"
-                DAEMON_HELP_OPTIONS
-                DAEMON_HELP_CONFIG(SANDBOXD_CONFIG_FILE, SANDBOXD_CONFIG_DROPIN_DIR)
-                "Normally started by systemd (sandboxd.service) or D-Bus activation. See sandboxd(8)\n"
-                "and docs/dbus-api.md.\n";
         DaemonOptions o = {
                 .name = "sandboxd",
-                .help = help,
+                .summary = "Creates disposable, confined sandboxes as transient systemd units and runs "
+                           "commands\nin them, on behalf of callers on the system bus "
+                           "(org.sandboxd.sandbox1).\n",
+                .footer = "Normally started by systemd (sandboxd.service) or D-Bus activation. See "
+                          "sandboxd(8)\nand docs/dbus-api.md.\n",
                 .config = SANDBOXD_CONFIG_FILE,
                 .config_dir = SANDBOXD_CONFIG_DROPIN_DIR,
                 /* SIGCHLD: our children's exits come through sd-event too; SIGHUP is answered with a note */

@@ -14,6 +14,20 @@
 
 #include "log.h"
 
+static void help(const DaemonOptions *o, const char *config, const char *config_dir) {
+        static const char listen[] =
+                "     --listen=ADDR:PORT Listen here instead of the socket from systemd or Listen=\n";
+
+        printf("%s [OPTIONS...]\n\n%s\n"
+               "  -h --help            Show this help\n"
+               "     --version         Show the version\n"
+               "%s"
+               "     --config=PATH     Configuration file (default %s)\n"
+               "     --config-dir=DIR  Drop-in directory (default %s)\n\n"
+               "%s",
+               o->name, o->summary, o->check_listen ? listen : "", config, config_dir, o->footer);
+}
+
 int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -24,11 +38,12 @@ int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
                 {},
         };
         struct option opts[ELEMENTSOF(options)];
+        const char *config = o->config, *config_dir = o->config_dir; /* the defaults, for --help */
         int c;
 
         assert(o);
-        assert(o->name);
-        assert(o->help);
+        assert(o->name && o->summary && o->footer);
+        assert(o->config && o->config_dir);
 
         memcpy(opts, options, sizeof(options));
         if (!o->check_listen)
@@ -37,7 +52,7 @@ int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        fputs(o->help, stdout);
+                        help(o, config, config_dir);
                         return 0;
                 case 'V':
                         printf("%s %s\n", o->name, PACKAGE_VERSION);

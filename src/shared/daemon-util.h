@@ -17,8 +17,10 @@
 #include "macro.h"
 
 typedef struct DaemonOptions {
-        const char *name;       /* the program's name, in --version and in errors */
-        const char *help;       /* the whole --help text */
+        const char *name;       /* the program's name, in --help, --version and errors */
+        /* --help is "NAME [OPTIONS...]", summary, the options with the defaults given here, then footer */
+        const char *summary;
+        const char *footer;
         const char *config;     /* --config=PATH: the default on entry, the value given on return */
         const char *config_dir; /* --config-dir=DIR: likewise */
         /* With check_listen set, --listen=ADDR:PORT is an option too: a value check_listen() refuses
@@ -69,14 +71,6 @@ typedef struct DaemonOps {
  * starts and runs it, frees it. Returns main()'s exit code: EXIT_SUCCESS after --help, --version or a
  * loop that ended well, else EXIT_FAILURE (bad usage, or new(), startup() or run() failed). */
 int daemon_main(DaemonOptions *o, const DaemonOps *ops, int argc, char *argv[]);
-
-/* The --help lines of the options every daemon has, in --help's columns; a daemon's own go between. */
-#define DAEMON_HELP_OPTIONS                                                                                 \
-        "  -h --help            Show this help\n"                                                           \
-        "     --version         Show the version\n"
-#define DAEMON_HELP_CONFIG(file, dir)                                                                       \
-        "     --config=PATH     Configuration file (default " file ")\n"                                    \
-        "     --config-dir=DIR  Drop-in directory (default " dir ")\n\n"
 
 /* Parses the command line into o (its strings point into argv). Returns 1 to go on, 0 when --help or
  * --version has been answered, -EINVAL for bad usage (said on stderr). */

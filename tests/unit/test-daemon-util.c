@@ -3,8 +3,10 @@
  * daemon_main(); and log.h's log_msg_errno(). */
 #include <getopt.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon-util.h"
 #include "log.h"
@@ -23,13 +25,36 @@ static int parse(DaemonOptions *o, bool listen, char **argv) {
                 argc++;
         *o = (DaemonOptions) {
                 .name = "test-daemon",
-                .help = "test-daemon [OPTIONS...]\n",
+                .summary = "Tests.\n",
+                .footer = "See nothing.\n",
                 .config = "c",
                 .config_dir = "d",
                 .check_listen = listen ? check_listen : NULL,
         };
         optind = 0; /* getopt starts over */
         return daemon_parse_argv(o, argc, argv);
+}
+
+/* What --help printed, given argv (NULL-terminated) and whether --listen= is an option. */
+static char *help_text(bool listen, char **argv) {
+        static char buf[4096];
+        DaemonOptions o;
+        FILE *f = tmpfile();
+        int saved = dup(STDOUT_FILENO);
+        size_t n;
+
+        CHECK(f && saved >= 0);
+        fflush(stdout);
+        CHECK(dup2(fileno(f), STDOUT_FILENO) >= 0);
+        CHECK_INT(parse(&o, listen, argv), 0);
+        fflush(stdout);
+        CHECK(dup2(saved, STDOUT_FILENO) >= 0);
+        close(saved);
+        rewind(f);
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = 0;
+        fclose(f);
+        return buf;
 }
 
 static int on_stop(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -81,7 +106,8 @@ DEFINE_DAEMON_OPS(fake_ops, FakeManager, fake_new, fake_startup, fake_run, fake_
 static int run_main(char **argv, int new_r, int startup_r, int run_r) {
         DaemonOptions o = {
                 .name = "test-daemon",
-                .help = "test-daemon [OPTIONS...]\n",
+                .summary = "Tests.\n",
+                .footer = "See nothing.\n",
                 .config = "c",
                 .config_dir = "d",
                 .check_listen = check_listen,
@@ -121,6 +147,25 @@ int main(void) {
         CHECK_STR(o.listen, "127.0.0.1:1");
         CHECK_INT(parse(&o, true, (char *[]) { (char *) "x", (char *) "--listen=nowhere", NULL }), -EINVAL);
         CHECK(!o.listen);
+
+        /* --help: the daemon's summary, the common options with the defaults (not what an earlier option
+         * set), --listen= where the daemon has it, the footer */
+        static const char help[] =
+                "test-daemon [OPTIONS...]\n\n"
+                "Tests.\n\n"
+                "  -h --help            Show this help\n"
+                "     --version         Show the version\n"
+                "%s"
+                "     --config=PATH     Configuration file (default c)\n"
+                "     --config-dir=DIR  Drop-in directory (default d)\n\n"
+                "See nothing.\n";
+        char want[1024];
+        snprintf(want, sizeof(want), help, "");
+        CHECK_STR(help_text(false, (char *[]) { (char *) "x", (char *) "--config=/a", (char *) "--help", NULL }),
+                  want);
+        snprintf(want, sizeof(want), help,
+                 "     --listen=ADDR:PORT Listen here instead of the socket from systemd or Listen=\n");
+        CHECK_STR(help_text(true, (char *[]) { (char *) "x", (char *) "-h", NULL }), want);
 
         /* the state directory: the first of $STATE_DIRECTORY's, or the fallback */
         char *dir = NULL;
