@@ -268,7 +268,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(m->event, 0);
 }
 
-int manager_new(const char *config_path, const char *config_dropins, Manager **ret, char **ret_error) {
+int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error) {
         Manager *m;
         int r;
 
@@ -276,7 +276,7 @@ int manager_new(const char *config_path, const char *config_dropins, Manager **r
         if (!m)
                 return -ENOMEM;
         audit_config_defaults(&m->config);
-        r = audit_config_load(&m->config, config_path, config_dropins, ret_error);
+        r = audit_config_load(&m->config, o->config, o->config_dir, ret_error);
         if (r < 0)
                 goto fail;
 

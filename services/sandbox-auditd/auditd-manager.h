@@ -10,6 +10,7 @@
 
 #include "audit-config.h"
 #include "audit-store.h"
+#include "daemon-util.h"
 #include "group-cache.h"
 #include "hashmap.h"
 #include "sender-cache.h"
@@ -65,7 +66,7 @@ typedef struct Manager {
         sd_event_source *sigterm, *sigint;
 } Manager;
 
-int manager_new(const char *config_path, const char *config_dropins, Manager **ret, char **ret_error);
+int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error);
 Manager *manager_free(Manager *m);
 int manager_startup(Manager *m);
 int manager_run(Manager *m);

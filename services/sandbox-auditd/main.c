@@ -7,40 +7,19 @@
 #include "daemon-util.h"
 #include "macro.h"
 
+DEFINE_DAEMON_OPS(manager_ops, Manager, manager_new, manager_startup, manager_run, manager_free);
+
 int main(int argc, char *argv[]) {
-        static const char help[] =
-                "sandbox-auditd [OPTIONS...]\n\n"
-                "Records what happens in sandboxd's sandboxes and answers queries about it on the system\n"
-                "bus (org.sandboxd.audit1).\n\n"
-                "  -h --help            Show this help\n"
-                "     --version         Show the version\n"
-                "     --config=PATH     Configuration file (default " AUDIT_CONFIG_FILE ")\n"
-                "     --config-dir=DIR  Drop-in directory (default " AUDIT_CONFIG_DROPIN_DIR ")\n\n"
-                "Normally started by systemd (sandbox-auditd.service) or D-Bus activation. The database\n"
-                "lives in $STATE_DIRECTORY (default " AUDITD_STATE_DIR "). See docs/audit-api.md.\n";
         DaemonOptions o = {
                 .name = "sandbox-auditd",
-                .help = help,
+                .summary = "Records what happens in sandboxd's sandboxes and answers queries about it "
+                           "on the system\nbus (org.sandboxd.audit1).\n",
+                .footer = "Normally started by systemd (sandbox-auditd.service) or D-Bus activation. The "
+                          "database\nlives in $STATE_DIRECTORY (default " AUDITD_STATE_DIR "). See "
+                          "docs/audit-api.md.\n",
                 .config = AUDIT_CONFIG_FILE,
                 .config_dir = AUDIT_CONFIG_DROPIN_DIR,
         };
-        _cleanup_free_ char *error = NULL;
-        Manager *m = NULL;
-        int r;
 
-        r = daemon_parse_argv(&o, argc, argv);
-        if (r <= 0)
-                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
-        r = daemon_block_signals(0);
-        if (r < 0)
-                return daemon_start_failed(&o, r, NULL);
-
-        r = manager_new(o.config, o.config_dir, &m, &error);
-        if (r < 0)
-                return daemon_start_failed(&o, r, error);
-        r = manager_startup(m);
-        if (r >= 0)
-                r = manager_run(m);
-        manager_free(m);
-        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        return daemon_main(&o, &manager_ops, argc, argv);
 }

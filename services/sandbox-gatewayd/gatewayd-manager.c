@@ -11,9 +11,9 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include "audit-watch.h"
 #include "daemon-util.h"
 #include "gatewayd-keys.h"
-#include "gatewayd-watch.h"
 #include "http-server.h"
 #include "key-sessions.h"
 #include "log.h"
@@ -122,7 +122,7 @@ static void audit_reply(sd_bus_message *reply, const sd_bus_error *error, void *
 static void audit_send(AuditCall *c) {
         int r;
 
-        r = bus_pool_call(c->manager->pool, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "Record",
+        r = bus_pool_call(c->manager->pool, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "Record",
                           audit_build, audit_reply, c, GATEWAY_CALL_TIMEOUT_USEC);
         if (r < 0) {
                 log_msg(LOG_WARNING, "Could not record %s/%s: %s", c->operation, c->event, strerror(-r));
@@ -196,7 +196,7 @@ static int build_named(sd_bus_message *m, void *userdata) {
 }
 
 static int build_get_id(sd_bus_message *m, void *userdata) {
-        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_IFACE, "Id");
+        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_INTERFACE, "Id");
 }
 
 static void on_audit_sandbox(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
@@ -209,8 +209,8 @@ static void on_audit_sandbox(sd_bus_message *reply, const sd_bus_error *error, v
                 c->session_id = TAKE_PTR(c->named);
                 return audit_send(c);
         }
-        if (bus_pool_call(c->manager->pool, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties", "Get",
-                          build_get_id, on_audit_sandbox_id, c, GATEWAY_CALL_TIMEOUT_USEC) < 0)
+        if (bus_pool_call(c->manager->pool, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties",
+                          "Get", build_get_id, on_audit_sandbox_id, c, GATEWAY_CALL_TIMEOUT_USEC) < 0)
                 audit_send(c);
 }
 
@@ -225,9 +225,9 @@ void manager_audit_sandbox(Manager *m, const char *operation, const char *event,
         if (!named || !(sandbox_id_is_valid(named) || name_is_valid(named)))
                 return audit_send(c);
         c->named = strdup(named);
-        if (!c->named || bus_pool_call(m->pool, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE,
-                                       "GetSandbox", build_named, on_audit_sandbox, c,
-                                       GATEWAY_CALL_TIMEOUT_USEC) < 0)
+        if (!c->named || bus_pool_call(m->pool, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                       SANDBOXD_MANAGER_INTERFACE, "GetSandbox", build_named,
+                                       on_audit_sandbox, c, GATEWAY_CALL_TIMEOUT_USEC) < 0)
                 audit_send(c);
 }
 
@@ -372,8 +372,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
-int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
-                char **ret_error) {
+int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error) {
         Manager *m;
         int r;
 
@@ -381,13 +380,13 @@ int manager_new(const char *config_path, const char *config_dropins, const char 
         if (!m)
                 return -ENOMEM;
         gateway_config_defaults(&m->config);
-        r = gateway_config_load(&m->config, config_path, config_dropins, ret_error);
+        r = gateway_config_load(&m->config, o->config, o->config_dir, ret_error);
         if (r < 0)
                 goto fail;
         /* sandboxd's types: the limits a sandbox object shows and how long an Exec may take */
         sandboxd_config_defaults(&m->sandboxd);
         (void) sandboxd_config_load(&m->sandboxd, SANDBOXD_CONFIG_FILE, SANDBOXD_CONFIG_DROPIN_DIR, NULL);
-        m->listen_override = listen;
+        m->listen_override = o->listen;
 
         r = daemon_state_dir(GATEWAYD_STATE_DIR, &m->state_dir);
         if (r < 0)
@@ -519,27 +518,21 @@ int manager_startup(Manager *m) {
 
         snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
         r = key_store_open(path, &m->keys);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not open the key store %s: %s", path, strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not open the key store %s: %m", path);
 
         /* The listening socket stays with systemd while a lost bus restarts us. The pool's connections do
          * the same (bus-pool.c). */
         r = daemon_bus_open(m->event, false, &m->bus);
         if (r >= 0)
                 r = daemon_bus_open(m->event, false, &m->signal_bus);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not connect to the system bus: %m");
         r = bus_pool_new(m->event, (unsigned) m->config.bus_connections, &m->pool);
         if (r >= 0)
                 r = bus_pool_set_short_reserve(m->pool, (unsigned) m->config.bus_short_call_reserve);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not connect to the system bus: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not connect to the system bus: %m");
         r = gateway_keys_bus_add(m->bus, m->keys, on_keys_changed, m, &m->keys_slot);
         if (r < 0)
                 return r;
@@ -547,10 +540,8 @@ int manager_startup(Manager *m) {
         if (r < 0)
                 return r;
         r = watchers_setup(m);
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not subscribe to the audit log's EntryAdded: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not subscribe to the audit log's EntryAdded: %m");
 
         n_fds = m->listen_override ? 0 : sd_listen_fds(true);
         if (n_fds > 1) {
@@ -572,17 +563,15 @@ int manager_startup(Manager *m) {
                 if (r < 0)
                         log_msg(LOG_ERR, "Cannot listen on %s.", listen);
         }
-        if (r < 0) {
-                log_msg(LOG_ERR, "Could not start the HTTP server: %s", strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not start the HTTP server: %m");
 
         /* Last: once the name is ours, sandboxctl api-key finds everything in place. A second gateway
          * process (standalone) still serves HTTP without it. */
         r = sd_bus_request_name(m->bus, GATEWAY_BUS_NAME, 0);
         if (r < 0)
-                log_msg(LOG_WARNING, "Could not acquire %s: %s (the Keys interface is not served)", GATEWAY_BUS_NAME,
-                        strerror(-r));
+                log_msg(LOG_WARNING, "Could not acquire %s: %s (the Keys interface is not served)",
+                        GATEWAY_BUS_NAME, strerror(-r));
         return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "bus-pool.h"
+#include "daemon-util.h"
 #include "gatewayd-config.h"
 #include "hashmap.h"
 #include "key-store.h"
@@ -17,14 +18,6 @@
 
 #define GATEWAYD_STATE_DIR "/var/lib/sandbox-gatewayd"
 #define GATEWAYD_DB_FILE "keys.db"
-
-/* The gateway's older spellings of sandboxd-bus.h's names, kept while other work on the route files is in
- * flight; new code uses the header's. */
-#define SANDBOXD_MANAGER_IFACE SANDBOXD_MANAGER_INTERFACE
-#define SANDBOXD_SANDBOX_IFACE SANDBOXD_SANDBOX_INTERFACE
-#define AUDITD_BUS_NAME_ AUDITD_BUS_NAME
-#define AUDITD_BUS_PATH_ AUDITD_BUS_PATH
-#define AUDITD_LOG_IFACE AUDITD_LOG_INTERFACE
 
 /* Bus calls that are not Execs: well above anything sandboxd does, below "for ever". */
 #define GATEWAY_CALL_TIMEOUT_USEC (UINT64_C(120) * USEC_PER_SEC)
@@ -67,8 +60,7 @@ typedef struct Manager {
         sd_event_source *sigterm, *sigint;
 } Manager;
 
-int manager_new(const char *config_path, const char *config_dropins, const char *listen, Manager **ret,
-                char **ret_error);
+int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error);
 Manager *manager_free(Manager *m);
 int manager_startup(Manager *m);
 int manager_run(Manager *m);

@@ -36,9 +36,9 @@ const Route gateway_routes[] = {
         { "DELETE", "/v1/api-keys/{id}", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.revoke", route_key_revoke, 0 },
         { "POST", "/v1/sandboxes/{id}/takeover-token", GATEWAY_ACTION_TAKEOVER, "takeover", route_takeover_token,
           ROUTE_SANDBOX },
-        /* Public to dispatch(): the route authenticates itself, by the Authorization header or ?token=. */
+        /* The route authenticates itself, by the Authorization header or ?token=. */
         { "GET", "/v1/sandboxes/{id}/takeover", GATEWAY_ACTION_TAKEOVER, "takeover", route_takeover,
-          ROUTE_PUBLIC | ROUTE_SANDBOX },
+          ROUTE_SANDBOX, route_takeover_authenticate, route_takeover_authorize },
         { "GET", "/v1/sandboxes/{id}/takeovers/{n}/recording", GATEWAY_ACTION_TAKEOVER, "takeover",
           route_takeover_recording, ROUTE_SANDBOX },
         /* The dashboard: static files, no key (the page holds none; it asks for one). */

@@ -12,14 +12,10 @@ int route_sandbox_list(Request *r);
 int route_sandbox_get(Request *r);
 int route_sandbox_update(Request *r);
 int route_sandbox_delete(Request *r);
-/* Audit rows name sandboxes by id: if the path's {id} is a sandbox's name, this looks its id up, puts it in
- * place and runs the route's handler again. Returns 1 if it did (the answer comes later), 0 if the path
- * has an id already, or a negative errno. */
-int req_resolve_sandbox_name(Request *r);
-/* The same, but then calls then() instead of the handler: with NULL once {id} is the sandbox's id, or
- * with the bus error (org.sandboxd.sandbox1.NoSuchSandbox for a name there is not, or cannot be). Returns
- * 0 if the path has an id already (then() is not called), 1 if then() was or will be called, or a
- * negative errno. */
+/* For dispatch(), once per request: if the path's {id} is a sandbox's name, looks its id up, puts it in
+ * place and calls then(): with NULL once {id} is the sandbox's id, or with the bus error
+ * (org.sandboxd.sandbox1.NoSuchSandbox for a name there is not, or cannot be). Returns 0 if the path has
+ * an id already (then() is not called), 1 if then() was or will be called, or a negative errno. */
 int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error *error));
 /* Reads a sandbox's properties (a{sv}, the Sandbox interface's GetAll) into the REST sandbox object. */
 int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret);
@@ -34,7 +30,7 @@ int route_file_get(Request *r);
 /* the file tools (one handler; the route's operation names the tool) */
 int route_tool(Request *r);
 
-/* audit log and watch */
+/* audit log and watch (route-log.c) */
 int route_log_sandbox(Request *r);
 int route_log_all(Request *r);
 int route_log_output(Request *r);
@@ -47,6 +43,8 @@ int route_dashboard_file(Request *r);
 /* takeover (route-takeover.c) */
 int route_takeover_token(Request *r);
 int route_takeover(Request *r);
+int route_takeover_authenticate(Request *r);
+bool route_takeover_authorize(Request *r);
 int route_takeover_recording(Request *r);
 
 /* API keys */

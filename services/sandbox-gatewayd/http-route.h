@@ -27,6 +27,12 @@ typedef struct Route {
         const char *operation; /* the audit operation a denied request of this route is recorded as */
         route_handler_t handler;
         unsigned flags;
+        /* A route with credentials of its own (the takeover's ?token=) sets the request's key itself:
+         * authenticate() returns 0, or answers and returns a negative errno. Its sandbox's name is then
+         * made its id only for a key limited to some sandboxes (a token names the sandbox as its URL
+         * did), and authorize() replaces the API key's check: true, or answered. NULL for the others. */
+        int (*authenticate)(Request *req);
+        bool (*authorize)(Request *req);
 } Route;
 
 typedef struct RouteMatch {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* libmicrohttpd inside sd-event: requests, suspension while bus calls run, JSON answers, SSE streams. */
+/* libmicrohttpd inside sd-event: requests, suspension while bus calls run, JSON answers, dispatch. */
 #include "http-server.h"
 
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include "log.h"
 #include "refusal-limit.h"
 #include "sandbox-id.h"
+#include "sse.h"
 #include "time-util.h"
 
 struct HttpServer {
@@ -28,29 +29,7 @@ struct HttpServer {
         sd_event_source *io, *timer, *kick;
 };
 
-struct SseStream {
-        Request *req;
-        char *buf;
-        size_t size, alloc, off;
-        size_t n_events, max_events;
-        bool finished, dropped, reader_suspended;
-        char last_sent[2];                /* the last two bytes the client was given ("\n\n" at first) */
-        void (*on_drain)(void *userdata); /* the client read what was queued, down to low_water bytes */
-        void *drain_userdata;
-        size_t low_water;
-        /* While the stream sleeps MHD does not look at its socket: this notices a client that leaves. */
-        sd_event_source *hangup;
-};
-
 /* --- requests ----------------------------------------------------------------------------------- */
-
-static void sse_free(SseStream *s) {
-        if (!s)
-                return;
-        sd_event_source_disable_unref(s->hangup);
-        free(s->buf);
-        free(s);
-}
 
 Request *request_ref(Request *r) {
         if (r)
@@ -342,225 +321,6 @@ int req_call(Request *r, const char *destination, const char *path, const char *
         return req_call_full(r, destination, path, interface, member, build, reply, timeout_usec, 0);
 }
 
-/* --- SSE ---------------------------------------------------------------------------------------- */
-
-static void sse_drop(SseStream *s);
-
-static int on_hangup(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
-        SseStream *s = userdata;
-
-        s->hangup = sd_event_source_disable_unref(s->hangup);
-        sse_drop(s);
-        return 0;
-}
-
-static void sse_watch_hangup(SseStream *s) {
-        const union MHD_ConnectionInfo *info;
-
-        if (s->hangup || !s->req->connection)
-                return;
-        info = MHD_get_connection_info(s->req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (info)
-                (void) sd_event_add_io(s->req->manager->event, &s->hangup, info->connect_fd, EPOLLRDHUP, on_hangup, s);
-}
-
-static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-        Request *r = cls;
-        SseStream *s = r->sse;
-        size_t n;
-
-        if (!s || s->dropped || !r->connection)
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (s->off == s->size) {
-                if (s->finished)
-                        return MHD_CONTENT_READER_END_OF_STREAM;
-                /* Nothing to send: sleep until sse_send() wakes us (returning 0 awake would spin). */
-                s->reader_suspended = true;
-                sse_watch_hangup(s);
-                MHD_suspend_connection(r->connection);
-                return 0;
-        }
-        n = MIN(max, s->size - s->off);
-        memcpy(buf, s->buf + s->off, n);
-        s->off += n;
-        if (n >= 2)
-                memcpy(s->last_sent, buf + n - 2, 2);
-        else {
-                s->last_sent[0] = s->last_sent[1];
-                s->last_sent[1] = buf[0];
-        }
-        if (s->off == s->size) {
-                s->off = s->size = 0;
-                s->n_events = 0; /* the client keeps up */
-        }
-        if (s->on_drain && s->size - s->off <= s->low_water)
-                s->on_drain(s->drain_userdata);
-        return (ssize_t) n;
-}
-
-static void sse_reader_free(void *cls) {
-        request_unref(cls);
-}
-
-static void sse_wake(SseStream *s) {
-        Request *r = s->req;
-
-        if (s->reader_suspended && r->connection) {
-                s->reader_suspended = false;
-                MHD_resume_connection(r->connection);
-                http_server_kick(r->manager->server);
-        }
-}
-
-int req_start_sse(Request *r, size_t max_events) {
-        struct MHD_Response *resp;
-        SseStream *s;
-
-        if (r->response || r->sse)
-                return -EBUSY;
-        s = calloc(1, sizeof(SseStream));
-        if (!s)
-                return -ENOMEM;
-        s->req = r;
-        s->max_events = max_events;
-        memcpy(s->last_sent, "\n\n", 2);
-        r->sse = s;
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, request_ref(r),
-                                                 sse_reader_free);
-        if (!resp) {
-                request_unref(r);
-                return -ENOMEM;
-        }
-        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        (void) MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        req_set_response(r, 200, resp);
-        return 0;
-}
-
-static int sse_append(SseStream *s, const char *p, size_t n) {
-        if (s->size + n > s->alloc) {
-                /* move what is left to the front before growing */
-                if (s->off > 0) {
-                        memmove(s->buf, s->buf + s->off, s->size - s->off);
-                        s->size -= s->off;
-                        s->off = 0;
-                }
-                if (s->size + n > s->alloc) {
-                        size_t a = MAX(s->alloc * 2, s->size + n + 256);
-                        char *b = realloc(s->buf, a);
-                        if (!b)
-                                return -ENOMEM;
-                        s->buf = b;
-                        s->alloc = a;
-                }
-        }
-        memcpy(s->buf + s->size, p, n);
-        s->size += n;
-        return 0;
-}
-
-static void sse_drop(SseStream *s) {
-        s->dropped = true;
-        free(s->buf);
-        s->buf = NULL;
-        s->size = s->alloc = s->off = 0;
-        sse_wake(s);
-}
-
-static int sse_send_internal(SseStream *s, const char *id, const char *event, const char *data, size_t size,
-                             bool bounded) {
-        int k = 0;
-
-        if (!s || s->dropped || s->finished)
-                return -EPIPE;
-        if (bounded && s->n_events >= s->max_events) {
-                /* the client does not read: let it go rather than hold its events for ever */
-                log_msg(LOG_INFO, "Dropping SSE stream of request %s: %zu events not read.", s->req->request_id,
-                        s->n_events);
-                sse_drop(s);
-                return -ENOBUFS;
-        }
-        if (id)
-                k = k ?: sse_append(s, "id: ", 4) ?: sse_append(s, id, strlen(id)) ?: sse_append(s, "\n", 1);
-        if (event)
-                k = k ?: sse_append(s, "event: ", 7) ?: sse_append(s, event, strlen(event)) ?: sse_append(s, "\n", 1);
-        /* our data is one line of JSON: no newlines to split */
-        k = k ?: sse_append(s, "data: ", 6) ?: sse_append(s, data, size) ?: sse_append(s, "\n\n", 2);
-        if (k < 0) {
-                sse_drop(s);
-                return k;
-        }
-        s->n_events++;
-        sse_wake(s);
-        return 0;
-}
-
-int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
-        return sse_send_internal(s, id, event, data, size, true);
-}
-
-int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
-        return sse_send_internal(s, id, event, data, size, false);
-}
-
-int sse_comment(SseStream *s, const char *text) {
-        int k;
-
-        if (!s || s->dropped || s->finished)
-                return -EPIPE;
-        k = sse_append(s, ": ", 2) ?: sse_append(s, text, strlen(text)) ?: sse_append(s, "\n\n", 2);
-        if (k < 0)
-                return k;
-        sse_wake(s);
-        return 0;
-}
-
-void sse_finish(SseStream *s) {
-        if (!s)
-                return;
-        s->finished = true;
-        sse_wake(s);
-}
-
-void sse_cut(SseStream *s, const char *event, const char *data, size_t size) {
-        size_t keep;
-
-        if (!s || s->dropped || s->finished)
-                return;
-        /* Events and comments end in a blank line and hold no other: finish the one the client is in
-         * the middle of, if any, and drop the rest. */
-        if (s->last_sent[0] == '\n' && s->last_sent[1] == '\n')
-                keep = s->off;
-        else if (s->last_sent[1] == '\n' && s->off < s->size && s->buf[s->off] == '\n')
-                keep = s->off + 1;
-        else {
-                const char *e = memmem(s->buf + s->off, s->size - s->off, "\n\n", 2);
-                keep = e ? (size_t) (e - s->buf) + 2 : s->size;
-        }
-        s->size = keep;
-        s->n_events = 0;
-        (void) sse_send_unbounded(s, NULL, event, data, size);
-        sse_finish(s);
-}
-
-size_t sse_buffered(SseStream *s) {
-        return s ? s->size - s->off : 0;
-}
-
-void sse_set_drain_callback(SseStream *s, size_t low_water, void (*cb)(void *userdata), void *userdata) {
-        s->low_water = low_water;
-        s->on_drain = cb;
-        s->drain_userdata = userdata;
-}
-
-bool sse_dropped(SseStream *s) {
-        return !s || s->dropped || !s->req->connection;
-}
-
-size_t sse_queued(SseStream *s) {
-        return s ? s->n_events : 0;
-}
-
 /* --- clients that leave, slow clients ------------------------------------------------------------ */
 
 /* A client that closes its connection (or its sending side) while its request waits for a bus call will
@@ -660,31 +420,6 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                 free(cs);
                 *socket_context = NULL;
         }
-}
-
-/* --- streams bound to their key ----------------------------------------------------------------- */
-
-static void on_request_key_ended(void *userdata, int why) {
-        Request *r = userdata;
-        _cleanup_free_ char *body = NULL;
-        const char *message = key_session_end_message(why);
-
-        if (!r->sse) {
-                /* nothing sent yet (a streamed exec before its first output): a plain 401 */
-                req_reply_error(r, 401, "unauthorized", "%s", message);
-                return;
-        }
-        body = http_error_body(401, "unauthorized", message, r->request_id);
-        if (body)
-                sse_cut(r->sse, "error", body, strlen(body));
-        else
-                sse_drop(r->sse);
-}
-
-int req_bind_to_key(Request *r) {
-        if (!r->key || r->key_session)
-                return r->key ? 0 : -EINVAL;
-        return key_session_add(r->manager, r->key, on_request_key_ended, r, &r->key_session);
 }
 
 /* --- dispatch ----------------------------------------------------------------------------------- */
@@ -809,10 +544,15 @@ static bool req_authorize(Request *r) {
         return true;
 }
 
+/* The key's check: the route's own, or the API key's actions and scope. */
+static bool req_check_key(Request *r) {
+        return r->match.route->authorize ? r->match.route->authorize(r) : req_authorize(r);
+}
+
 static void dispatch_run(Request *r) {
         int k;
 
-        if (r->key && !req_authorize(r))
+        if (r->key && !req_check_key(r))
                 return;
         k = r->match.route->handler(r);
         if (k < 0 && !r->response) {
@@ -840,15 +580,54 @@ static void on_sandbox_resolved(Request *r, const sd_bus_error *error) {
                                         "Sandbox %s is outside this API key's scope.", r->named);
         }
         /* the key's actions decide first, as for a sandbox that exists */
-        if (!req_authorize(r))
+        if (!req_check_key(r))
                 return;
         req_reply_error(r, 404, "not_found", "Sandbox %s does not exist.", r->named);
+}
+
+/* The Authorization header's API key into r->key and r->account_id. 0, or answered (negative errno). */
+static int req_authenticate(Request *r) {
+        const char *hdr, *secret;
+        int k;
+
+        hdr = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!hdr) {
+                req_deny(r, 401, "unauthorized", "anonymous",
+                         "Missing the Authorization: Bearer <API key> header.");
+                return -EACCES;
+        }
+        if (auth_parse_bearer(hdr, &secret) < 0) {
+                req_deny(r, 401, "unauthorized", "anonymous",
+                         "The Authorization header must be \"Bearer <API key>\".");
+                return -EACCES;
+        }
+        k = key_store_authenticate(r->manager->keys, secret, now_usec(CLOCK_REALTIME), &r->key);
+        switch (k) {
+        case 0:
+                break;
+        case -EINVAL:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key is malformed.");
+                return -EACCES;
+        case -ENOKEY:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key is not known.");
+                return -EACCES;
+        case -EKEYEXPIRED:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key has expired.");
+                return -EACCES;
+        case -EKEYREVOKED:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
+                return -EACCES;
+        default:
+                log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
+                req_reply_error(r, 500, "internal", "Cannot check the API key.");
+                return k;
+        }
+        return api_key_account_id(r->key, &r->account_id);
 }
 
 static void dispatch(Request *r) {
         Manager *m = r->manager;
         const Route *route = r->match.route;
-        const char *hdr, *secret;
         int k;
 
         if (r->route_error == -ENOENT)
@@ -866,37 +645,18 @@ static void dispatch(Request *r) {
                 return req_reply_error(r, 413, "payload_too_large", "The body is larger than %" PRIu64 " bytes.",
                                        m->config.max_body_bytes);
 
-        if (!(route->flags & ROUTE_PUBLIC)) {
-                hdr = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
-                if (!hdr)
-                        return req_deny(r, 401, "unauthorized", "anonymous",
-                                    "Missing the Authorization: Bearer <API key> header.");
-                if (auth_parse_bearer(hdr, &secret) < 0)
-                        return req_deny(r, 401, "unauthorized", "anonymous",
-                                    "The Authorization header must be \"Bearer <API key>\".");
-                k = key_store_authenticate(m->keys, secret, now_usec(CLOCK_REALTIME), &r->key);
-                switch (k) {
-                case 0:
-                        break;
-                case -EINVAL:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key is malformed.");
-                case -ENOKEY:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key is not known.");
-                case -EKEYEXPIRED:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key has expired.");
-                case -EKEYREVOKED:
-                        return req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
-                default:
-                        log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
-                        return req_reply_error(r, 500, "internal", "Cannot check the API key.");
+        if (route->authenticate || !(route->flags & ROUTE_PUBLIC)) {
+                k = route->authenticate ? route->authenticate(r) : req_authenticate(r);
+                if (k < 0) {
+                        if (!req_answered(r))
+                                req_reply_errno(r, k);
+                        return;
                 }
-                k = api_key_account_id(r->key, &r->account_id);
-                if (k < 0)
-                        return req_reply_errno(r, k);
 
                 /* A sandbox's name is made its id first, once: the scope lists ids, and the handler must
                  * act on the sandbox the scope was checked for, not on whatever has the name by then. */
-                if ((route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0))) {
+                if ((route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0)) &&
+                    (!route->authenticate || r->key->sandboxes)) {
                         snprintf(r->named, sizeof(r->named), "%s", req_param(r, 0));
                         k = req_resolve_sandbox(r, on_sandbox_resolved);
                         if (k < 0)
@@ -1105,11 +865,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->connection = NULL;
         r->closed = true;
         r->suspended = false;
-        if (r->sse) {
-                r->sse->reader_suspended = false;
-                /* MHD closes the socket after this */
-                r->sse->hangup = sd_event_source_disable_unref(r->sse->hangup);
-        }
+        sse_detach(r->sse);
         if (r->on_close)
                 r->on_close(r);
         /* under a reference: the dropped calls' replies unref it */

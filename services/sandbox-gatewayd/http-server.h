@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* libmicrohttpd inside sd-event: requests, suspension while bus calls run, JSON answers, SSE streams. */
+/* libmicrohttpd inside sd-event: requests, suspension while bus calls run, JSON answers, dispatch. */
 #pragma once
 
 #include <json-c/json.h>
@@ -48,12 +48,12 @@ struct Request {
         char *account_id;  /* "key:<id>" */
         bool own_only;     /* DELETE with sandbox.delete-own only: the handler checks the owner */
         char named[ROUTE_PARAM_MAX]; /* {id} as the path had it, if it was a name dispatch() resolved */
-        void (*resolve_then)(Request *r, const sd_bus_error *error); /* see req_resolve_sandbox() */
+        void (*resolve_then)(Request *r, const sd_bus_error *error); /* dispatch()'s req_resolve_sandbox() */
 
         void *data;                  /* the handler's state */
         void (*data_free)(void *);
 
-        SseStream *sse;
+        SseStream *sse;              /* its answer is an event stream (sse.c) */
         void (*on_close)(Request *r); /* the client went away (watchers detach here) */
         bool counts_stream;          /* holds one of the key's MaxStreamsPerKey= */
         KeySession *key_session;     /* a stream: ended when its key is revoked or expires */
@@ -105,29 +105,6 @@ int req_call(Request *r, const char *destination, const char *path, const char *
 int req_call_full(Request *r, const char *destination, const char *path, const char *interface,
                   const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec,
                   BusPoolFlags flags);
-
-/* Binds a long-lived answer (an SSE stream) to the request's key: when the key is revoked or expires, a
- * stream that has started is cut (sse_cut() with an error event, 401 "unauthorized"), one that has not
- * is answered 401. */
-int req_bind_to_key(Request *r);
-
-/* SSE: starts a 200 text/event-stream answer. Events are queued; the connection sleeps while there are
- * none. max_events bounds the queue: past it the stream is dropped (closed). */
-int req_start_sse(Request *r, size_t max_events);
-int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size);
-/* The same, not subject to max_events (a bounded batch the caller decided to send at once), but counted. */
-int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size);
-int sse_comment(SseStream *s, const char *text);
-void sse_finish(SseStream *s);      /* ends the stream once everything queued is sent */
-/* Ends the stream at once: queued events the client has not begun to receive are dropped, and the
- * given event is the last. */
-void sse_cut(SseStream *s, const char *event, const char *data, size_t size);
-bool sse_dropped(SseStream *s);
-size_t sse_queued(SseStream *s);
-/* Bytes queued and not yet sent; cb runs whenever the client has read the queue down to low_water bytes
- * (a producer that paused itself resumes there). */
-size_t sse_buffered(SseStream *s);
-void sse_set_drain_callback(SseStream *s, size_t low_water, void (*cb)(void *userdata), void *userdata);
 
 /* The HTTP server itself. */
 /* Limits from m->config: MaxConnections=, MaxConnectionsPerAddress=, ConnectionTimeoutSec=, HeaderTimeoutSec=. */

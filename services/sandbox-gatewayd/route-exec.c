@@ -8,6 +8,7 @@
 
 #include "gatewayd-routes.h"
 #include "log.h"
+#include "sse.h"
 #include "time-util.h"
 
 /* Output queued for a client that reads slower than the command writes: past the high mark the pipes are
@@ -419,20 +420,10 @@ int route_exec(Request *r) {
         if (e->stream) {
                 int fds[2][2];
 
-                k = manager_stream_acquire(r->manager, r->key->id);
-                if (k == -EBUSY) {
-                        req_reply_error(r, 429, "too_many_streams",
-                                        "This API key has %" PRIu64 " open streams already (MaxStreamsPerKey=).",
-                                        r->manager->config.max_streams_per_key);
-                        return 0;
-                }
-                if (k < 0)
-                        return k;
-                r->counts_stream = true;
                 /* Cut like a watch when the key is revoked or expires; that cancels the command too. */
-                k = req_bind_to_key(r);
+                k = req_stream_acquire(r);
                 if (k < 0)
-                        return k;
+                        return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */
                 for (int i = 0; i < 2; i++) {
                         if (pipe2(fds[i], O_CLOEXEC) < 0)
                                 return -errno;
@@ -451,8 +442,8 @@ int route_exec(Request *r) {
                 return k;
 
         /* long: it must not take the bus room that short calls need (BusShortCallReserve=) */
-        k = req_call_full(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "Exec", build_exec,
-                          on_exec_reply,
+        k = req_call_full(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "Exec",
+                          build_exec, on_exec_reply,
                           manager_exec_call_timeout(r->manager, NULL, json_get_uint(body, "timeout_seconds")),
                           BUS_POOL_LONG);
         return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */

@@ -109,8 +109,8 @@ int route_file_put(Request *r) {
                                 "The query parameters 'create_dirs' and 'append' are true or false.");
                 return 0;
         }
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "WriteFile", build_write,
-                        on_written, 0);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "WriteFile",
+                        build_write, on_written, 0);
 }
 
 static int build_read(sd_bus_message *m, void *userdata) {
@@ -171,6 +171,6 @@ int route_file_get(Request *r) {
                 }
                 op->has_length = true;
         }
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "ReadFile", build_read,
-                        on_read, 0);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "ReadFile",
+                        build_read, on_read, 0);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Routes of sandboxes: create, list, get, update (TTL), delete (also delete-own), as sandboxd calls. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -102,7 +103,7 @@ static void fetch_free(void *p) {
 }
 
 static int build_getall(sd_bus_message *m, void *userdata) {
-        return sd_bus_message_append(m, "s", SANDBOXD_SANDBOX_IFACE);
+        return sd_bus_message_append(m, "s", SANDBOXD_SANDBOX_INTERFACE);
 }
 
 static void on_getall(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
@@ -133,8 +134,8 @@ static int fetch_by_path(Request *r, const char *path) {
         f->path = strdup(path);
         if (!f->path)
                 return -ENOMEM;
-        k = req_call(r, SANDBOXD_BUS_NAME, f->path, "org.freedesktop.DBus.Properties", "GetAll", build_getall,
-                     on_getall, 0);
+        k = req_call(r, SANDBOXD_BUS_NAME, f->path, "org.freedesktop.DBus.Properties", "GetAll",
+                     build_getall, on_getall, 0);
         return k;
 }
 
@@ -166,8 +167,8 @@ static int fetch_start(Request *r, unsigned status, void (*then)(Request *r, jso
         f->then = then;
         r->data = f;
         r->data_free = fetch_free;
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox", build_id,
-                        on_get_sandbox, 0);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "GetSandbox",
+                        build_id, on_get_sandbox, 0);
 }
 
 int route_sandbox_get(Request *r) {
@@ -300,7 +301,7 @@ static void on_quota_list(Request *r, sd_bus_message *reply, const sd_bus_error 
                                        "at most %" PRIu64 " are allowed (MaxSandboxesPerKey=).",
                                        count, max);
         }
-        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "CreateSandbox",
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "CreateSandbox",
                      build_create, on_created, 0);
         if (k < 0) {
                 create_end(c, NULL);
@@ -341,8 +342,8 @@ int route_sandbox_create(Request *r) {
                 return k;
         }
         /* Asked after the begin, so that what ends from now on and is not in the list is counted. */
-        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "ListSandboxes", NULL,
-                     on_quota_list, 0);
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "ListSandboxes",
+                     NULL, on_quota_list, 0);
         if (k < 0)
                 create_end(c, NULL);
         return k;
@@ -372,7 +373,7 @@ static void on_managed_objects(Request *r, sd_bus_message *reply, const sd_bus_e
                         k = sd_bus_message_read(reply, "s", &iface);
                         if (k < 0)
                                 break;
-                        if (streq(iface, SANDBOXD_SANDBOX_IFACE)) {
+                        if (streq(iface, SANDBOXD_SANDBOX_INTERFACE)) {
                                 k = sandbox_json_from_properties(r->manager, reply, &o);
                                 if (k < 0)
                                         break;
@@ -429,8 +430,8 @@ static void on_ttl_set(Request *r, sd_bus_message *reply, const sd_bus_error *er
         if (sd_bus_error_is_set(error))
                 return req_reply_bus_error(r, error);
         f->status = 200;
-        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox", build_id,
-                     on_get_sandbox, 0);
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "GetSandbox",
+                     build_id, on_get_sandbox, 0);
         if (k < 0)
                 req_reply_errno(r, k);
 }
@@ -456,8 +457,8 @@ int route_sandbox_update(Request *r) {
         f->status = (unsigned) ttl; /* carried to build_set_ttl, then the answer's status */
         r->data = f;
         r->data_free = fetch_free;
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "SetTTL", build_set_ttl,
-                        on_ttl_set, 0);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "SetTTL",
+                        build_set_ttl, on_ttl_set, 0);
 }
 
 /* --- delete ------------------------------------------------------------------------------------- */
@@ -488,8 +489,8 @@ static void delete_if_own(Request *r, json_object *sandbox) {
                                 "This API key may delete only the sandboxes it created (sandbox.delete-own).");
         }
         json_object_put(sandbox);
-        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "DeleteSandbox", build_delete,
-                     on_deleted, 0);
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "DeleteSandbox",
+                     build_delete, on_deleted, 0);
         if (k < 0)
                 req_reply_errno(r, k);
 }
@@ -497,34 +498,18 @@ static void delete_if_own(Request *r, json_object *sandbox) {
 int route_sandbox_delete(Request *r) {
         if (r->own_only)
                 return fetch_start(r, 204, delete_if_own);
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "DeleteSandbox",
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "DeleteSandbox",
                         build_delete, on_deleted, 0);
 }
 
 /* --- a sandbox's name in the path, where the id is needed --------------------------------------- */
 
-static void rerun(Request *r) {
-        int k;
-
-        if (r->closed)
-                return; /* the client left while we looked: nothing to start for it */
-        free(r->data);
-        r->data = NULL;
-        r->data_free = NULL;
-        k = r->match.route->handler(r);
-        if (k < 0 && !req_answered(r))
-                req_reply_errno(r, k);
-}
-
 static void resolved(Request *r, const sd_bus_error *error) {
         void (*then)(Request *r, const sd_bus_error *error) = r->resolve_then;
 
+        assert(then);
+
         r->resolve_then = NULL;
-        if (!then) {
-                if (error)
-                        return req_reply_bus_error(r, error);
-                return rerun(r);
-        }
         if (r->closed)
                 return;
         free(r->data);
@@ -549,7 +534,7 @@ static void on_id(Request *r, sd_bus_message *reply, const sd_bus_error *error) 
 }
 
 static int build_get_id(sd_bus_message *m, void *userdata) {
-        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_IFACE, "Id");
+        return sd_bus_message_append(m, "ss", SANDBOXD_SANDBOX_INTERFACE, "Id");
 }
 
 static void on_path(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
@@ -566,14 +551,17 @@ static void on_path(Request *r, sd_bus_message *reply, const sd_bus_error *error
                 k = r->data ? 0 : -ENOMEM;
         }
         if (k >= 0)
-                k = req_call(r, SANDBOXD_BUS_NAME, r->data, "org.freedesktop.DBus.Properties", "Get", build_get_id,
-                             on_id, 0);
+                k = req_call(r, SANDBOXD_BUS_NAME, r->data, "org.freedesktop.DBus.Properties", "Get",
+                             build_get_id, on_id, 0);
         if (k < 0)
                 req_reply_errno(r, k);
 }
 
 int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error *error)) {
         int k;
+
+        assert(r);
+        assert(then);
 
         if (sandbox_id_is_valid(req_param(r, 0)))
                 return 0;
@@ -582,20 +570,13 @@ int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error 
                 _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
                 (void) sd_bus_error_setf(&e, SANDBOXD_ERROR_NO_SUCH_SANDBOX, "Sandbox %s does not exist.",
                                          req_param(r, 0));
-                if (then)
-                        then(r, &e);
-                else
-                        req_reply_bus_error(r, &e);
+                then(r, &e);
                 return 1;
         }
         r->resolve_then = then;
-        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox", build_id, on_path,
-                     0);
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "GetSandbox",
+                     build_id, on_path, 0);
         if (k < 0)
                 r->resolve_then = NULL;
         return k < 0 ? k : 1;
-}
-
-int req_resolve_sandbox_name(Request *r) {
-        return req_resolve_sandbox(r, NULL);
 }

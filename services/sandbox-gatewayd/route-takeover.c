@@ -20,7 +20,6 @@
 #include "ini-util.h"
 #include "key-sessions.h"
 #include "log.h"
-#include "sandbox-id.h"
 #include "time-util.h"
 #include "websocket.h"
 
@@ -67,7 +66,7 @@ int route_takeover_token(Request *r) {
                 return 0;
         json_object_put(body);
         /* Only for a sandbox that exists (as named here: the takeover must name it the same way). */
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "GetSandbox",
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "GetSandbox",
                         build_get_sandbox, on_sandbox_for_token, 0);
 }
 
@@ -219,7 +218,7 @@ static void on_shell_opened(Request *r, sd_bus_message *reply, const sd_bus_erro
 }
 
 /* The credentials: the Authorization header (SDKs), else ?token= (browsers). 0, or answered. */
-static int takeover_authenticate(Request *r) {
+int route_takeover_authenticate(Request *r) {
         Manager *m = r->manager;
         const char *hdr = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION), *token = req_query(r, "token");
         const char *secret, *what = "The API key";
@@ -274,9 +273,10 @@ static int takeover_authenticate(Request *r) {
         return 0;
 }
 
-/* The key's role and scope, for the sandbox as an id (a scoped key's names are resolved first). 0, or
+/* The key's role and scope, for the sandbox as an id (dispatch() resolved a scoped key's name first); a
+ * name that is none of a scoped key's sandboxes is "outside scope" whether or not it exists. true, or
  * answered. */
-static int takeover_check_scope(Request *r) {
+bool route_takeover_authorize(Request *r) {
         if (!api_key_allows(r->key, GATEWAY_ACTION_TAKEOVER, req_param(r, 0))) {
                 if (api_key_allows(r->key, GATEWAY_ACTION_TAKEOVER, NULL) && r->key->sandboxes)
                         req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.",
@@ -284,53 +284,15 @@ static int takeover_check_scope(Request *r) {
                 else
                         req_deny(r, 403, "forbidden", NULL,
                                  "Taking over a sandbox needs an admin key with the action 'takeover'.");
-                return -EACCES;
+                return false;
         }
-        return 0;
-}
-
-static int takeover_start(Request *r);
-
-/* A scoped key named its sandbox by name: as in dispatch(), the name is made an id before the scope is
- * checked, and a name that is none of the key's sandboxes is "outside scope" whether or not it exists. */
-static void on_takeover_resolved(Request *r, const sd_bus_error *error) {
-        int k;
-
-        if (error) {
-                if (!sd_bus_error_has_name(error, SANDBOXD_ERROR_NO_SUCH_SANDBOX))
-                        return req_reply_bus_error(r, error);
-                if (api_key_allows(r->key, GATEWAY_ACTION_TAKEOVER, NULL))
-                        return req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.",
-                                        r->named);
-                return req_deny(r, 403, "forbidden", NULL,
-                                "Taking over a sandbox needs an admin key with the action 'takeover'.");
-        }
-        k = takeover_start(r);
-        if (k < 0 && !req_answered(r))
-                req_reply_errno(r, k);
+        return true;
 }
 
 int route_takeover(Request *r) {
-        int k;
-
-        if (takeover_authenticate(r) < 0)
-                return 0;
-        if (r->key->sandboxes && !sandbox_id_is_valid(req_param(r, 0))) {
-                snprintf(r->named, sizeof(r->named), "%s", req_param(r, 0));
-                k = req_resolve_sandbox(r, on_takeover_resolved);
-                if (k != 0)
-                        return k < 0 ? k : 0;
-        }
-        return takeover_start(r);
-}
-
-static int takeover_start(Request *r) {
         const char *origin, *upgrade, *connection, *version, *key;
         Takeover *t;
         int k;
-
-        if (takeover_check_scope(r) < 0)
-                return 0;
 
         origin = req_header(r, "Origin");
         if (!takeover_origin_allowed(origin, r->manager->config.takeover_origins) &&
@@ -387,7 +349,7 @@ static int takeover_start(Request *r) {
                                 TAKEOVER_SIZE_MAX);
                 return 0;
         }
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE, "OpenShell",
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "OpenShell",
                         build_open_shell, on_shell_opened, 0);
 }
 
@@ -457,8 +419,8 @@ static void on_row_found(Request *r, sd_bus_message *reply, const sd_bus_error *
         if (!found)
                 return req_reply_error(r, 404, "not_found", "No takeover %" PRIu64 " of sandbox %s.", want,
                                        req_param(r, 0));
-        k = req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetOutput", build_get_output,
-                     on_recording, 0);
+        k = req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetOutput",
+                     build_get_output, on_recording, 0);
         if (k < 0)
                 req_reply_errno(r, k);
 }
@@ -475,6 +437,6 @@ int route_takeover_recording(Request *r) {
                                 req_param(r, 1));
                 return 0;
         }
-        return req_call(r, AUDITD_BUS_NAME_, AUDITD_BUS_PATH_, AUDITD_LOG_IFACE, "GetLog", build_find_row,
+        return req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog", build_find_row,
                         on_row_found, 0);
 }

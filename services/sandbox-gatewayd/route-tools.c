@@ -376,6 +376,6 @@ int route_tool(Request *r) {
                                 "Pass exactly one of the fields 'line' and 'insert_line'.");
                 return 0;
         }
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_IFACE,
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
                         tools[t->tool].method, build_tool, on_tool_reply, 0);
 }

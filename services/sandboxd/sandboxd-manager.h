@@ -8,6 +8,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "daemon-util.h"
 #include "sandboxd-config.h"
 #include "hashmap.h"
 #include "group-cache.h"
@@ -76,7 +77,7 @@ typedef struct Manager {
         bool exiting;
 } Manager;
 
-int manager_new(const char *config_path, const char *config_dropins, Manager **ret, char **ret_error);
+int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error);
 Manager *manager_free(Manager *m);
 int manager_startup(Manager *m);
 int manager_run(Manager *m);

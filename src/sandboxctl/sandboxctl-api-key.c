@@ -166,8 +166,8 @@ int verb_api_key(int argc, char *argv[]) {
         }
 
         if (streq(verb, "create")) {
-                r = sd_bus_message_new_method_call(bus, &m, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE,
-                                                   "CreateKey");
+                r = sd_bus_message_new_method_call(bus, &m, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH,
+                                                   GATEWAY_KEYS_INTERFACE, "CreateKey");
                 if (r >= 0)
                         r = sd_bus_message_open_container(m, 'a', "{sv}");
                 if (r >= 0 && preset)
@@ -213,8 +213,8 @@ int verb_api_key(int argc, char *argv[]) {
         }
 
         if (streq(verb, "list")) {
-                r = sd_bus_call_method(bus, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE, "ListKeys", &error,
-                                       &reply, NULL);
+                r = sd_bus_call_method(bus, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE,
+                                       "ListKeys", &error, &reply, NULL);
                 if (r < 0)
                         return bus_failed("list", &error, r);
                 const char *js;
@@ -245,8 +245,8 @@ int verb_api_key(int argc, char *argv[]) {
         if (streq(verb, "revoke")) {
                 if (rest != 2)
                         return fail_usage("revoke takes exactly one key id");
-                r = sd_bus_call_method(bus, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE, "RevokeKey", &error,
-                                       NULL, "s", argv[optind + 1]);
+                r = sd_bus_call_method(bus, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE,
+                                       "RevokeKey", &error, NULL, "s", argv[optind + 1]);
                 if (r < 0)
                         return bus_failed("revoke", &error, r);
                 return 0;

@@ -28,10 +28,6 @@
 #include "sandboxd-bus.h"
 #include "time-util.h"
 
-#define BUS_NAME          SANDBOXD_BUS_NAME
-#define BUS_PATH          SANDBOXD_BUS_PATH
-#define MANAGER_INTERFACE SANDBOXD_MANAGER_INTERFACE
-
 #define EXIT_USAGE         2
 #define EXIT_SHELL_FAILED  255 /* like ssh: any other status is the remote shell's */
 #define INPUT_HIGH_WATER   (64 * 1024)
@@ -221,9 +217,9 @@ static int on_winch(sd_event_source *es, const struct signalfd_siginfo *si, void
 
         if (ioctl(s->in_fd, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0 || ws.ws_row == 0)
                 return 0;
-        (void) sd_bus_call_method_async(s->bus, NULL, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "ResizeShell",
-                                        on_resized, s, "suu", s->unit, (uint32_t) ws.ws_col,
-                                        (uint32_t) ws.ws_row);
+        (void) sd_bus_call_method_async(s->bus, NULL, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                        SANDBOXD_MANAGER_INTERFACE, "ResizeShell", on_resized, s, "suu",
+                                        s->unit, (uint32_t) ws.ws_col, (uint32_t) ws.ws_row);
         return 0;
 }
 
@@ -301,7 +297,8 @@ int verb_shell(int argc, char *argv[]) {
                         strerror(-r));
                 return EXIT_SHELL_FAILED;
         }
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "OpenShell");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "OpenShell");
         if (r >= 0)
                 r = sd_bus_message_append(m, "sa{sv}", id, 4, "cols", "u", (uint32_t) ws.ws_col, "rows", "u",
                                           (uint32_t) ws.ws_row, "term", "s", term, "source", "s",
@@ -410,8 +407,9 @@ int verb_shell(int argc, char *argv[]) {
         int32_t code = EXIT_SHELL_FAILED;
         r = sd_bus_open_system(&wait_bus);
         if (r >= 0)
-                r = sd_bus_call_method(wait_bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "WaitShell",
-                                       &wait_error, &wait_reply, "s", unit);
+                r = sd_bus_call_method(wait_bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                       SANDBOXD_MANAGER_INTERFACE, "WaitShell", &wait_error, &wait_reply,
+                                       "s", unit);
         if (r >= 0)
                 r = sd_bus_message_read(wait_reply, "i", &code);
         if (r < 0) {

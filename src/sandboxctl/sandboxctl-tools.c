@@ -21,9 +21,6 @@
 #include "sandboxctl-util.h"
 #include "utf8-util.h"
 
-#define BUS_NAME           SANDBOXD_BUS_NAME
-#define BUS_PATH           SANDBOXD_BUS_PATH
-#define MANAGER_INTERFACE  SANDBOXD_MANAGER_INTERFACE
 #define EXIT_USAGE         2
 #define CONTENT_INLINE_MAX (8u << 20)  /* above this, file-create sends its content through an fd */
 #define CONTENT_MAX        (64u << 20) /* the tools' own limit */
@@ -196,7 +193,8 @@ typedef struct Options {
 } Options;
 
 static int new_call(sd_bus *bus, const char *method, sd_bus_message **ret) {
-        return sd_bus_message_new_method_call(bus, ret, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, method);
+        return sd_bus_message_new_method_call(bus, ret, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                              SANDBOXD_MANAGER_INTERFACE, method);
 }
 
 static int append_u(sd_bus_message *m, const char *key, uint32_t v) {

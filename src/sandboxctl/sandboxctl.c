@@ -27,14 +27,6 @@
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
-#define BUS_NAME          SANDBOXD_BUS_NAME
-#define BUS_PATH          SANDBOXD_BUS_PATH
-#define MANAGER_INTERFACE SANDBOXD_MANAGER_INTERFACE
-#define SANDBOX_INTERFACE SANDBOXD_SANDBOX_INTERFACE
-#define AUDIT_BUS_NAME    AUDITD_BUS_NAME
-#define AUDIT_BUS_PATH    AUDITD_BUS_PATH
-#define AUDIT_INTERFACE   AUDITD_LOG_INTERFACE
-
 #define EXIT_USAGE 2
 #define EXIT_EXEC_FAILED 125
 
@@ -343,8 +335,8 @@ static int verb_list(char **args, size_t n_args) {
         if (r < 0)
                 return r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "ListSandboxes", &error, &reply,
-                               NULL);
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "ListSandboxes", &error, &reply, NULL);
         if (r < 0)
                 return log_bus_error("list", &error, r);
 
@@ -461,16 +453,16 @@ static int get_sandbox_info(sd_bus *bus, const char *id, sd_bus_error *error, Sa
         const char *path;
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "GetSandbox", error, &reply, "s",
-                               id);
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "GetSandbox", error, &reply, "s", id);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(reply, "o", &path);
         if (r < 0)
                 return r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll", error,
-                               &props, "s", SANDBOX_INTERFACE);
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
+                               error, &props, "s", SANDBOXD_SANDBOX_INTERFACE);
         if (r < 0)
                 return r;
 
@@ -581,7 +573,8 @@ static int verb_create(char **args, size_t n_args) {
         if (r < 0)
                 return r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "CreateSandbox");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "CreateSandbox");
         if (r < 0)
                 goto build_error;
         r = sd_bus_message_open_container(m, 'a', "{sv}");
@@ -626,8 +619,8 @@ static int verb_delete(char **args, size_t n_args) {
         for (size_t k = 1; k < n_args; k++) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
 
-                r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "DeleteSandbox", &error,
-                                       NULL, "sa{sv}", args[k], 0);
+                r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                                       "DeleteSandbox", &error, NULL, "sa{sv}", args[k], 0);
                 if (r < 0)
                         ret = log_bus_error("delete", &error, r);
         }
@@ -649,8 +642,8 @@ static int verb_set_ttl(char **args, size_t n_args) {
         if (r < 0)
                 return r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "SetTTL", &error, NULL, "sta{sv}",
-                               args[1], ttl, 0);
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "SetTTL", &error, NULL, "sta{sv}", args[1], ttl, 0);
         if (r < 0)
                 return log_bus_error("set-ttl", &error, r);
 
@@ -897,7 +890,8 @@ static int verb_exec(char **args, size_t n_args) {
                 goto fail;
         }
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "Exec");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "Exec");
         if (r >= 0)
                 r = sd_bus_message_append(m, "s", args[1]);
         if (r >= 0)
@@ -1000,7 +994,8 @@ static int write_file_call(sd_bus *bus, const char *verb, const char *id, const 
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "WriteFile");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "WriteFile");
         if (r >= 0)
                 r = sd_bus_message_append(m, "ss", id, path);
         if (r >= 0)
@@ -1077,8 +1072,8 @@ static int read_file(sd_bus *bus, const char *verb, const char *id, const char *
                 uint32_t mode = 0;
                 bool truncated = false;
 
-                r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, MANAGER_INTERFACE,
-                                                   "ReadFile");
+                r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                                   SANDBOXD_MANAGER_INTERFACE, "ReadFile");
                 if (r >= 0)
                         r = sd_bus_message_append(m, "ss", id, path);
                 if (r >= 0)
@@ -1453,8 +1448,8 @@ static int fetch_log(sd_bus *bus, const LogFilter *f, uint64_t limit, json_objec
                 _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
                 uint64_t want = MIN(limit - collected, LOG_PAGE_MAX), got = 0, fresh = 0;
 
-                r = sd_bus_message_new_method_call(bus, &m, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE,
-                                                   "GetLog");
+                r = sd_bus_message_new_method_call(bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH,
+                                                   AUDITD_LOG_INTERFACE, "GetLog");
                 if (r >= 0)
                         r = append_log_filter(m, f, lowest > 0 ? lowest - 1 : 0);
                 if (r >= 0)
@@ -1519,12 +1514,12 @@ static int resolve_session_id(sd_bus *bus, const char *arg, char **ret) {
         const char *path;
 
         if (!sandbox_id_is_valid(arg) &&
-            sd_bus_call_method(bus, BUS_NAME, BUS_PATH, MANAGER_INTERFACE, "GetSandbox", &error, &reply, "s",
-                               arg) >= 0 &&
+            sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "GetSandbox", &error, &reply, "s", arg) >= 0 &&
             sd_bus_message_read(reply, "o", &path) >= 0) {
                 sd_bus_error_free(&error);
-                if (sd_bus_get_property_string(bus, BUS_NAME, path, SANDBOX_INTERFACE, "Id", &error, &id) <
-                    0)
+                if (sd_bus_get_property_string(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE,
+                                               "Id", &error, &id) < 0)
                         id = NULL;
         }
 
@@ -1659,8 +1654,8 @@ static int log_output(sd_bus *bus) {
         size_t out_size = 0, err_size = 0;
         int r;
 
-        r = sd_bus_call_method(bus, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE, "GetOutput", &error,
-                               &reply, "t", arg_output);
+        r = sd_bus_call_method(bus, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetOutput",
+                               &error, &reply, "t", arg_output);
         if (r < 0)
                 return log_audit_bus_error("log", &error, r);
 
@@ -1716,7 +1711,7 @@ static int verb_log(char **args, size_t n_args) {
 
                 /* Subscribe before asking for the page: a row stored in between then arrives as a signal
                  * and is not lost; one in both is printed once, by id. */
-                r = sd_bus_match_signal(bus, &slot, AUDIT_BUS_NAME, AUDIT_BUS_PATH, AUDIT_INTERFACE,
+                r = sd_bus_match_signal(bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
                                         "EntryAdded", on_entry_added, &printer);
                 if (r < 0)
                         return log_error(r, "log", "Failed to subscribe to EntryAdded: %s", strerror(-r));

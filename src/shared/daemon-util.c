@@ -14,6 +14,20 @@
 
 #include "log.h"
 
+static void help(const DaemonOptions *o, const char *config, const char *config_dir) {
+        static const char listen[] =
+                "     --listen=ADDR:PORT Listen here instead of the socket from systemd or Listen=\n";
+
+        printf("%s [OPTIONS...]\n\n%s\n"
+               "  -h --help            Show this help\n"
+               "     --version         Show the version\n"
+               "%s"
+               "     --config=PATH     Configuration file (default %s)\n"
+               "     --config-dir=DIR  Drop-in directory (default %s)\n\n"
+               "%s",
+               o->name, o->summary, o->check_listen ? listen : "", config, config_dir, o->footer);
+}
+
 int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -24,11 +38,12 @@ int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
                 {},
         };
         struct option opts[ELEMENTSOF(options)];
+        const char *config = o->config, *config_dir = o->config_dir; /* the defaults, for --help */
         int c;
 
         assert(o);
-        assert(o->name);
-        assert(o->help);
+        assert(o->name && o->summary && o->footer);
+        assert(o->config && o->config_dir);
 
         memcpy(opts, options, sizeof(options));
         if (!o->check_listen)
@@ -37,7 +52,7 @@ int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        fputs(o->help, stdout);
+                        help(o, config, config_dir);
                         return 0;
                 case 'V':
                         printf("%s %s\n", o->name, PACKAGE_VERSION);
@@ -65,22 +80,32 @@ int daemon_parse_argv(DaemonOptions *o, int argc, char *argv[]) {
         return 1;
 }
 
-int daemon_block_signals(int sig, ...) {
-        sigset_t mask;
-        va_list ap;
+static int block_signals(const sigset_t *mask) {
+        assert(mask);
 
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        va_start(ap, sig);
-        for (; sig > 0; sig = va_arg(ap, int))
-                sigaddset(&mask, sig);
-        va_end(ap);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+        if (sigprocmask(SIG_BLOCK, mask, NULL) < 0)
                 return -errno;
         if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
                 return -errno;
         return 0;
+}
+
+static void stop_signals(sigset_t *mask) {
+        sigemptyset(mask);
+        sigaddset(mask, SIGTERM);
+        sigaddset(mask, SIGINT);
+}
+
+int daemon_block_signals(int sig, ...) {
+        sigset_t mask;
+        va_list ap;
+
+        stop_signals(&mask);
+        va_start(ap, sig);
+        for (; sig > 0; sig = va_arg(ap, int))
+                sigaddset(&mask, sig);
+        va_end(ap);
+        return block_signals(&mask);
 }
 
 int daemon_state_dir(const char *fallback, char **ret) {
@@ -173,4 +198,34 @@ int daemon_start_failed(const DaemonOptions *o, int r, const char *error) {
         fprintf(stderr, "%s: %s\n", o->name, error ?: strerror(-r));
         log_msg(LOG_ERR, "Failed to start: %s", error ?: strerror(-r));
         return EXIT_FAILURE;
+}
+
+int daemon_main(DaemonOptions *o, const DaemonOps *ops, int argc, char *argv[]) {
+        _cleanup_free_ char *error = NULL;
+        void *m = NULL;
+        sigset_t mask;
+        int r;
+
+        assert(o);
+        assert(ops);
+        assert(ops->new && ops->startup && ops->run && ops->free);
+
+        r = daemon_parse_argv(o, argc, argv);
+        if (r <= 0)
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        stop_signals(&mask);
+        for (const int *s = o->signals; s && *s > 0; s++)
+                sigaddset(&mask, *s);
+        r = block_signals(&mask);
+        if (r < 0)
+                return daemon_start_failed(o, r, NULL);
+
+        r = ops->new(o, &m, &error);
+        if (r < 0)
+                return daemon_start_failed(o, r, error);
+        r = ops->startup(m);
+        if (r >= 0)
+                r = ops->run(m);
+        ops->free(m);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

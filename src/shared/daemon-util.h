@@ -17,15 +17,60 @@
 #include "macro.h"
 
 typedef struct DaemonOptions {
-        const char *name;       /* the program's name, in --version and in errors */
-        const char *help;       /* the whole --help text */
+        const char *name;       /* the program's name, in --help, --version and errors */
+        /* --help is "NAME [OPTIONS...]", summary, the options with the defaults given here, then footer */
+        const char *summary;
+        const char *footer;
         const char *config;     /* --config=PATH: the default on entry, the value given on return */
         const char *config_dir; /* --config-dir=DIR: likewise */
         /* With check_listen set, --listen=ADDR:PORT is an option too: a value check_listen() refuses
          * (negative errno) is a usage error. NULL unless given. */
         int (*check_listen)(const char *value);
         const char *listen;
+        /* Signals that daemon_main() blocks besides SIGTERM and SIGINT (0 ends the list), or NULL. */
+        const int *signals;
 } DaemonOptions;
+
+/* A daemon's Manager, to daemon_main(). new() makes it from the options (*ret_error may say why not, for
+ * daemon_start_failed()); startup() logs its own failures; run() returns the loop's end; free() takes
+ * what new() made, or NULL. */
+typedef struct DaemonOps {
+        int (*new)(const DaemonOptions *o, void **ret, char **ret_error);
+        int (*startup)(void *m);
+        int (*run)(void *m);
+        void (*free)(void *m);
+} DaemonOps;
+
+/* A DaemonOps called name for a daemon's own Manager functions: new_fn(const DaemonOptions *, Type **,
+ * char **ret_error), startup_fn(Type *), run_fn(Type *), free_fn(Type *). */
+#define DEFINE_DAEMON_OPS(name, Type, new_fn, startup_fn, run_fn, free_fn)                          \
+        static int name##_new(const DaemonOptions *o, void **ret, char **ret_error) {              \
+                Type *m = NULL;                                                                    \
+                int r = new_fn(o, &m, ret_error);                                                  \
+                if (r >= 0)                                                                        \
+                        *ret = m;                                                                  \
+                return r;                                                                          \
+        }                                                                                          \
+        static int name##_startup(void *m) {                                                       \
+                return startup_fn((Type *) m);                                                     \
+        }                                                                                          \
+        static int name##_run(void *m) {                                                           \
+                return run_fn((Type *) m);                                                         \
+        }                                                                                          \
+        static void name##_free(void *m) {                                                         \
+                (void) free_fn((Type *) m);                                                        \
+        }                                                                                          \
+        static const DaemonOps name = {                                                            \
+                .new = name##_new,                                                                 \
+                .startup = name##_startup,                                                         \
+                .run = name##_run,                                                                 \
+                .free = name##_free,                                                               \
+        }
+
+/* The whole of a daemon's main(): parses the command line into o, blocks the signals, makes the manager,
+ * starts and runs it, frees it. Returns main()'s exit code: EXIT_SUCCESS after --help, --version or a
+ * loop that ended well, else EXIT_FAILURE (bad usage, or new(), startup() or run() failed). */
+int daemon_main(DaemonOptions *o, const DaemonOps *ops, int argc, char *argv[]);
 
 /* Parses the command line into o (its strings point into argv). Returns 1 to go on, 0 when --help or
  * --version has been answered, -EINVAL for bad usage (said on stderr). */

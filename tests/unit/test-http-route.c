@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests of the gateway's route matching: patterns, parameters, 404 against 405, the Allow list. */
+/* Tests of the gateway's route matching: patterns, parameters, 404 against 405, the Allow list, the table */
 #include <errno.h>
 #include <string.h>
 
+#include "gatewayd-routes.h"
 #include "http-route.h"
 #include "macro.h"
 #include "test-util.h"
@@ -82,8 +83,33 @@ static void test_find(void) {
         CHECK_STR(allow, "POST");
 }
 
+/* The gateway's own table: what dispatch() relies on. A route with credentials of its own checks them
+ * itself too, and is not public; the takeover is the one. Every route with a sandbox in its path names it
+ * first, so dispatch() can make a name its id. */
+static void test_gateway_table(void) {
+        size_t n_own = 0;
+
+        for (size_t i = 0; i < gateway_routes_count; i++) {
+                const Route *r = &gateway_routes[i];
+
+                CHECK(r->handler && r->operation);
+                CHECK(!!r->authenticate == !!r->authorize);
+                if (r->authenticate) {
+                        n_own++;
+                        CHECK(!(r->flags & ROUTE_PUBLIC));
+                        CHECK(r->action >= 0);
+                }
+                if (r->flags & ROUTE_SANDBOX)
+                        CHECK(strncmp(r->pattern, "/v1/sandboxes/{", 15) == 0);
+                if (r->action < 0)
+                        CHECK(r->flags & ROUTE_PUBLIC);
+        }
+        CHECK_INT(n_own, 1);
+}
+
 int main(void) {
         test_patterns();
         test_find();
+        test_gateway_table();
         return test_finish("test-http-route");
 }
