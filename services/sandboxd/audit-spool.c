@@ -306,47 +306,26 @@ static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_
         return 0;
 }
 
+/* The spool's row at st (SELECT seq, SPOOL_COLUMNS) as Record takes it. */
 static int append_row(sd_bus_message *m, sqlite3_stmt *st) {
-        static const char *const text[] = { "key",       "session_id", "account_id", "source",
-                                             "operation", "event",      "detail" };
-        int r;
-
-        r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < ELEMENTSOF(text); i++) {
-                r = sd_bus_message_append(m, "{sv}", text[i], "s",
-                                          (const char *) sqlite3_column_text(st, 1 + (int) i));
-                if (r < 0)
-                        return r;
-        }
-        r = sd_bus_message_append(m, "{sv}", "exit_code", "i", (int32_t) sqlite3_column_int(st, 8));
-        if (r < 0)
-                return r;
-        for (int col = 9; col <= 10; col++) {
-                r = sd_bus_message_open_container(m, 'e', "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", col == 9 ? "stdout" : "stderr");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'v', "ay");
-                if (r >= 0) {
-                        const void *p = sqlite3_column_blob(st, col);
-                        r = sd_bus_message_append_array(m, 'y', p ?: "", sqlite3_column_bytes(st, col));
-                }
-                if (r >= 0)
-                        r = sd_bus_message_close_container(m);
-                if (r >= 0)
-                        r = sd_bus_message_close_container(m);
-                if (r < 0)
-                        return r;
-        }
-        r = sd_bus_message_append(m, "{sv}{sv}{sv}",
-                                  "started_at", "t", (uint64_t) sqlite3_column_int64(st, 11),
-                                  "duration_usec", "t", (uint64_t) sqlite3_column_int64(st, 12),
-                                  "request_id", "s", (const char *) sqlite3_column_text(st, 13));
-        if (r < 0)
-                return r;
-        return sd_bus_message_close_container(m);
+        AuditRow row = {
+                .key = (const char *) sqlite3_column_text(st, 1),
+                .session_id = (const char *) sqlite3_column_text(st, 2),
+                .account_id = (const char *) sqlite3_column_text(st, 3),
+                .source = (const char *) sqlite3_column_text(st, 4),
+                .operation = (const char *) sqlite3_column_text(st, 5),
+                .event = (const char *) sqlite3_column_text(st, 6),
+                .detail = (const char *) sqlite3_column_text(st, 7),
+                .exit_code = (int32_t) sqlite3_column_int(st, 8),
+                .out = sqlite3_column_blob(st, 9),
+                .out_size = (size_t) sqlite3_column_bytes(st, 9),
+                .err = sqlite3_column_blob(st, 10),
+                .err_size = (size_t) sqlite3_column_bytes(st, 10),
+                .started_at = (uint64_t) sqlite3_column_int64(st, 11),
+                .duration_usec = (uint64_t) sqlite3_column_int64(st, 12),
+                .request_id = (const char *) sqlite3_column_text(st, 13),
+        };
+        return audit_row_append(m, &row);
 }
 
 /* Sends the rows after s->last_sent (up to BATCH_ROWS and BATCH_BYTES; one if !batch) in one call.

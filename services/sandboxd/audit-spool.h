@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "audit-row.h"
+
 typedef struct Manager Manager;
 typedef struct AuditSpool AuditSpool;
 
@@ -20,26 +22,14 @@ typedef struct Caller {
         char source[32];
 } Caller;
 
-typedef struct AuditRow {
-        const char *session_id;
-        const char *operation;
-        const char *event;
-        const char *detail;      /* JSON; NULL: {} */
-        int32_t exit_code;
-        const void *out;
-        size_t out_size;
-        const void *err;
-        size_t err_size;
-        uint64_t started_at;     /* µs since the epoch */
-        uint64_t duration_usec;
-} AuditRow;
-
 int audit_spool_open(Manager *m, const char *path, AuditSpool **ret);
 AuditSpool *audit_spool_free(AuditSpool *s);
 
 /* Stores the row durably (it survives kill -9 of anyone) and schedules its delivery. Never waits
  * for the logger. Returns negative errno only if the spool itself could not take it. */
 int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row);
+/* (In these, the row's key, account_id, source and request_id are the spool's and the Caller's: the
+ * row's own are ignored.) */
 
 /* An operation that runs for a while: audit_begin() notes it (row: session, operation, detail,
  * started_at) under a new key, before it starts; audit_finish() writes its row and drops the note in one
