@@ -668,9 +668,3 @@ char *audit_detail_error(const char *name, const char *message) {
         json_object_put(o);
         return s;
 }
-
-void caller_system(Caller *ret) {
-        *ret = (Caller) { .uid = 0, .trusted = 1 };
-        snprintf(ret->account_id, sizeof(ret->account_id), "system");
-        snprintf(ret->source, sizeof(ret->source), "system");
-}

@@ -7,20 +7,10 @@
 #include <stdint.h>
 
 #include "audit-row.h"
+#include "caller.h"
 
 typedef struct Manager Manager;
 typedef struct AuditSpool AuditSpool;
-
-#define CALLER_FIELD_MAX 256
-
-/* Who asked, as the audit log records it (see DESIGN.md "Caller context"). */
-typedef struct Caller {
-        uint32_t uid;
-        int trusted;   /* root or the gateway: its context is believed */
-        char account_id[CALLER_FIELD_MAX + 1];
-        char request_id[CALLER_FIELD_MAX + 1];
-        char source[32];
-} Caller;
 
 int audit_spool_open(Manager *m, const char *path, AuditSpool **ret);
 AuditSpool *audit_spool_free(AuditSpool *s);
@@ -43,9 +33,6 @@ void audit_cancel(AuditSpool *s, const char *key);
 
 /* {"error": name, "message": message}, for the rows of failed calls. NULL on OOM. */
 char *audit_detail_error(const char *name, const char *message);
-
-/* The system's own operations (TTL expiry, clean-up at start-up). */
-void caller_system(Caller *ret);
 
 /* Rows still waiting for the logger. */
 uint64_t audit_spool_pending(AuditSpool *s);

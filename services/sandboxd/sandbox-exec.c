@@ -29,7 +29,7 @@
 #include "offload.h"
 #include "oom.h"
 #include "sandbox.h"
-#include "sandboxd-dbus.h"
+#include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 #include "unit.h"

@@ -19,7 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "audit-spool.h"
+#include "audit-row.h"
+#include "caller.h"
 #include "file-tools.h"
 #include "sandbox-files.h"
 #include "sandbox-options.h"
@@ -667,10 +668,8 @@ static int tool_method_call(sd_bus_message *msg, void *userdata, sd_bus_error *e
                 .mode = 0644,
                 .started_at = now_usec(CLOCK_REALTIME),
                 .mono = now_usec(CLOCK_MONOTONIC),
-                .caller = {.uid = UINT32_MAX},
         };
-        snprintf(tc->caller.account_id, sizeof(tc->caller.account_id), "unknown");
-        snprintf(tc->caller.source, sizeof(tc->caller.source), "agent");
+        caller_unknown(&tc->caller);
 
         r = parse_call(tc, msg, error);
         if (r >= 0) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "audit-spool.h"
+#include "caller.h"
 #include "daemon-util.h"
 #include "log.h"
 #include "macro.h"
@@ -31,9 +32,7 @@ static int caller_check(Manager *m, sd_bus_message *msg, Caller *ret, sd_bus_err
         r = manager_sender_uid(m, msg, &uid);
         if (r < 0)
                 return r;
-        *ret = (Caller) { .uid = uid, .trusted = uid == 0 || uid == m->gateway_uid };
-        snprintf(ret->account_id, sizeof(ret->account_id), "uid:%u", (unsigned) uid);
-        snprintf(ret->source, sizeof(ret->source), "agent");
+        caller_from_uid(ret, uid, uid == 0 || uid == m->gateway_uid);
         if (!manager_uid_is_admin(m, uid))
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
                                          "Only root and members of sandbox-admin may use sandboxd.");
@@ -74,13 +73,12 @@ typedef int (*audited_method_t)(sd_bus_message *msg, Manager *m, Caller *c, Call
 static int audited(sd_bus_message *msg, void *userdata, sd_bus_error *error, const char *operation,
                    audited_method_t handler) {
         Manager *m = userdata;
-        Caller c = { .uid = UINT32_MAX };
         CallInfo ci = { .operation = operation };
         uint64_t started = now_usec(CLOCK_REALTIME), mono = now_usec(CLOCK_MONOTONIC);
+        Caller c;
         int r;
 
-        snprintf(c.account_id, sizeof(c.account_id), "unknown");
-        snprintf(c.source, sizeof(c.source), "agent");
+        caller_unknown(&c);
         r = handler(msg, m, &c, &ci, error);
         if (r >= 0)
                 return r;
