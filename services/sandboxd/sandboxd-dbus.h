@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* sandboxd on the bus: the Manager's and the sandboxes' vtables, errors and signals. */
+/* sandboxd on the bus: the Manager's methods, its vtable and the error map. */
 #pragma once
 
 #include <systemd/sd-bus.h>
@@ -10,11 +10,6 @@ typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;
 
 int manager_bus_setup(Manager *m);
-
-void sandbox_emit_new(Sandbox *s);
-void sandbox_emit_removed(Sandbox *s);
-/* PropertiesChanged for State or ExpiresAt of the sandbox's object (nothing for a pooled one). */
-void sandbox_emit_changed(Sandbox *s, const char *property);
 
 /* Replies to a CreateSandbox call now that the sandbox runs. */
 int sandbox_reply_created(Sandbox *s, sd_bus_message *request);
