@@ -72,7 +72,7 @@ typedef enum MethodSandbox {
 } MethodSandbox;
 
 /* A row of the Manager's method table: what the dispatcher does for the method before its handler
- * (after dbus-broker's driver.c). read() takes the arguments after the id (the caller context among
+ * (docs/architecture.md, "Source layout"). read() takes the arguments after the id (the caller context among
  * them, so that a failure's row names whom the gateway speaks for), run() does the work with the sandbox
  * found; done() frees what read() took. A row with an operation is audited: a call that fails gets its
  * row here, spooled before the error goes out (with failure_detail()'s detail, if the row has one);
@@ -562,8 +562,8 @@ static int call_run(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_erro
         return row->run(call, s, a, error);
 }
 
-/* Every Manager method comes here (after machined's redirect_method_to_machine()): the caller check, the
- * sandbox, the handler, and the audit row of a call that failed. */
+/* Every Manager method comes here: the caller check, the sandbox, the handler, and the audit row of a call
+ * that failed (docs/dbus-api.md, "Audit records"). */
 static int method_dispatch(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         const char *member = sd_bus_message_get_member(msg);
         const MethodRow *row = NULL;
