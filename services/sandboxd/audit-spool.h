@@ -26,7 +26,6 @@ int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row);
  * transaction (with an empty key it is audit_record()); audit_cancel() drops the note when the call
  * failed before it ran and its failure is recorded otherwise. A note left when sandboxd stops becomes
  * a "failed" row at the next start, the detail's error SANDBOXD_ERROR_INTERRUPTED (sandboxd-bus.h). */
-#define AUDIT_KEY_SIZE 37
 int audit_begin(AuditSpool *s, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]);
 int audit_finish(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key);
 void audit_cancel(AuditSpool *s, const char *key);

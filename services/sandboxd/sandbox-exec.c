@@ -23,7 +23,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "audit-spool.h"
 #include "cgroup-join.h"
 #include "confine.h"
 #include "offload.h"

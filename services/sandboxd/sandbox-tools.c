@@ -26,7 +26,6 @@
 #include "sandbox-files.h"
 #include "sandbox-options.h"
 #include "sandbox.h"
-#include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 

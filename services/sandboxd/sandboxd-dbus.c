@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit-spool.h"
 #include "caller.h"
 #include "daemon-util.h"
 #include "log.h"

@@ -11,15 +11,14 @@
 #include "sandboxd-config.h"
 #include "hashmap.h"
 #include "group-cache.h"
-#include "audit-spool.h"
+#include "audit-row.h"
+#include "caller.h"
 #include "oom.h"
 #include "sandbox-totals.h"
 #include "sender-cache.h"
 
 typedef struct Sandbox Sandbox;
 typedef struct AuditSpool AuditSpool;
-typedef struct Caller Caller;
-typedef struct AuditRow AuditRow;
 typedef struct SandboxStore SandboxStore;
 
 #define SANDBOXD_STATE_DIR "/var/lib/sandboxd"

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
+/* The idempotency keys sandboxd's spool makes: "sbd-" + 32 hex digits, and the NUL. */
+#define AUDIT_KEY_SIZE 37
+
 typedef struct AuditRow {
         const char *key;         /* the idempotency key */
         const char *session_id;  /* NULL: "" */
