@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include "audit-row.h"
 #include "audit-watch.h"
 #include "daemon-util.h"
 #include "gatewayd-keys.h"
@@ -55,22 +56,19 @@ static void audit_call_free(AuditCall *c) {
  * here can fail on what a client sent. */
 static int audit_build(sd_bus_message *m, void *userdata) {
         AuditCall *c = userdata;
-        int r;
+        AuditRow row = {
+                .key = c->key,
+                .session_id = c->session_id,
+                .account_id = c->account_id,
+                .source = "agent",
+                .operation = c->operation,
+                .event = c->event,
+                .detail = c->detail,
+                .started_at = c->started_at,
+                .request_id = c->request_id[0] ? c->request_id : NULL,
+        };
 
-        r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        r = sd_bus_message_append(m, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}", "key", "s", c->key, "operation", "s",
-                                  c->operation, "event", "s", c->event, "session_id", "s", strempty(c->session_id),
-                                  "account_id", "s", c->account_id, "source", "s", "agent", "started_at", "t",
-                                  c->started_at);
-        if (r >= 0 && c->request_id[0])
-                r = sd_bus_message_append(m, "{sv}", "request_id", "s", c->request_id);
-        if (r >= 0 && c->detail)
-                r = sd_bus_message_append(m, "{sv}", "detail", "s", c->detail);
-        if (r < 0)
-                return r;
-        return sd_bus_message_close_container(m);
+        return audit_row_append(m, &row);
 }
 
 static void audit_done(AuditCall *c) {

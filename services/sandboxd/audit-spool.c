@@ -37,17 +37,11 @@
 #include "macro.h"
 #include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
+#include "spool-pump.h"
 #include "sqlite-util.h"
 #include "time-util.h"
 
-#define MAX_IN_FLIGHT 8
-#define GROUP_COMMIT_IN_FLIGHT 2 /* calls out before new rows wait to go together */
-/* Rows per RecordBatch (the logger's group commit takes 256), and bytes of output and detail per call
- * beyond its first row: the system bus refuses messages over 32 MiB. */
-#define BATCH_ROWS 256
-#define BATCH_BYTES (UINT64_C(8) << 20)
-#define RETRY_MIN_USEC (100 * USEC_PER_MSEC)
-#define RETRY_MAX_USEC (10 * USEC_PER_SEC)
+#define MAX_IN_FLIGHT SPOOL_MAX_IN_FLIGHT
 #define RECORD_TIMEOUT_USEC (30 * USEC_PER_SEC)
 
 /* One call on the wire: the spool rows first..last (seqs are never reused, so no other row can appear
@@ -150,7 +144,7 @@ static void schedule_retry(AuditSpool *s) {
         uint64_t now;
 
         s->failing = true;
-        s->retry_usec = s->retry_usec == 0 ? RETRY_MIN_USEC : MIN(s->retry_usec * 2, RETRY_MAX_USEC);
+        s->retry_usec = spool_retry_next(s->retry_usec);
         (void) sd_event_now(s->manager->event, CLOCK_MONOTONIC, &now);
         if (!s->retry)
                 (void) sd_event_add_time(s->manager->event, &s->retry, CLOCK_MONOTONIC, now + s->retry_usec,
@@ -164,30 +158,27 @@ static void schedule_retry(AuditSpool *s) {
 /* Everything from the oldest row not acknowledged goes again: this call's rows and those of every call
  * still in flight (whose answers, if they come, are harmless: a resent key stores nothing). */
 static void rewind_to(AuditSpool *s, int64_t first) {
-        int64_t oldest = first;
+        int64_t busy[MAX_IN_FLIGHT];
+        size_t n = 0;
 
         for (unsigned i = 0; i < MAX_IN_FLIGHT; i++)
-                if (s->in_flight[i].slot && s->in_flight[i].first < oldest)
-                        oldest = s->in_flight[i].first;
-        if (oldest - 1 < s->last_sent)
-                s->last_sent = oldest - 1;
+                if (s->in_flight[i].slot)
+                        busy[n++] = s->in_flight[i].first;
+        s->last_sent = spool_rewind(s->last_sent, first, busy, n);
 }
 
-/* How many ids the answer holds: 1 for Record, the array's length for RecordBatch. */
-static int answered_ids(sd_bus_message *reply, size_t *ret) {
+/* How many ids the answer holds: 1 for Record, the array's length for RecordBatch; -1 if unreadable. */
+static int64_t answered_ids(sd_bus_message *reply) {
         const void *ids;
         size_t size;
-        int r;
 
-        if (streq(sd_bus_message_get_signature(reply, true), "t")) {
-                *ret = 1;
-                return 0;
-        }
-        r = sd_bus_message_read_array(reply, 't', &ids, &size);
-        if (r < 0)
-                return r;
-        *ret = size / sizeof(uint64_t);
-        return 0;
+        if (sd_bus_message_is_method_error(reply, NULL))
+                return -1;
+        if (streq(sd_bus_message_get_signature(reply, true), "t"))
+                return 1;
+        if (sd_bus_message_read_array(reply, 't', &ids, &size) < 0)
+                return -1;
+        return (int64_t) (size / sizeof(uint64_t));
 }
 
 /* Moves spool row seq to the table refused, with the logger's reason. */
@@ -219,14 +210,12 @@ static int quarantine(AuditSpool *s, int64_t seq, const char *why) {
  * Returns 0 when the caller may go on sending, < 0 to treat the answer as any other error. */
 static int refuse_row(AuditSpool *s, int64_t first, int64_t last, unsigned n, const sd_bus_error *e) {
         const char *msg = strempty(e->message);
-        unsigned long idx = 0;
+        unsigned idx = 0;
         int64_t seq = first;
         int r;
 
         if (n > 1) {
-                char *end;
-                if (strncmp(msg, "Row ", 4) != 0 || (idx = strtoul(msg + 4, &end, 10), *end != ':') ||
-                    idx >= n) {
+                if (spool_refused_index(msg, n, &idx) < 0) {
                         s->single_until = MAX(s->single_until, last);
                         return 0;
                 }
@@ -257,13 +246,13 @@ static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_
         int64_t first = f->first, last = f->last;
         unsigned n = f->n;
         bool batch = f->batch;
-        size_t got = 0;
+        SpoolAnswer answer = spool_answer(e ? e->name : NULL, batch, n, answered_ids(reply));
 
         f->slot = sd_bus_slot_unref(f->slot);
         *f = (InFlight) {};
         s->n_in_flight--;
 
-        if (e && batch && sd_bus_error_has_name(e, SD_BUS_ERROR_UNKNOWN_METHOD)) {
+        if (answer == SPOOL_ANSWER_NO_BATCH) {
                 /* a logger from before RecordBatch: the same rows again, one Record each */
                 if (!s->no_batch)
                         log_msg(LOG_INFO, "The audit log has no RecordBatch; sending one row per call.");
@@ -272,13 +261,12 @@ static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_
                 kick(s);
                 return 0;
         }
-        if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_INVALID_ARGS) &&
-            refuse_row(s, first, last, n, e) >= 0) {
+        if (answer == SPOOL_ANSWER_REFUSED && refuse_row(s, first, last, n, e) >= 0) {
                 rewind_to(s, first);
                 kick(s);
                 return 0;
         }
-        if (e || answered_ids(reply, &got) < 0 || got != n) {
+        if (answer != SPOOL_ANSWER_TAKEN) {
                 /* Stop here; everything from the oldest unacknowledged row goes again later. */
                 if (!s->failing)
                         log_msg(LOG_WARNING,
@@ -306,50 +294,29 @@ static int on_recorded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_
         return 0;
 }
 
+/* The spool's row at st (SELECT seq, SPOOL_COLUMNS) as Record takes it. */
 static int append_row(sd_bus_message *m, sqlite3_stmt *st) {
-        static const char *const text[] = { "key",       "session_id", "account_id", "source",
-                                             "operation", "event",      "detail" };
-        int r;
-
-        r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < ELEMENTSOF(text); i++) {
-                r = sd_bus_message_append(m, "{sv}", text[i], "s",
-                                          (const char *) sqlite3_column_text(st, 1 + (int) i));
-                if (r < 0)
-                        return r;
-        }
-        r = sd_bus_message_append(m, "{sv}", "exit_code", "i", (int32_t) sqlite3_column_int(st, 8));
-        if (r < 0)
-                return r;
-        for (int col = 9; col <= 10; col++) {
-                r = sd_bus_message_open_container(m, 'e', "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", col == 9 ? "stdout" : "stderr");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'v', "ay");
-                if (r >= 0) {
-                        const void *p = sqlite3_column_blob(st, col);
-                        r = sd_bus_message_append_array(m, 'y', p ?: "", sqlite3_column_bytes(st, col));
-                }
-                if (r >= 0)
-                        r = sd_bus_message_close_container(m);
-                if (r >= 0)
-                        r = sd_bus_message_close_container(m);
-                if (r < 0)
-                        return r;
-        }
-        r = sd_bus_message_append(m, "{sv}{sv}{sv}",
-                                  "started_at", "t", (uint64_t) sqlite3_column_int64(st, 11),
-                                  "duration_usec", "t", (uint64_t) sqlite3_column_int64(st, 12),
-                                  "request_id", "s", (const char *) sqlite3_column_text(st, 13));
-        if (r < 0)
-                return r;
-        return sd_bus_message_close_container(m);
+        AuditRow row = {
+                .key = (const char *) sqlite3_column_text(st, 1),
+                .session_id = (const char *) sqlite3_column_text(st, 2),
+                .account_id = (const char *) sqlite3_column_text(st, 3),
+                .source = (const char *) sqlite3_column_text(st, 4),
+                .operation = (const char *) sqlite3_column_text(st, 5),
+                .event = (const char *) sqlite3_column_text(st, 6),
+                .detail = (const char *) sqlite3_column_text(st, 7),
+                .exit_code = (int32_t) sqlite3_column_int(st, 8),
+                .out = sqlite3_column_blob(st, 9),
+                .out_size = (size_t) sqlite3_column_bytes(st, 9),
+                .err = sqlite3_column_blob(st, 10),
+                .err_size = (size_t) sqlite3_column_bytes(st, 10),
+                .started_at = (uint64_t) sqlite3_column_int64(st, 11),
+                .duration_usec = (uint64_t) sqlite3_column_int64(st, 12),
+                .request_id = (const char *) sqlite3_column_text(st, 13),
+        };
+        return audit_row_append(m, &row);
 }
 
-/* Sends the rows after s->last_sent (up to BATCH_ROWS and BATCH_BYTES; one if !batch) in one call.
+/* Sends the rows after s->last_sent (as spool-pump.h says how many) in one call.
  * Returns 1 if it sent some, 0 if there were none, or a negative errno. */
 static int send_rows(AuditSpool *s, InFlight *f) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
@@ -371,12 +338,12 @@ static int send_rows(AuditSpool *s, InFlight *f) {
         }
         sqlite3_bind_int64(st, 1, s->last_sent);
         /* one row per call while looking for a row the logger refused */
-        sqlite3_bind_int64(st, 2, batch && s->last_sent >= s->single_until ? BATCH_ROWS : 1);
+        sqlite3_bind_int64(st, 2, spool_call_rows(batch, s->last_sent, s->single_until));
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 /* output and detail: what makes a row big */
                 uint64_t size = (uint64_t) sqlite3_column_bytes(st, 7);
                 size += (uint64_t) sqlite3_column_bytes(st, 9) + (uint64_t) sqlite3_column_bytes(st, 10);
-                if (n > 0 && bytes + size > BATCH_BYTES)
+                if (!spool_call_takes(n, bytes, size))
                         break; /* the next call takes it */
                 r = append_row(m, st);
                 if (r < 0)
@@ -418,10 +385,8 @@ static void pump(AuditSpool *s) {
         while (s->n_in_flight < MAX_IN_FLIGHT) {
                 /* Group commit under load: while two calls are out, the rows that come meanwhile wait
                  * for an answer and go together in the next (one call, one commit in the logger, one
-                 * delete here, instead of one each per row), unless a full batch waits already. With
-                 * less traffic a row goes at once, so it is in the log by the time its caller, who
-                 * got the reply after it was spooled, can ask for it (SDKs read their own writes). */
-                if (s->n_in_flight >= GROUP_COMMIT_IN_FLIGHT && s->last_spooled - s->last_sent < BATCH_ROWS)
+                 * delete here, instead of one each per row), unless a full batch waits already. */
+                if (!spool_may_send(s->n_in_flight, s->last_spooled, s->last_sent))
                         return;
                 InFlight *f = NULL;
                 for (unsigned i = 0; i < MAX_IN_FLIGHT && !f; i++)
@@ -688,10 +653,4 @@ char *audit_detail_error(const char *name, const char *message) {
                 s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
         return s;
-}
-
-void caller_system(Caller *ret) {
-        *ret = (Caller) { .uid = 0, .trusted = 1 };
-        snprintf(ret->account_id, sizeof(ret->account_id), "system");
-        snprintf(ret->source, sizeof(ret->source), "system");
 }

@@ -6,33 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "audit-row.h"
+#include "caller.h"
+
 typedef struct Manager Manager;
 typedef struct AuditSpool AuditSpool;
-
-#define CALLER_FIELD_MAX 256
-
-/* Who asked, as the audit log records it (see DESIGN.md "Caller context"). */
-typedef struct Caller {
-        uint32_t uid;
-        int trusted;   /* root or the gateway: its context is believed */
-        char account_id[CALLER_FIELD_MAX + 1];
-        char request_id[CALLER_FIELD_MAX + 1];
-        char source[32];
-} Caller;
-
-typedef struct AuditRow {
-        const char *session_id;
-        const char *operation;
-        const char *event;
-        const char *detail;      /* JSON; NULL: {} */
-        int32_t exit_code;
-        const void *out;
-        size_t out_size;
-        const void *err;
-        size_t err_size;
-        uint64_t started_at;     /* µs since the epoch */
-        uint64_t duration_usec;
-} AuditRow;
 
 int audit_spool_open(Manager *m, const char *path, AuditSpool **ret);
 AuditSpool *audit_spool_free(AuditSpool *s);
@@ -40,22 +18,20 @@ AuditSpool *audit_spool_free(AuditSpool *s);
 /* Stores the row durably (it survives kill -9 of anyone) and schedules its delivery. Never waits
  * for the logger. Returns negative errno only if the spool itself could not take it. */
 int audit_record(AuditSpool *s, const Caller *c, const AuditRow *row);
+/* (In these, the row's key, account_id, source and request_id are the spool's and the Caller's: the
+ * row's own are ignored.) */
 
 /* An operation that runs for a while: audit_begin() notes it (row: session, operation, detail,
  * started_at) under a new key, before it starts; audit_finish() writes its row and drops the note in one
  * transaction (with an empty key it is audit_record()); audit_cancel() drops the note when the call
  * failed before it ran and its failure is recorded otherwise. A note left when sandboxd stops becomes
  * a "failed" row at the next start, the detail's error SANDBOXD_ERROR_INTERRUPTED (sandboxd-bus.h). */
-#define AUDIT_KEY_SIZE 37
 int audit_begin(AuditSpool *s, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]);
 int audit_finish(AuditSpool *s, const Caller *c, const AuditRow *row, const char *key);
 void audit_cancel(AuditSpool *s, const char *key);
 
 /* {"error": name, "message": message}, for the rows of failed calls. NULL on OOM. */
 char *audit_detail_error(const char *name, const char *message);
-
-/* The system's own operations (TTL expiry, clean-up at start-up). */
-void caller_system(Caller *ret);
 
 /* Rows still waiting for the logger. */
 uint64_t audit_spool_pending(AuditSpool *s);

@@ -23,13 +23,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "audit-spool.h"
 #include "cgroup-join.h"
 #include "confine.h"
 #include "offload.h"
 #include "oom.h"
 #include "sandbox.h"
-#include "sandboxd-dbus.h"
+#include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 #include "unit.h"
@@ -178,17 +177,7 @@ static Exec *exec_free(Exec *e) {
 /* An Exec call that fails after exec_start() took it: its error answer and its audit row. */
 static void exec_call_failed(Manager *m, const char *session_id, const Caller *caller, sd_bus_message *request,
                              uint64_t started_at, uint64_t call_mono, const sd_bus_error *error) {
-        _cleanup_free_ char *detail = audit_detail_error(error->name, error->message);
-        AuditRow row = {
-                .session_id = session_id,
-                .operation = "exec",
-                .event = "failed",
-                .detail = detail,
-                .exit_code = -1,
-                .started_at = started_at,
-                .duration_usec = now_usec(CLOCK_MONOTONIC) - call_mono,
-        };
-        manager_audit(m, caller, &row);
+        manager_audit_failed(m, caller, session_id, "exec", error, NULL, started_at, call_mono);
         (void) sd_bus_reply_method_error(request, error);
 }
 

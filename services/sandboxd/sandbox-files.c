@@ -26,13 +26,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "audit-spool.h"
+#include "audit-row.h"
+#include "caller.h"
 #include "cgroup-join.h"
 #include "confine.h"
 #include "io-util.h"
 #include "log.h"
 #include "sandbox.h"
-#include "sandboxd-dbus.h"
+#include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 

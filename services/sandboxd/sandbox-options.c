@@ -19,7 +19,7 @@
 #include "sandbox-files.h"
 #include "sandbox-id.h"
 #include "sandbox-shell.h"
-#include "sandboxd-dbus.h"
+#include "sandboxd-bus.h"
 #include "time-util.h"
 
 #define CONTEXT_FIELD_MAX CALLER_FIELD_MAX

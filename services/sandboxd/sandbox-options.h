@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
-#include "audit-spool.h"
+#include "caller.h"
 #include "sandboxd-config.h"
 
 #define ARGV_MAX_ITEMS   4096

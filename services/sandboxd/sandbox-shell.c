@@ -36,13 +36,12 @@
 #include <unistd.h>
 
 #include "asciicast.h"
-#include "audit-spool.h"
 #include "confine.h"
 #include "hashmap.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox.h"
-#include "sandboxd-dbus.h"
+#include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 #include "unit.h"

@@ -8,6 +8,7 @@
  * from the memfd then, after spooling the call's audit row. */
 #include "sandbox-tools.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -19,12 +20,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "audit-spool.h"
+#include "audit-row.h"
+#include "caller.h"
 #include "file-tools.h"
 #include "sandbox-files.h"
 #include "sandbox-options.h"
 #include "sandbox.h"
-#include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
 
@@ -66,6 +67,10 @@ typedef struct ToolCall {
         int result_fd; /* memfd: ToolResult, then the body */
         int fd;        /* the caller's: FileCreate's source, View's destination; or -1 */
 
+        const char *arg;          /* the path, or Glob's and Grep's pattern: points into request */
+        const char *path_opt;     /* Glob, Grep: the option "path" (into request) */
+        const void *path_bytes;   /* the option "path_bytes" (into request) */
+        size_t path_bytes_size;
         char *path;               /* absolute, as the sandbox sees it; Glob: the base directory */
         char *printable_path;     /* the same, valid UTF-8, for the audit row and messages */
         const void *data, *data2; /* point into request, which we hold */
@@ -82,7 +87,7 @@ typedef struct ToolCall {
         uint64_t started_at, mono;
 } ToolCall;
 
-static ToolCall *tool_call_free(ToolCall *tc) {
+ToolCall *tool_call_free(ToolCall *tc) {
         if (!tc)
                 return NULL;
         safe_close(tc->result_fd);
@@ -95,14 +100,13 @@ static ToolCall *tool_call_free(ToolCall *tc) {
         free(tc);
         return NULL;
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(ToolCall *, tool_call_free);
 
 /* --- the audit row --------------------------------------------------------------------------------- */
 
-static void tool_audit(ToolCall *tc, const char *event, const char *error_name, const char *error_message,
-                       const ToolResult *res) {
-        _cleanup_free_ char *detail = NULL;
+/* The row's detail: what was asked, and what came of it (res) or the error. NULL on OOM. */
+static char *tool_detail(ToolCall *tc, const char *error_name, const char *error_message, const ToolResult *res) {
         json_object *o = json_object_new_object();
+        char *detail = NULL;
 
         if (o) {
                 if (tc->printable_path)
@@ -131,6 +135,16 @@ static void tool_audit(ToolCall *tc, const char *event, const char *error_name, 
                 detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
                 json_object_put(o);
         }
+        return detail;
+}
+
+char *tool_call_detail(ToolCall *tc, const char *error_name, const char *error_message) {
+        return tool_detail(tc, error_name, error_message, NULL);
+}
+
+static void tool_audit(ToolCall *tc, const char *event, const char *error_name, const char *error_message,
+                       const ToolResult *res) {
+        _cleanup_free_ char *detail = tool_detail(tc, error_name, error_message, res);
         AuditRow row = {
                 .session_id = tc->session_id,
                 .operation = tool_operation[tc->kind],
@@ -450,12 +464,11 @@ static int tool_start(Sandbox *s, ToolCall *tc) {
 /* --- parsing the call ------------------------------------------------------------------------------ */
 
 /* The options into tc: path and path_bytes point into the message. */
-static int read_options(ToolCall *tc, sd_bus_message *msg, const char **path, const void **path_bytes,
-                        size_t *path_bytes_size, sd_bus_error *error) {
+static int read_options(ToolCall *tc, sd_bus_message *msg, Caller *c, sd_bus_error *error) {
         ToolOptions o;
         int r;
 
-        r = tool_options_read(tc->kind, msg, &tc->caller, &o, error);
+        r = tool_options_read(tc->kind, msg, c, &o, error);
         if (r < 0)
                 return r;
         if (o.fd >= 0) {
@@ -468,9 +481,9 @@ static int read_options(ToolCall *tc, sd_bus_message *msg, const char **path, co
                 if (!tc->glob)
                         return -ENOMEM;
         }
-        *path = o.path;
-        *path_bytes = o.path_bytes;
-        *path_bytes_size = o.path_bytes_size;
+        tc->path_opt = o.path;
+        tc->path_bytes = o.path_bytes;
+        tc->path_bytes_size = o.path_bytes_size;
         tc->overwrite = o.overwrite;
         tc->create_dirs = o.create_dirs;
         tc->ignore_case = o.ignore_case;
@@ -512,21 +525,38 @@ static int set_path(ToolCall *tc, const char *path, const void *bytes, size_t si
         return tc->printable_path ? 0 : -ENOMEM;
 }
 
-static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
-        const char *method = tool_method[tc->kind], *id, *arg = NULL, *path_opt = NULL;
-        const void *path_bytes = NULL;
-        size_t path_bytes_size = 0;
-        Manager *m = tc->manager;
-        Sandbox *s = NULL;
+ToolCall *tool_call_new(Manager *m, ToolKind kind, sd_bus_message *msg) {
+        ToolCall *tc = calloc(1, sizeof(ToolCall));
+
+        assert(m);
+        assert(msg);
+        if (!tc)
+                return NULL;
+        *tc = (ToolCall){
+                .manager = m,
+                .kind = kind,
+                .request = sd_bus_message_ref(msg),
+                .result_fd = -EBADF,
+                .fd = -EBADF,
+                .mode = 0644,
+        };
+        return tc;
+}
+
+/* Errors the call's own code did not name get the method's name in their message. */
+static int tool_error(ToolCall *tc, int r, sd_bus_error *error) {
+        if (r < 0 && !sd_bus_error_is_set(error))
+                sd_bus_error_set_errnof(error, r, "%s: %s", tool_method[tc->kind], strerror(-r));
+        return r;
+}
+
+int tool_call_read(ToolCall *tc, Caller *c, sd_bus_error *error) {
+        sd_bus_message *msg = tc->request;
         int r;
 
-        r = sandboxd_caller_check(m, msg, &tc->caller, error);
+        r = sd_bus_message_read(msg, "s", &tc->arg);
         if (r < 0)
-                return r;
-        r = sd_bus_message_read(msg, "ss", &id, &arg);
-        if (r < 0)
-                return r;
-        snprintf(tc->session_id, sizeof(tc->session_id), "%s", id);
+                return tool_error(tc, r, error);
         switch (tc->kind) {
         case TOOL_FILE_CREATE:
                 r = sd_bus_message_read_array(msg, 'y', &tc->data, &tc->size);
@@ -545,14 +575,16 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
                 break;
         }
         if (r < 0)
-                return r;
-        r = read_options(tc, msg, &path_opt, &path_bytes, &path_bytes_size, error);
-        if (r < 0)
-                return r;
-        r = sandboxd_get_running(m, id, &s, error);
-        if (r < 0)
-                return r;
-        snprintf(tc->session_id, sizeof(tc->session_id), "%s", s->id);
+                return tool_error(tc, r, error);
+        return tool_error(tc, read_options(tc, msg, c, error), error);
+}
+
+static int tool_call_check(ToolCall *tc, sd_bus_error *error) {
+        const char *method = tool_method[tc->kind], *arg = tc->arg, *path_opt = tc->path_opt;
+        const void *path_bytes = tc->path_bytes;
+        size_t path_bytes_size = tc->path_bytes_size;
+        Manager *m = tc->manager;
+        int r;
 
         tc->cap = MIN(m->config.file_max > 0 ? m->config.file_max : UINT64_C(1) << 20, TOOL_REPLY_MAX);
         if (tc->max_results == 0)
@@ -645,70 +677,25 @@ static int parse_call(ToolCall *tc, sd_bus_message *msg, sd_bus_error *error) {
                 break;
         }
 
-        r = tool_start(s, tc);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "%s: could not start the helper: %s", method,
-                                               strerror(-r));
         return 0;
 }
 
-static int tool_method_call(sd_bus_message *msg, void *userdata, sd_bus_error *error, ToolKind kind) {
-        _cleanup_(tool_call_freep) ToolCall *tc = calloc(1, sizeof(ToolCall));
+int tool_call_start(ToolCall *tc, Sandbox *s, const Caller *c, uint64_t started_at, uint64_t mono,
+                    sd_bus_error *error) {
         int r;
 
-        if (!tc)
-                return -ENOMEM;
-        *tc = (ToolCall){
-                .manager = userdata,
-                .kind = kind,
-                .request = sd_bus_message_ref(msg),
-                .result_fd = -EBADF,
-                .fd = -EBADF,
-                .mode = 0644,
-                .started_at = now_usec(CLOCK_REALTIME),
-                .mono = now_usec(CLOCK_MONOTONIC),
-                .caller = {.uid = UINT32_MAX},
-        };
-        snprintf(tc->caller.account_id, sizeof(tc->caller.account_id), "unknown");
-        snprintf(tc->caller.source, sizeof(tc->caller.source), "agent");
-
-        r = parse_call(tc, msg, error);
-        if (r >= 0) {
-                TAKE_PTR(tc); /* on_tool_done() answers and frees it */
-                return 1;
-        }
-        /* Refused before any work: the audit row still records it. */
-        if (!sd_bus_error_is_set(error))
-                sd_bus_error_set_errnof(error, r, "%s: %s", tool_method[kind], strerror(-r));
-        tool_audit(tc, streq(error->name, SD_BUS_ERROR_ACCESS_DENIED) ? "denied" : "failed", error->name,
-                   error->message, NULL);
-        return r;
-}
-
-int vt_tool_file_create(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return tool_method_call(msg, userdata, error, TOOL_FILE_CREATE);
-}
-
-int vt_tool_view(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return tool_method_call(msg, userdata, error, TOOL_VIEW);
-}
-
-int vt_tool_str_replace(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return tool_method_call(msg, userdata, error, TOOL_STR_REPLACE);
-}
-
-int vt_tool_insert(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return tool_method_call(msg, userdata, error, TOOL_INSERT);
-}
-
-int vt_tool_ls(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return tool_method_call(msg, userdata, error, TOOL_LS);
-}
-
-int vt_tool_glob(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return tool_method_call(msg, userdata, error, TOOL_GLOB);
-}
-
-int vt_tool_grep(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return tool_method_call(msg, userdata, error, TOOL_GREP);
+        assert(s);
+        assert(c);
+        tc->caller = *c;
+        snprintf(tc->session_id, sizeof(tc->session_id), "%s", s->id);
+        tc->started_at = started_at;
+        tc->mono = mono;
+        r = tool_call_check(tc, error);
+        if (r < 0)
+                return tool_error(tc, r, error);
+        r = tool_start(s, tc);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "%s: could not start the helper: %s",
+                                               tool_method[tc->kind], strerror(-r));
+        return 0;
 }

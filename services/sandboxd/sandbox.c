@@ -34,6 +34,7 @@
 #include "sandbox-files.h"
 #include "sandbox-tools.h"
 #include "sandbox-store.h"
+#include "sandbox-dbus.h"
 #include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"

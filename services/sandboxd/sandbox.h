@@ -8,7 +8,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
-#include "audit-spool.h"
+#include "caller.h"
 #include "macro.h"
 #include "sandbox-id.h"
 #include "unit.h"

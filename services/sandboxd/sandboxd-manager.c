@@ -2,6 +2,7 @@
 /* sandboxd's state: the bus, the event loop, the sandboxes, the uid pool and the systemd jobs we wait for. */
 #include "sandboxd-manager.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -106,6 +107,28 @@ void manager_audit(Manager *m, const Caller *c, const AuditRow *row) {
                                 "AUDIT_ACCOUNT=%s", c->account_id, "AUDIT_DETAIL=%s", row->detail ?: "{}",
                                 "AUDIT_EXIT_CODE=%i", row->exit_code, "MESSAGE=Audit row of %s could not be spooled: %s",
                                 row->operation, strerror(-r), NULL);
+}
+
+void manager_audit_failed(Manager *m, const Caller *c, const char *session_id, const char *operation,
+                          const sd_bus_error *error, const char *detail, uint64_t started_at, uint64_t mono_start) {
+        _cleanup_free_ char *own = NULL;
+
+        assert(error);
+        if (!detail)
+                detail = own = audit_detail_error(error->name, error->message);
+        AuditRow row = {
+                .session_id = session_id,
+                .operation = operation,
+                .event = streq_ptr(error->name, SD_BUS_ERROR_ACCESS_DENIED) ||
+                                 streq_ptr(error->name, SANDBOXD_ERROR_PERMISSION_DENIED)
+                         ? "denied"
+                         : "failed",
+                .detail = detail,
+                .exit_code = -1,
+                .started_at = started_at,
+                .duration_usec = now_usec(CLOCK_MONOTONIC) - mono_start,
+        };
+        manager_audit(m, c, &row);
 }
 
 void manager_audit_begin(Manager *m, const Caller *c, const AuditRow *row, char key[static AUDIT_KEY_SIZE]) {

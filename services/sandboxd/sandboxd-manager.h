@@ -12,15 +12,14 @@
 #include "sandboxd-config.h"
 #include "hashmap.h"
 #include "group-cache.h"
-#include "audit-spool.h"
+#include "audit-row.h"
+#include "caller.h"
 #include "oom.h"
 #include "sandbox-totals.h"
 #include "sender-cache.h"
 
 typedef struct Sandbox Sandbox;
 typedef struct AuditSpool AuditSpool;
-typedef struct Caller Caller;
-typedef struct AuditRow AuditRow;
 typedef struct SandboxStore SandboxStore;
 
 #define SANDBOXD_STATE_DIR "/var/lib/sandboxd"
@@ -97,6 +96,11 @@ int manager_admit(Manager *m, const SandboxType *t, char *buf, size_t size);
 
 /* Spools the operation's audit row (unless Audit=no); call before answering the caller. */
 void manager_audit(Manager *m, const Caller *c, const AuditRow *row);
+/* The row of a call that failed before it ran, or without a row of its own: event "denied" if error is
+ * AccessDenied or PermissionDenied, else "failed"; exit code -1; detail {"error": name, "message": …} unless
+ * detail is given. session_id "" when the call named no sandbox. */
+void manager_audit_failed(Manager *m, const Caller *c, const char *session_id, const char *operation,
+                          const sd_bus_error *error, const char *detail, uint64_t started_at, uint64_t mono_start);
 /* For an operation that runs a while (audit-spool.h, audit_begin()): the note before it starts (key
  * empty when there is none), its row when it ends, or the note dropped when the call failed before it
  * ran and its failure is recorded otherwise. finish and cancel empty the key. */

@@ -7,7 +7,7 @@
 #include "sandbox-id.h"
 #include "sandbox-options.h"
 #include "sandbox-shell.h"
-#include "sandboxd-dbus.h"
+#include "sandboxd-bus.h"
 #include "time-util.h"
 
 static SandboxdConfig config;

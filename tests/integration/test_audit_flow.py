@@ -100,6 +100,24 @@ def test_invalid_calls_are_recorded(mgr, sandbox):
     assert all(r["account_id"] == "uid:0" for r in ex)
 
 
+def test_refused_call_by_name_is_recorded_under_the_id(mgr, sandbox):
+    """A call that names its sandbox by name and is refused once the sandbox is found (docs/dbus-api.md:
+    session_id is the sandbox's id) is in that sandbox's log, as the file tools' refusals always were."""
+    sid, _ = sandbox(name="audit-by-name")
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.exec("audit-by-name", ["true"], timeout_seconds=10 ** 9)
+    assert e.value.get_dbus_name() == "org.sandboxd.sandbox1.LimitExceeded"
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.iface.View("audit-by-name", "/tmp",
+                       dbus.Dictionary({"start_line": dbus.UInt32(9), "end_line": dbus.UInt32(2)}, signature="sv"),
+                       timeout=LONG)
+    assert e.value.get_dbus_name() == "org.freedesktop.DBus.Error.InvalidArgs"
+    rows = settled(sid, 3)  # create, the Exec and the View
+    assert sorted((str(r["operation"]), str(r["event"])) for r in rows) == [
+        ("exec", "failed"), ("sandbox.create", "finished"), ("view", "failed")]
+    assert audit_log("audit-by-name") == []
+
+
 def test_expiry_is_recorded_as_system(mgr, sandbox):
     sid, _ = sandbox(ttl_seconds=2)
     wait_for(lambda: sid not in [r[0] for r in mgr.list()], what="expiry")

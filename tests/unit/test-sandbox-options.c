@@ -9,7 +9,7 @@
 
 #include "macro.h"
 #include "sandbox-options.h"
-#include "sandboxd-dbus.h"
+#include "sandboxd-bus.h"
 #include "test-util.h"
 
 static sd_bus *bus;
