@@ -386,8 +386,21 @@ int scope_child_attach(ScopeChild *c, pid_t pid, int go_fd, int err_fd) {
         return 0;
 }
 
+/* unit_start_transient() hands both appenders the same userdata. */
+typedef struct Appenders {
+        const ScopeProps *props;
+        append_props_t aux;
+        void *aux_userdata;
+} Appenders;
+
 static int append_props(sd_bus_message *msg, void *userdata) {
-        return scope_props_append(msg, userdata);
+        const Appenders *a = userdata;
+        return scope_props_append(msg, a->props);
+}
+
+static int append_aux_units(sd_bus_message *msg, void *userdata) {
+        const Appenders *a = userdata;
+        return a->aux(msg, a->aux_userdata);
 }
 
 static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
@@ -427,7 +440,8 @@ int scope_child_start_scope(ScopeChild *c, const ScopeProps *props, append_props
         assert(props);
 
         /* The properties are appended right away: props may live on the caller's stack. */
-        return unit_start_transient(c->manager, c->unit, append_props, append_aux, (void *) props,
+        Appenders a = { .props = props, .aux = append_aux, .aux_userdata = aux_userdata };
+        return unit_start_transient(c->manager, c->unit, append_props, append_aux ? append_aux_units : NULL, &a,
                                     on_scope_started, c, &c->job);
 }
 
