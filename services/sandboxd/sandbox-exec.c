@@ -881,6 +881,8 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
  * or else for a scope made for it, with its own limits (RuntimeMaxUSec= its timeout, exactly as a
  * scope of its own), and its child is then born in it like in a warm one. It waits for systemd's job
  * as long as it would have anyway. */
+static void exec_scope_made(void *userdata, bool ok);
+
 static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         ExecQueued *q = calloc(1, sizeof(ExecQueued));
         int r;
@@ -904,8 +906,9 @@ static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *reques
         q->spec.started_at = spec->started_at ?: now_usec(CLOCK_REALTIME);
         q->call_mono = now_usec(CLOCK_MONOTONIC);
         /* One already on its way is sooner than one made now, and spares systemd a scope. */
-        r = warm_scope_adopt(s, spec->tasks_max, spec->memory_max, q, &q->warm) ? 0 :
-                warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec, q, &q->warm);
+        r = warm_scope_adopt(s, spec->tasks_max, spec->memory_max, exec_scope_made, q, &q->warm) ? 0 :
+                warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec, exec_scope_made, q,
+                                       &q->warm);
         if (r < 0) {
                 exec_queued_free(q);
                 return r;
@@ -919,7 +922,9 @@ static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *reques
         return 0;
 }
 
-void exec_scope_made(ExecQueued *q, bool ok) {
+/* The scope made for a waiting Exec is up (ok), or could not be made: the call goes on. */
+static void exec_scope_made(void *userdata, bool ok) {
+        ExecQueued *q = userdata;
         Sandbox *s = q->sandbox;
         WarmScope *w = TAKE_PTR(q->warm);
         int r;
