@@ -41,6 +41,7 @@
 #include "hashmap.h"
 #include "log.h"
 #include "macro.h"
+#include "sandbox-options.h"
 #include "sandbox.h"
 #include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
@@ -100,22 +101,6 @@ struct Shell {
         uint64_t call_started_at, call_mono, start_mono;
         char audit_key[AUDIT_KEY_SIZE]; /* its note in the spool while the session lasts, or "" */
 };
-
-bool shell_size_is_valid(unsigned cols, unsigned rows) {
-        return cols >= 1 && cols <= SHELL_COLS_MAX && rows >= 1 && rows <= SHELL_ROWS_MAX;
-}
-
-bool shell_term_is_valid(const char *term) {
-        size_t n = term ? strlen(term) : 0;
-
-        if (n == 0 || n > SHELL_TERM_MAX)
-                return false;
-        for (const char *p = term; *p; p++)
-                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-                      *p == '.' || *p == '_' || *p == '+' || *p == '-'))
-                        return false;
-        return true;
-}
 
 static void shell_audit(Shell *sh, const char *event, const char *error_name, const char *error_message);
 static uint64_t shell_elapsed(Shell *sh);
