@@ -1184,21 +1184,10 @@ static int exec_spawned(Exec *e, ExecSpawn *sp) {
                 exec_watch_oom(e);
         else {
                 /* systemd sets up the scope while the child confines itself. */
-                char desc[256];
-                snprintf(desc, sizeof(desc), "sandbox %s command", e->sandbox->id);
-                r = scope_child_start_scope(&e->child,
-                                            &(ScopeProps) {
-                                                    .description = desc,
-                                                    .slice = e->sandbox->slice,
-                                                    .pid = pid,
-                                                    .limits = true,
-                                                    .tasks_max = e->tasks_max,
-                                                    .memory_max = e->memory_max,
-                                                    .runtime_max = true,
-                                                    .runtime_max_usec = e->timeout_usec,
-                                                    .send_sighup = true,
-                                            },
-                                            NULL, NULL);
+                char desc[SCOPE_DESCRIPTION_MAX];
+                ScopeProps props = scope_props_sandbox(desc, e->sandbox->id, "command", e->sandbox->slice, pid,
+                                                       e->tasks_max, e->memory_max, e->timeout_usec);
+                r = scope_child_start_scope(&e->child, &props, NULL, NULL);
                 if (r < 0)
                         goto fail_kill;
         }

@@ -836,19 +836,10 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
         if (r < 0)
                 goto fail_kill;
         /* systemd sets up the scope while the child confines itself. */
-        char desc[256];
-        snprintf(desc, sizeof(desc), "sandbox %s shell", sh->sandbox_id);
-        r = scope_child_start_scope(&sh->child,
-                                    &(ScopeProps) {
-                                            .description = desc,
-                                            .slice = sh->slice,
-                                            .pid = pid,
-                                            .limits = true,
-                                            .tasks_max = sh->tasks_max,
-                                            .memory_max = sh->memory_max,
-                                            .send_sighup = true,
-                                    },
-                                    NULL, NULL);
+        char desc[SCOPE_DESCRIPTION_MAX];
+        ScopeProps props = scope_props_sandbox(desc, sh->sandbox_id, "shell", sh->slice, pid, sh->tasks_max,
+                                               sh->memory_max, UINT64_MAX);
+        r = scope_child_start_scope(&sh->child, &props, NULL, NULL);
         if (r < 0)
                 goto fail_kill;
         sh->request = sd_bus_message_ref(request);

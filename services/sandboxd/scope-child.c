@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -205,6 +206,23 @@ int scope_props_append(sd_bus_message *m, const ScopeProps *p) {
         if (r >= 0 && p->send_sighup)
                 r = sd_bus_message_append(m, "(sv)", "SendSIGHUP", "b", 1);
         return r;
+}
+
+ScopeProps scope_props_sandbox(char desc[static SCOPE_DESCRIPTION_MAX], const char *sandbox_id, const char *what,
+                               const char *slice, pid_t pid, uint64_t tasks_max, uint64_t memory_max,
+                               uint64_t runtime_max_usec) {
+        snprintf(desc, SCOPE_DESCRIPTION_MAX, "sandbox %s %s", sandbox_id, what);
+        return (ScopeProps) {
+                .description = desc,
+                .slice = slice,
+                .pid = pid,
+                .limits = true,
+                .tasks_max = tasks_max,
+                .memory_max = memory_max,
+                .runtime_max = runtime_max_usec != UINT64_MAX,
+                .runtime_max_usec = runtime_max_usec,
+                .send_sighup = true,
+        };
 }
 
 /* --- the decisions ------------------------------------------------------------------------------- */

@@ -194,20 +194,11 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
 /* An Exec's scope (sandbox-exec.c), with the placeholder in it. */
 static int append_warm_props(sd_bus_message *msg, void *userdata) {
         WarmScope *w = userdata;
-        char desc[128];
+        char desc[SCOPE_DESCRIPTION_MAX];
+        ScopeProps props = scope_props_sandbox(desc, w->sandbox->id, "command", w->sandbox->slice,
+                                               w->placeholder->pid, w->tasks_max, w->memory_max, w->runtime_max);
 
-        snprintf(desc, sizeof(desc), "sandbox %s command", w->sandbox->id);
-        return scope_props_append(msg, &(ScopeProps) {
-                .description = desc,
-                .slice = w->sandbox->slice,
-                .pid = w->placeholder->pid,
-                .limits = true,
-                .tasks_max = w->tasks_max,
-                .memory_max = w->memory_max,
-                .runtime_max = true,
-                .runtime_max_usec = w->runtime_max,
-                .send_sighup = true,
-        });
+        return scope_props_append(msg, &props);
 }
 
 /* The placeholder's whole life, in a clone of sandboxd that shares its memory: only system calls
