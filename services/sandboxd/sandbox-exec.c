@@ -907,8 +907,8 @@ static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *reques
         q->call_mono = now_usec(CLOCK_MONOTONIC);
         /* One already on its way is sooner than one made now, and spares systemd a scope. */
         r = warm_scope_adopt(s, spec->tasks_max, spec->memory_max, exec_scope_made, q, &q->warm) ? 0 :
-                warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec, exec_scope_made, q,
-                                       &q->warm);
+                warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec,
+                                       exec_scope_made, q, &q->warm);
         if (r < 0) {
                 exec_queued_free(q);
                 return r;
@@ -1185,8 +1185,8 @@ static int exec_spawned(Exec *e, ExecSpawn *sp) {
         else {
                 /* systemd sets up the scope while the child confines itself. */
                 char desc[SCOPE_DESCRIPTION_MAX];
-                ScopeProps props = scope_props_sandbox(desc, e->sandbox->id, "command", e->sandbox->slice, pid,
-                                                       e->tasks_max, e->memory_max, e->timeout_usec);
+                ScopeProps props = scope_props_sandbox(desc, e->sandbox->id, "command", e->sandbox->slice,
+                                                       pid, e->tasks_max, e->memory_max, e->timeout_usec);
                 r = scope_child_start_scope(&e->child, &props, NULL, NULL);
                 if (r < 0)
                         goto fail_kill;

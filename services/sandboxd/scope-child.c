@@ -189,7 +189,9 @@ int scope_props_append(sd_bus_message *m, const ScopeProps *p) {
         assert(m);
         assert(p);
 
-        r = sd_bus_message_append(m, "(sv)(sv)(sv)", "Description", "s", p->description, "Slice", "s", p->slice,
+        r = sd_bus_message_append(m, "(sv)(sv)(sv)",
+                                  "Description", "s", p->description,
+                                  "Slice", "s", p->slice,
                                   "PIDs", "au", 1, (uint32_t) p->pid);
         if (r >= 0 && p->limits)
                 r = sd_bus_message_append(m, "(sv)(sv)", "TasksMax", "t", p->tasks_max, "MemoryMax", "t",
@@ -208,9 +210,9 @@ int scope_props_append(sd_bus_message *m, const ScopeProps *p) {
         return r;
 }
 
-ScopeProps scope_props_sandbox(char desc[static SCOPE_DESCRIPTION_MAX], const char *sandbox_id, const char *what,
-                               const char *slice, pid_t pid, uint64_t tasks_max, uint64_t memory_max,
-                               uint64_t runtime_max_usec) {
+ScopeProps scope_props_sandbox(char desc[static SCOPE_DESCRIPTION_MAX], const char *sandbox_id,
+                               const char *what, const char *slice, pid_t pid, uint64_t tasks_max,
+                               uint64_t memory_max, uint64_t runtime_max_usec) {
         snprintf(desc, SCOPE_DESCRIPTION_MAX, "sandbox %s %s", sandbox_id, what);
         return (ScopeProps) {
                 .description = desc,
@@ -432,11 +434,9 @@ static void on_scope_started(Manager *m, const char *result, const sd_bus_error 
                         c->ops->done(c);
                         return;
                 }
+                int r = error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO;
                 scope_child_kill(c);
-                c->ops->scope_failed(c,
-                                     error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO)
-                                                                         : EIO,
-                                     error);
+                c->ops->scope_failed(c, r, error);
                 return; /* the child's exit ends it */
         }
         c->scope_up = true;
@@ -459,8 +459,8 @@ int scope_child_start_scope(ScopeChild *c, const ScopeProps *props, append_props
 
         /* The properties are appended right away: props may live on the caller's stack. */
         Appenders a = { .props = props, .aux = append_aux, .aux_userdata = aux_userdata };
-        return unit_start_transient(c->manager, c->unit, append_props, append_aux ? append_aux_units : NULL, &a,
-                                    on_scope_started, c, &c->job);
+        return unit_start_transient(c->manager, c->unit, append_props, append_aux ? append_aux_units : NULL,
+                                    &a, on_scope_started, c, &c->job);
 }
 
 int scope_child_go(ScopeChild *c) {

@@ -106,9 +106,9 @@ int scope_props_append(sd_bus_message *m, const ScopeProps *props);
 /* The properties of the scope of a process of a sandbox (an Exec's, a shell's): description "sandbox
  * <id> <what>" (written to desc) in the sandbox's slice, with these limits and SendSIGHUP=;
  * runtime_max_usec: RuntimeMaxUSec=, or UINT64_MAX for none. */
-ScopeProps scope_props_sandbox(char desc[static SCOPE_DESCRIPTION_MAX], const char *sandbox_id, const char *what,
-                               const char *slice, pid_t pid, uint64_t tasks_max, uint64_t memory_max,
-                               uint64_t runtime_max_usec);
+ScopeProps scope_props_sandbox(char desc[static SCOPE_DESCRIPTION_MAX], const char *sandbox_id,
+                               const char *what, const char *slice, pid_t pid, uint64_t tasks_max,
+                               uint64_t memory_max, uint64_t runtime_max_usec);
 
 typedef struct ScopeChildOps {
         /* The go channel said something (ok: "ready") or failed; fd: what the child passed along, the

@@ -28,7 +28,8 @@ static void test_may_go(void) {
                 c.killed = bits & 8;
                 c.exited = bits & 16;
                 c.self_entered = bits & 32;
-                bool expected = c.ready && c.scope_up && !c.started && !c.killed && (c.self_entered || !c.exited);
+                bool expected = c.ready && c.scope_up && !c.started && !c.killed &&
+                                (c.self_entered || !c.exited);
                 CHECK_INT(scope_child_may_go(&c), expected);
         }
 }
@@ -63,7 +64,8 @@ static void test_failure_report(void) {
         pid_t pid = fork();
         if (pid == 0) {
                 close(p[0]);
-                scope_child_fail(p[1], SCOPE_CHILD_STAGE_SETUP + 1, "change to the working directory", EACCES, 7);
+                scope_child_fail(p[1], SCOPE_CHILD_STAGE_SETUP + 1, "change to the working directory", EACCES,
+                                 7);
         }
         CHECK(pid > 0);
         close(p[1]);
@@ -137,8 +139,8 @@ static void test_ready_and_go(void) {
 static void test_props_sandbox(void) {
         char desc[SCOPE_DESCRIPTION_MAX];
 
-        ScopeProps p = scope_props_sandbox(desc, "sb_abcdefgh23", "command", "sandbox-sb_abcdefgh23.slice", 42,
-                                           256, 1024, 20000000);
+        ScopeProps p = scope_props_sandbox(desc, "sb_abcdefgh23", "command", "sandbox-sb_abcdefgh23.slice",
+                                           42, 256, 1024, 20000000);
         CHECK_STR(p.description, "sandbox sb_abcdefgh23 command");
         CHECK_STR(p.slice, "sandbox-sb_abcdefgh23.slice");
         CHECK_INT(p.pid, 42);
@@ -147,7 +149,8 @@ static void test_props_sandbox(void) {
         CHECK(p.send_sighup);
         CHECK_INT(p.kill_signal, 0);
 
-        p = scope_props_sandbox(desc, "sb_abcdefgh23", "shell", "sandbox-sb_abcdefgh23.slice", 43, 1, 2, UINT64_MAX);
+        p = scope_props_sandbox(desc, "sb_abcdefgh23", "shell", "sandbox-sb_abcdefgh23.slice", 43, 1, 2,
+                                UINT64_MAX);
         CHECK_STR(p.description, "sandbox sb_abcdefgh23 shell");
         CHECK(!p.runtime_max);
 }
