@@ -30,6 +30,7 @@
 #include "sandbox.h"
 #include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
+#include "scope-child.h"
 #include "time-util.h"
 #include "unit.h"
 #include "warm-scope.h"
@@ -37,17 +38,12 @@
 #define RELAY_HIGH_WATER (1024 * 1024)
 #define RELAY_CHUNK 4096 /* what a pipe that polls writable takes without blocking */
 
+/* The stages of a failure report (ScopeChildFailure.stage). */
 typedef enum ExecStage {
-        EXEC_STAGE_SETUP = 1,
+        EXEC_STAGE_SETUP = SCOPE_CHILD_STAGE_SETUP,
         EXEC_STAGE_CWD,
         EXEC_STAGE_EXEC,
 } ExecStage;
-
-typedef struct ExecFailure {
-        int stage;
-        int error;
-        const char *step; /* static string, valid in the parent too (same binary after fork) */
-} ExecFailure;
 
 typedef struct Stream {
         Exec *exec;
@@ -69,25 +65,17 @@ struct Exec {
         Sandbox *sandbox;
         Exec *next;
         sd_bus_message *request;
-        char unit[UNIT_NAME_MAX];
-        pid_t pid;
-        sd_event_source *child_source, *deadline_source, *oom_source, *ready_source, *cancel_source;
+        ScopeChild child;    /* its unit, pid, go channel (a socketpair), failure pipe and scope job */
+        sd_event_source *deadline_source, *oom_source, *cancel_source;
         int cancel_fd;       /* our copy of the caller's cancel_fd, or -1 */
-        int go_fd, err_fd;   /* go_fd: our end of a socketpair; the child says 'r', we answer 'g' */
         Stream out, err;
         uint64_t timeout_usec, memory_max, tasks_max;
         uint64_t start_mono, start_real, deadline;
-        JobWait *job;
         WarmScope *warm;  /* a scope made ahead for us, or NULL: we ask for our own */
         struct ExecSpawn *spawn; /* while a worker thread clones the child (exec_spawn_done()) */
         WarmScopePin *pin; /* the warm scope's placeholder, whose hold the child may still touch */
-        bool ready;       /* the child is confined and waits for go (or, self_entered, runs on) */
-        bool self_entered; /* the child writes itself into the warm scope and needs no go */
-        bool scope_up;    /* systemd's start job for its scope is done */
-        bool started;     /* go was sent, or a self-entered child said 'r': the command runs */
-        bool exited, timed_out, replied;
+        bool timed_out, replied;
         bool cancelled;   /* the caller hung up its cancel_fd before the command ended */
-        siginfo_t status;
         OomWatch oom;
         /* for the audit row */
         Caller caller;
@@ -154,19 +142,15 @@ static Exec *exec_free(Exec *e) {
         warm_scope_unpin(TAKE_PTR(e->pin));
         /* Ended without its own row (a failure before the command ran, recorded by whoever answered). */
         manager_audit_cancel(e->manager, e->audit_key);
-        job_wait_cancel(e->job);
+        scope_child_release(&e->child);
         warm_scope_free(e->warm);
-        e->child_source = sd_event_source_disable_unref(e->child_source);
         e->deadline_source = sd_event_source_disable_unref(e->deadline_source);
         e->oom_source = sd_event_source_disable_unref(e->oom_source);
-        e->ready_source = sd_event_source_disable_unref(e->ready_source);
         e->cancel_source = sd_event_source_disable_unref(e->cancel_source);
         e->cancel_fd = safe_close(e->cancel_fd);
         stream_done(&e->out);
         stream_done(&e->err);
         oom_watch_done(&e->oom);
-        e->go_fd = safe_close(e->go_fd);
-        e->err_fd = safe_close(e->err_fd);
         sd_bus_message_unref(e->request);
         strv_free(e->argv);
         free(e->cwd);
@@ -226,17 +210,10 @@ typedef struct ChildArgs {
         char **envp;
 } ChildArgs;
 
-static _noreturn_ void child_fail_step(int err_fd, int stage, const char *step, int error) {
-        ExecFailure f = { .stage = stage, .error = error, .step = step };
-        (void) !write(err_fd, &f, sizeof(f));
-        _exit(127);
-}
-
-#define child_fail(fd, stage, error) child_fail_step(fd, stage, __func__, error)
-#define CHILD_FAIL(step, error) child_fail_step(a->err_fd, EXEC_STAGE_SETUP, step, error)
+#define child_fail(fd, stage, error) scope_child_fail(fd, stage, __func__, error, 127)
+#define CHILD_FAIL(step, error) scope_child_fail(a->err_fd, EXEC_STAGE_SETUP, step, error, 127)
 
 static _noreturn_ void exec_child(const ChildArgs *a) {
-        char go;
         int r;
 
         if (confine_reset_signals() < 0)
@@ -275,9 +252,10 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
 
         /* Ready: confined. In a warm scope we are in place already and run on; otherwise we wait for
          * sandboxd to let us go once systemd has put us in our scope (EOF means: give up). */
-        if (write(a->go_fd, "r", 1) != 1)
-                CHILD_FAIL("report readiness", errno);
-        if (a->wait_go && read(a->go_fd, &go, 1) != 1)
+        r = scope_child_send_ready(a->go_fd, -EBADF);
+        if (r < 0)
+                CHILD_FAIL("report readiness", -r);
+        if (a->wait_go && scope_child_wait_go(a->go_fd) < 0)
                 _exit(127);
         close(a->go_fd);
 
@@ -287,99 +265,8 @@ static _noreturn_ void exec_child(const ChildArgs *a) {
 }
 
 
-
-#if defined(__x86_64__)
-/* clone3() with the child on a stack of its own, which glibc does not offer: the child starts at the
- * instruction after the syscall with the new stack, calls fn(arg) and exits with its result. rdx (fn)
- * and r8 (arg) survive the syscall; rcx and r11 do not. Returns what the syscall returned. */
-long sandbox_clone3_call(struct clone_args_v2 *args, size_t size, int (*fn)(void *), void *arg);
-__asm__(".text\n"
-        ".globl sandbox_clone3_call\n"
-        ".hidden sandbox_clone3_call\n"
-        ".type sandbox_clone3_call, @function\n"
-        "sandbox_clone3_call:\n"
-        "        .cfi_startproc\n"
-        "        movq %rcx, %r8\n"
-        "        movl $435, %eax\n" /* __NR_clone3 */
-        "        syscall\n"
-        "        testq %rax, %rax\n"
-        "        jz 1f\n"
-        "        ret\n"
-        "1:\n"
-        "        .cfi_undefined rip\n"
-        "        xorl %ebp, %ebp\n"
-        "        movq %r8, %rdi\n"
-        "        call *%rdx\n"
-        "        movl %eax, %edi\n"
-        "        movl $60, %eax\n" /* __NR_exit */
-        "        syscall\n"
-        "        hlt\n"
-        "        .cfi_endproc\n"
-        "        .size sandbox_clone3_call, .-sandbox_clone3_call\n");
-
-static int exec_child_entry(void *userdata) {
+static void exec_child_run(void *userdata) {
         exec_child(userdata);
-}
-
-#define CHILD_STACK_SIZE (256 * 1024)
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#endif
-#endif
-
-/* The child, born in cgroup2_fd's cgroup if that is not -EBADF: no migration afterwards, so none of
- * the global lock a write to cgroup.procs takes (and the RCU grace period its first taker after a quiet
- * spell waits out: 8-16 ms here). Such a child does not wait for our go either, so on x86-64 it
- * shares our memory until it execs, like vfork() (we are suspended meanwhile, a fraction of a
- * millisecond), on a stack of its own: no copy of our page tables, no copy-on-write faults charged to
- * its memory cgroup, nothing to tear down at its exec. It writes nothing of ours but that stack and
- * errno. Called in a worker thread (exec_spawn_run()), only that thread waits meanwhile. Returns the
- * pid, or -1 with errno; 0 in the child never returns. */
-static pid_t spawn_child(const ChildArgs *a, int cgroup2_fd) {
-        if (cgroup2_fd >= 0) {
-                struct clone_args_v2 args = {
-                        .flags = CLONE_INTO_CGROUP,
-                        .exit_signal = SIGCHLD,
-                        .cgroup = (uint64_t) cgroup2_fd,
-                };
-                long pid;
-#if defined(__x86_64__)
-                static _Thread_local void *stack = NULL; /* each worker thread's children: one at a time */
-                if (!stack) {
-                        void *p = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-                        if (p != MAP_FAILED)
-                                stack = p;
-                }
-                if (stack) {
-#if defined(__SANITIZE_ADDRESS__)
-                        /* The last child's frames never returned (it exec'd): their redzones are still
-                         * poisoned in the shadow memory we share, and would be taken for overflows. */
-                        __asan_unpoison_memory_region(stack, CHILD_STACK_SIZE);
-#endif
-                        args.flags |= CLONE_VM | CLONE_VFORK;
-                        args.stack = (uint64_t) (uintptr_t) stack;
-                        args.stack_size = CHILD_STACK_SIZE;
-                        pid = sandbox_clone3_call(&args, sizeof(args), exec_child_entry, (void *) a);
-                        if (pid < 0) {
-                                errno = (int) -pid;
-                                return -1;
-                        }
-                        return (pid_t) pid;
-                }
-#endif
-                /* Like fork(), minus glibc's atfork handlers, which the child does not need: it only
-                 * makes system calls until it execs. */
-                pid = syscall(SYS_clone3, &args, sizeof(args));
-                if (pid == 0)
-                        exec_child(a);
-                return (pid_t) pid;
-        }
-        pid_t pid = fork();
-        if (pid == 0)
-                exec_child(a);
-        return pid;
 }
 
 /* What an Exec's child needs until it has exec'd, and what exec_spawned() takes over after: a child
@@ -450,36 +337,39 @@ static void exec_spawn_abandon(ExecSpawn *sp, WarmScopePin *pin, char **argv, ch
         sp->cwd = cwd;
 }
 
+/* No clone3() or no CLONE_INTO_CGROUP (before Linux 5.7): the child writes itself into the cgroup2
+ * hierarchy too, the slow way. */
+static int exec_spawn_no_clone3(void *userdata, int cgroup2_fd) {
+        ChildArgs *a = userdata;
+        ExecSpawn *sp = container_of(a, ExecSpawn, a);
+
+        int fd = openat(cgroup2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        sp->cgroup_fds[sp->n_cgroup_fds++] = fd;
+        sp->a.n_cgroup_fds = sp->n_cgroup_fds;
+        sp->a.born_in_scope = false;
+        return 0;
+}
+
 /* Clones the child into the sandbox's PID namespace: in a worker thread, or in the loop's for a child
- * that does not share our memory. setns(CLONE_NEWPID) is the calling thread's alone. */
+ * that does not share our memory. */
 static void exec_spawn_run(OffloadJob *job) {
         ExecSpawn *sp = container_of(job, ExecSpawn, job);
 
         sp->spawn_mono = now_usec(CLOCK_MONOTONIC);
-        if (setns(sp->a.init_pidfd, CLONE_NEWPID) < 0) {
-                sp->pid = -1;
-                sp->error = errno;
-                return;
-        }
         sp->a.cgroup_fds = sp->cgroup_fds;
         sp->a.n_cgroup_fds = sp->n_cgroup_fds;
         sp->a.born_in_scope = sp->cgroup2_fd >= 0;
-        sp->pid = spawn_child(&sp->a, sp->cgroup2_fd);
-        if (sp->pid < 0 && sp->cgroup2_fd >= 0 && CLONE3_UNSUPPORTED(errno)) {
-                /* No clone3() or no CLONE_INTO_CGROUP (before Linux 5.7): the child writes itself into
-                 * the cgroup2 hierarchy too, the slow way. */
-                int fd = openat(sp->cgroup2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-                if (fd >= 0) {
-                        sp->cgroup_fds[sp->n_cgroup_fds++] = fd;
-                        sp->a.n_cgroup_fds = sp->n_cgroup_fds;
-                        sp->a.born_in_scope = false;
-                        sp->pid = spawn_child(&sp->a, -EBADF);
-                } else
-                        errno = EIO;
-        }
+        sp->pid = scope_child_spawn(&(ScopeChildSpawn) {
+                .pidns_fd = sp->a.init_pidfd,
+                .host_pidns_fd = sp->host_pidns_fd,
+                .cgroup2_fd = sp->cgroup2_fd,
+                .no_clone3 = exec_spawn_no_clone3,
+                .child = exec_child_run,
+                .arg = &sp->a,
+        });
         sp->error = errno;
-        if (setns(sp->host_pidns_fd, CLONE_NEWPID) < 0)
-                abort(); /* this thread could never clone a child of its own again */
 }
 
 /* --- output ------------------------------------------------------------------------------------- */
@@ -507,7 +397,7 @@ static void relay_update(Stream *st) {
         if (st->relay_source)
                 (void) sd_event_source_set_enabled(st->relay_source, st->pending_len > 0 ? SD_EVENT_ON : SD_EVENT_OFF);
         /* Backpressure: stop reading the command's output while the caller does not keep up. */
-        if (st->source && !st->exec->exited)
+        if (st->source && !st->exec->child.exited)
                 (void) sd_event_source_set_enabled(st->source,
                                                    st->pending_len >= RELAY_HIGH_WATER ? SD_EVENT_OFF : SD_EVENT_ON);
 }
@@ -572,7 +462,7 @@ static int stream_read_some(Stream *st) {
                         return 1; /* EOF */
                 stream_capture(st, tmp, n);
                 stream_relay(st, tmp, n);
-                if (!st->exec->exited && st->pending_len >= RELAY_HIGH_WATER)
+                if (!st->exec->child.exited && st->pending_len >= RELAY_HIGH_WATER)
                         return 0;
         }
         return 0;
@@ -595,7 +485,7 @@ static int on_relay_writable(sd_event_source *s, int fd, uint32_t revents, void 
         if (revents & (EPOLLERR | EPOLLHUP))
                 st->relay_broken = true;
         relay_write_out(st, false);
-        if (st->exec->exited)
+        if (st->exec->child.exited)
                 exec_maybe_finish(st->exec);
         return 0;
 }
@@ -635,7 +525,7 @@ static int append_info(sd_bus_message *reply, Exec *e, int sig, bool oom) {
                                      "cancelled", "b", (int) e->cancelled,
                                      "oom_killed", "b", (int) oom,
                                      "signal", "i", sig,
-                                     "unit", "s", e->unit);
+                                     "unit", "s", e->child.unit);
 }
 
 static char *exec_detail(Exec *e, int sig, bool oom, const char *error_name, const char *error_message) {
@@ -651,7 +541,7 @@ static char *exec_detail(Exec *e, int sig, bool oom, const char *error_name, con
                 json_object_array_add(argv, json_object_new_string(*a));
         json_object_object_add(o, "argv", argv);
         json_object_object_add(o, "cwd", json_object_new_string(e->cwd ?: SANDBOXD_SANDBOX_HOME));
-        json_object_object_add(o, "unit", json_object_new_string(e->unit));
+        json_object_object_add(o, "unit", json_object_new_string(e->child.unit));
         json_object_object_add(o, "timeout_seconds", json_object_new_uint64(e->timeout_usec / USEC_PER_SEC));
         json_object_object_add(o, "memory_max", json_object_new_uint64(e->memory_max));
         json_object_object_add(o, "tasks_max", json_object_new_uint64(e->tasks_max));
@@ -701,22 +591,21 @@ static void exec_reply_error(Exec *e, const char *name, const char *what, int er
 
 static void exec_finish(Exec *e) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        ExecFailure f = {};
+        ScopeChildFailure f;
         int code = 0, sig = 0, r;
         bool oom;
 
         /* A failure report from the child, if it wrote one (before exiting, so it is there now). */
-        if (e->err_fd >= 0 && read(e->err_fd, &f, sizeof(f)) != sizeof(f))
-                f.stage = 0;
+        (void) scope_child_read_failure(&e->child, &f);
 
-        if (e->status.si_code == CLD_EXITED)
-                code = e->status.si_status;
+        if (e->child.status.si_code == CLD_EXITED)
+                code = e->child.status.si_status;
         else {
-                sig = e->status.si_status;
+                sig = e->child.status.si_status;
                 code = 128 + sig;
         }
-        oom = e->started && oom_watch_check(&e->oom, sig == SIGKILL);
-        if (sig != 0 && e->started && !e->timed_out && !e->cancelled && e->timeout_usec > 0 &&
+        oom = e->child.started && oom_watch_check(&e->oom, sig == SIGKILL);
+        if (sig != 0 && e->child.started && !e->timed_out && !e->cancelled && e->timeout_usec > 0 &&
             now_usec(CLOCK_MONOTONIC) + 50 * USEC_PER_MSEC >= e->deadline)
                 e->timed_out = true;
 
@@ -771,14 +660,14 @@ done:
          * none ready and take the slow path, and a client running commands back to back sends the
          * next right after this reply, when the scope asked for now is not made yet: it takes the
          * spare. Not after a call that failed: that leaves no unit behind. */
-        if (e->sandbox && e->started)
+        if (e->sandbox && e->child.started)
                 (void) warm_scope_prepare_default(e->sandbox,
                                                   e->sandbox->n_execs + e->sandbox->n_exec_queued + 1);
         exec_free(e);
 }
 
 static void exec_maybe_finish(Exec *e) {
-        if (!e->exited)
+        if (!e->child.exited)
                 return;
         if (!e->cancelled && ((e->out.relay_fd >= 0 && e->out.pending_len > 0 && !e->out.relay_broken) ||
                               (e->err.relay_fd >= 0 && e->err.pending_len > 0 && !e->err.relay_broken)))
@@ -786,32 +675,12 @@ static void exec_maybe_finish(Exec *e) {
         exec_finish(e);
 }
 
-static void on_scope_stopped(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
-        Exec *e = userdata;
-        e->job = NULL;
-        exec_maybe_finish(e);
-}
+/* The child exited: what the command wrote is in the pipes now; processes it left behind may write
+ * more, but the answer does not wait for them. */
+static void exec_child_exited(ScopeChild *c) {
+        Exec *e = c->userdata;
 
-static void exec_stop_scope_then_finish(Exec *e) {
-        if (unit_stop(e->manager, e->unit, on_scope_stopped, e, &e->job) < 0)
-                exec_maybe_finish(e);
-}
-
-static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *userdata);
-
-static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
-        Exec *e = userdata;
-
-        /* A child in a warm scope says 'r' and runs on: that may be in the same batch of events as its
-         * exit. Take the 'r' first, so we know the command ran. */
-        if (e->self_entered && e->ready_source)
-                (void) on_child_ready(e->ready_source, e->go_fd, EPOLLIN, e);
-        e->status = *si;
-        e->exited = true;
         warm_scope_unpin(TAKE_PTR(e->pin));
-        e->child_source = sd_event_source_disable_unref(e->child_source);
-        /* What the command wrote is in the pipes now; processes it left behind may write more, but
-         * the answer does not wait for them. */
         for (Stream *st = &e->out; st; st = st == &e->out ? &e->err : NULL)
                 if (st->fd >= 0) {
                         (void) stream_read_some(st);
@@ -822,18 +691,11 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                         else
                                 relay_update(st);
                 }
-        if (!e->started) {
-                /* It died during its setup (say, a bad cwd). Answer only once its scope is gone, so a
-                 * call that fails leaves no unit behind. */
-                if (e->job)
-                        return 0; /* on_scope_started() goes on */
-                if (e->scope_up) {
-                        exec_stop_scope_then_finish(e);
-                        return 0;
-                }
-        }
-        exec_maybe_finish(e);
-        return 0;
+}
+
+/* The child exited and, had it died during its setup (say, a bad cwd), its scope is gone. */
+static void exec_child_done(ScopeChild *c) {
+        exec_maybe_finish(c->userdata);
 }
 
 static int on_oom_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -864,12 +726,12 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
                  * would). Either way: make sure, a little later. */
                 e->timed_out = true;
                 if (e->warm)
-                        (void) unit_stop_nowait(e->manager, e->unit);
+                        (void) unit_stop_nowait(e->manager, e->child.unit);
                 exec_make_sure_later(e, usec);
                 return 0;
         }
-        (void) kill(e->pid, SIGKILL);
-        (void) unit_stop_nowait(e->manager, e->unit);
+        (void) kill(e->child.pid, SIGKILL);
+        (void) unit_stop_nowait(e->manager, e->child.unit);
         return 0;
 }
 
@@ -880,16 +742,16 @@ static int on_cancel(sd_event_source *s, int fd, uint32_t revents, void *userdat
 
         e->cancel_source = sd_event_source_disable_unref(e->cancel_source);
         e->cancel_fd = safe_close(e->cancel_fd);
-        if (e->exited || e->timed_out)
+        if (e->child.exited || e->timed_out)
                 return 0; /* ending anyway */
         e->cancelled = true;
-        if (!e->started) {
+        if (!e->child.started) {
                 /* Nothing of the caller's ran yet (in a warm scope: only just began). The child dies,
                  * and its exit goes the way of a failed setup: the scope is stopped, then the answer. */
-                (void) kill(e->pid, SIGKILL);
+                scope_child_kill(&e->child);
                 return 0;
         }
-        (void) unit_stop_nowait(e->manager, e->unit);
+        (void) unit_stop_nowait(e->manager, e->child.unit);
         exec_make_sure_later(e, now_usec(CLOCK_MONOTONIC));
         return 0;
 }
@@ -902,7 +764,7 @@ static void exec_watch_oom(Exec *e) {
         if (!e->sandbox)
                 return;
         snprintf(slice_path, sizeof(slice_path), "sandbox.slice/%s", e->sandbox->slice);
-        snprintf(unit_path, sizeof(unit_path), "%s/%s", slice_path, e->unit);
+        snprintf(unit_path, sizeof(unit_path), "%s/%s", slice_path, e->child.unit);
         r = oom_watch_start(&e->oom, m->memory_layout, m->memory_prefix, slice_path, unit_path);
         if (r >= 0 && e->oom.event_fd >= 0) {
                 r = sd_event_add_io(m->event, &e->oom_source, e->oom.event_fd, EPOLLIN, on_oom_event, e);
@@ -911,101 +773,58 @@ static void exec_watch_oom(Exec *e) {
         }
 }
 
-/* The command may run once it is confined and its scope is up, whichever comes last. */
-static void exec_maybe_go(Exec *e) {
+/* Its scope is up, or it is in a warm scope: the command may run once it is confined, whichever comes
+ * last (scope_child_may_go()). */
+static void exec_child_go(ScopeChild *c) {
+        Exec *e = c->userdata;
         Manager *m = e->manager;
 
-        if (!e->ready || !e->scope_up || e->started || e->cancelled)
-                return;
-        if (e->self_entered) {
+        if (c->self_entered) {
                 /* It is in the warm scope and runs the command already: the placeholder may go, and
                  * the time counts from the fork. */
                 warm_scope_release(e->warm);
-                e->started = true;
+                (void) scope_child_go(c);
                 e->deadline = e->start_mono + e->timeout_usec;
                 if (e->timeout_usec > 0)
                         (void) sd_event_add_time(m->event, &e->deadline_source, CLOCK_MONOTONIC, e->deadline, 0,
                                                  on_deadline, e);
-                e->go_fd = safe_close(e->go_fd);
                 return;
         }
-        if (e->exited)
-                return;
-        e->started = true;
         e->start_mono = now_usec(CLOCK_MONOTONIC);
         e->deadline = e->start_mono + e->timeout_usec;
         if (e->timeout_usec > 0)
                 (void) sd_event_add_time(m->event, &e->deadline_source, CLOCK_MONOTONIC, e->deadline, 0,
                                          on_deadline, e);
-        if (write(e->go_fd, "g", 1) != 1)
-                (void) kill(e->pid, SIGKILL);
-        e->go_fd = safe_close(e->go_fd);
+        if (scope_child_go(c) < 0)
+                (void) kill(c->pid, SIGKILL);
 }
 
-static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
-        Exec *e = userdata;
-
-        e->job = NULL;
-        if (!result || !streq(result, "done")) {
-                if (e->exited) {
-                        /* The child died first (that is why systemd could not take its pid): what it
-                         * reported is the answer. */
-                        exec_maybe_finish(e);
-                        return;
-                }
-                (void) kill(e->pid, SIGKILL);
-                exec_reply_error(e, SD_BUS_ERROR_FAILED, "Could not start the command's scope",
-                                 error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO);
-                return; /* the child's exit frees us */
-        }
-        e->scope_up = true;
-        if (e->exited) {
-                exec_stop_scope_then_finish(e);
-                return;
-        }
-
-        exec_watch_oom(e);
-        exec_maybe_go(e);
+static void exec_child_scope_up(ScopeChild *c) {
+        exec_watch_oom(c->userdata);
 }
 
-static int append_scope_props(sd_bus_message *m, void *userdata);
+static void exec_child_scope_failed(ScopeChild *c, int error, const sd_bus_error *bus_error) {
+        exec_reply_error(c->userdata, SD_BUS_ERROR_FAILED, "Could not start the command's scope", error);
+}
 
-static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        Exec *e = userdata;
-        char c;
-        ssize_t n;
+static bool exec_child_ready(ScopeChild *c, bool ok, int fd) {
+        Exec *e = c->userdata;
 
-        n = read(fd, &c, 1);
-        if (n < 0 && errno == EAGAIN)
-                return 0;
-        /* 'r' comes after the child let its placeholder go (or it gave up): it touches the hold no more. */
+        safe_close(fd);
+        /* "ready" comes after the child let its placeholder go (or it gave up): it touches the hold no
+         * more. */
         warm_scope_unpin(TAKE_PTR(e->pin));
-        e->ready_source = sd_event_source_disable_unref(e->ready_source);
-        if (n != 1 || c != 'r')
-                return 0; /* it failed; its exit tells why */
-        e->ready = true;
-        exec_maybe_go(e);
-        return 0;
+        return ok;
 }
 
-static int append_scope_props(sd_bus_message *m, void *userdata) {
-        Exec *e = userdata;
-        char desc[256];
-        int r;
-
-        snprintf(desc, sizeof(desc), "sandbox %s command", e->sandbox->id);
-        r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
-                                  "Description", "s", desc,
-                                  "Slice", "s", e->sandbox->slice,
-                                  "PIDs", "au", 1, (uint32_t) e->pid,
-                                  "TasksMax", "t", e->tasks_max,
-                                  "MemoryMax", "t", e->memory_max,
-                                  "RuntimeMaxUSec", "t", e->timeout_usec,
-                                  "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
-                                  "CollectMode", "s", "inactive-or-failed",
-                                  "SendSIGHUP", "b", 1);
-        return r;
-}
+static const ScopeChildOps exec_child_ops = {
+        .ready = exec_child_ready,
+        .scope_up = exec_child_scope_up,
+        .go = exec_child_go,
+        .scope_failed = exec_child_scope_failed,
+        .exited = exec_child_exited,
+        .done = exec_child_done,
+};
 
 static char **build_env(Sandbox *s, char **extra) {
         static const char *const base[] = {
@@ -1051,6 +870,8 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
  * or else for a scope made for it, with its own limits (RuntimeMaxUSec= its timeout, exactly as a
  * scope of its own), and its child is then born in it like in a warm one. It waits for systemd's job
  * as long as it would have anyway. */
+static void exec_scope_made(void *userdata, bool ok);
+
 static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *request) {
         ExecQueued *q = calloc(1, sizeof(ExecQueued));
         int r;
@@ -1074,8 +895,9 @@ static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *reques
         q->spec.started_at = spec->started_at ?: now_usec(CLOCK_REALTIME);
         q->call_mono = now_usec(CLOCK_MONOTONIC);
         /* One already on its way is sooner than one made now, and spares systemd a scope. */
-        r = warm_scope_adopt(s, spec->tasks_max, spec->memory_max, q, &q->warm) ? 0 :
-                warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec, q, &q->warm);
+        r = warm_scope_adopt(s, spec->tasks_max, spec->memory_max, exec_scope_made, q, &q->warm) ? 0 :
+                warm_scope_prepare_for(s, spec->tasks_max, spec->memory_max, spec->timeout_usec,
+                                       exec_scope_made, q, &q->warm);
         if (r < 0) {
                 exec_queued_free(q);
                 return r;
@@ -1089,7 +911,9 @@ static int exec_enqueue(Sandbox *s, const ExecSpec *spec, sd_bus_message *reques
         return 0;
 }
 
-void exec_scope_made(ExecQueued *q, bool ok) {
+/* The scope made for a waiting Exec is up (ok), or could not be made: the call goes on. */
+static void exec_scope_made(void *userdata, bool ok) {
+        ExecQueued *q = userdata;
         Sandbox *s = q->sandbox;
         WarmScope *w = TAKE_PTR(q->warm);
         int r;
@@ -1172,7 +996,8 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
         if (!e)
                 return -ENOMEM;
         e->manager = m;
-        e->go_fd = e->err_fd = e->cancel_fd = -EBADF;
+        scope_child_setup(&e->child, m, &exec_child_ops, e);
+        e->cancel_fd = -EBADF;
         e->out.fd = e->out.relay_fd = e->err.fd = e->err.relay_fd = -EBADF;
         e->oom = (OomWatch) OOM_WATCH_INIT;
         e->timeout_usec = spec->timeout_usec;
@@ -1202,10 +1027,10 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
         }
         e->warm = TAKE_PTR(made_scope) ?: warm_scope_take(s, e->tasks_max, e->memory_max);
         if (e->warm) {
-                snprintf(e->unit, sizeof(e->unit), "%s", warm_scope_unit(e->warm));
-                e->scope_up = true;
+                snprintf(e->child.unit, sizeof(e->child.unit), "%s", warm_scope_unit(e->warm));
+                e->child.scope_up = true;
         } else
-                snprintf(e->unit, sizeof(e->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id,
+                snprintf(e->child.unit, sizeof(e->child.unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id,
                          sandbox_next_unit_number(s));
 
         /* With a warm scope the child enters it itself, before anything else: it is born in the
@@ -1220,7 +1045,7 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
                         exec_free(e);
                         return r;
                 }
-                e->self_entered = true;
+                e->child.self_entered = true;
         }
 
         ExecSpawn *sp = TAKE_PTR(spawn);
@@ -1321,28 +1146,20 @@ static int exec_spawned(Exec *e, ExecSpawn *sp) {
                 exec_free(e);
                 return r;
         }
-        e->pid = pid;
         if (e->warm)
                 /* The time counts from the fork. */
                 e->start_mono = sp->spawn_mono;
 
-        e->go_fd = TAKE_FD(sp->go[1]);
-        e->err_fd = TAKE_FD(sp->fail[0]);
-        (void) fcntl(e->err_fd, F_SETFL, O_NONBLOCK);
         (void) fcntl(sp->out[0], F_SETFL, O_NONBLOCK);
         (void) fcntl(sp->err[0], F_SETFL, O_NONBLOCK);
 
-        r = sd_event_add_child(m->event, &e->child_source, pid, WEXITED, on_child_exit, e);
+        r = scope_child_attach(&e->child, pid, TAKE_FD(sp->go[1]), TAKE_FD(sp->fail[0]));
         if (r < 0)
                 goto fail_kill;
         r = stream_init(e, &e->out, TAKE_FD(sp->out[0]), TAKE_FD(sp->relay_out));
         if (r < 0)
                 goto fail_kill;
         r = stream_init(e, &e->err, TAKE_FD(sp->err[0]), TAKE_FD(sp->relay_err));
-        if (r < 0)
-                goto fail_kill;
-        (void) fcntl(e->go_fd, F_SETFL, O_NONBLOCK);
-        r = sd_event_add_io(m->event, &e->ready_source, e->go_fd, EPOLLIN, on_child_ready, e);
         if (r < 0)
                 goto fail_kill;
         if (e->cancel_fd >= 0) {
@@ -1356,7 +1173,10 @@ static int exec_spawned(Exec *e, ExecSpawn *sp) {
                 exec_watch_oom(e);
         else {
                 /* systemd sets up the scope while the child confines itself. */
-                r = unit_start_transient(m, e->unit, append_scope_props, NULL, e, on_scope_started, e, &e->job);
+                char desc[SCOPE_DESCRIPTION_MAX];
+                ScopeProps props = scope_props_sandbox(desc, e->sandbox->id, "command", e->sandbox->slice,
+                                                       pid, e->tasks_max, e->memory_max, e->timeout_usec);
+                r = scope_child_start_scope(&e->child, &props, NULL, NULL);
                 if (r < 0)
                         goto fail_kill;
         }
@@ -1366,7 +1186,7 @@ fail_kill:
         /* The child has not run anything of the caller's yet; it dies and we answer now. */
         (void) kill(pid, SIGKILL);
         e->replied = true;
-        if (!e->child_source) {
+        if (!e->child.child_source) {
                 (void) waitpid(pid, NULL, 0);
                 exec_free(e);
         } else

@@ -8,7 +8,6 @@
 
 typedef struct Sandbox Sandbox;
 typedef struct Exec Exec;
-typedef struct ExecQueued ExecQueued;
 typedef struct Caller Caller;
 
 typedef struct ExecSpec {
@@ -30,9 +29,6 @@ typedef struct ExecSpec {
  * for these limits, the call waits for a scope made for it (keeping its own copy of spec, and
  * request). */
 int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request);
-
-/* The scope made for a waiting Exec is up (ok), or could not be made: the call goes on. */
-void exec_scope_made(ExecQueued *q, bool ok);
 
 /* The sandbox is going away: forget it, but keep waiting for the process. */
 void exec_detach_all(Sandbox *s);

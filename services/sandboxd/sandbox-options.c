@@ -18,7 +18,6 @@
 #include "macro.h"
 #include "sandbox-files.h"
 #include "sandbox-id.h"
-#include "sandbox-shell.h"
 #include "sandboxd-bus.h"
 #include "time-util.h"
 
@@ -496,6 +495,22 @@ int read_file_options_check(const ReadFileOptions *o, const char *path, uint64_t
 }
 
 /* --- OpenShell --------------------------------------------------------------------------------- */
+
+bool shell_size_is_valid(unsigned cols, unsigned rows) {
+        return cols >= 1 && cols <= SHELL_COLS_MAX && rows >= 1 && rows <= SHELL_ROWS_MAX;
+}
+
+bool shell_term_is_valid(const char *term) {
+        size_t n = term ? strlen(term) : 0;
+
+        if (n == 0 || n > SHELL_TERM_MAX)
+                return false;
+        for (const char *p = term; *p; p++)
+                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                      *p == '.' || *p == '_' || *p == '+' || *p == '-'))
+                        return false;
+        return true;
+}
 
 static int shell_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         ShellOptions *o = userdata;

@@ -96,6 +96,20 @@ int read_file_options_check(const ReadFileOptions *o, const char *path, uint64_t
 
 /* --- OpenShell --------------------------------------------------------------------------------- */
 
+/* Terminal sizes outside these are refused: a winsize holds 16 bits, and no real terminal is wider. */
+#define SHELL_COLS_MAX     1000
+#define SHELL_ROWS_MAX     1000
+#define SHELL_COLS_DEFAULT 80
+#define SHELL_ROWS_DEFAULT 24
+#define SHELL_TERM_MAX     64
+/* Open shells per sandbox: each holds fds in sandboxd and a session in the sandbox. */
+#define SHELL_MAX_PER_SANDBOX 16
+
+bool shell_size_is_valid(unsigned cols, unsigned rows);
+
+/* A TERM value we pass on: 1-64 characters of A-Z a-z 0-9 . _ + -. */
+bool shell_term_is_valid(const char *term);
+
 typedef struct ShellOptions {
         uint32_t cols, rows; /* 80x24 unless given */
         const char *term;    /* NULL: the default */

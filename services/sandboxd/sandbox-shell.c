@@ -40,9 +40,11 @@
 #include "hashmap.h"
 #include "log.h"
 #include "macro.h"
+#include "sandbox-options.h"
 #include "sandbox.h"
 #include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
+#include "scope-child.h"
 #include "time-util.h"
 #include "unit.h"
 
@@ -62,14 +64,9 @@
 #define SHELL_FALLBACK_PATH "/bin/sh"
 #define TERM_DEFAULT        "xterm-256color"
 
-typedef struct ShellFailure {
-        int error;
-        const char *step; /* static string, valid in the parent too (same binary after fork) */
-} ShellFailure;
-
 struct Shell {
         Manager *manager;
-        char unit[UNIT_NAME_MAX];
+        ScopeChild child; /* its unit, pid, go channel, failure pipe and scope job */
         char sandbox_id[SANDBOX_ID_LEN + 1];
         char *slice;
         uid_t opener;
@@ -80,21 +77,16 @@ struct Shell {
         uint64_t last_activity;  /* CLOCK_MONOTONIC of the last byte either way */
         sd_event_source *idle_timer;
 
-        pid_t pid;
-        sd_event_source *child_source, *ready_source, *master_source, *sock_source, *kill_timer, *keep_timer,
-                *drain_timer;
-        int go_fd, err_fd;
+        sd_event_source *master_source, *sock_source, *kill_timer, *keep_timer, *drain_timer;
         int master_fd; /* the PTY master, from the child */
         int sock_fd;   /* our end of the caller's socketpair */
         int peer_fd;   /* the caller's end, until it is sent */
         char *to_client, *to_pty;
         size_t to_client_len, to_pty_len;
         bool master_eof, sock_eof;
-        JobWait *job;
 
-        bool ready, scope_up, started, exited, hung_up, ended;
+        bool hung_up, ended;
         const char *ended_by; /* "shell", "client", "sandboxd" */
-        siginfo_t status;
         int exit_code, signal;
         uint64_t duration_usec;
 
@@ -108,22 +100,6 @@ struct Shell {
         uint64_t call_started_at, call_mono, start_mono;
         char audit_key[AUDIT_KEY_SIZE]; /* its note in the spool while the session lasts, or "" */
 };
-
-bool shell_size_is_valid(unsigned cols, unsigned rows) {
-        return cols >= 1 && cols <= SHELL_COLS_MAX && rows >= 1 && rows <= SHELL_ROWS_MAX;
-}
-
-bool shell_term_is_valid(const char *term) {
-        size_t n = term ? strlen(term) : 0;
-
-        if (n == 0 || n > SHELL_TERM_MAX)
-                return false;
-        for (const char *p = term; *p; p++)
-                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-                      *p == '.' || *p == '_' || *p == '+' || *p == '-'))
-                        return false;
-        return true;
-}
 
 static void shell_audit(Shell *sh, const char *event, const char *error_name, const char *error_message);
 static uint64_t shell_elapsed(Shell *sh);
@@ -142,23 +118,14 @@ static void shell_close_relay(Shell *sh) {
 static Shell *shell_free(Shell *sh) {
         if (!sh)
                 return NULL;
-        if (sh->manager->shells && hashmap_get(sh->manager->shells, sh->unit) == sh)
-                (void) hashmap_remove(sh->manager->shells, sh->unit);
-        job_wait_cancel(sh->job);
+        if (sh->manager->shells && hashmap_get(sh->manager->shells, sh->child.unit) == sh)
+                (void) hashmap_remove(sh->manager->shells, sh->child.unit);
+        scope_child_release(&sh->child);
         shell_close_relay(sh);
-        sh->ready_source = sd_event_source_disable_unref(sh->ready_source);
         sh->kill_timer = sd_event_source_disable_unref(sh->kill_timer);
         sh->keep_timer = sd_event_source_disable_unref(sh->keep_timer);
         sh->drain_timer = sd_event_source_disable_unref(sh->drain_timer);
         sh->idle_timer = sd_event_source_disable_unref(sh->idle_timer);
-        /* A child we have not reaped yet stays ours: a floating source reaps it. */
-        if (sh->child_source) {
-                (void) sd_event_source_set_userdata(sh->child_source, NULL);
-                (void) sd_event_source_set_floating(sh->child_source, true);
-                sh->child_source = sd_event_source_unref(sh->child_source);
-        }
-        sh->go_fd = safe_close(sh->go_fd);
-        sh->err_fd = safe_close(sh->err_fd);
         sh->peer_fd = safe_close(sh->peer_fd);
         for (size_t i = 0; i < sh->n_waiters; i++) {
                 (void) sd_bus_reply_method_errorf(sh->waiters[i], SD_BUS_ERROR_FAILED,
@@ -182,13 +149,13 @@ void shell_free_all(Manager *m) {
         HASHMAP_FOREACH(sh, m->shells, i) {
                 /* A session cut short by our exit still gets its row, as far as it got; freeing the
                  * master hangs the terminal up. */
-                if (sh->started && !sh->ended) {
+                if (sh->child.started && !sh->ended) {
                         sh->ended_by = "sandboxd";
                         sh->exit_code = -1;
                         asciicast_finish(&sh->rec, shell_elapsed(sh));
                         shell_audit(sh, "finished", NULL, NULL);
                         /* Sent when the bus is flushed on our way out: the session's processes end. */
-                        (void) unit_stop_nowait(sh->manager, sh->unit);
+                        (void) unit_stop_nowait(sh->manager, sh->child.unit);
                 }
                 shell_free(sh);
         }
@@ -206,42 +173,14 @@ typedef struct ShellChildArgs {
         char **envp;
 } ShellChildArgs;
 
-static _noreturn_ void child_fail(int err_fd, const char *step, int error) {
-        ShellFailure f = {.error = error, .step = step};
-        (void) !write(err_fd, &f, sizeof(f));
-        _exit(127);
-}
-
-#define CHILD_FAIL(step, error) child_fail(a->err_fd, step, error)
-
-/* The master goes to sandboxd with our "ready". */
-static int send_ready(int sock, int fd) {
-        char c = 'r';
-        struct iovec iov = {.iov_base = &c, .iov_len = 1};
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control = {};
-        struct msghdr mh = {
-                .msg_iov = &iov,
-                .msg_iovlen = 1,
-                .msg_control = control.buf,
-                .msg_controllen = sizeof(control.buf),
-        };
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
-}
+#define CHILD_FAIL(step, error) scope_child_fail(a->err_fd, SCOPE_CHILD_STAGE_SETUP, step, error, 127)
 
 extern char **environ;
 
+static void shell_child_run(void *userdata);
+
 static _noreturn_ void shell_child(const ShellChildArgs *a) {
         int master, slave, r;
-        char go;
 
         if (confine_reset_signals() < 0)
                 CHILD_FAIL("reset signals", errno);
@@ -281,12 +220,13 @@ static _noreturn_ void shell_child(const ShellChildArgs *a) {
         if (chdir(SANDBOXD_SANDBOX_HOME) < 0 && chdir("/") < 0)
                 CHILD_FAIL("change to the home directory", errno);
 
-        /* Ready: confined, waiting only for our scope; EOF means: give up. */
-        r = send_ready(a->go_fd, master);
+        /* Ready: confined, waiting only for our scope; EOF means: give up. The master goes to sandboxd
+         * with our "ready". */
+        r = scope_child_send_ready(a->go_fd, master);
         if (r < 0)
                 CHILD_FAIL("report readiness", -r);
         close(master);
-        if (read(a->go_fd, &go, 1) != 1)
+        if (scope_child_wait_go(a->go_fd) < 0)
                 _exit(127);
         close(a->go_fd);
 
@@ -296,6 +236,10 @@ static _noreturn_ void shell_child(const ShellChildArgs *a) {
         if (errno == ENOENT)
                 execve(SHELL_FALLBACK_PATH, (char *[]){(char *) "-sh", NULL}, a->envp);
         CHILD_FAIL("execute the shell", errno);
+}
+
+static void shell_child_run(void *userdata) {
+        shell_child(userdata);
 }
 
 /* --- relay ------------------------------------------------------------------------------------- */
@@ -428,7 +372,7 @@ static int on_sock_event(sd_event_source *es, int fd, uint32_t revents, void *us
                         shell_hangup(sh, "client");
                         return 0;
                 }
-                if (sh->exited && sh->to_client_len == 0) {
+                if (sh->child.exited && sh->to_client_len == 0) {
                         shell_maybe_end(sh);
                         return 0;
                 }
@@ -470,7 +414,7 @@ static char *shell_detail(Shell *sh, const char *error_name, const char *error_m
 
         if (!o)
                 return NULL;
-        json_object_object_add(o, "unit", json_object_new_string(sh->unit));
+        json_object_object_add(o, "unit", json_object_new_string(sh->child.unit));
         json_object_object_add(o, "cols", json_object_new_int((int) sh->cols));
         json_object_object_add(o, "rows", json_object_new_int((int) sh->rows));
         json_object_object_add(o, "term", json_object_new_string(sh->term));
@@ -520,7 +464,7 @@ static int on_keep_expired(sd_event_source *es, uint64_t usec, void *userdata) {
 /* The session is over once the shell has exited and what it showed has reached the caller (or the
  * caller is gone): record it, close the stream, take down whatever the session left running. */
 static void shell_maybe_end(Shell *sh) {
-        if (sh->ended || !sh->exited)
+        if (sh->ended || !sh->child.exited)
                 return;
         if (sh->sock_fd >= 0 && sh->to_client_len > 0)
                 return; /* on_sock_event() comes back when it is written */
@@ -534,11 +478,11 @@ static void shell_maybe_end(Shell *sh) {
         if (!sh->ended_by)
                 sh->ended_by = "shell";
         /* Background processes of the session end with it, as on a logout. */
-        (void) unit_stop_nowait(sh->manager, sh->unit);
+        (void) unit_stop_nowait(sh->manager, sh->child.unit);
 
         shell_audit(sh, "finished", NULL, NULL);
         log_sandbox(LOG_INFO, sh->sandbox_id,
-                    "Shell %s of sandbox %s ended (%s, exit code %d) after %" PRIu64 " ms.", sh->unit,
+                    "Shell %s of sandbox %s ended (%s, exit code %d) after %" PRIu64 " ms.", sh->child.unit,
                     sh->sandbox_id, sh->ended_by, sh->exit_code, sh->duration_usec / USEC_PER_MSEC);
 
         for (size_t i = 0; i < sh->n_waiters; i++) {
@@ -556,8 +500,8 @@ static void shell_maybe_end(Shell *sh) {
 
 static int on_kill_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         Shell *sh = userdata;
-        if (!sh->exited)
-                (void) kill(sh->pid, SIGKILL);
+        if (!sh->child.exited)
+                (void) kill(sh->child.pid, SIGKILL);
         return 0;
 }
 
@@ -577,7 +521,7 @@ static void shell_hangup(Shell *sh, const char *by) {
         sh->sock_source = sd_event_source_disable_unref(sh->sock_source);
         sh->sock_fd = safe_close(sh->sock_fd);
         sh->to_client_len = 0;
-        if (sh->exited) {
+        if (sh->child.exited) {
                 shell_maybe_end(sh);
                 return;
         }
@@ -586,8 +530,8 @@ static void shell_hangup(Shell *sh, const char *by) {
          * should the shell still live after 2 s, it gets SIGKILL from us. */
         sh->master_source = sd_event_source_disable_unref(sh->master_source);
         sh->master_fd = safe_close(sh->master_fd);
-        (void) kill(sh->pid, SIGHUP);
-        (void) unit_stop_nowait(sh->manager, sh->unit);
+        (void) kill(sh->child.pid, SIGHUP);
+        (void) unit_stop_nowait(sh->manager, sh->child.unit);
         (void) sd_event_add_time_relative(sh->manager->event, &sh->kill_timer, CLOCK_MONOTONIC,
                                           HANGUP_KILL_USEC, 0, on_kill_timer, sh);
 }
@@ -609,10 +553,10 @@ static void shell_reply_error(Shell *sh, const char *name, const char *what, int
 }
 
 static void shell_setup_failed(Shell *sh) {
-        ShellFailure f = {};
+        ScopeChildFailure f;
         char what[256];
 
-        if (sh->err_fd >= 0 && read(sh->err_fd, &f, sizeof(f)) == sizeof(f)) {
+        if (scope_child_read_failure(&sh->child, &f) > 0) {
                 snprintf(what, sizeof(what), "Could not set up the shell (%s)", f.step ?: "setup");
                 shell_reply_error(sh, SD_BUS_ERROR_FAILED, what, f.error);
         } else
@@ -620,38 +564,24 @@ static void shell_setup_failed(Shell *sh) {
         shell_free(sh);
 }
 
-static void on_scope_stopped(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
-        Shell *sh = userdata;
-        sh->job = NULL;
-        shell_setup_failed(sh);
+static void shell_child_exited(ScopeChild *c) {
+        Shell *sh = c->userdata;
+
+        if (c->status.si_code == CLD_EXITED)
+                sh->exit_code = c->status.si_status;
+        else {
+                sh->signal = c->status.si_status;
+                sh->exit_code = 128 + c->status.si_status;
+        }
 }
 
-static int on_child_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
-        Shell *sh = userdata;
+/* The shell exited; had it died during its setup, its scope is gone too. */
+static void shell_child_done(ScopeChild *c) {
+        Shell *sh = c->userdata;
 
-        if (!sh) {
-                sd_event_source_disable_unref(es); /* reaped after its Shell was freed */
-                return 0;
-        }
-        sh->child_source = sd_event_source_disable_unref(sh->child_source);
-        sh->status = *si;
-        sh->exited = true;
-        if (si->si_code == CLD_EXITED)
-                sh->exit_code = si->si_status;
-        else {
-                sh->signal = si->si_status;
-                sh->exit_code = 128 + si->si_status;
-        }
-
-        if (!sh->started) {
-                /* It died during its setup. Answer only once its scope is gone, so a call that fails
-                 * leaves no unit behind. */
-                if (sh->job)
-                        return 0; /* on_scope_started() goes on */
-                if (sh->scope_up && unit_stop(sh->manager, sh->unit, on_scope_stopped, sh, &sh->job) >= 0)
-                        return 0;
+        if (!c->started) {
                 shell_setup_failed(sh);
-                return 0;
+                return;
         }
 
         /* The last of what it showed is in the master now. */
@@ -662,14 +592,13 @@ static int on_child_exit(sd_event_source *es, const siginfo_t *si, void *userdat
         sh->master_eof = true;
         if (sh->sock_fd >= 0 && client_write_some(sh) < 0) {
                 shell_hangup(sh, "client");
-                return 0;
+                return;
         }
         relay_update(sh);
         if (sh->to_client_len > 0)
                 (void) sd_event_add_time_relative(sh->manager->event, &sh->drain_timer, CLOCK_MONOTONIC,
                                                   DRAIN_USEC, 0, on_drain_timer, sh);
         shell_maybe_end(sh);
-        return 0;
 }
 
 /* ShellIdleSec=: no byte either way for that long hangs the shell up (ended_by "idle"). The timer is
@@ -678,7 +607,7 @@ static int on_idle_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         Shell *sh = userdata;
         uint64_t now = now_usec(CLOCK_MONOTONIC), deadline = sh->last_activity + sh->idle_usec;
 
-        if (sh->hung_up || sh->exited)
+        if (sh->hung_up || sh->child.exited)
                 return 0;
         if (now < deadline) {
                 (void) sd_event_source_set_time(es, deadline);
@@ -686,7 +615,7 @@ static int on_idle_timer(sd_event_source *es, uint64_t usec, void *userdata) {
                 return 0;
         }
         log_sandbox(LOG_INFO, sh->sandbox_id, "Shell %s of sandbox %s idle for %" PRIu64 " s: hanging up.",
-                    sh->unit, sh->sandbox_id, sh->idle_usec / USEC_PER_SEC);
+                    sh->child.unit, sh->sandbox_id, sh->idle_usec / USEC_PER_SEC);
         shell_hangup(sh, "idle");
         return 0;
 }
@@ -716,33 +645,31 @@ static int shell_start_relay(Shell *sh) {
         return 0;
 }
 
-/* The shell may run once it is confined and its scope is up, whichever comes last. */
-static void shell_maybe_go(Shell *sh) {
+/* The shell may run once it is confined and its scope is up, whichever comes last
+ * (scope_child_may_go()). */
+static void shell_child_go(ScopeChild *c) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Shell *sh = c->userdata;
         int r;
-
-        if (!sh->ready || !sh->scope_up || sh->started || sh->exited)
-                return;
 
         sh->start_mono = now_usec(CLOCK_MONOTONIC);
         /* OutputMax= too small for even a header (0: capture nothing) means no recording. */
         r = 0;
         if (sh->manager->config.output_max >= ASCIICAST_MIN_MAX)
                 r = asciicast_start(&sh->rec, sh->manager->config.output_max, sh->cols, sh->rows,
-                                    now_usec(CLOCK_REALTIME) / USEC_PER_SEC, sh->term, SHELL_PATH, sh->unit);
+                                    now_usec(CLOCK_REALTIME) / USEC_PER_SEC, sh->term, SHELL_PATH, sh->child.unit);
         if (r >= 0)
                 r = shell_start_relay(sh);
         if (r >= 0)
                 r = sd_bus_message_new_method_return(sh->request, &reply);
         if (r >= 0)
-                r = sd_bus_message_append(reply, "hs", sh->peer_fd, sh->unit);
+                r = sd_bus_message_append(reply, "hs", sh->peer_fd, sh->child.unit);
         if (r < 0) {
-                (void) kill(sh->pid, SIGKILL);
+                (void) kill(c->pid, SIGKILL);
                 shell_reply_error(sh, SD_BUS_ERROR_FAILED, "Could not start relaying the shell", -r);
                 return; /* the child's exit stops the scope and frees us */
         }
 
-        sh->started = true;
         /* Noted before the shell runs: a session cut off by sandboxd's death gets its row ("interrupted")
          * at the next start, if not its recording. */
         _cleanup_free_ char *detail = shell_detail(sh, NULL, NULL);
@@ -750,91 +677,44 @@ static void shell_maybe_go(Shell *sh) {
                             &(AuditRow) { .session_id = sh->sandbox_id, .operation = "takeover", .detail = detail,
                                           .started_at = sh->call_started_at },
                             sh->audit_key);
-        if (write(sh->go_fd, "g", 1) != 1) {
-                (void) kill(sh->pid, SIGKILL);
-                shell_reply_error(sh, SD_BUS_ERROR_FAILED, "Could not start the shell", errno);
-                sh->started = false;
+        r = scope_child_go(c);
+        if (r < 0) {
+                (void) kill(c->pid, SIGKILL);
+                shell_reply_error(sh, SD_BUS_ERROR_FAILED, "Could not start the shell", -r);
+                c->started = false;
                 return;
         }
-        sh->go_fd = safe_close(sh->go_fd);
-        sh->ready_source = sd_event_source_disable_unref(sh->ready_source);
         /* The message holds its own copy of the caller's end; ours must go, or the caller's close
          * would never reach us as EOF. */
         (void) sd_bus_send(NULL, reply, NULL);
         sh->peer_fd = safe_close(sh->peer_fd);
         sh->request = sd_bus_message_unref(sh->request);
-        log_sandbox(LOG_INFO, sh->sandbox_id, "Shell %s of sandbox %s opened for %s (%ux%u).", sh->unit,
+        log_sandbox(LOG_INFO, sh->sandbox_id, "Shell %s of sandbox %s opened for %s (%ux%u).", sh->child.unit,
                     sh->sandbox_id, sh->caller.account_id, sh->cols, sh->rows);
 }
 
-static void on_scope_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
-        Shell *sh = userdata;
+static void shell_child_scope_failed(ScopeChild *c, int error, const sd_bus_error *bus_error) {
+        shell_reply_error(c->userdata, SD_BUS_ERROR_FAILED, "Could not start the shell's scope", error);
+}
 
-        sh->job = NULL;
-        if (!result || !streq(result, "done")) {
-                if (sh->exited) {
-                        shell_setup_failed(sh);
-                        return;
-                }
-                (void) kill(sh->pid, SIGKILL);
-                shell_reply_error(
-                        sh, SD_BUS_ERROR_FAILED, "Could not start the shell's scope",
-                        error && sd_bus_error_is_set(error) ? (sd_bus_error_get_errno(error) ?: EIO) : EIO);
-                return; /* the child's exit frees us */
+/* Its "ready" brings the PTY master. */
+static bool shell_child_ready(ScopeChild *c, bool ok, int fd) {
+        Shell *sh = c->userdata;
+
+        if (fd >= 0) {
+                safe_close(sh->master_fd);
+                sh->master_fd = fd;
         }
-        sh->scope_up = true;
-        if (sh->exited) {
-                if (unit_stop(m, sh->unit, on_scope_stopped, sh, &sh->job) < 0)
-                        shell_setup_failed(sh);
-                return;
-        }
-        shell_maybe_go(sh);
+        return ok && sh->master_fd >= 0;
 }
 
-static int on_child_ready(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        Shell *sh = userdata;
-        char c = 0;
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control = {};
-        struct iovec iov = {.iov_base = &c, .iov_len = 1};
-        struct msghdr mh = {
-                .msg_iov = &iov,
-                .msg_iovlen = 1,
-                .msg_control = control.buf,
-                .msg_controllen = sizeof(control.buf),
-        };
-        ssize_t n;
-
-        n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EAGAIN)
-                return 0;
-        sh->ready_source = sd_event_source_disable_unref(sh->ready_source);
-        for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm))
-                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-                    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
-                        safe_close(sh->master_fd);
-                        memcpy(&sh->master_fd, CMSG_DATA(cm), sizeof(int));
-                }
-        if (n != 1 || c != 'r' || sh->master_fd < 0)
-                return 0; /* it failed; its exit tells why */
-        sh->ready = true;
-        shell_maybe_go(sh);
-        return 0;
-}
-
-static int append_scope_props(sd_bus_message *msg, void *userdata) {
-        Shell *sh = userdata;
-        char desc[256];
-
-        snprintf(desc, sizeof(desc), "sandbox %s shell", sh->sandbox_id);
-        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)", "Description", "s", desc,
-                                     "Slice", "s", sh->slice, "PIDs", "au", 1, (uint32_t) sh->pid,
-                                     "TasksMax", "t", sh->tasks_max, "MemoryMax", "t", sh->memory_max,
-                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC, "CollectMode", "s",
-                                     "inactive-or-failed", "SendSIGHUP", "b", 1);
-}
+static const ScopeChildOps shell_child_ops = {
+        .ready = shell_child_ready,
+        .go = shell_child_go,
+        .scope_failed = shell_child_scope_failed,
+        .exited = shell_child_exited,
+        .done = shell_child_done,
+};
 
 static char **shell_env(const char *term) {
         char **env = calloc(9, sizeof(char *));
@@ -864,8 +744,8 @@ fail:
 
 int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
         Manager *m = s->manager;
-        _cleanup_close_pair_ int stream[2] = {-EBADF, -EBADF}, go[2] = {-EBADF, -EBADF},
-                                 fail[2] = {-EBADF, -EBADF};
+        _cleanup_close_pair_ int stream[2] = { -EBADF, -EBADF }, go[2] = { -EBADF, -EBADF },
+                                 fail[2] = { -EBADF, -EBADF };
         _cleanup_strv_free_ char **env = NULL;
         const char *term = spec->term ?: TERM_DEFAULT;
         Shell *sh;
@@ -895,7 +775,8 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
         if (!sh)
                 return -ENOMEM;
         sh->manager = m;
-        sh->go_fd = sh->err_fd = sh->master_fd = sh->sock_fd = sh->peer_fd = -EBADF;
+        scope_child_setup(&sh->child, m, &shell_child_ops, sh);
+        sh->master_fd = sh->sock_fd = sh->peer_fd = -EBADF;
         sh->rec = (Asciicast) ASCIICAST_INIT;
         sh->cols = spec->cols;
         sh->rows = spec->rows;
@@ -916,7 +797,7 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
                 free(sh);
                 return -ENOMEM;
         }
-        snprintf(sh->unit, sizeof(sh->unit), "sandbox-%s-shell-%" PRIu64 ".scope", s->id,
+        snprintf(sh->child.unit, sizeof(sh->child.unit), "sandbox-%s-shell-%" PRIu64 ".scope", s->id,
                  sandbox_next_unit_number(s));
 
         ShellChildArgs a = {
@@ -931,41 +812,33 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
                 .envp = env,
         };
 
-        /* Children we fork now are born in the sandbox's PID namespace; we ourselves stay where we are. */
-        if (setns(s->init_pidfd, CLONE_NEWPID) < 0) {
+        /* Born in the sandbox's PID namespace; we ourselves stay where we are. */
+        pid_t pid = scope_child_spawn(&(ScopeChildSpawn) {
+                .pidns_fd = s->init_pidfd,
+                .host_pidns_fd = m->host_pidns_fd,
+                .cgroup2_fd = -EBADF,
+                .child = shell_child_run,
+                .arg = &a,
+        });
+        if (pid < 0) {
                 r = -errno;
                 shell_free(sh);
                 return r;
         }
-        pid_t pid = fork();
-        int fork_errno = errno;
-        if (pid == 0)
-                shell_child(&a);
-        if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
-                abort(); /* we could never fork a helper of our own again */
-        if (pid < 0) {
-                shell_free(sh);
-                return -fork_errno;
-        }
-        sh->pid = pid;
-        sh->go_fd = TAKE_FD(go[1]);
-        sh->err_fd = TAKE_FD(fail[0]);
         sh->sock_fd = TAKE_FD(stream[0]);
         sh->peer_fd = TAKE_FD(stream[1]);
-        (void) fcntl(sh->err_fd, F_SETFL, O_NONBLOCK);
-        (void) fcntl(sh->go_fd, F_SETFL, O_NONBLOCK);
 
-        r = sd_event_add_child(m->event, &sh->child_source, pid, WEXITED, on_child_exit, sh);
+        r = scope_child_attach(&sh->child, pid, TAKE_FD(go[1]), TAKE_FD(fail[0]));
         if (r < 0)
                 goto fail_kill;
-        r = sd_event_add_io(m->event, &sh->ready_source, sh->go_fd, EPOLLIN, on_child_ready, sh);
-        if (r < 0)
-                goto fail_kill;
-        r = hashmap_put(m->shells, sh->unit, sh);
+        r = hashmap_put(m->shells, sh->child.unit, sh);
         if (r < 0)
                 goto fail_kill;
         /* systemd sets up the scope while the child confines itself. */
-        r = unit_start_transient(m, sh->unit, append_scope_props, NULL, sh, on_scope_started, sh, &sh->job);
+        char desc[SCOPE_DESCRIPTION_MAX];
+        ScopeProps props = scope_props_sandbox(desc, sh->sandbox_id, "shell", sh->slice, pid, sh->tasks_max,
+                                               sh->memory_max, UINT64_MAX);
+        r = scope_child_start_scope(&sh->child, &props, NULL, NULL);
         if (r < 0)
                 goto fail_kill;
         sh->request = sd_bus_message_ref(request);
@@ -974,7 +847,7 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
 fail_kill:
         /* Nothing of the shell ran yet; it dies and the caller gets the error now. */
         (void) kill(pid, SIGKILL);
-        if (!sh->child_source)
+        if (!sh->child.child_source)
                 (void) waitpid(pid, NULL, 0);
         shell_free(sh);
         return r;
@@ -994,7 +867,7 @@ int shell_resize(Manager *m, const char *unit, uid_t caller, unsigned cols, unsi
                 return -ENOENT;
         if (!shell_size_is_valid(cols, rows))
                 return -EINVAL;
-        if (sh->ended || sh->exited || sh->hung_up)
+        if (sh->ended || sh->child.exited || sh->hung_up)
                 return -ESRCH;
         sh->cols = cols;
         sh->rows = rows;
@@ -1004,7 +877,7 @@ int shell_resize(Manager *m, const char *unit, uid_t caller, unsigned cols, unsi
                 if (ioctl(sh->master_fd, TIOCSWINSZ, &ws) < 0)
                         return -errno;
         }
-        if (sh->started)
+        if (sh->child.started)
                 asciicast_resize(&sh->rec, shell_elapsed(sh), cols, rows);
         return 0;
 }

@@ -146,14 +146,11 @@ Sandbox *sandbox_free(Sandbox *s) {
         exec_detach_all(s);
         warm_scope_free_all(s);
         job_wait_cancel(s->job);
+        scope_child_release(&s->child);
         s->init_source = sd_event_source_disable_unref(s->init_source);
-        s->child_source = sd_event_source_disable_unref(s->child_source);
-        s->err_source = sd_event_source_disable_unref(s->err_source);
         s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
         s->init_pidfd = safe_close(s->init_pidfd);
         disk_unpin(s);
-        s->go_fd = safe_close(s->go_fd);
-        s->err_fd = safe_close(s->err_fd);
         sd_bus_message_unref(s->create_request);
         for (size_t i = 0; i < s->n_delete_requests; i++)
                 sd_bus_message_unref(s->delete_requests[i]);
@@ -167,6 +164,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         return NULL;
 }
 
+static const ScopeChildOps init_child_ops;
+
 static int sandbox_alloc(Manager *m, const char *id, const char *name, const char *type, const char *owner,
                          bool pooled, Sandbox **ret) {
         Sandbox *s;
@@ -177,8 +176,8 @@ static int sandbox_alloc(Manager *m, const char *id, const char *name, const cha
         if (!s)
                 return -ENOMEM;
         s->manager = m;
-        s->init_pidfd = s->go_fd = s->err_fd = s->disk_pin_fd = -EBADF;
-        s->child_pid = 0;
+        scope_child_setup(&s->child, m, &init_child_ops, s);
+        s->init_pidfd = s->disk_pin_fd = -EBADF;
         snprintf(s->id, sizeof(s->id), "%s", id);
         s->name = strdup(name);
         s->type = strdup(type);
@@ -299,7 +298,7 @@ static void sandbox_finish_delete(Sandbox *s);
 
 static void sandbox_init_died(Sandbox *s) {
         s->init_source = sd_event_source_disable_unref(s->init_source);
-        s->child_source = sd_event_source_disable_unref(s->child_source);
+        s->child.child_source = sd_event_source_disable_unref(s->child.child_source);
         s->init_pidfd = safe_close(s->init_pidfd);
         if (s->state == SANDBOX_RUNNING && s->pooled) {
                 /* Nobody owns it yet: it goes, and the pool makes another. */
@@ -332,30 +331,20 @@ static int on_init_pidfd(sd_event_source *es, int fd, uint32_t revents, void *us
         return 0;
 }
 
-static int on_init_child(sd_event_source *es, const siginfo_t *si, void *userdata);
-
 /* --- creation --------------------------------------------------------------------------------------- */
 
-typedef struct InitFailure {
-        int error;
-        const char *step; /* a static string: valid in the parent, which shares our binary */
-} InitFailure;
-
 static _noreturn_ void init_fail(int fd, const char *step, int error) {
-        InitFailure f = { .error = error, .step = step };
-        (void) !write(fd, &f, sizeof(f));
-        _exit(EXIT_FAILURE);
+        scope_child_fail(fd, SCOPE_CHILD_STAGE_SETUP, step, error, EXIT_FAILURE);
 }
 
 static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
         Manager *m = s->manager;
         const char *step = NULL;
-        char go;
         int r;
 
         if (confine_reset_signals() < 0)
                 init_fail(err_fd, "reset signals", errno);
-        if (read(go_fd, &go, 1) != 1)
+        if (scope_child_wait_go(go_fd) < 0)
                 _exit(EXIT_FAILURE); /* sandboxd gave up on us */
         /* Before the new mount namespace: see disk_image_mount(). */
         _cleanup_close_ int image = -EBADF;
@@ -399,6 +388,20 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
         init_fail(err_fd, "execute sandbox-init", errno);
 }
 
+typedef struct InitChildArgs {
+        Sandbox *sandbox;
+        int go_fd, err_fd;             /* the child's ends */
+        int parent_go, parent_err;     /* ours, which the child must not hold (EOF on go is its way out) */
+} InitChildArgs;
+
+static void init_child_run(void *userdata) {
+        InitChildArgs *a = userdata;
+
+        safe_close(a->parent_go);
+        safe_close(a->parent_err);
+        init_child(a->sandbox, a->go_fd, a->err_fd);
+}
+
 static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
         Manager *m = s->manager;
 
@@ -416,8 +419,8 @@ static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
                 (void) sd_bus_reply_method_errorf(s->create_request, SD_BUS_ERROR_FAILED, "%s", message);
                 s->create_request = sd_bus_message_unref(s->create_request);
         }
-        if (s->child_pid > 0)
-                (void) kill(s->child_pid, SIGKILL);
+        if (s->child.pid > 0)
+                (void) kill(s->child.pid, SIGKILL);
         /* The slice came with the scope; stopping it takes whatever is left. */
         (void) unit_stop_nowait(m, s->slice);
         (void) namespace_remove_workspace(s->workspace);
@@ -447,9 +450,7 @@ static int sandbox_persist(Sandbox *s) {
 static void sandbox_started(Sandbox *s) {
         int r;
 
-        s->err_source = sd_event_source_disable_unref(s->err_source);
-        s->err_fd = safe_close(s->err_fd);
-        s->init_pid = s->child_pid;
+        s->init_pid = s->child.pid;
         /* EOF on the report pipe means exec, or death: tell them apart without reaping. */
         siginfo_t si = {};
         if (waitid(P_PID, s->init_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == s->init_pid)
@@ -488,56 +489,28 @@ static void sandbox_started(Sandbox *s) {
         sandbox_emit_new(s);
 }
 
-static int on_init_report(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        Sandbox *s = userdata;
-        InitFailure f;
-        ssize_t n;
+/* f NULL: close-on-exec closed the report pipe, sandbox-init runs. */
+static void init_child_report(ScopeChild *c, const ScopeChildFailure *f) {
+        Sandbox *s = c->userdata;
 
-        n = read(fd, &f, sizeof(f));
-        if (n < 0 && errno == EAGAIN)
-                return 0;
-        if (n == 0) {
-                /* close-on-exec closed it: sandbox-init runs */
+        if (!f)
                 sandbox_started(s);
-                return 0;
-        }
-        if (n != sizeof(f))
-                sandbox_create_failed(s, "set up the sandbox", n < 0 ? errno : EIO);
         else
-                sandbox_create_failed(s, f.step ?: "set up the sandbox", f.error);
-        return 0;
+                sandbox_create_failed(s, f->step ?: "set up the sandbox", f->error);
 }
 
-static int on_init_child(sd_event_source *es, const siginfo_t *si, void *userdata) {
-        Sandbox *s = userdata;
+static void init_child_done(ScopeChild *c) {
+        Sandbox *s = c->userdata;
 
-        s->child_source = sd_event_source_disable_unref(s->child_source);
         if (s->state == SANDBOX_STARTING) {
                 /* Died before reporting: the report source will see EOF or the failure. If it was EOF
                  * without exec (killed), say so. */
-                if (s->err_source)
-                        return 0;
+                if (c->report_source)
+                        return;
                 sandbox_create_failed(s, "start sandbox-init", ECHILD);
-                return 0;
+                return;
         }
         sandbox_init_died(s);
-        return 0;
-}
-
-static int append_init_scope_props(sd_bus_message *msg, void *userdata) {
-        Sandbox *s = userdata;
-        char desc[128];
-
-        snprintf(desc, sizeof(desc), "sandbox %s init", s->id);
-        /* SIGKILL: PID 1 of a PID namespace ignores every other signal it has no handler for, also
-         * from outside, and sandbox-init has nothing to clean up. */
-        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)",
-                                     "Description", "s", desc,
-                                     "Slice", "s", s->slice,
-                                     "PIDs", "au", 1, (uint32_t) s->child_pid,
-                                     "KillSignal", "i", (int32_t) SIGKILL,
-                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
-                                     "CollectMode", "s", "inactive-or-failed");
 }
 
 static int append_slice(sd_bus_message *msg, void *userdata) {
@@ -564,22 +537,31 @@ static int append_slice(sd_bus_message *msg, void *userdata) {
         return sd_bus_message_close_container(msg);
 }
 
-static void on_init_scope(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
-        Sandbox *s = userdata;
+static void init_child_scope_failed(ScopeChild *c, int error, const sd_bus_error *bus_error) {
+        Sandbox *s = c->userdata;
 
-        s->job = NULL;
-        if (!result || !streq(result, "done")) {
-                if (error && sd_bus_error_is_set(error)) {
-                        log_sandbox(LOG_ERR, s->id, "StartTransientUnit for %s failed: %s", s->id, error->message);
-                        return sandbox_create_failed(s, "start the sandbox's units",
-                                                     sd_bus_error_get_errno(error) ?: EIO);
-                }
-                return sandbox_create_failed(s, "start the sandbox's units", EIO);
-        }
-        if (write(s->go_fd, "g", 1) != 1)
-                return sandbox_create_failed(s, "start sandbox-init", errno);
-        s->go_fd = safe_close(s->go_fd);
+        if (bus_error && sd_bus_error_is_set(bus_error))
+                log_sandbox(LOG_ERR, s->id, "StartTransientUnit for %s failed: %s", s->id, bus_error->message);
+        sandbox_create_failed(s, "start the sandbox's units", error);
 }
+
+/* Its scope and slice are up: the init may set up the sandbox and exec sandbox-init. */
+static void init_child_go(ScopeChild *c) {
+        int r = scope_child_go(c);
+        if (r < 0)
+                sandbox_create_failed(c->userdata, "start sandbox-init", -r);
+}
+
+/* The init waits for go before anything else; its report pipe is watched from the start, and its
+ * exit for the sandbox's life. */
+static const ScopeChildOps init_child_ops = {
+        .report = init_child_report,
+        .go = init_child_go,
+        .scope_failed = init_child_scope_failed,
+        .done = init_child_done,
+        .ready_at_spawn = true,
+        .keep_scope = true,
+};
 
 /* --- the pool ------------------------------------------------------------------------------------
 
@@ -761,40 +743,44 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         }
 
         /* Our next child is PID 1 of a new PID namespace; we stay in ours. */
-        if (unshare(CLONE_NEWPID) < 0) {
+        InitChildArgs a = {
+                .sandbox = s,
+                .go_fd = go[0],
+                .err_fd = rep[1],
+                .parent_go = go[1],
+                .parent_err = rep[0],
+        };
+        pid_t pid = scope_child_spawn(&(ScopeChildSpawn) {
+                .pidns_fd = -EBADF,
+                .host_pidns_fd = m->host_pidns_fd,
+                .cgroup2_fd = -EBADF,
+                .child = init_child_run,
+                .arg = &a,
+        });
+        if (pid < 0) {
                 r = -errno;
                 goto fail;
         }
-        pid_t pid = fork();
-        int fork_errno = errno;
-        if (pid == 0) {
-                go[1] = safe_close(go[1]);
-                rep[0] = safe_close(rep[0]);
-                init_child(s, go[0], rep[1]);
-        }
-        if (setns(m->host_pidns_fd, CLONE_NEWPID) < 0)
-                abort(); /* every later fork would land in that namespace */
-        if (pid < 0) {
-                r = -fork_errno;
-                goto fail;
-        }
-        s->child_pid = pid;
-        s->go_fd = TAKE_FD(go[1]);
-        s->err_fd = TAKE_FD(rep[0]);
-        (void) fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
         go[0] = safe_close(go[0]);
         rep[1] = safe_close(rep[1]);
 
-        r = sd_event_add_child(m->event, &s->child_source, pid, WEXITED, on_init_child, s);
-        if (r < 0)
-                goto fail_kill;
-        r = sd_event_add_io(m->event, &s->err_source, s->err_fd, EPOLLIN, on_init_report, s);
+        r = scope_child_attach(&s->child, pid, TAKE_FD(go[1]), TAKE_FD(rep[0]));
         if (r < 0)
                 goto fail_kill;
 
-        char scope[UNIT_NAME_MAX];
-        snprintf(scope, sizeof(scope), "sandbox-%s-init.scope", s->id);
-        r = unit_start_transient(m, scope, append_init_scope_props, append_slice, s, on_init_scope, s, &s->job);
+        char desc[128];
+        snprintf(s->child.unit, sizeof(s->child.unit), "sandbox-%s-init.scope", s->id);
+        snprintf(desc, sizeof(desc), "sandbox %s init", s->id);
+        /* SIGKILL: PID 1 of a PID namespace ignores every other signal it has no handler for, also
+         * from outside, and sandbox-init has nothing to clean up. */
+        r = scope_child_start_scope(&s->child,
+                                    &(ScopeProps) {
+                                            .description = desc,
+                                            .slice = s->slice,
+                                            .pid = pid,
+                                            .kill_signal = SIGKILL,
+                                    },
+                                    append_slice, s);
         if (r < 0)
                 goto fail_kill;
 
@@ -804,14 +790,10 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         return 0;
 
 fail_kill:
+        /* We no longer care about the result: reaped here. */
         (void) kill(pid, SIGKILL);
-        if (!s->child_source)
-                (void) waitpid(pid, NULL, 0);
-        else {
-                /* let the event loop reap it; we no longer care about the result */
-                s->child_source = sd_event_source_disable_unref(s->child_source);
-                (void) waitpid(pid, NULL, 0);
-        }
+        s->child.child_source = sd_event_source_disable_unref(s->child.child_source);
+        (void) waitpid(pid, NULL, 0);
 fail:
         (void) namespace_remove_workspace(s->workspace);
 fail_workspace:
@@ -892,7 +874,7 @@ int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, c
         /* The quick way: SIGKILL to the sandbox's PID 1 ends its PID namespace and so every process
          * in it; we answer when the init is gone (sandbox_init_died()). Without a live init, ask
          * systemd to stop the slice and wait for that. */
-        if (s->init_pidfd >= 0 && (s->init_source || s->child_source) &&
+        if (s->init_pidfd >= 0 && (s->init_source || s->child.child_source) &&
             pidfd_send_signal(s->init_pidfd, SIGKILL, NULL, 0) >= 0) {
                 s->killing_init = true;
                 return 0;
@@ -1073,8 +1055,8 @@ void sandbox_pool_drain(Manager *m) {
         for (Sandbox *p = m->pool; p; p = p->pool_next) {
                 if (p->init_pidfd >= 0)
                         (void) pidfd_send_signal(p->init_pidfd, SIGKILL, NULL, 0);
-                else if (p->child_pid > 0)
-                        (void) kill(p->child_pid, SIGKILL);
+                else if (p->child.pid > 0)
+                        (void) kill(p->child.pid, SIGKILL);
                 (void) unit_stop_nowait(m, p->slice);
         }
 }

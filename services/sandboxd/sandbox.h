@@ -11,6 +11,7 @@
 #include "caller.h"
 #include "macro.h"
 #include "sandbox-id.h"
+#include "scope-child.h"
 #include "unit.h"
 
 typedef struct Manager Manager;
@@ -53,11 +54,9 @@ typedef struct Sandbox {
         uint64_t exec_next;        /* next unit number; never repeats */
         uint64_t exec_reserved;    /* numbers below this are promised by the store */
 
-        /* creation */
-        pid_t child_pid;
-        int go_fd, err_fd;
-        sd_event_source *err_source, *child_source;
-        JobWait *job;
+        /* creation: the init as a confined child in its scope (and its exit, for the sandbox's life) */
+        ScopeChild child;
+        JobWait *job;      /* stopping the slice */
         sd_bus_message *create_request;
         Caller create_caller;
         uint64_t create_started, create_mono;

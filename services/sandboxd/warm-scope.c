@@ -26,6 +26,7 @@
  * scope unused for a while is let go. */
 #include "warm-scope.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -42,9 +43,9 @@
 
 #include "cgroup-join.h"
 #include "macro.h"
-#include "sandbox-exec.h"
 #include "sandbox.h"
 #include "sandboxd-manager.h"
+#include "scope-child.h"
 #include "time-util.h"
 #include "unit.h"
 
@@ -73,7 +74,8 @@ struct WarmScope {
         char unit[UNIT_NAME_MAX];
         uint64_t tasks_max, memory_max, runtime_max, idle_usec;
         Placeholder *placeholder;    /* NULL once it is gone */
-        ExecQueued *waiter;          /* made for this waiting Exec (not in the sandbox's list) */
+        void *waiter;                /* made for this waiting Exec (not in the sandbox's list) */
+        warm_scope_made_t made;      /* and how it is told */
         sd_event_source *idle_timer;
         JobWait *job;
         bool ready;
@@ -145,7 +147,7 @@ static int on_placeholder_exit(sd_event_source *es, const siginfo_t *si, void *u
                 /* Died before an Exec took its scope (systemd stopped it, say): no warm scope then. One
                  * taken is its Exec's to free. */
                 if (w->waiter)
-                        exec_scope_made(w->waiter, false); /* frees it; the call goes on without */
+                        w->made(w->waiter, false); /* frees it; the call goes on without */
                 else if (w->listed)
                         warm_scope_free(w);
         }
@@ -171,7 +173,7 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
         if (!result || !streq(result, "done") || !w->placeholder ||
             cgroup_read(w->placeholder->pid, &w->cgroups) < 0) {
                 if (w->waiter)
-                        exec_scope_made(w->waiter, false); /* frees it; the call goes on without */
+                        w->made(w->waiter, false); /* frees it; the call goes on without */
                 else
                         warm_scope_free(w);
                 return;
@@ -181,29 +183,22 @@ static void on_warm_started(Manager *m, const char *result, const sd_bus_error *
         if (open_cgroups(w, w->fds, ELEMENTSOF(w->fds), &w->n_fds, &w->cgroup2_fd) >= 0)
                 w->opened = true;
         if (w->waiter) {
-                ExecQueued *q = TAKE_PTR(w->waiter);
-                exec_scope_made(q, true); /* its Exec takes it over */
+                void *waiter = TAKE_PTR(w->waiter);
+                w->made(waiter, true); /* its Exec takes it over */
                 return;
         }
         (void) sd_event_add_time_relative(m->event, &w->idle_timer, CLOCK_MONOTONIC, w->idle_usec,
                                           USEC_PER_SEC, on_idle, w);
 }
 
+/* An Exec's scope (sandbox-exec.c), with the placeholder in it. */
 static int append_warm_props(sd_bus_message *msg, void *userdata) {
         WarmScope *w = userdata;
-        char desc[128];
+        char desc[SCOPE_DESCRIPTION_MAX];
+        ScopeProps props = scope_props_sandbox(desc, w->sandbox->id, "command", w->sandbox->slice,
+                                               w->placeholder->pid, w->tasks_max, w->memory_max, w->runtime_max);
 
-        snprintf(desc, sizeof(desc), "sandbox %s command", w->sandbox->id);
-        return sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)(sv)",
-                                     "Description", "s", desc,
-                                     "Slice", "s", w->sandbox->slice,
-                                     "PIDs", "au", 1, (uint32_t) w->placeholder->pid,
-                                     "TasksMax", "t", w->tasks_max,
-                                     "MemoryMax", "t", w->memory_max,
-                                     "RuntimeMaxUSec", "t", w->runtime_max,
-                                     "TimeoutStopUSec", "t", (uint64_t) USEC_PER_SEC,
-                                     "CollectMode", "s", "inactive-or-failed",
-                                     "SendSIGHUP", "b", 1);
+        return scope_props_append(msg, &props);
 }
 
 /* The placeholder's whole life, in a clone of sandboxd that shares its memory: only system calls
@@ -311,7 +306,7 @@ void warm_placeholder_done(WarmScopePin *p) {
 }
 
 static int prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
-                   ExecQueued *waiter, WarmScope **ret) {
+                   warm_scope_made_t made, void *waiter, WarmScope **ret) {
         Manager *m = s->manager;
         Placeholder *p = NULL;
         WarmScope *w;
@@ -326,6 +321,7 @@ static int prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t
         w->memory_max = memory_max;
         w->runtime_max = runtime_max;
         w->waiter = waiter;
+        w->made = made;
         w->idle_usec = s->n_warm == 0 ? WARM_IDLE_USEC : WARM_EXTRA_IDLE_USEC;
         snprintf(w->unit, sizeof(w->unit), "sandbox-%s-exec-%" PRIu64 ".scope", s->id, sandbox_next_unit_number(s));
 
@@ -369,14 +365,17 @@ int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint
         if (s->state != SANDBOX_RUNNING || s->manager->exiting || s->n_warm >= WARM_MAX)
                 return 0;
         return prepare(s, tasks_max, memory_max, max_timeout_usec + WARM_IDLE_USEC + 60 * USEC_PER_SEC, NULL,
-                       NULL);
+                       NULL, NULL);
 }
 
 int warm_scope_prepare_for(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
-                           ExecQueued *waiter, WarmScope **ret) {
+                           warm_scope_made_t made, void *waiter, WarmScope **ret) {
+        assert(made);
+        assert(waiter);
+
         if (s->state != SANDBOX_RUNNING || s->manager->exiting)
                 return -ESTALE;
-        return prepare(s, tasks_max, memory_max, runtime_max, waiter, ret);
+        return prepare(s, tasks_max, memory_max, runtime_max, made, waiter, ret);
 }
 
 int warm_scope_prepare_default(Sandbox *s, unsigned n) {
@@ -414,11 +413,16 @@ bool warm_scope_has_pending(Sandbox *s, uint64_t tasks_max, uint64_t memory_max)
         return false;
 }
 
-bool warm_scope_adopt(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, ExecQueued *waiter, WarmScope **ret) {
+bool warm_scope_adopt(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, warm_scope_made_t made, void *waiter,
+                      WarmScope **ret) {
+        assert(made);
+        assert(waiter);
+
         for (WarmScope *w = s->warm; w; w = w->next)
                 if (pending(w, tasks_max, memory_max)) {
                         unlist(w);
                         w->waiter = waiter;
+                        w->made = made;
                         *ret = w;
                         return true;
                 }

@@ -9,7 +9,10 @@
 
 typedef struct Sandbox Sandbox;
 typedef struct WarmScope WarmScope;
-typedef struct ExecQueued ExecQueued;
+
+/* How a scope made for one waiting Exec reaches it: once up (ok), or when it could not be made. The
+ * waiter takes it over (it is already the waiter's to free, see below). */
+typedef void (*warm_scope_made_t)(void *waiter, bool ok);
 
 /* Starts making one more scope for the sandbox's next Execs with these limits (nothing if it has
  * the most it may have). max_timeout_usec: the longest timeout an Exec may ask for; the scope's
@@ -22,10 +25,10 @@ int warm_scope_prepare(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint
 int warm_scope_prepare_default(Sandbox *s, unsigned n);
 
 /* A scope made for one waiting Exec, with its own limits (runtime_max: its RuntimeMaxUSec=): when it
- * is up, or could not be made, exec_scope_made(waiter, …) gets it. Not one of the sandbox's warm
- * scopes; *ret is the waiter's to free. */
+ * is up, or could not be made, made(waiter, …) is called. Not one of the sandbox's warm scopes; *ret
+ * is the waiter's to free. */
 int warm_scope_prepare_for(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, uint64_t runtime_max,
-                           ExecQueued *waiter, WarmScope **ret);
+                           warm_scope_made_t made, void *waiter, WarmScope **ret);
 
 /* Whether the sandbox has a warm scope with these limits ready to take; or one on its way (systemd's
  * job not done yet). */
@@ -33,10 +36,11 @@ bool warm_scope_has_ready(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
 bool warm_scope_has_pending(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);
 
 /* One of the sandbox's warm scopes with these limits still on its way, for one waiting Exec: it
- * leaves the sandbox's list and, once up (or if it cannot be), exec_scope_made(waiter, …) gets it,
+ * leaves the sandbox's list and, once up (or if it cannot be), made(waiter, …) is called,
  * as if made for it, but with a warm scope's RuntimeMaxUSec= bound (sandboxd keeps the Exec's own
  * deadline, as with any warm scope). false if there is none; *ret is the waiter's to free. */
-bool warm_scope_adopt(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, ExecQueued *waiter, WarmScope **ret);
+bool warm_scope_adopt(Sandbox *s, uint64_t tasks_max, uint64_t memory_max, warm_scope_made_t made, void *waiter,
+                      WarmScope **ret);
 
 /* Hands over a ready scope of the sandbox with these limits (the oldest); NULL if it has none. */
 WarmScope *warm_scope_take(Sandbox *s, uint64_t tasks_max, uint64_t memory_max);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test for sandbox-shell's input checks: terminal sizes and TERM values (the rest needs root). */
+/* Unit test for OpenShell's input checks (sandbox-options.c): terminal sizes and TERM values. */
 #include <stdio.h>
 
 #include "macro.h"
-#include "sandbox-shell.h"
+#include "sandbox-options.h"
 #include "test-util.h"
 
 static void test_sizes(void) {
