@@ -106,6 +106,10 @@ int req_call_full(Request *r, const char *destination, const char *path, const c
                   const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec,
                   BusPoolFlags flags);
 
+/* An Exec start of the request's key (manager_exec_start_take()): 0, or, over the key's budget, the
+ * request is answered 429 "too_many_execs" with Retry-After and -EBUSY returned. */
+int req_exec_start_take(Request *r);
+
 /* Binds a long-lived answer (an SSE stream) to the request's key: when the key is revoked or expires, a
  * stream that has started is cut (sse_cut() with an error event, 401 "unauthorized"), one that has not
  * is answered 401. */
