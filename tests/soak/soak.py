@@ -63,6 +63,16 @@ def proc_cpu(pid):
         return None
 
 
+def request_kind(method, path):
+    """A well-behaved request's kind, for latency by kind: "POST exec", "GET sandbox", "PUT files", …."""
+    parts = path.split("?")[0].strip("/").split("/")  # v1 sandboxes [id [exec | files | log | tools view]]
+    if len(parts) <= 2:
+        return f"{method} sandboxes"
+    if len(parts) == 3:
+        return f"{method} sandbox"
+    return f"{method} {parts[-1]}"
+
+
 def sh(*args):
     return subprocess.run(list(args), check=True, capture_output=True, text=True).stdout
 
@@ -77,6 +87,7 @@ class Stats:
         self.ws_echoes = 0
         self.ws_sessions = 0
         self.latency = []        # (when, seconds): a sample of the well-behaved REST requests
+        self.each = []           # (when, seconds, kind): every HTTP request of theirs, one by one
         self.bad_status = {}     # the misbehaving key's Execs: HTTP status (or "gone") → count
         self.trickle_opened = 0  # trickling connections made ...
         self.trickle_closed = 0  # ... and closed by the gateway
@@ -91,9 +102,10 @@ class Stats:
 class HttpConn:
     """One keep-alive HTTP/1.1 connection."""
 
-    def __init__(self, local_addr=None):
+    def __init__(self, local_addr=None, record=None):
         self.r = self.w = None
         self.local_addr = local_addr or good_addr(0)
+        self.record = record  # called with (start, seconds, method, path) for each request answered
 
     async def open(self):
         self.r, self.w = await asyncio.open_connection(HOST, PORT, local_addr=self.local_addr)
@@ -104,6 +116,7 @@ class HttpConn:
         self.r = self.w = None
 
     async def request(self, method, path, key, body=None):
+        t0 = time.monotonic()
         if not self.w:
             await self.open()
         data = json.dumps(body).encode() if body is not None else b""
@@ -126,6 +139,8 @@ class HttpConn:
             payload = await self.r.readexactly(int(headers.get("content-length", "0")))
         if headers.get("connection") == "close":
             self.close()
+        if self.record:
+            self.record(t0, time.monotonic() - t0, method, path)
         return status, payload
 
 
@@ -180,7 +195,8 @@ class Soak:
     # --- clients ----------------------------------------------------------------------------------------
     async def rest_client(self, n):
         st, key = self.stats, self.keys[n % len(self.keys)]
-        conn = HttpConn(good_addr(n))
+        conn = HttpConn(good_addr(n),
+                        record=lambda t0, dt, method, path: st.each.append((t0, dt, request_kind(method, path))))
         rnd = random.Random(n)
         await asyncio.sleep(rnd.uniform(0, self.args.interval))
         while time.monotonic() < self.deadline:
@@ -538,6 +554,25 @@ class Soak:
                     "p99": round(1000 * xs[int(len(xs) * 0.99)], 1)} if xs else {"n": 0}
         return pct(quiet), pct(bad)
 
+    def latency_each_by_phase(self):
+        """The same over every well-behaved HTTP request one by one (a create–exec–delete cycle is three, a
+        file round trip three; latency_by_phase() times a sampled 5 % of the clients' steps, a cycle as one),
+        overall and by kind: p50/p99 (ms) in the quiet thirds and in the misbehaving one."""
+        warm_end = self.start + self.warmup_s()
+        phases = {"quiet": {}, "misbehaving": {}}
+        for t, v, kind in self.stats.each:
+            if t < warm_end:
+                continue
+            p = phases["misbehaving" if self.bad_from <= t < self.bad_until else "quiet"]
+            p.setdefault("all", []).append(v)
+            p.setdefault(kind, []).append(v)
+
+        def pct(xs):
+            xs = sorted(xs)
+            return {"n": len(xs), "p50": round(1000 * xs[len(xs) // 2], 1),
+                    "p99": round(1000 * xs[int(len(xs) * 0.99)], 1)}
+        return {name: {k: pct(v) for k, v in sorted(p.items())} for name, p in phases.items()}
+
     def cpu_by_phase(self):
         """Each daemon's share of one CPU, and the machine's busy share of all its CPUs, before, during and
         after the misbehaving third."""
@@ -617,6 +652,7 @@ class Soak:
             # slow sample on the shared machine would double it
             bound = max(2 * quiet.get("p99", 0), quiet.get("p99", 0) + a.p99_floor_ms)
             misbehaving = {"quiet": quiet, "misbehaving": noisy, "p99_bound_ms": round(bound, 1),
+                           "each_request": self.latency_each_by_phase(),
                            "cpu_share": self.cpu_by_phase(),
                            "long_execs": {str(k): v for k, v in sorted(st.bad_status.items(), key=str)},
                            "trickle_opened": st.trickle_opened, "trickle_closed": st.trickle_closed}
