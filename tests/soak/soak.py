@@ -88,6 +88,7 @@ class Stats:
         self.ws_sessions = 0
         self.latency = []        # (when, seconds): a sample of the well-behaved REST requests
         self.each = []           # (when, seconds, kind): every HTTP request of theirs, one by one
+        self.good_429 = {}       # their 429s by code (calls in flight on a slow machine; never Exec starts)
         self.bad_status = {}     # the misbehaving key's Execs: HTTP status (or "gone") → count
         self.trickle_opened = 0  # trickling connections made ...
         self.trickle_closed = 0  # ... and closed by the gateway
@@ -105,7 +106,7 @@ class HttpConn:
     def __init__(self, local_addr=None, record=None):
         self.r = self.w = None
         self.local_addr = local_addr or good_addr(0)
-        self.record = record  # called with (start, seconds, method, path) for each request answered
+        self.record = record  # called with (start, seconds, method, path, status, body) for each answer
 
     async def open(self):
         self.r, self.w = await asyncio.open_connection(HOST, PORT, local_addr=self.local_addr)
@@ -140,7 +141,7 @@ class HttpConn:
         if headers.get("connection") == "close":
             self.close()
         if self.record:
-            self.record(t0, time.monotonic() - t0, method, path)
+            self.record(t0, time.monotonic() - t0, method, path, status, payload)
         return status, payload
 
 
@@ -195,8 +196,7 @@ class Soak:
     # --- clients ----------------------------------------------------------------------------------------
     async def rest_client(self, n):
         st, key = self.stats, self.keys[n % len(self.keys)]
-        conn = HttpConn(good_addr(n),
-                        record=lambda t0, dt, method, path: st.each.append((t0, dt, request_kind(method, path))))
+        conn = HttpConn(good_addr(n), record=self.record_request)
         rnd = random.Random(n)
         await asyncio.sleep(rnd.uniform(0, self.args.interval))
         while time.monotonic() < self.deadline:
@@ -251,6 +251,17 @@ class Soak:
                 conn.close()
             await asyncio.sleep(rnd.uniform(0.5, 1.5) * self.args.interval)
         conn.close()
+
+    def record_request(self, t0, dt, method, path, status, body):
+        """Each well-behaved request: its latency by kind, and which limit a 429 was."""
+        st = self.stats
+        st.each.append((t0, dt, request_kind(method, path)))
+        if status == 429:
+            try:
+                code = json.loads(body)["code"]
+            except (ValueError, KeyError, TypeError):
+                code = "?"
+            st.count(st.good_429, code)
 
     async def sse_client(self, n):
         st, key = self.stats, self.keys[n % len(self.keys)]
@@ -639,6 +650,9 @@ class Soak:
                 problems.append(f"{d}: descriptors grew from {first_fds:.0f} to {last_fds:.0f}")
         if st.fivexx():
             problems.append(f"{st.fivexx()} responses with a 5xx status")
+        if st.good_429.get("too_many_execs"):
+            problems.append(f"{st.good_429['too_many_execs']} well-behaved Execs were over their key's budget of "
+                            "Exec starts (429 too_many_execs)")
         if st.errors:
             problems.append(f"transport errors: {st.errors}")
         if a.sse and st.sse_streams < a.sse:
@@ -670,7 +684,7 @@ class Soak:
         summary = {
             "minutes": a.minutes, "elapsed_s": round(self.elapsed), "clients": {"rest": a.rest, "sse": a.sse, "ws": a.ws},
             "requests": sum(st.kind.values()), "by_kind": st.kind, "status": {str(k): v for k, v in sorted(st.status.items())},
-            "fivexx": st.fivexx(), "transport_errors": st.errors, "sse_streams": st.sse_streams,
+            "fivexx": st.fivexx(), "well_behaved_429": st.good_429, "transport_errors": st.errors, "sse_streams": st.sse_streams,
             "sse_events": st.sse_events, "ws_sessions": st.ws_sessions, "ws_echoes": st.ws_echoes,
             "latency_ms": {"p50": round(1000 * lat[len(lat) // 2], 1), "p99": round(1000 * lat[int(len(lat) * 0.99)], 1)}
             if lat else {}, "daemons": report,
