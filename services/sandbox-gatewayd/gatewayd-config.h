@@ -34,6 +34,10 @@ typedef struct GatewayConfig {
                                           * connection's start, or the end of its previous answer) */
         uint64_t max_calls_per_member_key; /* bus calls in flight per key of role member; 429 beyond */
         uint64_t max_calls_per_admin_key;  /* ... and of role admin */
+        uint64_t exec_burst_per_member_key; /* Execs a key of role member may start at once ... */
+        uint64_t execs_per_sec_per_member_key; /* ... and then this many a second; 429 beyond */
+        uint64_t exec_burst_per_admin_key;  /* the same for role admin */
+        uint64_t execs_per_sec_per_admin_key;
         uint64_t bus_short_call_reserve; /* of each bus connection's room, what long calls (Exec) never take */
         uint64_t max_streams_per_key;    /* open SSE streams (watch, streamed exec) per key; 429 beyond */
         uint64_t watch_queue_max;        /* events queued for one watcher before it is dropped */
@@ -54,6 +58,7 @@ typedef struct GatewayConfig {
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
  * MaxConnectionsPerAddress=1024, HeaderTimeoutSec=10, MaxCallsPerMemberKey=32, MaxCallsPerAdminKey=128,
+ * ExecBurstPerMemberKey=50, ExecsPerSecPerMemberKey=5, ExecBurstPerAdminKey=1000, ExecsPerSecPerAdminKey=1000,
  * BusShortCallReserve=40, MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
  * JSONDepthMax=32, RefusalBurst=600, RefusalsPerSec=10,
  * RefusalBurstTotal=6000, RefusalsPerSecTotal=100, DashboardDirectory=/usr/share/sandboxd/dashboard,

@@ -418,6 +418,8 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->heartbeat);
         sd_event_source_disable_unref(m->refusal_timer);
         refusal_limit_free(m->refusals);
+        refusal_limit_free(m->exec_starts_member);
+        refusal_limit_free(m->exec_starts_admin);
         sandbox_quota_free(m->sandbox_quota);
         sd_event_source_disable_unref(m->exit_timer);
         sd_event_source_disable_unref(m->sigterm);
@@ -487,10 +489,84 @@ static void refusal_summary(const char *client, uint64_t throttled, uint64_t fir
         manager_audit(m, "auth", "blocked", NULL, account, NULL, detail);
 }
 
+/* --- Exec starts per key ------------------------------------------------------------------------ */
+
+typedef struct ExecSummaryContext {
+        Manager *manager;
+        KeyRole role;
+} ExecSummaryContext;
+
+static void exec_start_summary(const char *key_id, uint64_t throttled, uint64_t first, uint64_t last,
+                               void *userdata) {
+        ExecSummaryContext *c = userdata;
+        Manager *m = c->manager;
+        uint64_t mono = now_usec(CLOCK_MONOTONIC), real = now_usec(CLOCK_REALTIME), burst, per_sec;
+        char from[RFC3339_USEC_MAX] = "", to[RFC3339_USEC_MAX] = "", account[128];
+        _cleanup_free_ char *detail = NULL;
+
+        manager_exec_start_budget(m, c->role, &burst, &per_sec);
+        (void) format_rfc3339_usec(real - (mono - first), from);
+        (void) format_rfc3339_usec(real - (mono - last), to);
+        json_object *o = json_object_new_object();
+        if (o) {
+                json_object_object_add(o, "refused", json_object_new_uint64(throttled));
+                json_object_object_add(o, "first", json_object_new_string(from));
+                json_object_object_add(o, "last", json_object_new_string(to));
+                json_object_object_add(o, "status", json_object_new_int(429));
+                json_object_object_add(o, "code", json_object_new_string("too_many_execs"));
+                json_object_object_add(o, "role", json_object_new_string(key_role_to_string(c->role)));
+                json_object_object_add(o, "burst", json_object_new_uint64(burst));
+                json_object_object_add(o, "per_sec", json_object_new_uint64(per_sec));
+                detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                json_object_put(o);
+        }
+        snprintf(account, sizeof(account), "key:%s", key_id);
+        log_msg(LOG_NOTICE, "Refused %" PRIu64 " Execs of API key %s over its budget of Exec starts (429).",
+                throttled, key_id);
+        manager_audit(m, "exec", "blocked", NULL, account, NULL, detail);
+}
+
+void manager_exec_start_budget(Manager *m, KeyRole role, uint64_t *ret_burst, uint64_t *ret_per_sec) {
+        bool admin = role == KEY_ROLE_ADMIN;
+
+        *ret_burst = admin ? m->config.exec_burst_per_admin_key : m->config.exec_burst_per_member_key;
+        *ret_per_sec = admin ? m->config.execs_per_sec_per_admin_key : m->config.execs_per_sec_per_member_key;
+}
+
+int manager_exec_start_take(Manager *m, const ApiKey *k, uint64_t *ret_retry_after_sec) {
+        RefusalLimit *l = k->role == KEY_ROLE_ADMIN ? m->exec_starts_admin : m->exec_starts_member;
+
+        if (!l)
+                return 0;
+        /* one bucket per key id; the limit's shared budget is made too large to matter */
+        if (refusal_limit_take(l, k->id, now_usec(CLOCK_MONOTONIC), ret_retry_after_sec) == REFUSAL_ANSWER)
+                return 0;
+        return -EBUSY;
+}
+
+static int exec_starts_setup(Manager *m) {
+        uint64_t burst, per_sec;
+        int r;
+
+        manager_exec_start_budget(m, KEY_ROLE_MEMBER, &burst, &per_sec);
+        r = refusal_limit_new(burst, per_sec, UINT32_MAX, UINT32_MAX, &m->exec_starts_member);
+        if (r < 0)
+                return r;
+        manager_exec_start_budget(m, KEY_ROLE_ADMIN, &burst, &per_sec);
+        return refusal_limit_new(burst, per_sec, UINT32_MAX, UINT32_MAX, &m->exec_starts_admin);
+}
+
 void manager_flush_refusals(Manager *m, bool all) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
         if (m->refusals)
-                refusal_limit_flush(m->refusals, now_usec(CLOCK_MONOTONIC), REFUSAL_FLUSH_USEC, all,
-                                    refusal_summary, m);
+                refusal_limit_flush(m->refusals, now, REFUSAL_FLUSH_USEC, all, refusal_summary, m);
+        if (m->exec_starts_member)
+                refusal_limit_flush(m->exec_starts_member, now, REFUSAL_FLUSH_USEC, all, exec_start_summary,
+                                    &(ExecSummaryContext) { m, KEY_ROLE_MEMBER });
+        if (m->exec_starts_admin)
+                refusal_limit_flush(m->exec_starts_admin, now, REFUSAL_FLUSH_USEC, all, exec_start_summary,
+                                    &(ExecSummaryContext) { m, KEY_ROLE_ADMIN });
 }
 
 static int on_refusal_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -535,6 +611,8 @@ int manager_startup(Manager *m) {
         if (r < 0)
                 return r;
         r = refusals_setup(m);
+        if (r >= 0)
+                r = exec_starts_setup(m);
         if (r < 0)
                 return r;
         r = watchers_setup(m);

@@ -52,6 +52,8 @@ typedef struct Manager {
         sd_event_source *heartbeat;
         RefusalLimit *refusals;           /* each client address's budget of 401/403 answers */
         sd_event_source *refusal_timer;   /* writes the summary rows of the throttled */
+        /* each key's budget of Exec starts, by role (the same token buckets as refusals, keyed by key id) */
+        RefusalLimit *exec_starts_member, *exec_starts_admin;
         uint64_t audit_seq;               /* numbers this process's audit rows, for their keys */
         unsigned audit_pending;           /* Record calls not answered yet */
         bool exiting;                     /* stopping: the loop ends once audit_pending is 0 */
@@ -65,9 +67,17 @@ Manager *manager_free(Manager *m);
 int manager_startup(Manager *m);
 int manager_run(Manager *m);
 
-/* Writes the summary rows of clients whose refusals went over their budget (all of them, or those
- * quiet for a while). */
+/* Writes the summary rows of clients whose refusals went over their budget, and of keys whose Exec starts
+ * did (all of them, or those quiet for a while). */
 void manager_flush_refusals(Manager *m, bool all);
+
+/* An Exec start for key k (ExecBurstPer{Member,Admin}Key=, ExecsPerSecPer{Member,Admin}Key=): 0 if it
+ * may start one now (and it is spent); -EBUSY if its budget is empty, with *ret_retry_after_sec the
+ * seconds until it has room (at least 1). Refused starts are counted for one summary row per key (operation
+ * "exec", event "blocked") once the key has been refused none for a while (manager_flush_refusals()). */
+int manager_exec_start_take(Manager *m, const ApiKey *k, uint64_t *ret_retry_after_sec);
+/* The budget of key role role: burst, per second. */
+void manager_exec_start_budget(Manager *m, KeyRole role, uint64_t *ret_burst, uint64_t *ret_per_sec);
 
 /* Records a row with sandbox-auditd, fire and forget (a failure is logged). Any string may be NULL and
  * hold anything: each is made valid UTF-8 of a length sandbox-auditd takes, and a row it refuses all the

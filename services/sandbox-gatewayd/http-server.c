@@ -273,6 +273,24 @@ static int req_call_acquire(Request *r) {
         return k < 0 ? k : 1;
 }
 
+int req_exec_start_take(Request *r) {
+        uint64_t burst, per_sec, retry_after = 1;
+        char value[32];
+
+        if (!r->key || manager_exec_start_take(r->manager, r->key, &retry_after) >= 0)
+                return 0;
+        manager_exec_start_budget(r->manager, r->key->role, &burst, &per_sec);
+        req_reply_error(r, 429, "too_many_execs",
+                        "This API key may start %" PRIu64 " Execs at once and %" PRIu64 " a second after that "
+                        "(ExecBurstPer%sKey=, ExecsPerSecPer%sKey=); try again in %" PRIu64 " s.", burst, per_sec,
+                        r->key->role == KEY_ROLE_ADMIN ? "Admin" : "Member",
+                        r->key->role == KEY_ROLE_ADMIN ? "Admin" : "Member", retry_after);
+        snprintf(value, sizeof(value), "%" PRIu64, retry_after);
+        if (r->response)
+                (void) MHD_add_response_header(r->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+        return -EBUSY;
+}
+
 int req_call_full(Request *r, const char *destination, const char *path, const char *interface,
                   const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec,
                   BusPoolFlags flags) {

@@ -106,6 +106,10 @@ int req_call_full(Request *r, const char *destination, const char *path, const c
                   const char *member, bus_pool_build_t build, req_reply_t reply, uint64_t timeout_usec,
                   BusPoolFlags flags);
 
+/* An Exec start of the request's key (manager_exec_start_take()): 0, or, over the key's budget, the
+ * request is answered 429 "too_many_execs" with Retry-After and -EBUSY returned. */
+int req_exec_start_take(Request *r);
+
 /* The HTTP server itself. */
 /* Limits from m->config: MaxConnections=, MaxConnectionsPerAddress=, ConnectionTimeoutSec=, HeaderTimeoutSec=. */
 int http_server_new(Manager *m, int listen_fd, const struct sockaddr *sa, HttpServer **ret);

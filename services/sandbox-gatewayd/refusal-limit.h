@@ -13,7 +13,10 @@
  * budgets' worth of rows. A refusal within both is answered and audited as always; beyond either the
  * request is answered 429 and only counted for its client, and once the client has had no refusal over
  * a budget for a while, one summary row records how many there were, from when to when. A client with
- * a valid key is never affected: only refusals spend the budgets. */
+ * a valid key is never affected: only refusals spend the budgets.
+ *
+ * The gateway meters each API key's Exec starts with the same buckets (gatewayd-manager.c), keyed by the
+ * key's id, with a shared budget too large to matter (UINT32_MAX): there a "refusal" is an Exec start. */
 
 #define REFUSAL_CLIENTS_MAX 65536 /* addresses tracked; the rest share one budget */
 #define REFUSAL_OTHERS "others"   /* the shared budget's name */

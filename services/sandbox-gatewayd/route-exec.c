@@ -416,6 +416,13 @@ int route_exec(Request *r) {
                 }
         }
 
+        /* Each Exec starts a process in a new scope through systemd, and may be cancelled a moment later:
+         * the costliest thing a key can make the fleet do again and again. Its budget of starts is checked
+         * once the request is known to be good, before anything is held or called. */
+        k = req_exec_start_take(r);
+        if (k < 0)
+                return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */
+
         e->stream = wants_stream(r);
         if (e->stream) {
                 int fds[2][2];

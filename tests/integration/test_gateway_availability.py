@@ -84,6 +84,66 @@ def test_one_key_cannot_take_every_call(admin, gateway_config):
         admin.delete(f"/v1/sandboxes/{sid}")
 
 
+def test_exec_starts_per_key(admin, gateway_config):
+    """A member key past ExecBurstPerMemberKey= Execs at once (then ExecsPerSecPerMemberKey= a second) gets
+    429 too_many_execs with Retry-After, before anything runs, also for a streamed Exec; its other requests
+    and another key's Execs are served; the budget refills at its rate; the refused Execs are counted in
+    one row (exec, blocked) once the key has been refused none for a while."""
+    gateway_config("ExecBurstPerMemberKey=3\nExecsPerSecPerMemberKey=1\n")
+    r = admin.post("/v1/sandboxes", {"type": "small"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    exec_path = f"/v1/sandboxes/{sid}/exec"
+    try:
+        member, key = admin.mint(preset="member", ttl_seconds=600)
+        other, _ = admin.mint(preset="member", ttl_seconds=600)
+        # the three at once, then (the budget refilling at one a second while they run) a 429 soon
+        t0 = time.monotonic()
+        ok = 0
+        for _ in range(30):
+            r = member.post(exec_path, {"command": "echo started >> /tmp/starts"}, timeout=30)
+            if r.status_code != 200:
+                break
+            ok += 1
+        elapsed = time.monotonic() - t0
+        body = assert_error(r, 429, "too_many_execs")
+        assert 3 <= ok <= 3 + int(elapsed) + 1, (ok, elapsed)
+        assert "ExecBurstPerMemberKey=" in body["error"] and r.headers["Retry-After"] == "1", (body, r.headers)
+        refused_ids = [body["requestId"]]
+        # streamed: refused the same way, before any stream is opened
+        r = member.post(exec_path + "?stream=true", {"command": "echo started >> /tmp/starts"}, timeout=30)
+        if r.status_code == 429:
+            refused_ids.append(assert_error(r, 429, "too_many_execs")["requestId"])
+        # the key's other requests are not Exec starts; another key has its own budget
+        assert member.get(f"/v1/sandboxes/{sid}", timeout=30).status_code == 200
+        r = other.post(exec_path, {"command": "wc -l < /tmp/starts"}, timeout=30)
+        assert r.status_code == 200, r.text
+        ran = int(r.json()["stdout"])
+        # nothing of the refused ran, nor has a row of its own
+        assert ran == ok + (len(refused_ids) == 1), (ran, ok, refused_ids)
+        rows = audit_log(sid, operation="exec")
+        assert not [x for x in rows if x["request_id"] in refused_ids], rows
+
+        # the budget refills at one a second: after 3 s (Retry-After said 1) there is room again
+        time.sleep(3)
+        r = member.post(exec_path, {"argv": ["true"]}, timeout=30)
+        assert r.status_code == 200, r.text
+
+        # one row counts the refused, once the key has been refused none for 10 s
+        account = "key:" + key["id"]
+
+        def summary():
+            return [x for x in audit_log(operation="exec", account_id=account) if x["event"] == "blocked"]
+        rows = wait_for(summary, timeout=60, what="the summary row of the refused Execs")
+        assert len(rows) == 1 and rows[0]["session_id"] == "", rows
+        detail = json.loads(rows[0]["detail"])
+        assert detail["code"] == "too_many_execs" and detail["status"] == 429, detail
+        assert detail["refused"] >= len(refused_ids) and detail["burst"] == 3 and detail["per_sec"] == 1, detail
+        assert detail["role"] == "member", detail
+    finally:
+        admin.delete(f"/v1/sandboxes/{sid}")
+
+
 def test_a_streamed_exec_whose_client_left_is_cancelled(admin):
     """A streamed Exec's client closes its socket after the first output: the command is cancelled (its
     row says so, with what it wrote) and gone from the sandbox within 10 s."""

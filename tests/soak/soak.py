@@ -49,6 +49,30 @@ CACHE_KIB = {"sandbox-auditd": 32 * 1024}
 MISBEHAVER_KIB = {"sandbox-gatewayd": 32 * 1024}
 
 
+# Processes whose CPU is sampled besides the daemons' (Soak.sample()).
+CPU_OTHERS = ("systemd", "dbus-daemon", "clients", "misbehaver")
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) of process pid, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def request_kind(method, path):
+    """A well-behaved request's kind, for latency by kind: "POST exec", "GET sandbox", "PUT files", …."""
+    parts = path.split("?")[0].strip("/").split("/")  # v1 sandboxes [id [exec | files | log | tools view]]
+    if len(parts) <= 2:
+        return f"{method} sandboxes"
+    if len(parts) == 3:
+        return f"{method} sandbox"
+    return f"{method} {parts[-1]}"
+
+
 def sh(*args):
     return subprocess.run(list(args), check=True, capture_output=True, text=True).stdout
 
@@ -63,6 +87,8 @@ class Stats:
         self.ws_echoes = 0
         self.ws_sessions = 0
         self.latency = []        # (when, seconds): a sample of the well-behaved REST requests
+        self.each = []           # (when, seconds, kind): every HTTP request of theirs, one by one
+        self.good_429 = {}       # their 429s by code (calls in flight on a slow machine; never Exec starts)
         self.bad_status = {}     # the misbehaving key's Execs: HTTP status (or "gone") → count
         self.trickle_opened = 0  # trickling connections made ...
         self.trickle_closed = 0  # ... and closed by the gateway
@@ -77,9 +103,10 @@ class Stats:
 class HttpConn:
     """One keep-alive HTTP/1.1 connection."""
 
-    def __init__(self, local_addr=None):
+    def __init__(self, local_addr=None, record=None):
         self.r = self.w = None
         self.local_addr = local_addr or good_addr(0)
+        self.record = record  # called with (start, seconds, method, path, status, body) for each answer
 
     async def open(self):
         self.r, self.w = await asyncio.open_connection(HOST, PORT, local_addr=self.local_addr)
@@ -90,6 +117,7 @@ class HttpConn:
         self.r = self.w = None
 
     async def request(self, method, path, key, body=None):
+        t0 = time.monotonic()
         if not self.w:
             await self.open()
         data = json.dumps(body).encode() if body is not None else b""
@@ -112,6 +140,8 @@ class HttpConn:
             payload = await self.r.readexactly(int(headers.get("content-length", "0")))
         if headers.get("connection") == "close":
             self.close()
+        if self.record:
+            self.record(t0, time.monotonic() - t0, method, path, status, payload)
         return status, payload
 
 
@@ -136,6 +166,7 @@ class Soak:
         self.stats = Stats()
         self.deadline = 0.0
         self.samples = []  # (t, {daemon: (rss_kib, fds)})
+        self.misbehaver_pid = self.dbus_pid = 0
 
     # --- set-up -----------------------------------------------------------------------------------------
     def setup(self):
@@ -145,6 +176,7 @@ class Soak:
         with open("/etc/sandboxd/sandboxd.conf.d/00-soak-overcommit.conf", "w") as f:
             f.write("[Sandboxes]\nOvercommit=1000%\n")
         sh("systemctl", "start", "sandboxd.service", "sandbox-auditd.service", "sandbox-gatewayd.socket")
+        self.dbus_pid = int(sh("systemctl", "show", "-p", "MainPID", "--value", "dbus.service").strip() or 0)
         self.keys = [json.loads(sh("sandboxctl", "api-key", "create", "--preset=admin", "--json"))["secret"]
                      for _ in range(self.args.keys)]
         self.bad_key = json.loads(sh("sandboxctl", "api-key", "create", "--preset=member", "--json"))["secret"]
@@ -164,7 +196,7 @@ class Soak:
     # --- clients ----------------------------------------------------------------------------------------
     async def rest_client(self, n):
         st, key = self.stats, self.keys[n % len(self.keys)]
-        conn = HttpConn(good_addr(n))
+        conn = HttpConn(good_addr(n), record=self.record_request)
         rnd = random.Random(n)
         await asyncio.sleep(rnd.uniform(0, self.args.interval))
         while time.monotonic() < self.deadline:
@@ -219,6 +251,17 @@ class Soak:
                 conn.close()
             await asyncio.sleep(rnd.uniform(0.5, 1.5) * self.args.interval)
         conn.close()
+
+    def record_request(self, t0, dt, method, path, status, body):
+        """Each well-behaved request: its latency by kind, and which limit a 429 was."""
+        st = self.stats
+        st.each.append((t0, dt, request_kind(method, path)))
+        if status == 429:
+            try:
+                code = json.loads(body)["code"]
+            except (ValueError, KeyError, TypeError):
+                code = "?"
+            st.count(st.good_429, code)
 
     async def sse_client(self, n):
         st, key = self.stats, self.keys[n % len(self.keys)]
@@ -338,7 +381,15 @@ class Soak:
                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
                 await w.drain()
                 try:
-                    status, _ = await asyncio.wait_for(read_head(r), timeout=1.0)
+                    status, headers = await asyncio.wait_for(read_head(r), timeout=1.0)
+                    if status == 429:
+                        # which limit: too_many_calls (calls in flight) or too_many_execs (Exec starts)
+                        payload = await asyncio.wait_for(r.readexactly(int(headers.get("content-length", "0"))),
+                                                         timeout=1.0)
+                        try:
+                            status = f"429 {json.loads(payload)['code']}"
+                        except (ValueError, KeyError):
+                            status = "429 ?"
                     st.count(st.bad_status, status)
                 except asyncio.TimeoutError:
                     st.count(st.bad_status, "gone")  # in flight: hang up on it
@@ -434,12 +485,13 @@ class Soak:
         # from a busy machine when latency moves
         cpu = {}
         for d in DAEMONS:
-            try:
-                with open(f"/proc/{out[d][0]}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                cpu[d] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            except (OSError, IndexError, ValueError):
-                cpu[d] = None
+            cpu[d] = proc_cpu(out[d][0])
+        # and of what the daemons' work goes through or comes from: systemd (PID 1 of the instance: every
+        # Exec's scope), dbus-daemon, this process (the well-behaved clients) and the misbehaver's
+        others = {"systemd": 1, "dbus-daemon": self.dbus_pid, "clients": os.getpid(),
+                  "misbehaver": self.misbehaver_pid}
+        for name, pid in others.items():
+            cpu[name] = proc_cpu(pid) if pid else None
         with open("/proc/stat") as f:
             t = [int(x) for x in f.readline().split()[1:]]
         cpu["machine_busy"] = (sum(t) - t[3] - t[4]) / os.sysconf("SC_CLK_TCK")
@@ -513,6 +565,25 @@ class Soak:
                     "p99": round(1000 * xs[int(len(xs) * 0.99)], 1)} if xs else {"n": 0}
         return pct(quiet), pct(bad)
 
+    def latency_each_by_phase(self):
+        """The same over every well-behaved HTTP request one by one (a create–exec–delete cycle is three, a
+        file round trip three; latency_by_phase() times a sampled 5 % of the clients' steps, a cycle as one),
+        overall and by kind: p50/p99 (ms) in the quiet thirds and in the misbehaving one."""
+        warm_end = self.start + self.warmup_s()
+        phases = {"quiet": {}, "misbehaving": {}}
+        for t, v, kind in self.stats.each:
+            if t < warm_end:
+                continue
+            p = phases["misbehaving" if self.bad_from <= t < self.bad_until else "quiet"]
+            p.setdefault("all", []).append(v)
+            p.setdefault(kind, []).append(v)
+
+        def pct(xs):
+            xs = sorted(xs)
+            return {"n": len(xs), "p50": round(1000 * xs[len(xs) // 2], 1),
+                    "p99": round(1000 * xs[int(len(xs) * 0.99)], 1)}
+        return {name: {k: pct(v) for k, v in sorted(p.items())} for name, p in phases.items()}
+
     def cpu_by_phase(self):
         """Each daemon's share of one CPU, and the machine's busy share of all its CPUs, before, during and
         after the misbehaving third."""
@@ -525,7 +596,7 @@ class Soak:
             if len(xs) < 2:
                 continue
             (t0, c0), (t1, c1) = xs[0], xs[-1]
-            share = {d: round((c1[d] - c0[d]) / (t1 - t0), 2) for d in DAEMONS
+            share = {d: round((c1[d] - c0[d]) / (t1 - t0), 2) for d in DAEMONS + CPU_OTHERS
                      if c0.get(d) is not None and c1.get(d) is not None}
             share["machine_busy"] = round((c1["machine_busy"] - c0["machine_busy"]) /
                                           max(c1["machine_all"] - c0["machine_all"], 1e-9), 2)
@@ -579,6 +650,9 @@ class Soak:
                 problems.append(f"{d}: descriptors grew from {first_fds:.0f} to {last_fds:.0f}")
         if st.fivexx():
             problems.append(f"{st.fivexx()} responses with a 5xx status")
+        if st.good_429.get("too_many_execs"):
+            problems.append(f"{st.good_429['too_many_execs']} well-behaved Execs were over their key's budget of "
+                            "Exec starts (429 too_many_execs)")
         if st.errors:
             problems.append(f"transport errors: {st.errors}")
         if a.sse and st.sse_streams < a.sse:
@@ -592,6 +666,7 @@ class Soak:
             # slow sample on the shared machine would double it
             bound = max(2 * quiet.get("p99", 0), quiet.get("p99", 0) + a.p99_floor_ms)
             misbehaving = {"quiet": quiet, "misbehaving": noisy, "p99_bound_ms": round(bound, 1),
+                           "each_request": self.latency_each_by_phase(),
                            "cpu_share": self.cpu_by_phase(),
                            "long_execs": {str(k): v for k, v in sorted(st.bad_status.items(), key=str)},
                            "trickle_opened": st.trickle_opened, "trickle_closed": st.trickle_closed}
@@ -601,15 +676,15 @@ class Soak:
             elif noisy["p99"] > bound:
                 problems.append(f"the well-behaved clients' p99 went from {quiet['p99']} ms (quiet) to "
                                 f"{noisy['p99']} ms with the misbehaving client (bound {bound:.1f} ms)")
-            if not st.bad_status.get(429):
-                problems.append("the misbehaving key never reached its limit of calls in flight (no 429)")
+            if not any(str(k).startswith("429") for k in st.bad_status):
+                problems.append("the misbehaving key never reached a limit (no 429)")
             if not st.trickle_closed:
                 problems.append("no trickling connection was closed by the gateway")
         lat = sorted(v for _, v in st.latency)
         summary = {
             "minutes": a.minutes, "elapsed_s": round(self.elapsed), "clients": {"rest": a.rest, "sse": a.sse, "ws": a.ws},
             "requests": sum(st.kind.values()), "by_kind": st.kind, "status": {str(k): v for k, v in sorted(st.status.items())},
-            "fivexx": st.fivexx(), "transport_errors": st.errors, "sse_streams": st.sse_streams,
+            "fivexx": st.fivexx(), "well_behaved_429": st.good_429, "transport_errors": st.errors, "sse_streams": st.sse_streams,
             "sse_events": st.sse_events, "ws_sessions": st.ws_sessions, "ws_echoes": st.ws_echoes,
             "latency_ms": {"p50": round(1000 * lat[len(lat) // 2], 1), "p99": round(1000 * lat[int(len(lat) * 0.99)], 1)}
             if lat else {}, "daemons": report,
@@ -684,6 +759,7 @@ def main():
         s.pipe, child = multiprocessing.Pipe()
         proc = multiprocessing.Process(target=s.misbehaver_process, args=(child,))
         proc.start()
+        s.misbehaver_pid = proc.pid
     try:
         asyncio.run(s.run())
     finally:

@@ -49,6 +49,10 @@ static void test_defaults(void) {
         CHECK_U64(c.header_timeout_usec, 10 * USEC_PER_SEC);
         CHECK_U64(c.max_calls_per_member_key, 32);
         CHECK_U64(c.max_calls_per_admin_key, 128);
+        CHECK_U64(c.exec_burst_per_member_key, 50);
+        CHECK_U64(c.execs_per_sec_per_member_key, 5);
+        CHECK_U64(c.exec_burst_per_admin_key, 1000);
+        CHECK_U64(c.execs_per_sec_per_admin_key, 1000);
         CHECK_U64(c.bus_short_call_reserve, 40);
         CHECK_STR(c.dashboard_dir, GATEWAY_DASHBOARD_DIR_DEFAULT);
         CHECK(c.dashboard_dir[0] == '/' && strstr(c.dashboard_dir, "/sandboxd/dashboard"));
@@ -70,7 +74,9 @@ static void test_load(void) {
                                   "DashboardDirectory=/srv/console\nRefusalBurst=5\nRefusalsPerSec=2\n"
                                   "RefusalBurstTotal=50\nRefusalsPerSecTotal=20\n"
                                   "MaxConnectionsPerAddress=8\nHeaderTimeoutSec=2s\nMaxCallsPerMemberKey=3\n"
-                                  "MaxCallsPerAdminKey=9\nBusShortCallReserve=100\nMaxSandboxesPerKey=5\n");
+                                  "MaxCallsPerAdminKey=9\nBusShortCallReserve=100\nMaxSandboxesPerKey=5\n"
+                                  "ExecBurstPerMemberKey=4\nExecsPerSecPerMemberKey=1\nExecBurstPerAdminKey=40\n"
+                                  "ExecsPerSecPerAdminKey=10\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.listen, "0.0.0.0:9000");
         CHECK_U64(c.max_body_bytes, UINT64_C(1) << 20);
@@ -90,6 +96,10 @@ static void test_load(void) {
         CHECK_U64(c.max_calls_per_member_key, 3);
         CHECK_U64(c.max_calls_per_admin_key, 9);
         CHECK_U64(c.bus_short_call_reserve, 100);
+        CHECK_U64(c.exec_burst_per_member_key, 4);
+        CHECK_U64(c.execs_per_sec_per_member_key, 1);
+        CHECK_U64(c.exec_burst_per_admin_key, 40);
+        CHECK_U64(c.execs_per_sec_per_admin_key, 10);
 
         /* "no" turns the dashboard off */
         write_file("d/20-b.conf", "[Gateway]\nDashboardDirectory=no\n");
@@ -122,6 +132,10 @@ static void test_bad(void) {
         expect_error("[Gateway]\nHeaderTimeoutSec=0\n", "out of range");
         expect_error("[Gateway]\nMaxCallsPerMemberKey=0\n", "out of range");
         expect_error("[Gateway]\nBusShortCallReserve=120\n", "out of range");
+        expect_error("[Gateway]\nExecBurstPerMemberKey=0\n", "out of range");
+        expect_error("[Gateway]\nExecsPerSecPerMemberKey=0\n", "out of range");
+        expect_error("[Gateway]\nExecBurstPerAdminKey=1000001\n", "out of range");
+        expect_error("[Gateway]\nExecsPerSecPerAdminKey=1.5\n", "Invalid ExecsPerSecPerAdminKey=1.5");
         expect_error("[Gateway]\nListen=localhost\n", "Invalid Listen=localhost");
         expect_error("[Gateway]\nListen=1.2.3.4:99999\n", "Invalid Listen=");
         expect_error("[Gateway]\nColour=blue\n", "Unknown key Colour=");

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests refusal-limit.c: each client's budget of refusals, its refill, the summaries, the cap. */
+/* Tests refusal-limit.c: each client's budget of refusals, its refill, the summaries, the cap; and the
+ * same buckets as the gateway meters each API key's Exec starts with. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -146,8 +147,48 @@ static void test_cap(void) {
         refusal_limit_free(l);
 }
 
+static void test_exec_starts(void) {
+        RefusalLimit *l = NULL;
+        uint64_t t = 100 * USEC_PER_SEC, retry = 0, started = 0, refused = 0;
+        Summary s = {};
+
+        /* As the gateway has it for keys of role member by default: 50 at once, then 5 a second, each key
+         * on its own; no shared budget (made too large to matter). */
+        CHECK_INT(refusal_limit_new(50, 5, UINT32_MAX, UINT32_MAX, &l), 0);
+        /* a key that tries 30 a second for 30 s starts the 50 and then 5 a second: 200 in all */
+        for (uint64_t i = 0; i < 30 * 30; i++) {
+                if (ANSWERED(l, "key_bad", t + i * USEC_PER_SEC / 30, &retry))
+                        started++;
+                else {
+                        refused++;
+                        CHECK_U64(retry, 1);
+                }
+        }
+        CHECK(started >= 50 + 5 * 29 && started <= 50 + 5 * 30);
+        CHECK_U64(started + refused, 900);
+        /* another key has all of its own */
+        for (int i = 0; i < 50; i++)
+                CHECK(ANSWERED(l, "key_good", t + 35 * USEC_PER_SEC, NULL));
+        CHECK(!ANSWERED(l, "key_good", t + 35 * USEC_PER_SEC, NULL));
+        /* a key refused none for ten seconds gets its summary, with the exact count; the other one later */
+        refusal_limit_flush(l, t + 41 * USEC_PER_SEC, 10 * USEC_PER_SEC, false, on_summary, &s);
+        CHECK_INT(s.calls, 1);
+        CHECK_STR(s.client, "key_bad");
+        CHECK_U64(s.throttled, refused);
+        refusal_limit_flush(l, t + 41 * USEC_PER_SEC, 10 * USEC_PER_SEC, true, on_summary, &s);
+        CHECK_INT(s.calls, 2);
+        CHECK_STR(s.client, "key_good");
+        CHECK_U64(s.throttled, 1);
+        /* and the bucket refills: 10 s at 5 a second is the whole burst again */
+        for (int i = 0; i < 50; i++)
+                CHECK(ANSWERED(l, "key_bad", t + 41 * USEC_PER_SEC, NULL));
+        CHECK(!ANSWERED(l, "key_bad", t + 41 * USEC_PER_SEC, NULL));
+        refusal_limit_free(l);
+}
+
 int main(void) {
         test_budget();
+        test_exec_starts();
         test_summaries();
         test_total();
         test_cap();

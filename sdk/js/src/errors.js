@@ -30,7 +30,7 @@ export class PayloadTooLarge extends SandboxdError {}
 export class Unprocessable extends SandboxdError {}
 /* 422 limit_exceeded: a sandbox limit. */
 export class LimitExceeded extends Unprocessable {}
-/* 429: too_many_streams, too_many_refusals; retryAfter (seconds) when the gateway says. */
+/* 429: too_many_streams, too_many_calls, too_many_execs, too_many_sandboxes, too_many_refusals; retryAfter (seconds) when the gateway says. */
 export class RateLimited extends SandboxdError {
         constructor(message, opts = {}) {
                 super(message, opts);

@@ -68,7 +68,7 @@ class UpgradeRequired(SandboxdError):
 
 
 class RateLimited(SandboxdError):
-    """429 too_many_streams, too_many_refusals."""
+    """429 too_many_streams, too_many_calls, too_many_execs, too_many_sandboxes, too_many_refusals."""
 
 
 class ServerError(SandboxdError):
