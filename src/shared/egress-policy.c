@@ -449,10 +449,13 @@ int egress_policy_from_bus(sd_bus_message *msg, EgressPolicy *ret, sd_bus_error 
         int r;
 
         r = bus_foreach_sv(msg, bus_entry, &rd, error);
+        if (r == -ENOMEM)
+                return r;
         if (r < 0) {
-                if (error && !sd_bus_error_is_set(error))
-                        sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "The egress policy must be an a{sv} of default s, allow as, deny as.");
+                /* What the entries refused says why; anything else the message's shape was not ours. */
+                if (!sd_bus_error_is_set(error))
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                "The egress policy must be an a{sv} of default s, allow as, deny as.");
                 return -EINVAL;
         }
         *ret = rd.policy;

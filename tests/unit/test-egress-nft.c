@@ -21,6 +21,8 @@
 #define IF_A "sbx-aaaaaaaaaa"
 #define IF_B "sbx-bbbbbbbbbb"
 
+static const char *nft_binary = NULL;
+
 static EgressNftSandbox sandbox(const char *id, const char *ifname, const char *host, const char *addr,
                                 const EgressPolicy *p) {
         EgressNftSandbox s = {.id = id, .ifname = ifname, .policy = p};
@@ -240,7 +242,9 @@ static void apply(EgressNft *n, const char *text) {
 static char *listed_set(const char *set) {
         char buf[1 << 16], *out = NULL;
         size_t len = 0, outlen = 0;
-        FILE *p = popen("nft -j list table inet sandboxd", "r");
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "%s -j list table inet sandboxd", nft_binary);
+        FILE *p = popen(cmd, "r");
         json_object *root, *list;
 
         if (!p)
@@ -337,9 +341,18 @@ static void traffic(void) {
         };
         CHECK_INT(egress_cidr_parse("10.213.0.0/16", &pool, NULL), 0);
         CHECK_INT(egress_nft_new(&n), 0);
+        /* Someone else's table, which ours must leave alone. */
+        apply(n, "add table inet other\nadd set inet other keep { type ipv4_addr; elements = { 192.0.2.1 }; }\n");
         CHECK_INT(egress_nft_render_table(&pool, sb, 2, &table), 0);
         apply(n, table);
         apply(n, table); /* again: the same table, atomically replaced */
+        snprintf(cmd, sizeof(cmd), "%s list set inet other keep", nft_binary);
+        FILE *o = popen(cmd, "r");
+        char line[256];
+        bool kept = false;
+        while (o && fgets(line, sizeof(line), o))
+                kept = kept || strstr(line, "192.0.2.1");
+        CHECK(o && pclose(o) == 0 && kept);
 
         s1 = listed_set(SB_A "_allow4");
         CHECK(s1 && strstr(s1, "198.51.100.1") && strstr(s1, "10.0.0.0"));
@@ -425,7 +438,10 @@ static void test_netns(void) {
                 printf("SKIP: nftables in a network namespace: needs root (CAP_NET_ADMIN)\n");
                 return;
         }
-        if (access("/usr/sbin/nft", X_OK) < 0 && access("/sbin/nft", X_OK) < 0) {
+        nft_binary = access("/usr/sbin/nft", X_OK) == 0 ? "/usr/sbin/nft"
+                     : access("/sbin/nft", X_OK) == 0   ? "/sbin/nft"
+                                                        : NULL;
+        if (!nft_binary) {
                 printf("SKIP: nftables in a network namespace: no nft here (Debian: nftables)\n");
                 return;
         }
