@@ -23,8 +23,9 @@
  *   <id>_dyn4 (what the resolver answered for allowed names, with timeouts): allowed;
  *   the policy's default.
  * This is egress_policy_address_verdict()'s order. Traffic to the host itself from a sandbox interface is
- * the input chain's ("host_<id>"): its resolver (port 53 on its host-side address) only. New connections into a sandbox
- * are dropped ("in_<id>": established/related only). Sandbox traffic leaving is masqueraded. */
+ * the input chain's ("host_<id>"): its resolver (port 53 on its host-side address) only. New connections
+ * into a sandbox are dropped ("in_<id>": established/related only). Sandbox traffic leaving is masqueraded.
+ */
 
 static bool ifname_valid(const char *s) {
         size_t n;
@@ -91,11 +92,11 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
 
         fprintf(f, "add chain " T " out_%s\n", id);
         fprintf(f, "flush chain " T " out_%s\n", id);
-#define OUT(...)                                                                                            \
-        do {                                                                                                \
-                fprintf(f, "add rule " T " out_%s ", id);                                                   \
-                fprintf(f, __VA_ARGS__);                                                                    \
-                fputc('\n', f);                                                                             \
+#define OUT(...)                                          \
+        do {                                              \
+                fprintf(f, "add rule " T " out_%s ", id); \
+                fprintf(f, __VA_ARGS__);                  \
+                fputc('\n', f);                           \
         } while (0)
         OUT("ct state established,related counter name \"%s_allowed\" accept", id);
         OUT("ct state invalid counter name \"%s_denied\" drop", id);
@@ -113,7 +114,8 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
 
         fprintf(f, "add chain " T " in_%s\n", id);
         fprintf(f, "flush chain " T " in_%s\n", id);
-        fprintf(f, "add rule " T " in_%s ct state established,related counter name \"%s_allowed\" accept\n", id, id);
+        fprintf(f, "add rule " T " in_%s ct state established,related counter name \"%s_allowed\" accept\n",
+                id, id);
         fprintf(f, "add rule " T " in_%s counter name \"%s_denied\" drop\n", id, id);
 
         /* To the host itself: its resolver on its host-side address, nothing else. */
@@ -157,7 +159,8 @@ int egress_nft_render_table(const EgressCidr *pool, const EgressNftSandbox *sand
 
         fputs("add table " T "\n"
               "delete table " T "\n"
-              "add table " T "\n", f);
+              "add table " T "\n",
+              f);
         fputs("add set " T " fixed4 { type ipv4_addr; flags interval; auto-merge; elements = { ", f);
         for (size_t i = 0; i < egress_fixed_private4_count; i++)
                 fprintf(f, "%s%s", i ? ", " : "", egress_fixed_private4[i]);
@@ -169,18 +172,22 @@ int egress_nft_render_table(const EgressCidr *pool, const EgressNftSandbox *sand
         }
         fputs("add map " T " out_dispatch { type ifname : verdict; }\n"
               "add map " T " in_dispatch { type ifname : verdict; }\n"
-              "add map " T " host_dispatch { type ifname : verdict; }\n", f);
+              "add map " T " host_dispatch { type ifname : verdict; }\n",
+              f);
         fputs("add chain " T " forward { type filter hook forward priority filter; policy accept; }\n"
               "add rule " T " forward iifname vmap @out_dispatch\n"
               "add rule " T " forward iifname \"" EGRESS_IFNAME_PREFIX "*\" drop\n"
               "add rule " T " forward oifname vmap @in_dispatch\n"
-              "add rule " T " forward oifname \"" EGRESS_IFNAME_PREFIX "*\" drop\n", f);
+              "add rule " T " forward oifname \"" EGRESS_IFNAME_PREFIX "*\" drop\n",
+              f);
         fputs("add chain " T " input { type filter hook input priority filter; policy accept; }\n"
               "add rule " T " input iifname vmap @host_dispatch\n"
-              "add rule " T " input iifname \"" EGRESS_IFNAME_PREFIX "*\" drop\n", f);
+              "add rule " T " input iifname \"" EGRESS_IFNAME_PREFIX "*\" drop\n",
+              f);
         fputs("add chain " T " postrouting { type nat hook postrouting priority srcnat; policy accept; }\n"
-              "add rule " T " postrouting iifname \"" EGRESS_IFNAME_PREFIX "*\" oifname != \""
-              EGRESS_IFNAME_PREFIX "*\" masquerade\n", f);
+              "add rule " T " postrouting iifname \"" EGRESS_IFNAME_PREFIX
+              "*\" oifname != \"" EGRESS_IFNAME_PREFIX "*\" masquerade\n",
+              f);
         for (size_t i = 0; i < n; i++)
                 put_sandbox(f, &sandboxes[i]);
         return finish(f, &buf, ret_text);
@@ -241,8 +248,8 @@ int egress_nft_render_allow_address(const char *id, int family, const void *addr
                 return -EINVAL;
         sec = timeout_usec / USEC_PER_SEC + (timeout_usec % USEC_PER_SEC != 0);
         sec = MAX(sec, UINT64_C(1));
-        /* "add" leaves an existing element's timeout alone, so: make sure it exists, drop it, add it with the
-         * new timeout, all in one transaction. */
+        /* "add" leaves an existing element's timeout alone, so: make sure it exists, drop it, add it with
+         * the new timeout, all in one transaction. */
         if (asprintf(&text,
                      "add element " T " %s_dyn4 { %s }\n"
                      "delete element " T " %s_dyn4 { %s }\n"

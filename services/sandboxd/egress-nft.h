@@ -11,7 +11,7 @@
 
 /* The one table sandboxd owns: "table inet sandboxd". Nothing else of the host's ruleset is touched. */
 #define EGRESS_NFT_FAMILY "inet"
-#define EGRESS_NFT_TABLE "sandboxd"
+#define EGRESS_NFT_TABLE  "sandboxd"
 /* Host sides of sandboxes' veth pairs: this prefix and the id's 10 random characters ("sbx-abcdefghij",
  * 14 < IFNAMSIZ). The firewall drops anything from or to an interface with this prefix that it does not
  * know (a veth left behind by a sandboxd killed mid-delete). */
@@ -23,11 +23,11 @@ int egress_ifname_from_id(const char *id, char ret[static IFNAMSIZ]);
 /* One egress sandbox as the firewall sees it. IPv4 only in this step: IPv6 from a sandbox interface is
  * dropped (and counted as denied), so it is never left open; a policy's IPv6 CIDRs are kept for later. */
 typedef struct EgressNftSandbox {
-        const char *id;               /* sb_… */
-        const char *ifname;           /* host side of its veth, EGRESS_IFNAME_PREFIX… */
-        struct in_addr host_address;  /* host side's address: its resolver's, the one host address it reaches
-                                       * (port 53, UDP and TCP) */
-        struct in_addr address;       /* the sandbox's own; anything else from it is dropped (spoofing) */
+        const char *id;              /* sb_… */
+        const char *ifname;          /* host side of its veth, EGRESS_IFNAME_PREFIX… */
+        struct in_addr host_address; /* host side's address: its resolver's, the one host address it reaches
+                                      * (port 53, UDP and TCP) */
+        struct in_addr address;      /* the sandbox's own; anything else from it is dropped (spoofing) */
         const EgressPolicy *policy;
 } EgressNftSandbox;
 

@@ -124,7 +124,8 @@ static int name_check(const char *s, char buf[static EGRESS_NAME_MAX + 1], const
                 if (c == '*')
                         return *ret_why = "'*' where only a leading \"*.\" may stand", -EINVAL;
                 if (c == ':' || c == '/')
-                        return *ret_why = "a port, protocol or path (entries are names or CIDRs only)", -EINVAL;
+                        return *ret_why = "a port, protocol or path (entries are names or CIDRs only)",
+                               -EINVAL;
                 if (!isalnum(c) && c != '-')
                         return *ret_why = "a character other than a-z, 0-9, '-' and '.'", -EINVAL;
                 if (c == '-' && label_len == 0)
@@ -156,6 +157,17 @@ static bool looks_like_address(const char *s) {
          * letter past 'f' somewhere or an all-alphabetic label; a name of hex letters and digits only
          * ("cafe.be") has no colon, and dotted ones are tried as names if inet_pton refuses them. */
         return strchr(s, ':') || strchr(s, '/') || strspn(s, "0123456789.") == strlen(s);
+}
+
+/* The netmask's byte i for a prefix of prefixlen bits. */
+static uint8_t prefix_mask(unsigned prefixlen, size_t i) {
+        unsigned first = (unsigned) i * 8;
+
+        if (prefixlen >= first + 8)
+                return 0xff;
+        if (prefixlen <= first)
+                return 0;
+        return (uint8_t) (0xff << (8 - (prefixlen - first)));
 }
 
 int egress_cidr_parse(const char *s, EgressCidr *ret, char **ret_error) {
@@ -193,28 +205,16 @@ int egress_cidr_parse(const char *s, EgressCidr *ret, char **ret_error) {
                 c.prefixlen = (unsigned) v;
         }
         /* Host bits set: the entry says more than it means, and is probably a typo. */
+        EgressCidr masked = c;
         size_t bytes = c.family == AF_INET ? 4 : 16;
-        for (size_t i = 0; i < bytes; i++) {
-                unsigned first = (unsigned) i * 8;
-                uint8_t mask = c.prefixlen >= first + 8 ? 0xff
-                               : c.prefixlen <= first   ? 0
-                                                        : (uint8_t) (0xff << (8 - (c.prefixlen - first)));
-                if (c.addr[i] & (uint8_t) ~mask) {
-                        char canon[INET6_ADDRSTRLEN];
-                        EgressCidr m = c;
+        for (size_t i = 0; i < bytes; i++)
+                masked.addr[i] &= prefix_mask(c.prefixlen, i);
+        if (memcmp(masked.addr, c.addr, bytes) != 0) {
+                char canon[INET6_ADDRSTRLEN];
 
-                        for (size_t j = 0; j < bytes; j++) {
-                                unsigned f = (unsigned) j * 8;
-                                uint8_t mk = c.prefixlen >= f + 8 ? 0xff
-                                             : c.prefixlen <= f   ? 0
-                                                                  : (uint8_t) (0xff << (8 - (c.prefixlen - f)));
-                                m.addr[j] &= mk;
-                        }
-                        inet_ntop(c.family, m.addr, canon, sizeof(canon));
-                        return fail(ret_error,
-                                    "Invalid egress entry '%s': host bits are set (did you mean %s/%u?).",
-                                    quotable(s, q), canon, c.prefixlen);
-                }
+                inet_ntop(c.family, masked.addr, canon, sizeof(canon));
+                return fail(ret_error, "Invalid egress entry '%s': host bits are set (did you mean %s/%u?).",
+                            quotable(s, q), canon, c.prefixlen);
         }
         *ret = c;
         return 0;
@@ -222,16 +222,13 @@ int egress_cidr_parse(const char *s, EgressCidr *ret, char **ret_error) {
 
 bool egress_cidr_contains(const EgressCidr *cidr, int family, const void *addr) {
         const uint8_t *a = addr;
-        unsigned n;
 
         if (!cidr || !a || cidr->family != family)
                 return false;
-        n = cidr->prefixlen;
-        for (size_t i = 0; n > 0; i++, n = n >= 8 ? n - 8 : 0) {
-                uint8_t mask = n >= 8 ? 0xff : (uint8_t) (0xff << (8 - n));
-                if ((a[i] & mask) != (cidr->addr[i] & mask))
+        for (size_t i = 0; i < (family == AF_INET ? 4u : 16u); i++)
+                if ((a[i] & prefix_mask(cidr->prefixlen, i)) !=
+                    (cidr->addr[i] & prefix_mask(cidr->prefixlen, i)))
                         return false;
-        }
         return true;
 }
 
@@ -245,18 +242,20 @@ int egress_entry_parse(const char *s, EgressEntry *ret, char **ret_error) {
         if (!s)
                 return -EINVAL;
         if (!*s)
-                return fail(ret_error, "Invalid egress entry '': an entry is a name, \"*.\" and a name, or a CIDR.");
+                return fail(ret_error,
+                            "Invalid egress entry '': an entry is a name, \"*.\" and a name, or a CIDR.");
         if (strlen(s) > EGRESS_ENTRY_MAX)
-                return fail(ret_error, "Invalid egress entry '%s': longer than %d characters.", quotable(s, q),
-                            EGRESS_ENTRY_MAX);
+                return fail(ret_error, "Invalid egress entry '%s': longer than %d characters.",
+                            quotable(s, q), EGRESS_ENTRY_MAX);
         for (const char *p = s; *p; p++)
                 if (isspace((unsigned char) *p))
                         return fail(ret_error, "Invalid egress entry '%s': it contains whitespace.",
                                     quotable(s, q));
 
         if (looks_like_address(s)) {
-                /* A name contains neither ':' nor '/', and all-digit-and-dot text is no valid name either: this
-                 * is an address or CIDR, or something with a port, protocol or path, refused as such. */
+                /* A name contains neither ':' nor '/', and all-digit-and-dot text is no valid name either:
+                 * this is an address or CIDR, or something with a port, protocol or path, refused as such.
+                 */
                 char addr[INET6_ADDRSTRLEN + 1];
                 uint8_t ignored[16];
                 size_t alen = strcspn(s, "/");
@@ -268,10 +267,11 @@ int egress_entry_parse(const char *s, EgressEntry *ret, char **ret_error) {
                 if ((strchr(s, ':') || strchr(s, '/')) &&
                     (alen >= sizeof(addr) ||
                      (inet_pton(AF_INET, addr, ignored) != 1 && inet_pton(AF_INET6, addr, ignored) != 1)))
-                        return fail(ret_error,
-                                    "Invalid egress entry '%s': not a CIDR; ports, protocols and paths are not "
-                                    "supported (give a name, \"*.\" and a name, or a CIDR).",
-                                    quotable(s, q));
+                        return fail(
+                                ret_error,
+                                "Invalid egress entry '%s': not a CIDR; ports, protocols and paths are not "
+                                "supported (give a name, \"*.\" and a name, or a CIDR).",
+                                quotable(s, q));
                 e.kind = EGRESS_ENTRY_CIDR;
                 int r = egress_cidr_parse(s, &e.cidr, ret_error);
                 if (r < 0)
@@ -282,10 +282,11 @@ int egress_entry_parse(const char *s, EgressEntry *ret, char **ret_error) {
 
         if (s[0] == '*') {
                 if (s[1] != '.')
-                        return fail(ret_error,
-                                    "Invalid egress entry '%s': a wildcard must be \"*.\" followed by a name, "
-                                    "like *.example.org.",
-                                    quotable(s, q));
+                        return fail(
+                                ret_error,
+                                "Invalid egress entry '%s': a wildcard must be \"*.\" followed by a name, "
+                                "like *.example.org.",
+                                quotable(s, q));
                 if (name_check(s + 2, e.name, &why) < 0)
                         return fail(ret_error, "Invalid egress entry '%s': %s.", quotable(s, q), why);
                 e.kind = EGRESS_ENTRY_WILDCARD;
@@ -381,7 +382,8 @@ static int bus_read_list(sd_bus_message *msg, BusReader *rd, bool allow, sd_bus_
         r = sd_bus_message_enter_container(msg, 'v', "as");
         if (r < 0)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Egress policy key '%s' must be of type 'as'.", allow ? "allow" : "deny");
+                                         "Egress policy key '%s' must be of type 'as'.",
+                                         allow ? "allow" : "deny");
         r = sd_bus_message_enter_container(msg, 'a', "s");
         if (r < 0)
                 return r;
@@ -418,9 +420,10 @@ static int bus_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bu
                 EgressDefault d = egress_default_from_string(s);
                 if (d < 0) {
                         char q[72];
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "Egress policy 'default' must be \"deny\" or \"allow\", not '%s'.",
-                                                 quotable(s, q));
+                        return sd_bus_error_setf(
+                                error, SD_BUS_ERROR_INVALID_ARGS,
+                                "Egress policy 'default' must be \"deny\" or \"allow\", not '%s'.",
+                                quotable(s, q));
                 }
                 rd->policy.default_action = d;
                 return 0;
@@ -437,7 +440,8 @@ static int bus_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bu
         }
         char q[72];
         return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                 "Unknown egress policy key '%s' (expected default, allow, deny).", quotable(key, q));
+                                 "Unknown egress policy key '%s' (expected default, allow, deny).",
+                                 quotable(key, q));
 }
 
 static void bus_reader_done(BusReader *rd) {
@@ -454,8 +458,9 @@ int egress_policy_from_bus(sd_bus_message *msg, EgressPolicy *ret, sd_bus_error 
         if (r < 0) {
                 /* What the entries refused says why; anything else the message's shape was not ours. */
                 if (!sd_bus_error_is_set(error))
-                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                "The egress policy must be an a{sv} of default s, allow as, deny as.");
+                        return sd_bus_error_set(
+                                error, SD_BUS_ERROR_INVALID_ARGS,
+                                "The egress policy must be an a{sv} of default s, allow as, deny as.");
                 return -EINVAL;
         }
         *ret = rd.policy;
@@ -520,7 +525,8 @@ int egress_policy_ini_assign(EgressPolicy *p, const char *key, const char *value
         if (streq(key, "Egress")) {
                 EgressDefault d = egress_default_from_string(value);
                 if (d < 0)
-                        return fail(ret_error, "Invalid Egress=%s: expected deny or allow.", quotable(value, q));
+                        return fail(ret_error, "Invalid Egress=%s: expected deny or allow.",
+                                    quotable(value, q));
                 p->default_action = d;
                 return 0;
         }
@@ -634,5 +640,6 @@ EgressAddressVerdict egress_policy_address_verdict(const EgressPolicy *p, const 
                 return EGRESS_ADDRESS_ALLOWED;
         if (egress_address_is_fixed_private(family, addr))
                 return EGRESS_ADDRESS_DENIED;
-        return p->default_action == EGRESS_DEFAULT_ALLOW ? EGRESS_ADDRESS_ALLOWED : EGRESS_ADDRESS_IF_RESOLVED;
+        return p->default_action == EGRESS_DEFAULT_ALLOW ? EGRESS_ADDRESS_ALLOWED
+                                                         : EGRESS_ADDRESS_IF_RESOLVED;
 }

@@ -22,8 +22,8 @@
  *   is the one address. Host bits must be zero ("10.0.0.1/8" is refused; "10.0.0.0/8" is meant);
  * - ports and protocols are not supported: "pypi.org:443" or "tcp/443" are refused with that reason. */
 #define EGRESS_POLICY_ENTRIES_MAX 256
-#define EGRESS_NAME_MAX 253
-#define EGRESS_LABEL_MAX 63
+#define EGRESS_NAME_MAX           253
+#define EGRESS_LABEL_MAX          63
 /* The longest entry text accepted at all: "*." + a name (a CIDR is shorter). */
 #define EGRESS_ENTRY_MAX (2 + EGRESS_NAME_MAX)
 
@@ -46,16 +46,16 @@ typedef enum EgressEntryKind {
 } EgressEntryKind;
 
 typedef struct EgressCidr {
-        int family;          /* AF_INET or AF_INET6 */
-        uint8_t addr[16];    /* network byte order; the first 4 bytes for AF_INET */
-        unsigned prefixlen;  /* 0..32 or 0..128 */
+        int family;         /* AF_INET or AF_INET6 */
+        uint8_t addr[16];   /* network byte order; the first 4 bytes for AF_INET */
+        unsigned prefixlen; /* 0..32 or 0..128 */
 } EgressCidr;
 
 typedef struct EgressEntry {
         EgressEntryKind kind;
         /* NAME: the name; WILDCARD: the suffix after "*."; both in lower case without a trailing dot. */
         char name[EGRESS_NAME_MAX + 1];
-        EgressCidr cidr;     /* CIDR */
+        EgressCidr cidr; /* CIDR */
 } EgressEntry;
 
 typedef struct EgressPolicy {
@@ -67,7 +67,8 @@ typedef struct EgressPolicy {
 } EgressPolicy;
 
 /* An empty policy: default deny, no entries. */
-#define EGRESS_POLICY_INIT { .default_action = EGRESS_DEFAULT_DENY }
+#define EGRESS_POLICY_INIT \
+        { .default_action = EGRESS_DEFAULT_DENY }
 
 /* Frees the entries, leaves an empty policy; accepts NULL. */
 void egress_policy_done(EgressPolicy *p);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests egress-nft: the rendered scripts, then (as root, in network namespaces of its own) the table applied,
- * listed back by nft, and traffic between veth'd namespaces it makes: allowed, denied, counted. */
+/* Tests egress-nft: the rendered scripts, then (as root, in network namespaces of its own) the table
+ * applied, listed back by nft, and traffic between veth'd namespaces it makes: allowed, denied, counted. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,16 +51,19 @@ static void test_render(void) {
         EgressNftSandbox s = sandbox(SB_A, IF_A, "10.213.0.1", "10.213.0.2", &p);
 
         CHECK_INT(egress_nft_render_table(&pool, &s, 1, &t), 0);
-        CHECK(t && strstr(t, "add table inet sandboxd\ndelete table inet sandboxd\nadd table inet sandboxd\n"));
+        CHECK(t &&
+              strstr(t, "add table inet sandboxd\ndelete table inet sandboxd\nadd table inet sandboxd\n"));
         CHECK(t && strstr(t, "add element inet sandboxd pool4 { 10.213.0.0/16 }"));
         CHECK(t && strstr(t, "169.254.0.0/16"));
         CHECK(t && strstr(t, "add element inet sandboxd " SB_A "_allow4 { 203.0.113.0/24 }"));
         CHECK(t && strstr(t, "add element inet sandboxd " SB_A "_deny4 { 203.0.113.128/25 }"));
         CHECK(t && !strstr(t, "2001:db8")); /* IPv6 is dropped whole in this step */
         CHECK(t && strstr(t, "ip saddr != 10.213.0.2 counter name \"" SB_A "_denied\" drop"));
-        CHECK(t && strstr(t, "add rule inet sandboxd host_" SB_A " ip daddr 10.213.0.1 meta l4proto { tcp, udp } "
-                          "th dport 53 accept"));
-        CHECK(t && strstr(t, "add element inet sandboxd host_dispatch { \"" IF_A "\" : jump host_" SB_A " }"));
+        CHECK(t &&
+              strstr(t, "add rule inet sandboxd host_" SB_A " ip daddr 10.213.0.1 meta l4proto { tcp, udp } "
+                        "th dport 53 accept"));
+        CHECK(t &&
+              strstr(t, "add element inet sandboxd host_dispatch { \"" IF_A "\" : jump host_" SB_A " }"));
         /* Default deny: the chain ends in one drop, no accept-all. */
         CHECK(t && !strstr(t, "out_" SB_A " counter name \"" SB_A "_allowed\" accept"));
         CHECK(t && strstr(t, "out_" SB_A " counter name \"" SB_A "_denied\" drop"));
@@ -136,13 +139,12 @@ static int run_in(pid_t pid, const char *cmd) {
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-#define RUN(pid, cmd)                                                                   \
-        do {                                                                            \
-                int _r = run_in((pid), (cmd));                                          \
-                if (_r != 0)                                                            \
-                        fprintf(stderr, "%s:%d: '%s' exited %d\n", __FILE__, __LINE__, \
-                                (cmd), _r);                                             \
-                CHECK_INT(_r, 0);                                                       \
+#define RUN(pid, cmd)                                                                              \
+        do {                                                                                       \
+                int _r = run_in((pid), (cmd));                                                     \
+                if (_r != 0)                                                                       \
+                        fprintf(stderr, "%s:%d: '%s' exited %d\n", __FILE__, __LINE__, (cmd), _r); \
+                CHECK_INT(_r, 0);                                                                  \
         } while (0)
 
 static int listen_on(uint16_t port) {
@@ -227,7 +229,7 @@ static int connect_from(pid_t pid, const char *addr, uint16_t port, int timeout_
 /* Generous for what must connect (a loopback-speed veth answers in well under a millisecond); what must
  * not is a drop, which only a wait can tell. */
 #define CONNECTS(pid, addr, port) CHECK_INT(connect_from((pid), (addr), (port), 5000), 1)
-#define DROPPED(pid, addr, port) CHECK_INT(connect_from((pid), (addr), (port), 1000), 0)
+#define DROPPED(pid, addr, port)  CHECK_INT(connect_from((pid), (addr), (port), 1000), 0)
 
 static void apply(EgressNft *n, const char *text) {
         _cleanup_free_ char *why = NULL;
@@ -268,9 +270,10 @@ static char *listed_set(const char *set) {
                         fputs("set", f);
                         if (json_object_object_get_ex(s, "elem", &elem))
                                 for (size_t j = 0; j < json_object_array_length(elem); j++)
-                                        fprintf(f, "|%s", json_object_to_json_string_ext(
-                                                                  json_object_array_get_idx(elem, j),
-                                                                  JSON_C_TO_STRING_PLAIN));
+                                        fprintf(f, "|%s",
+                                                json_object_to_json_string_ext(
+                                                        json_object_array_get_idx(elem, j),
+                                                        JSON_C_TO_STRING_PLAIN));
                 }
         fclose(f);
         json_object_put(root);
@@ -342,7 +345,8 @@ static void traffic(void) {
         CHECK_INT(egress_cidr_parse("10.213.0.0/16", &pool, NULL), 0);
         CHECK_INT(egress_nft_new(&n), 0);
         /* Someone else's table, which ours must leave alone. */
-        apply(n, "add table inet other\nadd set inet other keep { type ipv4_addr; elements = { 192.0.2.1 }; }\n");
+        apply(n, "add table inet other\nadd set inet other keep { type ipv4_addr; elements = { 192.0.2.1 }; "
+                 "}\n");
         CHECK_INT(egress_nft_render_table(&pool, sb, 2, &table), 0);
         apply(n, table);
         apply(n, table); /* again: the same table, atomically replaced */
@@ -362,25 +366,25 @@ static void traffic(void) {
         CHECK_U64(c0.allowed_packets, 0);
         CHECK_U64(c0.denied_packets, 0);
 
-        CONNECTS(a, "198.51.100.1", 8080);   /* allow CIDR, through masquerade */
-        DROPPED(a, "198.51.100.2", 8080);    /* default deny, never resolved */
-        DROPPED(a, "192.168.77.1", 8080);    /* private */
-        DROPPED(a, "10.213.0.6", 8080);      /* the other sandbox: the pool, whatever 10.0.0.0/8 says */
-        DROPPED(a, "10.213.0.1", 8080);      /* the host itself */
-        DROPPED(a, "198.51.100.254", 8080);  /* the host by another of its addresses */
-        CONNECTS(a, "10.213.0.1", 53);       /* its resolver */
-        DROPPED(a, "10.213.0.5", 53);        /* B's resolver address is not A's */
+        CONNECTS(a, "198.51.100.1", 8080);  /* allow CIDR, through masquerade */
+        DROPPED(a, "198.51.100.2", 8080);   /* default deny, never resolved */
+        DROPPED(a, "192.168.77.1", 8080);   /* private */
+        DROPPED(a, "10.213.0.6", 8080);     /* the other sandbox: the pool, whatever 10.0.0.0/8 says */
+        DROPPED(a, "10.213.0.1", 8080);     /* the host itself */
+        DROPPED(a, "198.51.100.254", 8080); /* the host by another of its addresses */
+        CONNECTS(a, "10.213.0.1", 53);      /* its resolver */
+        DROPPED(a, "10.213.0.5", 53);       /* B's resolver address is not A's */
 
         /* The resolver's path: an allowed name answered 198.51.100.2 and 192.168.77.1 (rebinding). */
-        CHECK_INT(egress_nft_render_allow_address(SB_A, AF_INET, (uint8_t[]) {198, 51, 100, 2}, 60 * USEC_PER_SEC,
-                                                  &add),
+        CHECK_INT(egress_nft_render_allow_address(SB_A, AF_INET, (uint8_t[]){198, 51, 100, 2},
+                                                  60 * USEC_PER_SEC, &add),
                   0);
         apply(n, add);
         apply(n, add); /* again: refreshes the timeout, no "exists" error */
         free(add);
         add = NULL;
-        CHECK_INT(egress_nft_render_allow_address(SB_A, AF_INET, (uint8_t[]) {192, 168, 77, 1}, 60 * USEC_PER_SEC,
-                                                  &add),
+        CHECK_INT(egress_nft_render_allow_address(SB_A, AF_INET, (uint8_t[]){192, 168, 77, 1},
+                                                  60 * USEC_PER_SEC, &add),
                   0);
         apply(n, add);
         s2 = listed_set(SB_A "_dyn4");
@@ -388,7 +392,7 @@ static void traffic(void) {
         if (s2)
                 printf("listed " SB_A "_dyn4: %s\n", s2);
         CONNECTS(a, "198.51.100.2", 8080);
-        DROPPED(a, "192.168.77.1", 8080);    /* the fixed list beats what the resolver added */
+        DROPPED(a, "192.168.77.1", 8080); /* the fixed list beats what the resolver added */
 
         /* B: default allow, one deny. */
         CONNECTS(b, "198.51.100.1", 8080);
@@ -419,7 +423,8 @@ static void traffic(void) {
 
         safe_close(host_fd);
         safe_close(resolver_fd);
-        /* Each namespace's process holds the others' pipes too (forked before they were closed): end them. */
+        /* Each namespace's process holds the others' pipes too (forked before they were closed): end them.
+         */
         for (size_t i = 0; i < ELEMENTSOF(links); i++) {
                 (void) kill(links[i].pid, SIGKILL);
                 (void) waitpid(links[i].pid, NULL, 0);
@@ -465,7 +470,8 @@ static void test_netns(void) {
                                    "add rule inet probe p masquerade\n"
                                    "delete table inet probe\n",
                                    &why) < 0) {
-                        printf("SKIP: nftables in a network namespace: the kernel refused a probe table: %s\n",
+                        printf("SKIP: nftables in a network namespace: the kernel refused a probe table: "
+                               "%s\n",
                                strna(why));
                         _exit(77);
                 }

@@ -91,7 +91,8 @@ static void test_entries(void) {
 
         /* The longest name: 253 characters in labels of 63. */
         char name[300];
-        snprintf(name, sizeof(name), "%.63s.%.63s.%.63s.%.61s", "a123456789a123456789a123456789a123456789a123456789a123456789abc",
+        snprintf(name, sizeof(name), "%.63s.%.63s.%.63s.%.61s",
+                 "a123456789a123456789a123456789a123456789a123456789a123456789abc",
                  "b123456789a123456789a123456789a123456789a123456789a123456789abc",
                  "c123456789a123456789a123456789a123456789a123456789a123456789abc",
                  "d123456789a123456789a123456789a123456789a123456789a123456789a");
@@ -114,10 +115,13 @@ static void test_entries(void) {
         check_entry_bad("-a.example", "starting with '-'");
         check_entry_bad("a-.example", "ending with '-'");
         check_entry_bad("under_score.example", "other than a-z");
-        check_entry_bad("b\xc3\xbc" "cher.example", "punycode");
+        check_entry_bad("b\xc3\xbc"
+                        "cher.example",
+                        "punycode");
         check_entry_bad("example.123", "all-numeric last label");
         check_entry_bad("pypi .org", "whitespace");
-        check_entry_bad("x123456789a123456789a123456789a123456789a123456789a123456789abcd.example", "longer than 63");
+        check_entry_bad("x123456789a123456789a123456789a123456789a123456789a123456789abcd.example",
+                        "longer than 63");
         check_entry_bad("10.0.0.1/8", "host bits are set (did you mean 10.0.0.0/8?)");
         check_entry_bad("2001:db8::1/32", "did you mean 2001:db8::/32?");
         check_entry_bad("10.0.0.0/33", "prefix length must be 0-32");
@@ -152,7 +156,7 @@ static void test_name_matching(void) {
         CHECK_INT(egress_policy_name_allowed(&p, "pypi.org", &by), 1);
         CHECK(by == &p.allow[0]);
         CHECK_INT(egress_policy_name_allowed(&p, "PYPI.ORG.", NULL), 1);
-        CHECK_INT(egress_policy_name_allowed(&p, "www.pypi.org", NULL), 0);   /* exact means exact */
+        CHECK_INT(egress_policy_name_allowed(&p, "www.pypi.org", NULL), 0); /* exact means exact */
         CHECK_INT(egress_policy_name_allowed(&p, "files.pythonhosted.org", NULL), 1);
         CHECK_INT(egress_policy_name_allowed(&p, "a.b.pythonhosted.org", NULL), 1);
         CHECK_INT(egress_policy_name_allowed(&p, "pythonhosted.org", NULL), 0); /* not the suffix itself */
@@ -195,12 +199,12 @@ static void test_address_matching(void) {
         CHECK_INT(egress_policy_add(&p, true, "2001:db8::/32", NULL), 0);
 
         CHECK_INT(addr_verdict(&p, &pool, "203.0.113.5"), EGRESS_ADDRESS_ALLOWED);
-        CHECK_INT(addr_verdict(&p, &pool, "203.0.113.200"), EGRESS_ADDRESS_DENIED);  /* deny wins */
-        CHECK_INT(addr_verdict(&p, &pool, "192.168.7.9"), EGRESS_ADDRESS_ALLOWED);   /* opened by a CIDR */
-        CHECK_INT(addr_verdict(&p, &pool, "192.168.8.9"), EGRESS_ADDRESS_DENIED);    /* fixed list */
-        CHECK_INT(addr_verdict(&p, &pool, "10.213.4.5"), EGRESS_ADDRESS_DENIED);     /* the pool, always */
+        CHECK_INT(addr_verdict(&p, &pool, "203.0.113.200"), EGRESS_ADDRESS_DENIED); /* deny wins */
+        CHECK_INT(addr_verdict(&p, &pool, "192.168.7.9"), EGRESS_ADDRESS_ALLOWED);  /* opened by a CIDR */
+        CHECK_INT(addr_verdict(&p, &pool, "192.168.8.9"), EGRESS_ADDRESS_DENIED);   /* fixed list */
+        CHECK_INT(addr_verdict(&p, &pool, "10.213.4.5"), EGRESS_ADDRESS_DENIED);    /* the pool, always */
         CHECK_INT(addr_verdict(&p, &pool, "10.1.2.3"), EGRESS_ADDRESS_ALLOWED);
-        CHECK_INT(addr_verdict(&p, NULL, "10.213.4.5"), EGRESS_ADDRESS_ALLOWED);     /* no pool given */
+        CHECK_INT(addr_verdict(&p, NULL, "10.213.4.5"), EGRESS_ADDRESS_ALLOWED); /* no pool given */
         CHECK_INT(addr_verdict(&p, &pool, "198.51.100.1"), EGRESS_ADDRESS_IF_RESOLVED);
         CHECK_INT(addr_verdict(&p, &pool, "169.254.169.254"), EGRESS_ADDRESS_DENIED);
         CHECK_INT(addr_verdict(&p, &pool, "127.0.0.1"), EGRESS_ADDRESS_DENIED);
@@ -302,7 +306,8 @@ static void test_bus(void) {
         CHECK_INT(q.n_allow + q.n_deny, 0);
         sd_bus_message_unref(m);
 
-        check_bus_refused(MSG("a{sv}", 1, "default", "s", "maybe"), "'default' must be \"deny\" or \"allow\"");
+        check_bus_refused(MSG("a{sv}", 1, "default", "s", "maybe"),
+                          "'default' must be \"deny\" or \"allow\"");
         check_bus_refused(MSG("a{sv}", 1, "default", "b", 1), "'default' must be of type 's'");
         check_bus_refused(MSG("a{sv}", 1, "allow", "s", "pypi.org"), "'allow' must be of type 'as'");
         check_bus_refused(MSG("a{sv}", 1, "ports", "as", 0), "Unknown egress policy key 'ports'");
@@ -318,7 +323,8 @@ static void test_ini(void) {
 
         CHECK_INT(egress_policy_ini_assign(&p, "Egress", "allow", &why), 0);
         CHECK_INT(p.default_action, EGRESS_DEFAULT_ALLOW);
-        CHECK_INT(egress_policy_ini_assign(&p, "EgressAllow", "pypi.org  *.pythonhosted.org\t203.0.113.0/24", &why),
+        CHECK_INT(egress_policy_ini_assign(&p, "EgressAllow", "pypi.org  *.pythonhosted.org\t203.0.113.0/24",
+                                           &why),
                   0);
         CHECK_INT(p.n_allow, 3);
         CHECK_INT(egress_policy_ini_assign(&p, "EgressAllow", "github.com", &why), 0); /* adds */
