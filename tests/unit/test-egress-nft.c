@@ -226,6 +226,51 @@ static int connect_from(pid_t pid, const char *addr, uint16_t port, int timeout_
         return WEXITSTATUS(status) == 1 ? 1 : WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* Sends one UDP datagram from pid's namespace to addr:port. Returns 0 once sent, -1 on an error. */
+static int udp_from(pid_t pid, const char *addr, uint16_t port) {
+        pid_t child = fork();
+        int status;
+
+        if (child < 0)
+                return -1;
+        if (child == 0) {
+                struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+                char path[64];
+
+                snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) pid);
+                int ns = open(path, O_RDONLY | O_CLOEXEC);
+                int fd = ns < 0 || setns(ns, CLONE_NEWNET) < 0
+                                 ? -1
+                                 : socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+                    sendto(fd, "q", 1, 0, (struct sockaddr *) &sa, sizeof(sa)) != 1)
+                        _exit(1);
+                _exit(0);
+        }
+        if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status))
+                return -1;
+        return WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* Whether a datagram arrives on fd (bound here, in the host's namespace) within timeout_ms. */
+static bool udp_arrives(int fd, int timeout_ms) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        char c;
+
+        if (poll(&p, 1, timeout_ms) <= 0)
+                return false;
+        return recv(fd, &c, 1, MSG_DONTWAIT) == 1;
+}
+
+static int udp_listen_on(uint16_t port) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return -errno;
+        return fd;
+}
+
 /* Generous for what must connect (a loopback-speed veth answers in well under a millisecond); what must
  * not is a drop, which only a wait can tell. */
 #define CONNECTS(pid, addr, port) CHECK_INT(connect_from((pid), (addr), (port), 5000), 1)
@@ -373,7 +418,16 @@ static void traffic(void) {
         DROPPED(a, "10.213.0.1", 8080);     /* the host itself */
         DROPPED(a, "198.51.100.254", 8080); /* the host by another of its addresses */
         CONNECTS(a, "10.213.0.1", 53);      /* its resolver */
-        DROPPED(a, "10.213.0.5", 53);       /* B's resolver address is not A's */
+        /* The resolver over UDP too; no other UDP port of the host. */
+        int udp53 = udp_listen_on(53), udp_other = udp_listen_on(5353);
+        CHECK(udp53 >= 0 && udp_other >= 0);
+        CHECK_INT(udp_from(a, "10.213.0.1", 53), 0);
+        CHECK(udp_arrives(udp53, 5000));
+        CHECK_INT(udp_from(a, "10.213.0.1", 5353), 0);
+        CHECK(!udp_arrives(udp_other, 1000));
+        safe_close(udp53);
+        safe_close(udp_other);
+        DROPPED(a, "10.213.0.5", 53); /* B's resolver address is not A's */
 
         /* The resolver's path: an allowed name answered 198.51.100.2 and 192.168.77.1 (rebinding). */
         CHECK_INT(egress_nft_render_allow_address(SB_A, AF_INET, (uint8_t[]){198, 51, 100, 2},
@@ -402,7 +456,7 @@ static void traffic(void) {
 
         CHECK_INT(egress_nft_counters(n, SB_A, &c1), 0);
         CHECK(c1.allowed_packets > 0 && c1.allowed_bytes > 0);
-        CHECK(c1.denied_packets >= 7 && c1.denied_bytes > 0); /* 7 connections dropped, the host's too */
+        CHECK(c1.denied_packets >= 8 && c1.denied_bytes > 0); /* 7 connections and a datagram dropped */
         printf("counters " SB_A ": allowed %" PRIu64 " packets %" PRIu64 " bytes, denied %" PRIu64
                " packets %" PRIu64 " bytes\n",
                c1.allowed_packets, c1.allowed_bytes, c1.denied_packets, c1.denied_bytes);
