@@ -153,9 +153,8 @@ int egress_name_normalize(const char *name, char buf[static EGRESS_NAME_MAX + 1]
 /* --- CIDRs ------------------------------------------------------------------------------------------ */
 
 static bool looks_like_address(const char *s) {
-        /* Digits, dots, colons, hex letters and one '/': what an address or CIDR is made of. A name has a
-         * letter past 'f' somewhere or an all-alphabetic label; a name of hex letters and digits only
-         * ("cafe.be") has no colon, and dotted ones are tried as names if inet_pton refuses them. */
+        /* A name has neither ':' nor '/', and one of digits and dots only is refused as a name anyway (its
+         * last label is all digits): such text is read as an address or CIDR, or refused as one. */
         return strchr(s, ':') || strchr(s, '/') || strspn(s, "0123456789.") == strlen(s);
 }
 
