@@ -513,6 +513,7 @@ static void test_netns(void) {
                 if (unshare(CLONE_NEWNET) < 0) {
                         printf("SKIP: nftables in a network namespace: unshare(CLONE_NEWNET): %s\n",
                                strerror(errno));
+                        fflush(stdout);
                         _exit(77);
                 }
                 /* Probe: nf_tables usable here, with timeout sets and NAT? */
@@ -527,10 +528,15 @@ static void test_netns(void) {
                         printf("SKIP: nftables in a network namespace: the kernel refused a probe table: "
                                "%s\n",
                                strna(why));
+                        fflush(stdout);
                         _exit(77);
                 }
-                if (run_in(0, "ip link add name probe0 type veth peer name probe1") != 0) {
-                        printf("SKIP: nftables in a network namespace: no veth pairs here\n");
+                int r = run_in(0, "ip link add name probe0 type veth peer name probe1");
+                if (r != 0) {
+                        printf("SKIP: nftables in a network namespace: cannot make a veth pair here "
+                               "('ip link add … type veth' exited %d%s)\n",
+                               r, r == 127 ? ": no ip, Debian: iproute2" : "");
+                        fflush(stdout);
                         _exit(77);
                 }
                 RUN(0, "ip link del probe0");
