@@ -252,6 +252,63 @@ static int udp_from(pid_t pid, const char *addr, uint16_t port) {
         return WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+static uint16_t icmp_checksum(const uint8_t *p, size_t n) {
+        uint32_t sum = 0;
+
+        for (size_t i = 0; i + 1 < n; i += 2)
+                sum += (uint32_t) (p[i] << 8 | p[i + 1]);
+        if (n % 2)
+                sum += (uint32_t) (p[n - 1] << 8);
+        while (sum >> 16)
+                sum = (sum & 0xffff) + (sum >> 16);
+        return (uint16_t) ~sum;
+}
+
+/* An ICMP echo request from pid's namespace (a raw socket: we are root there) to addr. 1: the reply came
+ * within timeout_ms; 0: none; -1: an error. */
+static int ping_from(pid_t pid, const char *addr, int timeout_ms) {
+        pid_t child = fork();
+        int status;
+
+        if (child < 0)
+                return -1;
+        if (child == 0) {
+                struct sockaddr_in sa = {.sin_family = AF_INET};
+                uint8_t req[16] = {8, 0, 0, 0, 0x5b, 0x0d, 0, 1, 'e', 'g', 'r', 'e', 's', 's', '!', '!'},
+                        buf[256];
+                char path[64];
+
+                snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) pid);
+                int ns = open(path, O_RDONLY | O_CLOEXEC);
+                int fd = ns < 0 || setns(ns, CLONE_NEWNET) < 0
+                                 ? -1
+                                 : socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+                uint16_t ck = icmp_checksum(req, sizeof(req));
+                req[2] = (uint8_t) (ck >> 8);
+                req[3] = (uint8_t) ck;
+                if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+                    sendto(fd, req, sizeof(req), 0, (struct sockaddr *) &sa, sizeof(sa)) !=
+                            (ssize_t) sizeof(req))
+                        _exit(2);
+                for (;;) {
+                        struct pollfd p = {.fd = fd, .events = POLLIN};
+                        if (poll(&p, 1, timeout_ms) <= 0)
+                                _exit(0);
+                        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+                        if (n < 20)
+                                continue;
+                        size_t ihl = (size_t) (buf[0] & 0x0f) * 4;
+                        /* An echo reply (type 0) with our identifier, from addr. */
+                        if ((size_t) n >= ihl + 8 && buf[ihl] == 0 && buf[ihl + 4] == 0x5b &&
+                            buf[ihl + 5] == 0x0d && memcmp(buf + 12, &sa.sin_addr, 4) == 0)
+                                _exit(1);
+                }
+        }
+        if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status))
+                return -1;
+        return WEXITSTATUS(status) == 1 ? 1 : WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
 /* Whether a datagram arrives on fd (bound here, in the host's namespace) within timeout_ms. */
 static bool udp_arrives(int fd, int timeout_ms) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -418,6 +475,10 @@ static void traffic(void) {
         DROPPED(a, "10.213.0.1", 8080);     /* the host itself */
         DROPPED(a, "198.51.100.254", 8080); /* the host by another of its addresses */
         CONNECTS(a, "10.213.0.1", 53);      /* its resolver */
+        /* ICMP: the same rules. */
+        CHECK_INT(ping_from(a, "198.51.100.1", 5000), 1);
+        CHECK_INT(ping_from(a, "192.168.77.1", 1000), 0);
+        CHECK_INT(ping_from(a, "10.213.0.1", 1000), 0);
         /* The resolver over UDP too; no other UDP port of the host. */
         int udp53 = udp_listen_on(53), udp_other = udp_listen_on(5353);
         CHECK(udp53 >= 0 && udp_other >= 0);
@@ -456,7 +517,8 @@ static void traffic(void) {
 
         CHECK_INT(egress_nft_counters(n, SB_A, &c1), 0);
         CHECK(c1.allowed_packets > 0 && c1.allowed_bytes > 0);
-        CHECK(c1.denied_packets >= 8 && c1.denied_bytes > 0); /* 7 connections and a datagram dropped */
+        /* 7 connections, a datagram and two pings dropped */
+        CHECK(c1.denied_packets >= 10 && c1.denied_bytes > 0);
         printf("counters " SB_A ": allowed %" PRIu64 " packets %" PRIu64 " bytes, denied %" PRIu64
                " packets %" PRIu64 " bytes\n",
                c1.allowed_packets, c1.allowed_bytes, c1.denied_packets, c1.denied_bytes);
