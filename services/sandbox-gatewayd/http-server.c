@@ -2,6 +2,7 @@
 /* libmicrohttpd inside sd-event: requests, suspension while bus calls run, JSON answers, dispatch. */
 #include "http-server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -620,27 +621,40 @@ static int req_authenticate(Request *r) {
                 return -EACCES;
         }
         k = key_store_authenticate(r->manager->keys, secret, now_usec(CLOCK_REALTIME), &r->key);
-        switch (k) {
-        case 0:
-                break;
-        case -EINVAL:
-                req_deny(r, 401, "unauthorized", "anonymous", "The API key is malformed.");
-                return -EACCES;
-        case -ENOKEY:
-                req_deny(r, 401, "unauthorized", "anonymous", "The API key is not known.");
-                return -EACCES;
-        case -EKEYEXPIRED:
-                req_deny(r, 401, "unauthorized", "anonymous", "The API key has expired.");
-                return -EACCES;
-        case -EKEYREVOKED:
-                req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
-                return -EACCES;
-        default:
+        if (k < 0) {
+                if (req_deny_credentials(r, k, "The API key", "") < 0)
+                        return -EACCES;
                 log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
                 req_reply_error(r, 500, "internal", "Cannot check the API key.");
                 return k;
         }
         return api_key_account_id(r->key, &r->account_id);
+}
+
+int req_deny_credentials(Request *r, int error, const char *what, const char *unknown_hint) {
+        assert(r);
+        assert(what);
+        assert(unknown_hint);
+
+        switch (error) {
+        case -EINVAL:
+                req_deny(r, 401, "unauthorized", "anonymous", "%s is malformed.", what);
+                return -EACCES;
+        case -ENOKEY:
+                req_deny(r, 401, "unauthorized", "anonymous", "%s is not known%s.", what, unknown_hint);
+                return -EACCES;
+        case -EKEYEXPIRED:
+                req_deny(r, 401, "unauthorized", "anonymous", "%s has expired.", what);
+                return -EACCES;
+        case -EALREADY:
+                req_deny(r, 401, "unauthorized", "anonymous", "The takeover token has been used already.");
+                return -EACCES;
+        case -EKEYREVOKED:
+                req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
+                return -EACCES;
+        default:
+                return 0;
+        }
 }
 
 static void dispatch(Request *r) {

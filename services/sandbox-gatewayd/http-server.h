@@ -84,6 +84,10 @@ _printf_(4, 5) void req_reply_error(Request *r, unsigned status, const char *cod
  * request's key, or "anonymous"). */
 _printf_(5, 6) void req_deny(Request *r, unsigned status, const char *code, const char *account, const char *fmt,
                              ...);
+/* A credential check's failure (key_store_authenticate(), key_store_token_redeem()) answered 401 with the
+ * reason, WHAT naming the credential ("The API key"), UNKNOWN_HINT appended to "is not known": -EACCES, or
+ * 0 when the error is no credential's (the caller answers it). */
+int req_deny_credentials(Request *r, int error, const char *what, const char *unknown_hint);
 void req_reply_bus_error(Request *r, const sd_bus_error *e);
 void req_reply_errno(Request *r, int error);
 bool req_answered(Request *r);

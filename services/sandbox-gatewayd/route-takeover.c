@@ -241,26 +241,11 @@ int route_takeover_authenticate(Request *r) {
                          "/v1/sandboxes/{id}/takeover-token.");
                 return -EACCES;
         }
-        switch (k) {
-        case 0:
-                break;
-        case -EINVAL:
-                req_deny(r, 401, "unauthorized", "anonymous", "%s is malformed.", what);
-                return -EACCES;
-        case -ENOKEY:
-                req_deny(r, 401, "unauthorized", "anonymous", "%s is not known%s.", what,
-                         token && !hdr ? " (or was made for another sandbox)" : "");
-                return -EACCES;
-        case -EKEYEXPIRED:
-                req_deny(r, 401, "unauthorized", "anonymous", "%s has expired.", what);
-                return -EACCES;
-        case -EALREADY:
-                req_deny(r, 401, "unauthorized", "anonymous", "The takeover token has been used already.");
-                return -EACCES;
-        case -EKEYREVOKED:
-                req_deny(r, 401, "unauthorized", "anonymous", "The API key has been revoked.");
-                return -EACCES;
-        default:
+        if (k < 0) {
+                const char *hint = token && !hdr ? " (or was made for another sandbox)" : "";
+
+                if (req_deny_credentials(r, k, what, hint) < 0)
+                        return -EACCES;
                 log_msg(LOG_ERR, "Cannot check takeover credentials: %s", strerror(-k));
                 req_reply_error(r, 500, "internal", "Cannot check the credentials.");
                 return k;
