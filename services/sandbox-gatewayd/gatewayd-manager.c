@@ -433,6 +433,7 @@ Manager *manager_free(Manager *m) {
         count_free_all(m->streams);
         count_free_all(m->calls);
         sd_event_unref(m->event);
+        sandboxd_config_done(&m->sandboxd);
         free(m->state_dir);
         free(m);
         return NULL;

@@ -395,6 +395,7 @@ Manager *manager_free(Manager *m) {
         free(m->memory_prefix);
         for (size_t j = 0; j < m->n_disk_templates; j++)
                 free(m->disk_templates[j].path);
+        sandboxd_config_done(&m->config);
         free(m->state_dir);
         free(m->init_path);
         free(m->file_helper_path);

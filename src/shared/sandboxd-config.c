@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* sandboxd's configuration: built-in defaults, sandboxd.conf and its drop-ins, and sandbox types. */
 #include <ctype.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -49,6 +50,21 @@ static const SandboxType builtin_types[] = {
         },
 };
 
+static const char *const sandbox_network_table[_SANDBOX_NETWORK_MAX] = {
+        [SANDBOX_NETWORK_NONE] = "none",
+        [SANDBOX_NETWORK_HOST] = "host",
+        [SANDBOX_NETWORK_EGRESS] = "egress",
+};
+
+DEFINE_STRING_TABLE(sandbox_network, SandboxNetwork, _SANDBOX_NETWORK_MAX);
+
+void sandboxd_config_done(SandboxdConfig *c) {
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n_types && i < SANDBOX_TYPES_MAX; i++)
+                c->types[i].egress = egress_policy_free(c->types[i].egress);
+}
+
 void sandboxd_config_defaults(SandboxdConfig *c) {
         *c = (SandboxdConfig) {
                 .uid_min = SANDBOXD_UID_MIN_DEFAULT,
@@ -71,6 +87,8 @@ void sandboxd_config_defaults(SandboxdConfig *c) {
                 },
         };
         memcpy(c->types, builtin_types, sizeof(builtin_types));
+        /* SANDBOXD_NETWORK_POOL_DEFAULT */
+        c->network.pool = (EgressCidr) { .family = AF_INET, .addr = { 10, 237, 0, 0 }, .prefixlen = 16 };
 }
 
 const SandboxType *sandboxd_config_find_type(const SandboxdConfig *c, const char *name) {

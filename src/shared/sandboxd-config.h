@@ -2,12 +2,15 @@
 /* sandboxd's configuration: built-in defaults, sandboxd.conf and its drop-ins, and sandbox types. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "egress-policy.h"
+#include "macro.h"
 #include "sandbox-id.h"
 
 /* Named sandboxd-config rather than config: the build's generated config.h sits first on the include
@@ -29,6 +32,17 @@
 #define SANDBOXD_UID_MIN_DEFAULT ((uid_t) UINT32_C(1879048192))
 #define SANDBOXD_UID_MAX_DEFAULT ((uid_t) UINT32_C(1879113727))
 
+/* A sandbox's network (CreateSandbox's "network", a type's Network=): */
+typedef enum SandboxNetwork {
+        SANDBOX_NETWORK_NONE,   /* its own namespace with loopback only (the default) */
+        SANDBOX_NETWORK_HOST,   /* the host's namespace, unconfined: only with [Network] AllowHostNetwork=yes */
+        SANDBOX_NETWORK_EGRESS, /* its own namespace, a veth pair to the host and an egress policy (issue 23) */
+        _SANDBOX_NETWORK_MAX,
+        _SANDBOX_NETWORK_INVALID = -EINVAL,
+} SandboxNetwork;
+
+DECLARE_STRING_TABLE(sandbox_network, SandboxNetwork);
+
 typedef struct SandboxType {
         char name[SANDBOX_NAME_MAX + 1];
         unsigned cpu_quota_percent;    /* 100 = one CPU */
@@ -41,6 +55,13 @@ typedef struct SandboxType {
                                         * they are directories on the host without a quota (infinity) */
         /* Issue 21: a shell (OpenShell) with no byte either way for this long is hung up; 0: never. */
         uint64_t shell_idle_usec;
+        /* Issue 23. Network=: the network of this type's sandboxes when CreateSandbox gives none, and of its
+         * pooled ones. */
+        SandboxNetwork network;
+        /* Egress=, EgressAllow=, EgressDeny=: the policy of its egress sandboxes when CreateSandbox gives none;
+         * NULL: default deny, no entries. Owned by the SandboxdConfig (sandboxd_config_done()). */
+        EgressPolicy *egress;
+        uint64_t egress_rate_max;      /* EgressRateMax=: bytes per second out of one sandbox; 0: no limit */
 } SandboxType;
 
 /* ShellIdleSec= of every built-in type. */
@@ -66,6 +87,13 @@ typedef struct SandboxTotalsConfig {
         uint64_t max_per_account;     /* sandboxes one owner (account_id) may have; INFINITY: no bound */
 } SandboxTotalsConfig;
 
+/* [Network]: egress sandboxes' addresses, and whether network "host" may be asked for. */
+#define SANDBOXD_NETWORK_POOL_DEFAULT "10.237.0.0/16"
+typedef struct SandboxdNetworkConfig {
+        EgressCidr pool;          /* Pool=: IPv4, a /30 per egress sandboxes (host side .1, sandbox .2) */
+        bool allow_host_network;  /* AllowHostNetwork=: network "host" (unconfined) allowed; default no */
+} SandboxdNetworkConfig;
+
 typedef struct SandboxdConfig {
         uid_t uid_min, uid_max;
         uint64_t output_max;    /* captured output cap per stream, bytes */
@@ -81,12 +109,16 @@ typedef struct SandboxdConfig {
         SandboxType types[SANDBOX_TYPES_MAX];
         size_t n_types;
         SandboxTotalsConfig totals;   /* [Sandboxes] */
+        SandboxdNetworkConfig network; /* [Network] */
 } SandboxdConfig;
 
 /* Built-in defaults: the values documented in sandboxd.conf(5), and the types small (100%, 1G, 256
  * tasks, timeouts 1h max / 20s default, pool of 2, disk 4G), medium (200%, 4G, 1024, 6h / 60s, no
  * pool, 16G), large (400%, 16G, 4096, 24h / 120s, no pool, 64G). */
 void sandboxd_config_defaults(SandboxdConfig *c);
+/* Frees what a configuration owns (the types' egress policies). A SandboxdConfig copied by value shares
+ * them: only one of the copies may be done. */
+void sandboxd_config_done(SandboxdConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical (strcmp) order, on top of what c
  * holds (normally the defaults); later assignments win. Either path may be NULL, and missing files or
