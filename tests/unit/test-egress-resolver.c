@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -528,6 +529,14 @@ static struct sockaddr_storage free_port(int type) {
         return ss;
 }
 
+static void stop_dnsmasq(Fixture *f) {
+        if (f->dnsmasq > 0) {
+                kill(f->dnsmasq, SIGTERM);
+                (void) waitpid(f->dnsmasq, NULL, 0);
+                f->dnsmasq = 0;
+        }
+}
+
 static bool start_dnsmasq(Fixture *f) {
         char port[32], big[8][260];
         const char *argv[64];
@@ -578,6 +587,8 @@ static bool start_dnsmasq(Fixture *f) {
 
         f->dnsmasq = fork();
         if (f->dnsmasq == 0) {
+                /* Ends with the test, however the test ends. */
+                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 execv("/usr/sbin/dnsmasq", (char **) argv);
                 _exit(127);
         }
@@ -602,15 +613,8 @@ static bool start_dnsmasq(Fixture *f) {
         }
         fprintf(stderr, "dnsmasq did not answer\n");
         failures++;
+        stop_dnsmasq(f);
         return false;
-}
-
-static void stop_dnsmasq(Fixture *f) {
-        if (f->dnsmasq > 0) {
-                kill(f->dnsmasq, SIGTERM);
-                (void) waitpid(f->dnsmasq, NULL, 0);
-                f->dnsmasq = 0;
-        }
 }
 
 static bool allowed_has(Fixture *f, const char *addr, uint64_t timeout) {
