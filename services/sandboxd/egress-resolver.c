@@ -64,8 +64,10 @@ static ldns_pkt *reply_new(const EgressQueryDecision *q, int rcode) {
                         return NULL;
                 }
         }
-        if (q->edns)
+        if (q->edns) {
                 ldns_pkt_set_edns_udp_size(p, EGRESS_RESOLVER_UDP_SIZE);
+                ldns_pkt_set_edns_do(p, q->edns_do);
+        }
         return p;
 }
 

@@ -173,6 +173,21 @@ static void test_decide(void) {
         egress_query_decision_done(&d);
         ldns_pkt_free(p);
 
+        /* EDNS0 with DO: the answer has EDNS0 with DO too (the empty AAAA here), and the forward asks for DO. */
+        p = query_pkt("allowed.example.test.", LDNS_RR_TYPE_AAAA, LDNS_RR_CLASS_IN, 1400);
+        ldns_pkt_set_edns_do(p, true);
+        decide_pkt(&policy, p, &d);
+        CHECK(d.answer && ldns_pkt_edns(d.answer) && ldns_pkt_edns_do(d.answer));
+        CHECK_INT(d.answer ? ldns_pkt_edns_udp_size(d.answer) : 0, EGRESS_RESOLVER_UDP_SIZE);
+        egress_query_decision_done(&d);
+        ldns_pkt_free(p);
+        p = query_pkt("allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 1400);
+        ldns_pkt_set_edns_do(p, true);
+        decide_pkt(&policy, p, &d);
+        CHECK(d.forward && ldns_pkt_edns_do(d.forward));
+        egress_query_decision_done(&d);
+        ldns_pkt_free(p);
+
         /* ldns cannot parse it (a question cut short): FORMERR. */
         p = query_pkt("allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0);
         size_t n;
