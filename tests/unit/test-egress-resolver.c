@@ -755,6 +755,53 @@ static void test_live(void) {
         CHECK_INT(rcode_of(a), LDNS_RCODE_REFUSED);
         ldns_pkt_free(a);
 
+        /* Two queries in one write on one connection (pipelined), then the client shuts its sending side:
+         * both answered (in any order), then the connection closed. */
+        {
+                _cleanup_close_ int t = connect_to(&f.at, SOCK_STREAM);
+                uint8_t out[1024], in[2048];
+                size_t on = 0, have = 0;
+                uint16_t ids[2];
+                const char *names[2] = {"allowed.example.test.", "other.example.test."};
+                for (int i = 0; i < 2; i++) {
+                        ldns_pkt *p = query_pkt(names[i], LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0);
+                        size_t pn;
+                        _cleanup_free_ uint8_t *pw = to_wire(p, &pn);
+                        ids[i] = ldns_pkt_id(p);
+                        ldns_pkt_free(p);
+                        out[on] = (uint8_t) (pn >> 8), out[on + 1] = (uint8_t) pn;
+                        memcpy(out + on + 2, pw, pn);
+                        on += 2 + pn;
+                }
+                CHECK_INT(send(t, out, on, MSG_NOSIGNAL), (ssize_t) on);
+                CHECK_INT(shutdown(t, SHUT_WR), 0);
+                for (;;) {
+                        if (!run_until_readable(&f, t, 10 * USEC_PER_SEC))
+                                break;
+                        ssize_t k = recv(t, in + have, sizeof(in) - have, MSG_DONTWAIT);
+                        if (k <= 0)
+                                break; /* closed after the answers */
+                        have += (size_t) k;
+                }
+                int seen = 0;
+                for (size_t at = 0; at + 2 <= have;) {
+                        size_t m = (size_t) in[at] << 8 | in[at + 1];
+                        CHECK(at + 2 + m <= have);
+                        if (at + 2 + m > have)
+                                break;
+                        uint16_t id = LDNS_ID_WIRE(in + at + 2);
+                        int rc = LDNS_RCODE_WIRE(in + at + 2);
+                        if (id == ids[0] && rc == LDNS_RCODE_NOERROR)
+                                seen |= 1;
+                        if (id == ids[1] && rc == LDNS_RCODE_REFUSED)
+                                seen |= 2;
+                        at += 2 + m;
+                }
+                CHECK_INT(seen, 3);
+                egress_resolver_stats(f.resolver, &st1);
+                CHECK_INT(st1.tcp_connections, 0);
+        }
+
         /* Large answers: TC to a client without EDNS0; 8 records over EDNS0 (the upstream's TC made us ask it
          * over TCP) and over TCP. */
         a = ask(&f, "big.example.test.", LDNS_RR_TYPE_TXT, false, 0);
