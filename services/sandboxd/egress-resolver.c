@@ -287,6 +287,9 @@ int egress_resolver_filter_answer(const EgressPolicy *policy, const EgressCidr *
                                 continue; /* not the answer to this question: not opened, not passed on */
                         memcpy(&addr.address, ldns_rdf_data(rd), 4);
                         addr.verdict = egress_policy_address_verdict(policy, pool, AF_INET, &addr.address);
+                        /* No policy (or anything unexpected) opens nothing. */
+                        if (addr.verdict != EGRESS_ADDRESS_ALLOWED && addr.verdict != EGRESS_ADDRESS_IF_RESOLVED)
+                                addr.verdict = EGRESS_ADDRESS_DENIED;
                         if (addr.verdict == EGRESS_ADDRESS_DENIED) {
                                 r = push_address(&a.denied, &a.n_denied, &addr);
                                 if (r < 0)
@@ -560,6 +563,17 @@ static void query_answer(Query *q, const uint8_t *buf, size_t len) {
                                           buf, len, &a);
         if (k == -EBADMSG)
                 return; /* not the answer: keep waiting for it (or the timeout) */
+        /* The policy may have changed while the query was upstream: a name it no longer allows is refused
+         * now, and nothing of its answer is opened. */
+        if (k >= 0 && (!policy || egress_policy_name_allowed(policy, q->decision.name, NULL) != 1)) {
+                r->stats.refused++;
+                if (r->config.denied)
+                        r->config.denied(r->config.userdata, q->decision.name, q->decision.qtype,
+                                         "not allowed by the policy (changed while the query was upstream)");
+                query_reply_rcode(q, LDNS_RCODE_REFUSED);
+                query_free(q);
+                return;
+        }
         if (k < 0) {
                 query_fail(q);
                 return;

@@ -34,6 +34,9 @@
  *     refusal, or an answer with SERVFAIL, REFUSED, NOTIMP or FORMERR (the next upstream is asked); after
  *     the last, SERVFAIL. An answer with TC set is asked again over TCP from the same upstream.
  *
+ * When the answer comes, the name is checked again against the policy of that moment: if a change made while
+ * the query was upstream denies it now, the client gets REFUSED (and denied() is told) and nothing is opened.
+ *
  * The answer (egress_resolver_filter_answer()) is passed on rebuilt, not as the upstream's bytes: header
  * (the client's id, RD and CD; RA; the upstream's rcode and AD), the client's question as it sent it, the
  * answer section filtered, the authority section without address records, no additional section, EDNS0

@@ -321,6 +321,16 @@ static void test_filter(void) {
         CHECK_INT(a.n_allow, 1);
         egress_answer_done(&a);
 
+        /* No policy (it went away while the query was upstream): nothing is opened. */
+        free(w);
+        w = upstream_answer(&d, 3, LDNS_RCODE_NOERROR,
+                            (const char *const[]){"alias.example.test. 5 IN A 198.51.100.9", NULL}, &n);
+        CHECK_INT(egress_resolver_filter_answer(NULL, NULL, &d, 3, w, n, &a), 0);
+        CHECK_INT(a.n_allow, 0);
+        CHECK_INT(a.n_denied, 1);
+        CHECK_INT(ldns_pkt_ancount(a.reply), 0);
+        egress_answer_done(&a);
+
         /* NXDOMAIN passes through. */
         free(w);
         w = upstream_answer(&d, 2, LDNS_RCODE_NXDOMAIN, NULL, &n);
@@ -899,6 +909,29 @@ static void test_live(void) {
         a = ask(&f, "allowed.example.test.", LDNS_RR_TYPE_A, false, 0);
         CHECK(a && reply_has(a, "203.0.113.10"));
         ldns_pkt_free(a);
+
+        /* The policy changes while a query is upstream (its first attempt waits on the black hole for 200 ms):
+         * the answer that comes later is refused, nothing opened. */
+        fx_reset(&f);
+        {
+                _cleanup_close_ int c = connect_to(&f.at, SOCK_DGRAM);
+                ldns_pkt *p = query_pkt("allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0);
+                size_t pn;
+                _cleanup_free_ uint8_t *pw = to_wire(p, &pn);
+                uint8_t b[512];
+                ldns_pkt_free(p);
+                CHECK_INT(send(c, pw, pn, 0), (ssize_t) pn);
+                CHECK(!run_until_readable(&f, c, 50 * USEC_PER_MSEC));
+                egress_resolver_stats(f.resolver, &st1);
+                CHECK_INT(st1.inflight, 1);
+                f.policy = &other_only;
+                CHECK(run_until_readable(&f, c, 10 * USEC_PER_SEC));
+                ssize_t k = recv(c, b, sizeof(b), MSG_DONTWAIT);
+                CHECK(k >= 12 && LDNS_RCODE_WIRE(b) == LDNS_RCODE_REFUSED && LDNS_ID_WIRE(b) == LDNS_ID_WIRE(pw));
+                CHECK_INT(f.n_allowed, 0);
+                CHECK(denied_has(&f, "allowed.example.test/1: not allowed by the policy (changed while"));
+                f.policy = &deny_default;
+        }
 
         /* Only the black hole: SERVFAIL after the attempts (2 rounds of 200 ms), well within 10 s. */
         CHECK_INT(fx_resolver(&f, ups, 1, 200 * USEC_PER_MSEC, 2, 0), 0);
