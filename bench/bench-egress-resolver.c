@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Benchmark: a name lookup through the egress resolver beside the same query sent straight to its upstream. */
+/* Benchmark: a name lookup through the egress resolver beside the same query sent straight to its upstream.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,11 +10,11 @@
 #include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -110,7 +111,6 @@ static int allow_address_nft(void *userdata, int family, const void *addr, uint6
         return 0;
 }
 
-
 static int loopback_up(void) {
         _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         struct ifreq ifr = {.ifr_name = "lo"};
@@ -153,8 +153,8 @@ static pid_t start_dnsmasq(struct sockaddr_in *ret) {
         if (pid == 0) {
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 execl(DNSMASQ, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", port,
-                      "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts", "--pid-file=",
-                      "--local-ttl=300", "--log-facility=/dev/null", "--local=/example.test/",
+                      "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
+                      "--pid-file=", "--local-ttl=300", "--log-facility=/dev/null", "--local=/example.test/",
                       "--host-record=bench.example.test,203.0.113.10", (char *) NULL);
                 _exit(127);
         }
@@ -189,11 +189,13 @@ static int connected(const struct sockaddr_in *a) {
 
 static void usage(void) {
         printf("bench-egress-resolver [-n N] [-w N] [--nft] [--json]\n\n"
-               "A name lookup (A, UDP) through the egress resolver beside the same query sent straight to its\n"
+               "A name lookup (A, UDP) through the egress resolver beside the same query sent straight to "
+               "its\n"
                "upstream (dnsmasq on 127.0.0.1, started by the benchmark), alternating, one at a time.\n\n"
                "  -n, --iterations N   measured lookups of each kind (default 2000)\n"
                "  -w, --warmup N       unmeasured lookups of each kind first (default 100)\n"
-               "      --nft            also through a second resolver whose answers are applied to a sandbox's\n"
+               "      --nft            also through a second resolver whose answers are applied to a "
+               "sandbox's\n"
                "                       nftables set first, as sandboxd does (root: the benchmark runs in a\n"
                "                       network namespace of its own, with sandboxd's table in it)\n"
                "      --json           the figures as one JSON object\n");
@@ -265,7 +267,8 @@ int main(int argc, char **argv) {
                 /* Our own network namespace: sandboxd's table there touches nothing of the host's. dnsmasq
                  * (started next) shares it. */
                 if (unshare(CLONE_NEWNET) < 0 || loopback_up() < 0) {
-                        fprintf(stderr, "bench-egress-resolver: --nft needs root (a network namespace): %m\n");
+                        fprintf(stderr,
+                                "bench-egress-resolver: --nft needs root (a network namespace): %m\n");
                         goto finish;
                 }
         }
@@ -274,7 +277,8 @@ int main(int argc, char **argv) {
         if (dnsmasq < 0)
                 goto finish;
         memcpy(&ups, &up, sizeof(up));
-        if (egress_policy_add(&sv.policy, true, "bench.example.test", NULL) < 0 || sd_event_new(&sv.event) < 0)
+        if (egress_policy_add(&sv.policy, true, "bench.example.test", NULL) < 0 ||
+            sd_event_new(&sv.event) < 0)
                 goto finish;
         EgressResolverConfig config = {
                 .listen = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)},
@@ -304,7 +308,8 @@ int main(int argc, char **argv) {
                         k = egress_nft_run(fw.nft, table, &why);
                 free(table);
                 if (k < 0) {
-                        fprintf(stderr, "bench-egress-resolver: the nftables table: %s\n", why ?: strerror(-k));
+                        fprintf(stderr, "bench-egress-resolver: the nftables table: %s\n",
+                                why ?: strerror(-k));
                         free(why);
                         goto finish;
                 }
@@ -327,7 +332,8 @@ int main(int argc, char **argv) {
                 goto finish;
         threaded = true;
 
-        ldns_pkt *q = ldns_pkt_query_new(ldns_dname_new_frm_str(NAME), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
+        ldns_pkt *q =
+                ldns_pkt_query_new(ldns_dname_new_frm_str(NAME), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
         if (!q || ldns_pkt2wire(&wire, q, &wn) != LDNS_STATUS_OK)
                 goto finish;
         ldns_pkt_free(q);
@@ -345,7 +351,8 @@ int main(int argc, char **argv) {
         (void) getloadavg(load, 1);
         unsigned kinds = with_nft ? 3 : 2;
         int fds[3] = {fd_direct, fd_resolver, fd_nft};
-        static const char *const kind_names[3] = {"direct", "through the resolver", "through the resolver + nft"};
+        static const char *const kind_names[3] = {"direct", "through the resolver",
+                                                  "through the resolver + nft"};
         for (unsigned i = 0; i < warmup + iterations; i++) {
                 double t[3];
                 /* Interleaved; which goes first rotates every round. */
@@ -354,7 +361,8 @@ int main(int argc, char **argv) {
                         unsigned k = (i + j) % kinds;
                         t[k] = lookup(fds[k], wire, wn, buf);
                         if (t[k] < 0) {
-                                fprintf(stderr, "bench-egress-resolver: lookup %u failed (%s)\n", i, kind_names[k]);
+                                fprintf(stderr, "bench-egress-resolver: lookup %u failed (%s)\n", i,
+                                        kind_names[k]);
                                 goto finish;
                         }
                 }
@@ -373,37 +381,42 @@ int main(int argc, char **argv) {
         if (json) {
                 printf("{\"iterations\":%u,\"load\":%.2f,\"direct\":{\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,"
                        "\"mean\":%.4f,\"max\":%.4f},\"resolver\":{\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,"
-                       "\"mean\":%.4f,\"max\":%.4f},\"ratio_p50\":%.3f,\"extra_p50_ms\":%.4f,\"addresses_opened\":%" PRIu64
-                       ",\"nft\":%s",
-                       iterations, load[0], sd.p50, sd.p90, sd.p99, sd.mean, sd.max, st.p50, st.p90, st.p99, st.mean,
-                       st.max, st.p50 / sd.p50, extra, sv.allowed, with_nft ? "{" : "null}\n");
+                       "\"mean\":%.4f,\"max\":%.4f},\"ratio_p50\":%.3f,\"extra_p50_ms\":%.4f,\"addresses_"
+                       "opened\":%" PRIu64 ",\"nft\":%s",
+                       iterations, load[0], sd.p50, sd.p90, sd.p99, sd.mean, sd.max, st.p50, st.p90, st.p99,
+                       st.mean, st.max, st.p50 / sd.p50, extra, sv.allowed, with_nft ? "{" : "null}\n");
                 if (with_nft)
-                        printf("\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,\"mean\":%.4f,\"max\":%.4f,\"ratio_p50\":%.3f,"
+                        printf("\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,\"mean\":%.4f,\"max\":%.4f,\"ratio_"
+                               "p50\":%.3f,"
                                "\"extra_p50_ms\":%.4f,\"applied\":%" PRIu64 "}}\n",
-                               sn.p50, sn.p90, sn.p99, sn.mean, sn.max, sn.p50 / sd.p50, extra_nft, fw.applied);
+                               sn.p50, sn.p90, sn.p99, sn.mean, sn.max, sn.p50 / sd.p50, extra_nft,
+                               fw.applied);
         } else {
                 printf("egress resolver benchmark (load average %.2f at the start; client wall time in ms, "
                        "nearest-rank percentiles)\n\n",
                        load[0]);
-                printf("                                            p50      p90      p99     mean      max      n\n");
-                printf("  A lookup, straight to dnsmasq        %8.3f %8.3f %8.3f %8.3f %8.3f %6zu\n", sd.p50, sd.p90,
-                       sd.p99, sd.mean, sd.max, sd.n);
-                printf("  A lookup, through the resolver       %8.3f %8.3f %8.3f %8.3f %8.3f %6zu\n", st.p50, st.p90,
-                       st.p99, st.mean, st.max, st.n);
+                printf("                                            p50      p90      p99     mean      max "
+                       "     n\n");
+                printf("  A lookup, straight to dnsmasq        %8.3f %8.3f %8.3f %8.3f %8.3f %6zu\n", sd.p50,
+                       sd.p90, sd.p99, sd.mean, sd.max, sd.n);
+                printf("  A lookup, through the resolver       %8.3f %8.3f %8.3f %8.3f %8.3f %6zu\n", st.p50,
+                       st.p90, st.p99, st.mean, st.max, st.n);
                 if (with_nft)
-                        printf("  A lookup, through the resolver + nft %8.3f %8.3f %8.3f %8.3f %8.3f %6zu\n", sn.p50,
-                               sn.p90, sn.p99, sn.mean, sn.max, sn.n);
-                printf("\n  ratio resolver / direct: p50 %.2fx   p99 %.2fx;  addresses opened: %" PRIu64 "\n",
+                        printf("  A lookup, through the resolver + nft %8.3f %8.3f %8.3f %8.3f %8.3f %6zu\n",
+                               sn.p50, sn.p90, sn.p99, sn.mean, sn.max, sn.n);
+                printf("\n  ratio resolver / direct: p50 %.2fx   p99 %.2fx;  addresses opened: %" PRIu64
+                       "\n",
                        st.p50 / sd.p50, st.p99 / sd.p99, sv.allowed);
                 if (with_nft)
-                        printf("  ratio resolver + nft / direct: p50 %.2fx   p99 %.2fx;  nft transactions: %" PRIu64 "\n",
+                        printf("  ratio resolver + nft / direct: p50 %.2fx   p99 %.2fx;  nft transactions: "
+                               "%" PRIu64 "\n",
                                sn.p50 / sd.p50, sn.p99 / sd.p99, fw.applied);
                 printf("\n  target (issue 23)                                  measured     verdict\n");
                 printf("    lookup through the resolver <= +1 ms p50       %+8.3f ms  %s\n", extra,
                        extra <= 1.0 ? "met" : "NOT MET");
                 if (with_nft)
-                        printf("    the same, firewall update included             %+8.3f ms  %s\n", extra_nft,
-                               extra_nft <= 1.0 ? "met" : "NOT MET");
+                        printf("    the same, firewall update included             %+8.3f ms  %s\n",
+                               extra_nft, extra_nft <= 1.0 ? "met" : "NOT MET");
         }
         rc = EXIT_SUCCESS;
 finish:

@@ -17,9 +17,9 @@ DEFINE_STRING_TABLE(egress_denial_kind, EgressDenialKind, _EGRESS_DENIAL_KIND_MA
 
 struct EgressDenials {
         unsigned per_second;
-        bool active;         /* second is the second of the last denial */
-        uint64_t second;     /* now_usec / USEC_PER_SEC of the last denial */
-        uint64_t in_second;  /* denials in that second */
+        bool active;        /* second is the second of the last denial */
+        uint64_t second;    /* now_usec / USEC_PER_SEC of the last denial */
+        uint64_t in_second; /* denials in that second */
         /* What that second's summary holds so far (denials past per_second). */
         uint64_t over;
         EgressDenial examples[EGRESS_DENIALS_EXAMPLES];
@@ -101,7 +101,8 @@ int egress_denials_add(EgressDenials *d, uint64_t now_usec, const EgressDenial *
         if (d->n_examples < EGRESS_DENIALS_EXAMPLES) {
                 bool seen = false;
                 for (size_t i = 0; i < d->n_examples && !seen; i++)
-                        seen = d->examples[i].kind == denial->kind && streq(d->examples[i].target, denial->target) &&
+                        seen = d->examples[i].kind == denial->kind &&
+                               streq(d->examples[i].target, denial->target) &&
                                d->examples[i].port == denial->port &&
                                streq(d->examples[i].protocol, denial->protocol);
                 if (!seen)

@@ -36,10 +36,10 @@ DECLARE_STRING_TABLE(egress_denial_kind, EgressDenialKind);
 
 typedef struct EgressDenial {
         EgressDenialKind kind;
-        char target[EGRESS_NAME_MAX + 1];              /* a name, or an address as text */
-        uint16_t port;                                 /* 0 when there is none (ICMP) */
-        char protocol[EGRESS_DENIAL_PROTOCOL_MAX];     /* "dns", "tcp", "udp", "icmp", … */
-        char reason[EGRESS_DENIAL_REASON_MAX];         /* why, one phrase ("denied by policy"); may be "" */
+        char target[EGRESS_NAME_MAX + 1];          /* a name, or an address as text */
+        uint16_t port;                             /* 0 when there is none (ICMP) */
+        char protocol[EGRESS_DENIAL_PROTOCOL_MAX]; /* "dns", "tcp", "udp", "icmp", … */
+        char reason[EGRESS_DENIAL_REASON_MAX];     /* why, one phrase ("denied by policy"); may be "" */
 } EgressDenial;
 
 /* Fills *ret from its parts, cutting over-long texts. Returns 0, or -EINVAL (a bad kind, or a NULL or empty
@@ -49,11 +49,12 @@ int egress_denial_make(EgressDenialKind kind, const char *target, uint16_t port,
 
 typedef struct EgressDenialRow {
         bool summary;
-        /* A row of its own: the denial and when it happened. A summary: the start of the second it covers. */
+        /* A row of its own: the denial and when it happened. A summary: the start of the second it covers.
+         */
         uint64_t at_usec;
-        EgressDenial denial;                                /* a row of its own */
-        uint64_t count;                                     /* a summary: the denials it stands for (>= 1) */
-        EgressDenial examples[EGRESS_DENIALS_EXAMPLES];     /* a summary: distinct targets among them */
+        EgressDenial denial;                            /* a row of its own */
+        uint64_t count;                                 /* a summary: the denials it stands for (>= 1) */
+        EgressDenial examples[EGRESS_DENIALS_EXAMPLES]; /* a summary: distinct targets among them */
         size_t n_examples;
 } EgressDenialRow;
 

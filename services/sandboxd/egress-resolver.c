@@ -21,7 +21,8 @@ static const char *const egress_query_action_table[_EGRESS_QUERY_ACTION_MAX] = {
 DEFINE_STRING_TABLE(egress_query_action, EgressQueryAction, _EGRESS_QUERY_ACTION_MAX);
 
 uint64_t egress_resolver_address_timeout(uint32_t ttl) {
-        return MIN((uint64_t) ttl, (uint64_t) EGRESS_RESOLVER_TTL_MAX_SEC) * USEC_PER_SEC + EGRESS_RESOLVER_GRACE_USEC;
+        return MIN((uint64_t) ttl, (uint64_t) EGRESS_RESOLVER_TTL_MAX_SEC) * USEC_PER_SEC +
+               EGRESS_RESOLVER_GRACE_USEC;
 }
 
 static void ldns_pkt_freep(ldns_pkt **p) {
@@ -82,7 +83,8 @@ static int decide_answer(EgressQueryDecision *d, int rcode, const char *denied_r
         return d->answer ? 0 : -ENOMEM;
 }
 
-int egress_resolver_decide(const EgressPolicy *policy, const uint8_t *buf, size_t len, EgressQueryDecision *ret) {
+int egress_resolver_decide(const EgressPolicy *policy, const uint8_t *buf, size_t len,
+                           EgressQueryDecision *ret) {
         _cleanup_(ldns_pkt_freep) ldns_pkt *pkt = NULL;
         EgressQueryDecision d = {.action = EGRESS_QUERY_DROP, .udp_size = 512};
         const EgressEntry *by = NULL;
@@ -236,7 +238,8 @@ int egress_resolver_filter_answer(const EgressPolicy *policy, const EgressCidr *
         /* It must answer our question (a spoofed answer to another one is ignored). */
         section = ldns_pkt_question(pkt);
         if (ldns_rr_list_rr_count(section) != 1 ||
-            ldns_dname_compare(ldns_rr_owner(ldns_rr_list_rr(section, 0)), ldns_rr_owner(q->question)) != 0 ||
+            ldns_dname_compare(ldns_rr_owner(ldns_rr_list_rr(section, 0)), ldns_rr_owner(q->question)) !=
+                    0 ||
             ldns_rr_get_type(ldns_rr_list_rr(section, 0)) != (ldns_rr_type) q->qtype ||
             ldns_rr_get_class(ldns_rr_list_rr(section, 0)) != LDNS_RR_CLASS_IN)
                 return -EBADMSG;
@@ -253,8 +256,8 @@ int egress_resolver_filter_answer(const EgressPolicy *policy, const EgressCidr *
         chain[n_chain++] = ldns_rr_owner(q->question);
         for (bool grew = true; grew && n_chain <= EGRESS_RESOLVER_CNAME_MAX;) {
                 grew = false;
-                for (size_t i = 0; i < ldns_rr_list_rr_count(section) && n_chain <= EGRESS_RESOLVER_CNAME_MAX;
-                     i++) {
+                for (size_t i = 0;
+                     i < ldns_rr_list_rr_count(section) && n_chain <= EGRESS_RESOLVER_CNAME_MAX; i++) {
                         ldns_rr *rr = ldns_rr_list_rr(section, i);
                         ldns_rdf *target;
                         if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_CNAME || !on_chain(chain, n_chain, rr))
@@ -282,13 +285,14 @@ int egress_resolver_filter_answer(const EgressPolicy *policy, const EgressCidr *
                         ldns_rdf *rd = ldns_rr_rdf(rr, 0);
                         EgressAnswerAddress addr = {.ttl = ldns_rr_ttl(rr)};
 
-                        if (ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN || !on_chain(chain, n_chain, rr) || !rd ||
-                            ldns_rdf_get_type(rd) != LDNS_RDF_TYPE_A || ldns_rdf_size(rd) != 4)
+                        if (ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN || !on_chain(chain, n_chain, rr) ||
+                            !rd || ldns_rdf_get_type(rd) != LDNS_RDF_TYPE_A || ldns_rdf_size(rd) != 4)
                                 continue; /* not the answer to this question: not opened, not passed on */
                         memcpy(&addr.address, ldns_rdf_data(rd), 4);
                         addr.verdict = egress_policy_address_verdict(policy, pool, AF_INET, &addr.address);
                         /* No policy (or anything unexpected) opens nothing. */
-                        if (addr.verdict != EGRESS_ADDRESS_ALLOWED && addr.verdict != EGRESS_ADDRESS_IF_RESOLVED)
+                        if (addr.verdict != EGRESS_ADDRESS_ALLOWED &&
+                            addr.verdict != EGRESS_ADDRESS_IF_RESOLVED)
                                 addr.verdict = EGRESS_ADDRESS_DENIED;
                         if (addr.verdict == EGRESS_ADDRESS_DENIED) {
                                 r = push_address(&a.denied, &a.n_denied, &addr);
@@ -417,37 +421,37 @@ struct Query {
         EgressResolver *resolver;
         Query *prev, *next;
         EgressQueryDecision decision;
-        Conn *conn;                 /* a TCP client; NULL for UDP (or a TCP client gone) */
-        bool udp;                   /* a UDP client, at client */
+        Conn *conn; /* a TCP client; NULL for UDP (or a TCP client gone) */
+        bool udp;   /* a UDP client, at client */
         struct sockaddr_in client;
-        unsigned attempt;           /* upstream index = attempt % n_upstreams */
+        unsigned attempt; /* upstream index = attempt % n_upstreams */
         uint16_t upstream_id;
-        bool tcp;                   /* this attempt over TCP */
+        bool tcp; /* this attempt over TCP */
         int fd;
         sd_event_source *io, *timer;
-        uint8_t *wire;              /* the query for upstream; over TCP with its length prefix */
+        uint8_t *wire; /* the query for upstream; over TCP with its length prefix */
         size_t wire_len, wire_done;
-        uint8_t *in;                /* the answer over TCP, with its length prefix */
+        uint8_t *in; /* the answer over TCP, with its length prefix */
         size_t in_len;
 };
 
-#define LIST_PREPEND(head, item)                                                                            \
-        do {                                                                                                \
-                (item)->prev = NULL;                                                                        \
-                (item)->next = (head);                                                                      \
-                if (head)                                                                                   \
-                        (head)->prev = (item);                                                              \
-                (head) = (item);                                                                            \
+#define LIST_PREPEND(head, item)               \
+        do {                                   \
+                (item)->prev = NULL;           \
+                (item)->next = (head);         \
+                if (head)                      \
+                        (head)->prev = (item); \
+                (head) = (item);               \
         } while (0)
-#define LIST_REMOVE(head, item)                                                                             \
-        do {                                                                                                \
-                if ((item)->prev)                                                                           \
-                        (item)->prev->next = (item)->next;                                                  \
-                else                                                                                        \
-                        (head) = (item)->next;                                                              \
-                if ((item)->next)                                                                           \
-                        (item)->next->prev = (item)->prev;                                                  \
-                (item)->prev = (item)->next = NULL;                                                         \
+#define LIST_REMOVE(head, item)                            \
+        do {                                               \
+                if ((item)->prev)                          \
+                        (item)->prev->next = (item)->next; \
+                else                                       \
+                        (head) = (item)->next;             \
+                if ((item)->next)                          \
+                        (item)->next->prev = (item)->prev; \
+                (item)->prev = (item)->next = NULL;        \
         } while (0)
 
 static void conn_free(Conn *c);
@@ -497,8 +501,8 @@ static void send_reply(EgressResolver *r, const EgressQueryDecision *d, Conn *co
                 r->stats.truncated++;
         if (udp) {
                 /* A datagram socket: it goes whole or not at all; a full buffer loses it, as UDP may. */
-                (void) sendto(r->udp_fd, wire, n, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *) client,
-                              sizeof(*client));
+                (void) sendto(r->udp_fd, wire, n, MSG_DONTWAIT | MSG_NOSIGNAL,
+                              (const struct sockaddr *) client, sizeof(*client));
                 return;
         }
         if (!conn || conn->broken)
@@ -559,8 +563,8 @@ static void query_answer(Query *q, const uint8_t *buf, size_t len) {
         const EgressPolicy *policy = policy_now(r);
         int k;
 
-        k = egress_resolver_filter_answer(policy, r->have_pool ? &r->pool : NULL, &q->decision, q->upstream_id,
-                                          buf, len, &a);
+        k = egress_resolver_filter_answer(policy, r->have_pool ? &r->pool : NULL, &q->decision,
+                                          q->upstream_id, buf, len, &a);
         if (k == -EBADMSG)
                 return; /* not the answer: keep waiting for it (or the timeout) */
         /* The policy may have changed while the query was upstream: a name it no longer allows is refused
@@ -631,7 +635,8 @@ static int on_query_io(sd_event_source *s, int fd, uint32_t revents, void *userd
                         query_next(q);
                         return 0;
                 }
-                n = send(fd, q->wire + q->wire_done, q->wire_len - q->wire_done, MSG_DONTWAIT | MSG_NOSIGNAL);
+                n = send(fd, q->wire + q->wire_done, q->wire_len - q->wire_done,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
                 if (n < 0) {
                         if (errno != EAGAIN && errno != EINTR)
                                 query_next(q);
@@ -792,8 +797,8 @@ static void handle_query(EgressResolver *r, const uint8_t *buf, size_t len, Conn
         LIST_PREPEND(r->queries, q);
         r->n_queries++;
         r->stats.forwarded++;
-        if (sd_event_add_time_relative(r->event, &q->timer, CLOCK_MONOTONIC, upstream_timeout(r), USEC_PER_MSEC,
-                                       on_query_timeout, q) < 0 ||
+        if (sd_event_add_time_relative(r->event, &q->timer, CLOCK_MONOTONIC, upstream_timeout(r),
+                                       USEC_PER_MSEC, on_query_timeout, q) < 0 ||
             query_attempt(q) < 0)
                 query_fail(q);
 }
@@ -855,8 +860,8 @@ static int conn_update_events(Conn *c) {
 }
 
 static int conn_touch(Conn *c) {
-        int k = sd_event_source_set_time_relative(
-                c->timer, c->resolver->config.tcp_idle_usec ?: EGRESS_RESOLVER_TCP_IDLE_USEC);
+        int k = sd_event_source_set_time_relative(c->timer, c->resolver->config.tcp_idle_usec
+                                                                    ?: EGRESS_RESOLVER_TCP_IDLE_USEC);
         return k < 0 ? k : sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
 }
 
@@ -987,8 +992,9 @@ int egress_resolver_new(sd_event *event, const EgressResolverConfig *config, Egr
         EgressResolver *r;
         int k;
 
-        if (!event || !config || !ret || !config->get_policy || !config->allow_address || !config->upstreams ||
-            config->n_upstreams == 0 || config->n_upstreams > EGRESS_RESOLVER_UPSTREAMS_MAX ||
+        if (!event || !config || !ret || !config->get_policy || !config->allow_address ||
+            !config->upstreams || config->n_upstreams == 0 ||
+            config->n_upstreams > EGRESS_RESOLVER_UPSTREAMS_MAX ||
             (config->pool && config->pool->family != AF_INET))
                 return -EINVAL;
         for (size_t i = 0; i < config->n_upstreams; i++)
@@ -1063,9 +1069,8 @@ int egress_resolver_upstreams_from_resolv_conf(const char *path, struct sockaddr
         }
         for (size_t i = 0; i < n; i++) {
                 size_t size = 0;
-                struct sockaddr_storage *ss =
-                        ldns_rdf2native_sockaddr_storage(ldns_resolver_nameservers(res)[i], EGRESS_RESOLVER_PORT,
-                                                         &size);
+                struct sockaddr_storage *ss = ldns_rdf2native_sockaddr_storage(
+                        ldns_resolver_nameservers(res)[i], EGRESS_RESOLVER_PORT, &size);
                 if (!ss)
                         continue;
                 l[k++] = *ss;

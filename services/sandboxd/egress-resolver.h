@@ -35,7 +35,8 @@
  *     the last, SERVFAIL. An answer with TC set is asked again over TCP from the same upstream.
  *
  * When the answer comes, the name is checked again against the policy of that moment: if a change made while
- * the query was upstream denies it now, the client gets REFUSED (and denied() is told) and nothing is opened.
+ * the query was upstream denies it now, the client gets REFUSED (and denied() is told) and nothing is
+ * opened.
  *
  * The answer (egress_resolver_filter_answer()) is passed on rebuilt, not as the upstream's bytes: header
  * (the client's id, RD and CD; RA; the upstream's rcode and AD), the client's question as it sent it, the
@@ -62,24 +63,24 @@
  * accepted and closed); a connection that sends nothing complete for EGRESS_RESOLVER_TCP_IDLE_USEC is
  * closed. */
 
-#define EGRESS_RESOLVER_PORT                     53
-#define EGRESS_RESOLVER_UPSTREAMS_MAX            3 /* as resolv.conf's MAXNS */
-#define EGRESS_RESOLVER_ROUNDS                   2
-#define EGRESS_RESOLVER_UPSTREAM_TIMEOUT_USEC    (1000 * USEC_PER_MSEC)
-#define EGRESS_RESOLVER_INFLIGHT_MAX             256
-#define EGRESS_RESOLVER_INFLIGHT_PER_CLIENT_MAX  32
-#define EGRESS_RESOLVER_TCP_CONNECTIONS_MAX      16
-#define EGRESS_RESOLVER_TCP_IDLE_USEC            (10 * USEC_PER_SEC)
-#define EGRESS_RESOLVER_GRACE_USEC               (30 * USEC_PER_SEC)
-#define EGRESS_RESOLVER_TTL_MAX_SEC              3600
-#define EGRESS_RESOLVER_CNAME_MAX                16
+#define EGRESS_RESOLVER_PORT                    53
+#define EGRESS_RESOLVER_UPSTREAMS_MAX           3 /* as resolv.conf's MAXNS */
+#define EGRESS_RESOLVER_ROUNDS                  2
+#define EGRESS_RESOLVER_UPSTREAM_TIMEOUT_USEC   (1000 * USEC_PER_MSEC)
+#define EGRESS_RESOLVER_INFLIGHT_MAX            256
+#define EGRESS_RESOLVER_INFLIGHT_PER_CLIENT_MAX 32
+#define EGRESS_RESOLVER_TCP_CONNECTIONS_MAX     16
+#define EGRESS_RESOLVER_TCP_IDLE_USEC           (10 * USEC_PER_SEC)
+#define EGRESS_RESOLVER_GRACE_USEC              (30 * USEC_PER_SEC)
+#define EGRESS_RESOLVER_TTL_MAX_SEC             3600
+#define EGRESS_RESOLVER_CNAME_MAX               16
 /* The EDNS0 UDP size we advertise upstream and to clients (the DNS flag day 2020 figure). */
-#define EGRESS_RESOLVER_UDP_SIZE                 1232
-#define EGRESS_RESOLVER_CLIENT_UDP_MAX           4096
+#define EGRESS_RESOLVER_UDP_SIZE       1232
+#define EGRESS_RESOLVER_CLIENT_UDP_MAX 4096
 
-/* The address timeout for a record's TTL: MIN(ttl, EGRESS_RESOLVER_TTL_MAX_SEC) s plus the grace, so at least
- * the grace (30 s, for a TTL of 0: the client connects right after) and at most an hour and 30 s (a week's
- * TTL does not keep an address open for a week). */
+/* The address timeout for a record's TTL: MIN(ttl, EGRESS_RESOLVER_TTL_MAX_SEC) s plus the grace, so at
+ * least the grace (30 s, for a TTL of 0: the client connects right after) and at most an hour and 30 s (a
+ * week's TTL does not keep an address open for a week). */
 uint64_t egress_resolver_address_timeout(uint32_t ttl);
 
 /* ---- The pure part: decisions on messages, no I/O (fuzzed by fuzz-egress-resolver) ---- */
@@ -112,7 +113,8 @@ void egress_query_decision_done(EgressQueryDecision *d);
 
 /* Decides about one query message. Returns 0 with *ret filled (owned by the caller:
  * egress_query_decision_done()), or -ENOMEM. policy may be NULL: everything is denied. */
-int egress_resolver_decide(const EgressPolicy *policy, const uint8_t *buf, size_t len, EgressQueryDecision *ret);
+int egress_resolver_decide(const EgressPolicy *policy, const uint8_t *buf, size_t len,
+                           EgressQueryDecision *ret);
 
 typedef struct EgressAnswerAddress {
         struct in_addr address;
@@ -121,12 +123,12 @@ typedef struct EgressAnswerAddress {
 } EgressAnswerAddress;
 
 typedef struct EgressAnswer {
-        int rcode;                    /* the upstream's (LDNS_RCODE_*) */
-        bool truncated;               /* the upstream set TC: ask it again over TCP */
-        ldns_pkt *reply;              /* what the client gets (its id, question, the filtered sections) */
-        EgressAnswerAddress *allow;   /* to be allowed before the reply goes: verdict ALLOWED or IF_RESOLVED */
+        int rcode;                  /* the upstream's (LDNS_RCODE_*) */
+        bool truncated;             /* the upstream set TC: ask it again over TCP */
+        ldns_pkt *reply;            /* what the client gets (its id, question, the filtered sections) */
+        EgressAnswerAddress *allow; /* to be allowed before the reply goes: verdict ALLOWED or IF_RESOLVED */
         size_t n_allow;
-        EgressAnswerAddress *denied;  /* removed from the answer: verdict DENIED */
+        EgressAnswerAddress *denied; /* removed from the answer: verdict DENIED */
         size_t n_denied;
 } EgressAnswer;
 
@@ -150,14 +152,15 @@ int egress_resolver_reply_to_wire(const ldns_pkt *reply, size_t max, uint8_t **r
 
 typedef struct EgressResolverConfig {
         struct sockaddr_in listen; /* IPv4 address and port (0: any free port, the same for UDP and TCP) */
-        /* Upstream servers, AF_INET or AF_INET6 with their port; 1..EGRESS_RESOLVER_UPSTREAMS_MAX (copied). */
+        /* Upstream servers, AF_INET or AF_INET6 with their port; 1..EGRESS_RESOLVER_UPSTREAMS_MAX (copied).
+         */
         const struct sockaddr_storage *upstreams;
         size_t n_upstreams;
-        uint64_t upstream_timeout_usec; /* per attempt; 0: EGRESS_RESOLVER_UPSTREAM_TIMEOUT_USEC */
-        unsigned inflight_max;          /* 0: EGRESS_RESOLVER_INFLIGHT_MAX */
+        uint64_t upstream_timeout_usec;   /* per attempt; 0: EGRESS_RESOLVER_UPSTREAM_TIMEOUT_USEC */
+        unsigned inflight_max;            /* 0: EGRESS_RESOLVER_INFLIGHT_MAX */
         unsigned inflight_per_client_max; /* 0: EGRESS_RESOLVER_INFLIGHT_PER_CLIENT_MAX */
-        unsigned tcp_connections_max;   /* 0: EGRESS_RESOLVER_TCP_CONNECTIONS_MAX */
-        uint64_t tcp_idle_usec;         /* 0: EGRESS_RESOLVER_TCP_IDLE_USEC */
+        unsigned tcp_connections_max;     /* 0: EGRESS_RESOLVER_TCP_CONNECTIONS_MAX */
+        uint64_t tcp_idle_usec;           /* 0: EGRESS_RESOLVER_TCP_IDLE_USEC */
         /* The other sandboxes' addresses (IPv4), never opened; NULL for none (copied). */
         const EgressCidr *pool;
 
@@ -183,7 +186,8 @@ typedef struct EgressResolver EgressResolver;
  * socket(), bind() (-EADDRINUSE, -EADDRNOTAVAIL) or sd-event. Nothing is left bound on failure, and
  * free_userdata is not called then. */
 int egress_resolver_new(sd_event *event, const EgressResolverConfig *config, EgressResolver **ret);
-/* Closes the sockets, ends every query in flight without an answer and every TCP connection. Accepts NULL. */
+/* Closes the sockets, ends every query in flight without an answer and every TCP connection. Accepts NULL.
+ */
 EgressResolver *egress_resolver_free(EgressResolver *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EgressResolver *, egress_resolver_free);
 

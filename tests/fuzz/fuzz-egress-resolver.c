@@ -86,9 +86,10 @@ static void fuzz_answer(const EgressPolicy *policy, const uint8_t *data, size_t 
         if (egress_resolver_filter_answer(policy, &pool, &d, 0x4242, data, size, &a) == 0) {
                 FUZZ_ASSERT(a.reply && ldns_pkt_id(a.reply) == 0x1234);
                 for (size_t i = 0; i < a.n_allow; i++)
-                        FUZZ_ASSERT(a.allow[i].verdict != EGRESS_ADDRESS_DENIED &&
-                                    egress_policy_address_verdict(policy, &pool, AF_INET, &a.allow[i].address) ==
-                                            a.allow[i].verdict);
+                        FUZZ_ASSERT(
+                                a.allow[i].verdict != EGRESS_ADDRESS_DENIED &&
+                                egress_policy_address_verdict(policy, &pool, AF_INET, &a.allow[i].address) ==
+                                        a.allow[i].verdict);
                 for (size_t i = 0; i < a.n_denied; i++)
                         FUZZ_ASSERT(a.denied[i].verdict == EGRESS_ADDRESS_DENIED);
                 /* No address record goes to the client that was not opened. */

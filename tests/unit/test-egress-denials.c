@@ -157,7 +157,8 @@ static void test_json(void) {
         CHECK_INT(egress_denials_new(1, &d), 0);
         CHECK_INT(egress_denials_add(d, 7 * SEC, &den, rows), 1);
         CHECK_INT(egress_denial_row_to_json(&rows[0], &one), 0);
-        CHECK_STR(one, "{\"name\":\"evil.example\",\"port\":53,\"protocol\":\"dns\",\"reason\":\"denied by policy\"}");
+        CHECK_STR(one, "{\"name\":\"evil.example\",\"port\":53,\"protocol\":\"dns\",\"reason\":\"denied by "
+                       "policy\"}");
         CHECK_INT(egress_denial_make(EGRESS_DENIAL_ADDRESS, "198.51.100.7", 0, "icmp", "", &addr), 0);
         CHECK_INT(egress_denials_add(d, 7 * SEC + 1, &addr, rows), 0);
         CHECK_INT(egress_denials_add(d, 7 * SEC + 2, &addr, rows), 0);

@@ -112,14 +112,21 @@ static void test_decide(void) {
                 int rcode;
                 const char *reason;
         } cases[] = {
-                {"evil.example.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED, "not allowed by the policy"},
-                {"EVIL.example.", LDNS_RR_TYPE_TXT, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED, "not allowed by the policy"},
-                {"bad.wild.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED, "denied by a deny entry"},
-                {"wild.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED, "not allowed by the policy"},
-                {"_x.allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED, "not a valid name"},
+                {"evil.example.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED,
+                 "not allowed by the policy"},
+                {"EVIL.example.", LDNS_RR_TYPE_TXT, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED,
+                 "not allowed by the policy"},
+                {"bad.wild.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED,
+                 "denied by a deny entry"},
+                {"wild.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED,
+                 "not allowed by the policy"},
+                {"_x.allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED,
+                 "not a valid name"},
                 {".", LDNS_RR_TYPE_NS, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED, "not a valid name"},
-                {"allowed.example.test.", LDNS_RR_TYPE_TXT, LDNS_RR_CLASS_CH, LDNS_RCODE_REFUSED, "class is not served (only IN)"},
-                {"evil.example.", LDNS_RR_TYPE_AAAA, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED, "not allowed by the policy"},
+                {"allowed.example.test.", LDNS_RR_TYPE_TXT, LDNS_RR_CLASS_CH, LDNS_RCODE_REFUSED,
+                 "class is not served (only IN)"},
+                {"evil.example.", LDNS_RR_TYPE_AAAA, LDNS_RR_CLASS_IN, LDNS_RCODE_REFUSED,
+                 "not allowed by the policy"},
                 {"allowed.example.test.", LDNS_RR_TYPE_AXFR, LDNS_RR_CLASS_IN, LDNS_RCODE_NOTIMPL, NULL},
                 /* Allowed, AAAA: empty NOERROR, not forwarded. */
                 {"allowed.example.test.", LDNS_RR_TYPE_AAAA, LDNS_RR_CLASS_IN, LDNS_RCODE_NOERROR, NULL},
@@ -173,7 +180,8 @@ static void test_decide(void) {
         egress_query_decision_done(&d);
         ldns_pkt_free(p);
 
-        /* EDNS0 with DO: the answer has EDNS0 with DO too (the empty AAAA here), and the forward asks for DO. */
+        /* EDNS0 with DO: the answer has EDNS0 with DO too (the empty AAAA here), and the forward asks for
+         * DO. */
         p = query_pkt("allowed.example.test.", LDNS_RR_TYPE_AAAA, LDNS_RR_CLASS_IN, 1400);
         ldns_pkt_set_edns_do(p, true);
         decide_pkt(&policy, p, &d);
@@ -212,7 +220,8 @@ static uint8_t *upstream_answer(const EgressQueryDecision *d, uint16_t id, int r
         for (; rrs && *rrs; rrs++) {
                 ldns_rr *rr = NULL;
                 CHECK_INT(ldns_rr_new_frm_str(&rr, *rrs, 0, NULL, NULL), LDNS_STATUS_OK);
-                ldns_pkt_push_rr(p, strstr(*rrs, " SOA ") ? LDNS_SECTION_AUTHORITY : LDNS_SECTION_ANSWER, rr);
+                ldns_pkt_push_rr(p, strstr(*rrs, " SOA ") ? LDNS_SECTION_AUTHORITY : LDNS_SECTION_ANSWER,
+                                 rr);
         }
         w = to_wire(p, n);
         ldns_pkt_free(p);
@@ -225,9 +234,9 @@ static bool reply_has(const ldns_pkt *p, const char *needle) {
 }
 
 static void test_filter(void) {
-        _cleanup_(egress_policy_donep) EgressPolicy policy =
-                make_policy((const char *const[]){"alias.example.test", "open.example.test", "10.9.0.0/16", NULL},
-                            NULL, EGRESS_DEFAULT_DENY);
+        _cleanup_(egress_policy_donep) EgressPolicy policy = make_policy(
+                (const char *const[]){"alias.example.test", "open.example.test", "10.9.0.0/16", NULL}, NULL,
+                EGRESS_DEFAULT_DENY);
         EgressCidr pool;
         EgressQueryDecision d;
         EgressAnswer a;
@@ -242,19 +251,19 @@ static void test_filter(void) {
         /* A CNAME chain (records in any order), a rebinding address on it, one outside it, an AAAA. */
         _cleanup_free_ uint8_t *w = upstream_answer(
                 &d, 4242, LDNS_RCODE_NOERROR,
-                (const char *const[]){
-                        "cdn2.example.net. 60 IN A 198.51.100.7",
-                        "alias.example.test. 300 IN CNAME cdn1.example.net.",
-                        "cdn1.example.net. 300 IN CNAME cdn2.example.net.",
-                        "cdn2.example.net. 60 IN A 127.0.0.1",
-                        "cdn2.example.net. 60 IN A 10.9.1.1",  /* an allow CIDR opens it */
-                        "cdn2.example.net. 60 IN A 10.9.8.7",  /* the pool: never */
-                        "elsewhere.example.net. 60 IN A 192.0.2.99",
-                        "cdn2.example.net. 60 IN AAAA 2001:db8::1",
-                        "example.net. 60 IN SOA ns.example.net. host.example.net. 1 2 3 4 5",
-                        NULL},
+                (const char *const[]){"cdn2.example.net. 60 IN A 198.51.100.7",
+                                      "alias.example.test. 300 IN CNAME cdn1.example.net.",
+                                      "cdn1.example.net. 300 IN CNAME cdn2.example.net.",
+                                      "cdn2.example.net. 60 IN A 127.0.0.1",
+                                      "cdn2.example.net. 60 IN A 10.9.1.1", /* an allow CIDR opens it */
+                                      "cdn2.example.net. 60 IN A 10.9.8.7", /* the pool: never */
+                                      "elsewhere.example.net. 60 IN A 192.0.2.99",
+                                      "cdn2.example.net. 60 IN AAAA 2001:db8::1",
+                                      "example.net. 60 IN SOA ns.example.net. host.example.net. 1 2 3 4 5",
+                                      NULL},
                 &n);
-        CHECK_INT(egress_resolver_filter_answer(&policy, &pool, &d, 4243, w, n, &a), -EBADMSG); /* wrong id */
+        CHECK_INT(egress_resolver_filter_answer(&policy, &pool, &d, 4243, w, n, &a),
+                  -EBADMSG); /* wrong id */
         CHECK_INT(egress_resolver_filter_answer(&policy, &pool, &d, 4242, w, n - 1, &a), -EBADMSG);
         CHECK_INT(egress_resolver_filter_answer(&policy, &pool, &d, 4242, w, n, &a), 0);
         CHECK_INT(a.rcode, LDNS_RCODE_NOERROR);
@@ -520,7 +529,8 @@ static void fx_reset(Fixture *f) {
 static int fx_resolver(Fixture *f, const struct sockaddr_storage *ups, size_t n_ups, uint64_t timeout,
                        unsigned per_client, unsigned conns) {
         EgressResolverConfig c = {
-                .listen = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)}, /* 127.0.0.2, any port */
+                .listen = {.sin_family = AF_INET,
+                           .sin_addr.s_addr = htonl(0x7f000002)}, /* 127.0.0.2, any port */
                 .upstreams = ups,
                 .n_upstreams = n_ups,
                 .upstream_timeout_usec = timeout,
@@ -658,15 +668,14 @@ static bool denied_has(Fixture *f, const char *text) {
 }
 
 static void test_live(void) {
-        _cleanup_(egress_policy_donep) EgressPolicy deny_default =
-                make_policy((const char *const[]){"allowed.example.test", "*.wild.example.test", "alias.example.test",
-                                                  "sneaky.example.test", "rebind.example.test", "private.example.test",
-                                                  "mixed.example.test", "big.example.test", "nothere.example.test",
-                                                  "pooled.example.test", NULL},
-                            NULL, EGRESS_DEFAULT_DENY);
-        _cleanup_(egress_policy_donep) EgressPolicy other_only =
-                make_policy((const char *const[]){"other.example.test", "10.0.0.0/8", NULL}, NULL,
-                            EGRESS_DEFAULT_DENY);
+        _cleanup_(egress_policy_donep) EgressPolicy deny_default = make_policy(
+                (const char *const[]){"allowed.example.test", "*.wild.example.test", "alias.example.test",
+                                      "sneaky.example.test", "rebind.example.test", "private.example.test",
+                                      "mixed.example.test", "big.example.test", "nothere.example.test",
+                                      "pooled.example.test", NULL},
+                NULL, EGRESS_DEFAULT_DENY);
+        _cleanup_(egress_policy_donep) EgressPolicy other_only = make_policy(
+                (const char *const[]){"other.example.test", "10.0.0.0/8", NULL}, NULL, EGRESS_DEFAULT_DENY);
         Fixture f = {.client_fd = -EBADF, .policy = &deny_default};
         const uint64_t ttl300 = 330 * USEC_PER_SEC;
         ldns_pkt *a;
@@ -812,8 +821,8 @@ static void test_live(void) {
                 CHECK_INT(st1.tcp_connections, 0);
         }
 
-        /* Large answers: TC to a client without EDNS0; 8 records over EDNS0 (the upstream's TC made us ask it
-         * over TCP) and over TCP. */
+        /* Large answers: TC to a client without EDNS0; 8 records over EDNS0 (the upstream's TC made us ask
+         * it over TCP) and over TCP. */
         a = ask(&f, "big.example.test.", LDNS_RR_TYPE_TXT, false, 0);
         CHECK(a && ldns_pkt_tc(a) && ldns_pkt_ancount(a) == 0);
         ldns_pkt_free(a);
@@ -910,8 +919,8 @@ static void test_live(void) {
         CHECK(a && reply_has(a, "203.0.113.10"));
         ldns_pkt_free(a);
 
-        /* The policy changes while a query is upstream (its first attempt waits on the black hole for 200 ms):
-         * the answer that comes later is refused, nothing opened. */
+        /* The policy changes while a query is upstream (its first attempt waits on the black hole for 200
+         * ms): the answer that comes later is refused, nothing opened. */
         fx_reset(&f);
         {
                 _cleanup_close_ int c = connect_to(&f.at, SOCK_DGRAM);
@@ -927,7 +936,8 @@ static void test_live(void) {
                 f.policy = &other_only;
                 CHECK(run_until_readable(&f, c, 10 * USEC_PER_SEC));
                 ssize_t k = recv(c, b, sizeof(b), MSG_DONTWAIT);
-                CHECK(k >= 12 && LDNS_RCODE_WIRE(b) == LDNS_RCODE_REFUSED && LDNS_ID_WIRE(b) == LDNS_ID_WIRE(pw));
+                CHECK(k >= 12 && LDNS_RCODE_WIRE(b) == LDNS_RCODE_REFUSED &&
+                      LDNS_ID_WIRE(b) == LDNS_ID_WIRE(pw));
                 CHECK_INT(f.n_allowed, 0);
                 CHECK(denied_has(&f, "allowed.example.test/1: not allowed by the policy (changed while"));
                 f.policy = &deny_default;
@@ -944,7 +954,8 @@ static void test_live(void) {
                 uint8_t b[512];
                 uint16_t ids[3];
                 for (int i = 0; i < 3; i++) {
-                        ldns_pkt *p = query_pkt("allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0);
+                        ldns_pkt *p =
+                                query_pkt("allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0);
                         size_t pn;
                         _cleanup_free_ uint8_t *pw = to_wire(p, &pn);
                         ids[i] = ldns_pkt_id(p);
