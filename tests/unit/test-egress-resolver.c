@@ -407,6 +407,7 @@ typedef struct Fixture {
         char denied[32][300];
         size_t n_denied;
         int allow_result;
+        unsigned inflight_max; /* for the next fx_resolver() */
 } Fixture;
 
 static const EgressPolicy *fx_get_policy(void *userdata) {
@@ -534,6 +535,7 @@ static int fx_resolver(Fixture *f, const struct sockaddr_storage *ups, size_t n_
                 .upstreams = ups,
                 .n_upstreams = n_ups,
                 .upstream_timeout_usec = timeout,
+                .inflight_max = f->inflight_max,
                 .inflight_per_client_max = per_client,
                 .tcp_connections_max = conns,
                 .tcp_idle_usec = conns ? 500 * USEC_PER_MSEC : 0,
@@ -974,6 +976,33 @@ static void test_live(void) {
                         k = recv(c, b, sizeof(b), MSG_DONTWAIT);
                         CHECK(k >= 12 && LDNS_RCODE_WIRE(b) == LDNS_RCODE_SERVFAIL);
                 }
+        }
+
+        /* Per resolver: two in flight from two clients, a third client's query at once SERVFAIL. */
+        f.inflight_max = 2;
+        CHECK_INT(fx_resolver(&f, ups, 1, 200 * USEC_PER_MSEC, 0, 0), 0);
+        f.inflight_max = 0;
+        {
+                int c[3] = {connect_to(&f.at, SOCK_DGRAM), connect_to(&f.at, SOCK_DGRAM),
+                            connect_to(&f.at, SOCK_DGRAM)};
+                uint8_t b[512];
+                for (int i = 0; i < 3; i++) {
+                        ldns_pkt *p =
+                                query_pkt("allowed.example.test.", LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, 0);
+                        size_t pn;
+                        _cleanup_free_ uint8_t *pw = to_wire(p, &pn);
+                        ldns_pkt_free(p);
+                        CHECK_INT(send(c[i], pw, pn, 0), (ssize_t) pn);
+                        (void) run_until_readable(&f, c[i], 20 * USEC_PER_MSEC);
+                }
+                CHECK(run_until_readable(&f, c[2], 5 * USEC_PER_SEC));
+                ssize_t k = recv(c[2], b, sizeof(b), MSG_DONTWAIT);
+                CHECK(k >= 12 && LDNS_RCODE_WIRE(b) == LDNS_RCODE_SERVFAIL);
+                egress_resolver_stats(f.resolver, &st1);
+                CHECK_INT(st1.inflight, 2);
+                CHECK_U64(st1.overload, 1);
+                for (int i = 0; i < 3; i++)
+                        safe_close(c[i]);
         }
 
         /* An upstream port nothing listens on (ICMP refusal): SERVFAIL. */
