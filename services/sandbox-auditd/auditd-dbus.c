@@ -310,8 +310,10 @@ int audit_reply_storage_error(sd_bus_message *msg, int error) {
 /* --- rows out ----------------------------------------------------------------------------------- */
 
 static int append_entry(sd_bus_message *m, const AuditEntry *e) {
+        char hash[AUDIT_HASH_HEX_SIZE];
+
         return sd_bus_message_append(
-                m, "a{sv}", 16,
+                m, "a{sv}", 17,
                 "id", "t", e->id,
                 "key", "s", e->key,
                 "session_id", "s", e->session_id,
@@ -327,11 +329,12 @@ static int append_entry(sd_bus_message *m, const AuditEntry *e) {
                 "duration_ms", "t", e->duration_usec / 1000,
                 "request_id", "s", e->request_id,
                 "stdout_size", "t", e->stdout_size,
-                "stderr_size", "t", e->stderr_size);
+                "stderr_size", "t", e->stderr_size,
+                "hash", "s", audit_hash_to_hex(e->hash, hash));
 }
 
 static uint64_t entry_bytes(const AuditEntry *e) {
-        return 256 + strlen(e->key) + strlen(e->session_id) + strlen(e->account_id) + strlen(e->detail) +
+        return 320 + strlen(e->key) + strlen(e->session_id) + strlen(e->account_id) + strlen(e->detail) +
                strlen(e->output_truncated) + strlen(e->request_id);
 }
 

@@ -29,6 +29,7 @@ struct PendingRecord {
         AuditRecord *recs;
         uint64_t *ids;
         bool *is_new;
+        uint8_t (*hashes)[AUDIT_HASH_SIZE]; /* each new row's chain hash */
         uint64_t recorded_at;
         PendingRecord *next;
 };
@@ -41,6 +42,7 @@ static PendingRecord *pending_free(PendingRecord *p) {
         free(p->recs);
         free(p->ids);
         free(p->is_new);
+        free(p->hashes);
         sd_bus_message_unref(p->msg);
         free(p);
         return NULL;
@@ -99,6 +101,7 @@ static void answer_pending(Manager *m, int r) {
                                 if (p->is_new[i]) {
                                         AuditEntry e;
                                         audit_record_to_entry(&p->recs[i], p->ids[i], p->recorded_at, &e);
+                                        e.hash = p->hashes[i];
                                         audit_emit_entry_added(m, &e);
                                 }
                 }
@@ -137,7 +140,8 @@ int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n,
         p->recs = calloc(MAX(n, (size_t) 1), sizeof(AuditRecord));
         p->ids = calloc(MAX(n, (size_t) 1), sizeof(uint64_t));
         p->is_new = calloc(MAX(n, (size_t) 1), sizeof(bool));
-        if (!p->recs || !p->ids || !p->is_new) {
+        p->hashes = calloc(MAX(n, (size_t) 1), AUDIT_HASH_SIZE);
+        if (!p->recs || !p->ids || !p->is_new || !p->hashes) {
                 pending_free(p);
                 return -ENOMEM;
         }
@@ -153,7 +157,8 @@ int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n,
 
         r = audit_store_begin(m->store);
         for (size_t i = 0; r >= 0 && i < n; i++) {
-                r = audit_store_insert(m->store, &p->recs[i], p->recorded_at, &p->ids[i]);
+                r = audit_store_insert_hashed(m->store, &p->recs[i], p->recorded_at, &p->ids[i],
+                                              p->hashes[i]);
                 if (r >= 0)
                         p->is_new[i] = r > 0;
         }
