@@ -569,7 +569,7 @@ int audit_store_open(const char *path, AuditStore **ret) {
             (r = prepare(s, "SELECT id, hash FROM chain_anchor WHERE one = 1", &s->anchor_get)) < 0 ||
             (r = prepare(s, "UPDATE chain_anchor SET id = ?, hash = ? WHERE one = 1 AND id < ?1",
                          &s->anchor_set)) < 0 ||
-            (r = prepare(s, "SELECT id, started_at FROM entries ORDER BY id LIMIT ?", &s->head)) < 0 ||
+            (r = prepare(s, "SELECT id, started_at, recorded_at FROM entries ORDER BY id LIMIT ?", &s->head)) < 0 ||
             (r = prepare(s, "SELECT hash FROM entry_hashes WHERE id = ?", &s->hash_of)) < 0 ||
             (r = prepare(s, "DELETE FROM entries WHERE id <= ?", &s->delete_entries)) < 0 ||
             (r = prepare(s, "DELETE FROM entry_hashes WHERE id <= ?", &s->delete_hashes)) < 0 ||
@@ -1001,8 +1001,13 @@ int audit_store_count(AuditStore *s, uint64_t *ret) {
         return single_u64(s->count, ret);
 }
 
-/* The oldest rows, in id order, up to batch of them: those before the first whose started_at is not
- * before cutoff (by age), or whose id is at most bound. Returns how many, and the last one's id. */
+/* The oldest rows, in id order, up to batch of them: those before the first row that is younger than
+ * cutoff by both its started_at and its recorded_at (by age), or whose id is at most bound. Returns how
+ * many, and the last one's id.
+ *
+ * Only a run at the head can go, or the chain would have a hole. started_at alone would let one row
+ * with a started_at in the future (a caller's clock) hold back everything after it for ever;
+ * recorded_at, the logger's own clock, grows with the ids, so the head always ages out. */
 static int head_run(AuditStore *s, bool by_age, uint64_t bound, unsigned batch, uint64_t *ret_last) {
         sqlite3_stmt *st = s->head;
         int rc, n = 0;
@@ -1011,7 +1016,8 @@ static int head_run(AuditStore *s, bool by_age, uint64_t bound, unsigned batch, 
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 uint64_t id = (uint64_t) sqlite3_column_int64(st, 0);
                 uint64_t started = (uint64_t) sqlite3_column_int64(st, 1);
-                if (by_age ? started >= bound : id > bound)
+                uint64_t recorded = (uint64_t) sqlite3_column_int64(st, 2);
+                if (by_age ? started >= bound && recorded >= bound : id > bound)
                         break;
                 *ret_last = id;
                 n++;

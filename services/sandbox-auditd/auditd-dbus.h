@@ -34,3 +34,6 @@ int audit_reply_storage_error(sd_bus_message *msg, int error);
 const char *audit_storage_error_string(int error);
 
 void audit_emit_entry_added(Manager *m, const AuditEntry *e);
+
+/* Answers a VerifyLog call with the walk's outcome, or (error < 0) with Failed. */
+int audit_reply_verified(sd_bus_message *msg, const AuditVerify *v, int error);

@@ -191,6 +191,69 @@ int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n,
         return 0;
 }
 
+/* --- VerifyLog ---------------------------------------------------------------------------------- */
+
+struct VerifyJob {
+        sd_bus_message *msg;
+        AuditVerify v;
+        VerifyJob *next;
+};
+
+static VerifyJob *verify_job_free(VerifyJob *j) {
+        if (!j)
+                return NULL;
+        sd_bus_message_unref(j->msg);
+        free(j);
+        return NULL;
+}
+
+int manager_verify(Manager *m, sd_bus_message *msg, uint64_t max_id) {
+        VerifyJob *j, **tail;
+
+        if (m->n_verify_jobs >= AUDITD_VERIFY_JOBS_MAX)
+                return -EBUSY;
+        j = calloc(1, sizeof(VerifyJob));
+        if (!j)
+                return -ENOMEM;
+        j->msg = sd_bus_message_ref(msg);
+        j->v = AUDIT_VERIFY_INIT;
+        j->v.max_id = max_id;
+        /* rows already answered are part of the log the walk covers */
+        manager_flush(m);
+        for (tail = &m->verify_jobs; *tail; tail = &(*tail)->next)
+                ;
+        *tail = j;
+        m->n_verify_jobs++;
+        return sd_event_source_set_enabled(m->verify_event, SD_EVENT_ON);
+}
+
+static int on_verify_step(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        VerifyJob *j = m->verify_jobs, **tail;
+        int r;
+
+        if (!j) {
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                return 0;
+        }
+        m->verify_jobs = j->next;
+        j->next = NULL;
+        r = audit_store_verify_step(m->store, &j->v, AUDITD_VERIFY_STEP_ROWS, AUDITD_VERIFY_STEP_BYTES);
+        if (r != 0) {
+                (void) audit_reply_verified(j->msg, &j->v, r < 0 ? r : 0);
+                verify_job_free(j);
+                m->n_verify_jobs--;
+        } else {
+                /* the walks take turns */
+                for (tail = &m->verify_jobs; *tail; tail = &(*tail)->next)
+                        ;
+                *tail = j;
+        }
+        if (!m->verify_jobs)
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        return 0;
+}
+
 /* --- retention ---------------------------------------------------------------------------------- */
 
 static void retention_done(Manager *m, int r) {
@@ -313,6 +376,12 @@ int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error) {
         (void) sd_event_source_set_priority(m->retention_event, SD_EVENT_PRIORITY_IDLE);
         (void) sd_event_source_set_enabled(m->retention_event, SD_EVENT_OFF);
 
+        r = sd_event_add_defer(m->event, &m->verify_event, on_verify_step, m);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_priority(m->verify_event, SD_EVENT_PRIORITY_IDLE);
+        (void) sd_event_source_set_enabled(m->verify_event, SD_EVENT_OFF);
+
         *ret = m;
         return 0;
 fail:
@@ -325,6 +394,14 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         /* whoever still waits gets an answer before the bus goes */
         manager_flush(m);
+        while (m->verify_jobs) {
+                VerifyJob *j = m->verify_jobs;
+                m->verify_jobs = j->next;
+                (void) sd_bus_reply_method_errorf(j->msg, SD_BUS_ERROR_FAILED,
+                                                  "sandbox-auditd stopped before the walk was done; call again.");
+                verify_job_free(j);
+        }
+        sd_event_source_disable_unref(m->verify_event);
         sd_event_source_disable_unref(m->commit_event);
         sd_event_source_disable_unref(m->retention_event);
         sd_event_source_disable_unref(m->retention_timer);

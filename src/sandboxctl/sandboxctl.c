@@ -29,6 +29,7 @@
 
 #define EXIT_USAGE 2
 #define EXIT_EXEC_FAILED 125
+#define EXIT_CHAIN_BROKEN 3 /* log --verify: the audit log's hash chain does not verify */
 
 /* Without --timeout the server's own cap decides when the command dies; wait longer than any cap it may
  * plausibly have, rather than give up on a command that is still legitimately running. */
@@ -90,6 +91,7 @@ static bool arg_append = false;
 static bool arg_follow = false;
 static uint64_t arg_limit = LOG_DEFAULT_LIMIT;
 static uint64_t arg_output = 0; /* row id, 0 = not given */
+static bool arg_verify = false;
 static LogFilter arg_filter = {};
 
 static void json_object_putp(json_object **j) {
@@ -1675,6 +1677,74 @@ static int log_output(sd_bus *bus) {
         return 0;
 }
 
+/* log --verify: VerifyLog walks the hash chain; prints its outcome, EXIT_CHAIN_BROKEN if it is broken. */
+static int log_verify(sd_bus *bus) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL, *reply = NULL;
+        _cleanup_json_ json_object *o = json_object_new_object();
+        const char *key, *type;
+        int r;
+
+        if (!o)
+                return log_error(-ENOMEM, "log", "Out of memory");
+        r = sd_bus_message_new_method_call(bus, &call, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
+                                           "VerifyLog");
+        if (r >= 0)
+                r = sd_bus_message_append(call, "a{sv}", 0);
+        if (r < 0)
+                return log_error(r, "log", "Failed to build the call: %s", strerror(-r));
+        /* the walk reads every row: a large log takes minutes, not the bus's default 25 s */
+        r = sd_bus_call(bus, call, UINT64_C(24) * 3600 * 1000000, &error, &reply);
+        if (r < 0)
+                return log_audit_bus_error("log", &error, r);
+
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                json_object *v = NULL;
+                const char *str;
+                uint64_t u;
+                int b;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                if (r >= 0)
+                        r = sd_bus_message_peek_type(reply, NULL, &type);
+                if (r < 0)
+                        break;
+                if (streq(type, "b") && (r = sd_bus_message_read(reply, "v", "b", &b)) >= 0)
+                        v = json_object_new_boolean(b);
+                else if (streq(type, "t") && (r = sd_bus_message_read(reply, "v", "t", &u)) >= 0)
+                        v = json_object_new_uint64(u);
+                else if (streq(type, "s") && (r = sd_bus_message_read(reply, "v", "s", &str)) >= 0)
+                        v = json_object_new_string(str);
+                else if (r >= 0)
+                        r = sd_bus_message_skip(reply, "v");
+                if (r >= 0 && v && json_object_object_add(o, key, v) < 0)
+                        r = -ENOMEM;
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return log_error(r, "log", "Failed to parse reply: %s", strerror(-r));
+
+        json_object *verified = json_object_object_get(o, "verified");
+        bool ok = verified && json_object_get_boolean(verified);
+        if (arg_json != JSON_OFF)
+                r = print_json(o);
+        else {
+                const char *last_hash = json_object_get_string(json_object_object_get(o, "last_hash"));
+                printf("%s %s\n", ok ? "Verified:" : "BROKEN:",
+                       strna(json_object_get_string(json_object_object_get(o, "message"))));
+                if (!isempty(last_hash))
+                        printf("Last verified row %s: %s\n",
+                               strna(json_object_get_string(json_object_object_get(o, "last_id"))), last_hash);
+        }
+        if (r < 0)
+                return log_error(r, "log", "Out of memory");
+        return ok ? 0 : EXIT_CHAIN_BROKEN;
+}
+
 static int verb_log(char **args, size_t n_args) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
@@ -1692,10 +1762,18 @@ static int verb_log(char **args, size_t n_args) {
                 return log_usage("log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
                                  "or filters");
 
+        if (arg_verify && (arg_output > 0 || n_args > 1 || arg_follow || arg_filter.operation ||
+                           arg_filter.event || arg_filter.account_id || arg_filter.source || arg_filter.since ||
+                           arg_filter.until))
+                return log_usage("log: --verify checks the whole log; it takes no SANDBOX, --output, "
+                                 "--follow or filters");
+
         r = acquire_bus("log", &bus);
         if (r < 0)
                 return r;
 
+        if (arg_verify)
+                return log_verify(bus);
         if (arg_output > 0)
                 return log_output(bus);
 
@@ -1828,6 +1906,8 @@ static int help(void) {
                "                              all; newest last\n"
                "  log --output=ROW            Write a row's captured stdout and stderr (for a\n"
                "                              takeover row: the session's asciicast v2 recording)\n"
+               "  log --verify                Check the log's hash chain (exit status 3 if it is\n"
+               "                              broken: a row edited, removed or moved)\n"
                "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
@@ -1913,6 +1993,7 @@ enum {
         ARG_SINCE,
         ARG_UNTIL,
         ARG_OUTPUT,
+        ARG_VERIFY,
 };
 
 static int add_env(const char *assignment) {
@@ -1983,6 +2064,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "since", required_argument, NULL, ARG_SINCE },
                 { "until", required_argument, NULL, ARG_UNTIL },
                 { "output", required_argument, NULL, ARG_OUTPUT },
+                { "verify", no_argument, NULL, ARG_VERIFY },
                 {}
         };
         _cleanup_free_ char **args = NULL;
@@ -2189,6 +2271,10 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                                 return log_usage("--output: invalid row id '%s'", optarg);
                         break;
 
+                case ARG_VERIFY:
+                        arg_verify = true;
+                        break;
+
                 case '?':
                         /* getopt_long() has said what was wrong. */
                         return EXIT_USAGE;
@@ -2233,7 +2319,8 @@ static const Verb verbs[] = {
         { "cat", 3, 3, EXIT_FAILURE, "cat ID PATH", verb_cat },
         { "cp", 3, 3, EXIT_FAILURE, "cp ID:PATH LOCAL | cp LOCAL ID:PATH", verb_cp },
         { "log", 1, 2, EXIT_FAILURE,
-          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW", verb_log },
+          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW | log --verify",
+          verb_log },
 };
 
 int main(int argc, char *argv[]) {
