@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "auditd-dbus.h"
+#include "auditd-journal.h"
 #include "daemon-util.h"
 #include "log.h"
 #include "macro.h"
@@ -84,6 +85,50 @@ static void storage_state(Manager *m, int error) {
         m->storage_failing = error < 0;
 }
 
+/* --- checkpoints ---------------------------------------------------------------------------------- */
+
+static void checkpoint_now(Manager *m) {
+        if (m->checkpoint_rows == 0)
+                return;
+        (void) auditd_journal_checkpoint(m->chain_last_id, m->chain_last_hash, m->checkpoint_rows);
+        m->checkpoint_rows = 0;
+        if (m->checkpoint_timer)
+                (void) sd_event_source_set_enabled(m->checkpoint_timer, SD_EVENT_OFF);
+}
+
+static int on_checkpoint_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        checkpoint_now(userdata);
+        return 0;
+}
+
+/* After a commit: a checkpoint once CheckpointRows= rows are uncovered, or CheckpointIntervalSec= after
+ * the first uncovered row. */
+static void checkpoint_maybe(Manager *m) {
+        int enabled = SD_EVENT_OFF;
+
+        if (m->checkpoint_rows == 0)
+                return;
+        if (m->config.checkpoint_rows > 0 && m->checkpoint_rows >= m->config.checkpoint_rows) {
+                checkpoint_now(m);
+                return;
+        }
+        if (m->config.checkpoint_interval_usec == 0)
+                return;
+        if (!m->checkpoint_timer) {
+                if (sd_event_add_time_relative(m->event, &m->checkpoint_timer, CLOCK_MONOTONIC,
+                                               m->config.checkpoint_interval_usec, USEC_PER_SEC,
+                                               on_checkpoint_timer, m) < 0)
+                        return;
+                (void) sd_event_source_set_enabled(m->checkpoint_timer, SD_EVENT_ONESHOT);
+                return;
+        }
+        (void) sd_event_source_get_enabled(m->checkpoint_timer, &enabled);
+        if (enabled == SD_EVENT_OFF) {
+                (void) sd_event_source_set_time_relative(m->checkpoint_timer, m->config.checkpoint_interval_usec);
+                (void) sd_event_source_set_enabled(m->checkpoint_timer, SD_EVENT_ONESHOT);
+        }
+}
+
 /* Answers every waiting caller: with its id if r >= 0 (the batch is committed), else with r. */
 static void answer_pending(Manager *m, int r) {
         PendingRecord *p;
@@ -103,6 +148,11 @@ static void answer_pending(Manager *m, int r) {
                                         audit_record_to_entry(&p->recs[i], p->ids[i], p->recorded_at, &e);
                                         e.hash = p->hashes[i];
                                         audit_emit_entry_added(m, &e);
+                                        if (m->config.journal_rows)
+                                                (void) auditd_journal_row(&e);
+                                        m->chain_last_id = e.id;
+                                        memcpy(m->chain_last_hash, p->hashes[i], AUDIT_HASH_SIZE);
+                                        m->checkpoint_rows++;
                                 }
                 }
                 pending_free(p);
@@ -110,6 +160,8 @@ static void answer_pending(Manager *m, int r) {
         m->pending_tail = NULL;
         m->n_pending = 0;
         m->pending_bytes = 0;
+        if (r >= 0)
+                checkpoint_maybe(m);
 }
 
 void manager_flush(Manager *m) {
@@ -401,6 +453,8 @@ Manager *manager_free(Manager *m) {
                                                   "sandbox-auditd stopped before the walk was done; call again.");
                 verify_job_free(j);
         }
+        checkpoint_now(m); /* what the last rows chained to, before the logger goes */
+        sd_event_source_disable_unref(m->checkpoint_timer);
         sd_event_source_disable_unref(m->verify_event);
         sd_event_source_disable_unref(m->commit_event);
         sd_event_source_disable_unref(m->retention_event);

@@ -70,6 +70,13 @@ typedef struct Manager {
         uint64_t retention_deleted;
         unsigned retention_ticks;
 
+        /* Checkpoints of the chain to the journal: the newest row committed, and how many rows no
+         * checkpoint covers yet. */
+        uint64_t chain_last_id;
+        uint8_t chain_last_hash[AUDIT_HASH_SIZE];
+        uint64_t checkpoint_rows;
+        sd_event_source *checkpoint_timer;
+
         /* VerifyLog walks, taking turns */
         VerifyJob *verify_jobs;
         unsigned n_verify_jobs;
