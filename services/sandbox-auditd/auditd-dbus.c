@@ -519,6 +519,18 @@ static int read_verify_field(size_t f, const char *key, sd_bus_message *msg, voi
         return 0;
 }
 
+int audit_parse_verify_options(sd_bus_message *msg, uint64_t *ret_max_id, sd_bus_error *error) {
+        uint64_t max_id = 0;
+        int r;
+
+        r = bus_read_fields(msg, verify_fields, _VERIFY_MAX, "Option", " (expected max_id)", read_verify_field,
+                            &max_id, NULL, error);
+        if (r < 0)
+                return r;
+        *ret_max_id = max_id;
+        return 0;
+}
+
 static int method_verify_log(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         uint64_t max_id = 0;
@@ -527,8 +539,7 @@ static int method_verify_log(sd_bus_message *msg, void *userdata, sd_bus_error *
         r = check_reader(m, msg, error);
         if (r < 0)
                 return r;
-        r = bus_read_fields(msg, verify_fields, _VERIFY_MAX, "Option", " (expected max_id)", read_verify_field,
-                            &max_id, NULL, error);
+        r = audit_parse_verify_options(msg, &max_id, error);
         if (r < 0)
                 return r;
         r = manager_verify(m, msg, max_id);
