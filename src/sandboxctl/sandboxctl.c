@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include "audit-checkpoints.h"
 #include "macro.h"
 #include "sandbox-id.h"
 #include "sandboxd-bus.h"
@@ -1677,7 +1679,9 @@ static int log_output(sd_bus *bus) {
         return 0;
 }
 
-/* log --verify: VerifyLog walks the hash chain; prints its outcome, EXIT_CHAIN_BROKEN if it is broken. */
+/* log --verify: VerifyLog walks the hash chain, then the journal's checkpoints are compared with the rows
+ * they name (a chain rewritten whole still disagrees with them); prints the outcome, EXIT_CHAIN_BROKEN if
+ * either finds the log changed. */
 static int log_verify(sd_bus *bus) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL, *reply = NULL;
@@ -1730,6 +1734,49 @@ static int log_verify(sd_bus *bus) {
 
         json_object *verified = json_object_object_get(o, "verified");
         bool ok = verified && json_object_get_boolean(verified);
+
+        /* The checkpoints: only where the chain holds (else it has said where it breaks already). */
+        _cleanup_free_ char *journal_note = NULL;
+        struct passwd *pw = getpwnam("sandbox-audit");
+        AuditCheckpointCheck cc = {};
+        if (ok && pw) {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                char when[RFC3339_USEC_MAX] = "";
+                uint64_t anchor = json_object_get_uint64(json_object_object_get(o, "anchor_id"));
+
+                r = audit_checkpoints_check(bus, pw->pw_uid, anchor, &cc, &e);
+                if (r < 0)
+                        r = asprintf(&journal_note, "Journal: checkpoints not compared: %s",
+                                     e.message ?: strerror(-r));
+                else if (cc.broken) {
+                        (void) format_rfc3339_usec(cc.bad.realtime_usec, when);
+                        ok = false;
+                        if (cc.row_missing)
+                                r = asprintf(&journal_note, "The journal's checkpoint of row %" PRIu64 " (%s) names a "
+                                             "row that is not in the log: rows were removed and the chain rewritten.",
+                                             cc.bad.row, when);
+                        else
+                                r = asprintf(&journal_note, "The journal's checkpoint of row %" PRIu64 " (%s) has hash "
+                                             "%s, the log has %s: the chain was rewritten after it.",
+                                             cc.bad.row, when, cc.bad.hash, cc.log_hash);
+                        if (r >= 0) {
+                                json_object_object_add(o, "verified", json_object_new_boolean(false));
+                                json_object_object_add(o, "reason", json_object_new_string("checkpoint"));
+                                json_object_object_add(o, "message", json_object_new_string(journal_note));
+                                json_object_object_add(o, "bad_id", json_object_new_uint64(cc.bad.row));
+                        }
+                } else if (cc.agreed > 0)
+                        r = asprintf(&journal_note, "Journal: %u checkpoints agree with the log (the newest at row %"
+                                     PRIu64 ")%s.", cc.agreed, cc.newest_row,
+                                     cc.removed > 0 ? ", older ones name rows retention removed" : "");
+                else
+                        r = asprintf(&journal_note, "Journal: no checkpoint to compare (none yet, or reading the "
+                                     "system journal needs root or the systemd-journal group).");
+                if (r < 0)
+                        return log_error(-ENOMEM, "log", "Out of memory");
+                json_object_object_add(o, "journal_checkpoints", json_object_new_uint64(cc.agreed));
+        }
+
         if (arg_json != JSON_OFF)
                 r = print_json(o);
         else {
@@ -1739,6 +1786,8 @@ static int log_verify(sd_bus *bus) {
                 if (!isempty(last_hash))
                         printf("Last verified row %s: %s\n",
                                strna(json_object_get_string(json_object_object_get(o, "last_id"))), last_hash);
+                if (journal_note && !cc.broken)
+                        printf("%s\n", journal_note);
         }
         if (r < 0)
                 return log_error(r, "log", "Out of memory");

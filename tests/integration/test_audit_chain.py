@@ -92,7 +92,10 @@ def tamper(sql, params=()):
     dst = sqlite3.connect(saved)
     src.backup(dst)
     dst.close()
-    src.executescript(sql) if not params else src.execute(sql, params)
+    if callable(sql):
+        sql(src)
+    else:
+        src.executescript(sql) if not params else src.execute(sql, params)
     src.commit()
     src.close()
     run("chown", "-R", "sandbox-audit:sandbox-audit", os.path.dirname(DB))
@@ -307,3 +310,45 @@ def test_journal_rows_and_checkpoints():
     finally:
         os.unlink(os.path.join(DROPIN_DIR, "60-journal.conf"))
     restart()
+
+
+def rewrite_from(row_id):
+    """An attacker who knows the recipe: edits row_id and recomputes every hash from there on."""
+    def edit(db):
+        db.row_factory = sqlite3.Row
+        db.execute("UPDATE entries SET exit_code = exit_code + 1 WHERE id = ?", (row_id,))
+        prev = db.execute("SELECT hash FROM entry_hashes WHERE id = (SELECT max(id) FROM entries WHERE id < ?)",
+                          (row_id,)).fetchone()[0]
+        for r in db.execute("SELECT * FROM entries WHERE id >= ? ORDER BY id", (row_id,)).fetchall():
+            prev = row_hash(prev, r)
+            db.execute("UPDATE entry_hashes SET hash = ? WHERE id = ?", (prev, r["id"]))
+    return edit
+
+
+def test_rewritten_chain_disagrees_with_the_journal():
+    dropin = write_dropin("60-checkpoints.conf", "[Journal]\nCheckpointRows=2\nCheckpointIntervalSec=0\n")
+    try:
+        restart()
+        own = session()
+        ids = [record(session_id=own) for i in range(4)]
+        wait_for(lambda: any(ids[0] <= int(c["SANDBOX_ROW"]) <= ids[-1] for c in journal(f"MESSAGE_ID={CHECKPOINT_ID}")),
+                 what="a checkpoint among the rows")
+        r = ctl("log", "--verify")
+        assert "checkpoints agree with the log" in r.stdout, r.stdout
+
+        undo = tamper(rewrite_from(ids[0]))
+        try:
+            res = verify()
+            assert res["verified"], "a chain rewritten whole verifies on its own"
+            r = ctl("log", "--verify", check=False)
+            assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+            assert r.stdout.startswith("BROKEN: The journal's checkpoint of row "), r.stdout
+            assert "the chain was rewritten after it" in r.stdout
+            j = json.loads(ctl("log", "--verify", "--json", check=False).stdout)
+            assert (j["verified"], j["reason"]) == (False, "checkpoint") and j["bad_id"] >= ids[0]
+        finally:
+            undo()
+    finally:
+        os.unlink(os.path.join(DROPIN_DIR, "60-checkpoints.conf"))
+    restart()
+    assert ctl("log", "--verify").returncode == 0
