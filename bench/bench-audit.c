@@ -1545,8 +1545,8 @@ static void report(const Config *cfg, const Run *run, double load_start, const I
                 printf("    %-50s %10.0f rows/s\n", "RecordBatch of 256, 4 calls in flight",
                        in->batch_rows_s);
         if (in->record_journal_rows_s > 0) {
-                printf("    %-50s %10.0f rows/s  (%.2fx)\n", "Record, [Journal] Rows=yes", in->record_journal_rows_s,
-                       in->record_journal_rows_s / in->record_rows_s);
+                printf("    %-50s %10.0f rows/s  (%.2fx)\n", "Record, [Journal] Rows=yes",
+                       in->record_journal_rows_s, in->record_journal_rows_s / in->record_rows_s);
                 printf("    %-50s %10.0f rows/s  (%.2fx)\n", "RecordBatch, [Journal] Rows=yes",
                        in->batch_journal_rows_s, in->batch_journal_rows_s / in->batch_rows_s);
         }

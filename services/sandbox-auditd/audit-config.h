@@ -36,7 +36,7 @@ typedef struct AuditConfig {
         /* [Journal] */
         bool journal_rows;                 /* each stored row also goes to the journal */
         uint64_t checkpoint_rows;          /* a chain checkpoint after this many new rows; 0: not by count */
-        uint64_t checkpoint_interval_usec; /* and this long after a row no checkpoint covers; 0: not by time */
+        uint64_t checkpoint_interval_usec; /* and this long after an uncovered row; 0: not by time */
 } AuditConfig;
 
 /* [Log] MaxAgeSec=90d, MaxRows=10000000, OutputMax=1M, DetailMax=4K; [Journal] Rows=no,
@@ -48,9 +48,9 @@ void audit_config_defaults(AuditConfig *c);
  * directories are fine.
  *
  * Format: a "[Log]" section of Key=Value lines (MaxAgeSec=, MaxRows=, OutputMax=, DetailMax=) and a
- * "[Journal]" section (Rows= yes/no, true/false, on/off or 1/0; CheckpointRows=, CheckpointIntervalSec=); '#' or
- * ';' starts a comment at the start of a line, or after whitespace within a value; whitespace around
- * keys and values is ignored.
+ * "[Journal]" section (Rows= yes/no, true/false, on/off or 1/0; CheckpointRows=,
+ * CheckpointIntervalSec=); '#' or ';' starts a comment at the start of a line, or after whitespace
+ * within a value; whitespace around keys and values is ignored.
  *
  * Returns 0 and updates c; or, leaving c untouched: -EINVAL for a bad file (unknown section or key,
  * bad or out-of-range value), with *ret_error = "file:line: what is wrong"; a negative errno if a file

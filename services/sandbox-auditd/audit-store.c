@@ -569,7 +569,8 @@ int audit_store_open(const char *path, AuditStore **ret) {
             (r = prepare(s, "SELECT id, hash FROM chain_anchor WHERE one = 1", &s->anchor_get)) < 0 ||
             (r = prepare(s, "UPDATE chain_anchor SET id = ?, hash = ? WHERE one = 1 AND id < ?1",
                          &s->anchor_set)) < 0 ||
-            (r = prepare(s, "SELECT id, started_at, recorded_at FROM entries ORDER BY id LIMIT ?", &s->head)) < 0 ||
+            (r = prepare(s, "SELECT id, started_at, recorded_at FROM entries ORDER BY id LIMIT ?",
+                         &s->head)) < 0 ||
             (r = prepare(s, "SELECT hash FROM entry_hashes WHERE id = ?", &s->hash_of)) < 0 ||
             (r = prepare(s, "DELETE FROM entries WHERE id <= ?", &s->delete_entries)) < 0 ||
             (r = prepare(s, "DELETE FROM entry_hashes WHERE id <= ?", &s->delete_hashes)) < 0 ||
@@ -1153,8 +1154,9 @@ static void verify_broken(AuditVerify *v, AuditChainBreak why, uint64_t id, cons
         case AUDIT_CHAIN_MISSING:
                 if (id - v->prev_id == 2)
                         snprintf(v->message, sizeof(v->message),
-                                 "Row %" PRIu64 " is missing: row %" PRIu64 " does not follow from row %" PRIu64
-                                 ".", v->prev_id + 1, id, v->prev_id);
+                                 "Row %" PRIu64 " is missing: row %" PRIu64
+                                 " does not follow from row %" PRIu64 ".",
+                                 v->prev_id + 1, id, v->prev_id);
                 else
                         snprintf(v->message, sizeof(v->message),
                                  "Rows %" PRIu64 " to %" PRIu64 " are missing: row %" PRIu64
@@ -1174,8 +1176,8 @@ static void verify_broken(AuditVerify *v, AuditChainBreak why, uint64_t id, cons
                 break;
         case AUDIT_CHAIN_TRUNCATED:
                 snprintf(v->message, sizeof(v->message),
-                         "Rows %" PRIu64 " to %" PRIu64 " are missing at the end of the log.", v->prev_id + 1,
-                         v->max_id);
+                         "Rows %" PRIu64 " to %" PRIu64 " are missing at the end of the log.",
+                         v->prev_id + 1, v->max_id);
                 break;
         default:
                 break;
@@ -1257,8 +1259,9 @@ int audit_store_verify_step(AuditStore *s, AuditVerify *v, unsigned max_rows, ui
                                 break;
                         }
                 }
-                verify_broken(v, audit_chain_classify(v->prev_id, e.id, e.hash != NULL, has_next, follows > 0),
-                              e.id, e.id + 1);
+                AuditChainBreak why =
+                        audit_chain_classify(v->prev_id, e.id, e.hash != NULL, has_next, follows > 0);
+                verify_broken(v, why, e.id, e.id + 1);
         }
         if (r >= 0 && !v->done && rc != SQLITE_ROW && rc != SQLITE_DONE)
                 r = sqlite_errno(rc);

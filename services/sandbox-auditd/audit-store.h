@@ -189,8 +189,8 @@ int audit_store_count(AuditStore *s, uint64_t *ret);
 /* Retention, one batch at a time (each in its own transaction), always the oldest ids first so that
  * the chain stays verifiable: deletes up to batch rows, in id order, as long as their started_at or
  * their recorded_at is before cutoff_usec (stopping at the first row younger by both), or whose id is
- * at or below (the highest id − max_rows). The id and hash of the last row removed become the chain's anchor, in the same
- * transaction. Return the number deleted (0: nothing left to do) or a negative errno. */
+ * at or below (the highest id − max_rows). The id and hash of the last row removed become the chain's
+ * anchor, in the same transaction. Return the number deleted (0: nothing left to do) or a negative errno. */
 int audit_store_delete_older(AuditStore *s, uint64_t cutoff_usec, unsigned batch);
 int audit_store_delete_excess(AuditStore *s, uint64_t max_rows, unsigned batch);
 

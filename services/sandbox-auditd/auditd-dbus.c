@@ -523,8 +523,8 @@ int audit_parse_verify_options(sd_bus_message *msg, uint64_t *ret_max_id, sd_bus
         uint64_t max_id = 0;
         int r;
 
-        r = bus_read_fields(msg, verify_fields, _VERIFY_MAX, "Option", " (expected max_id)", read_verify_field,
-                            &max_id, NULL, error);
+        r = bus_read_fields(msg, verify_fields, _VERIFY_MAX, "Option", " (expected max_id)",
+                            read_verify_field, &max_id, NULL, error);
         if (r < 0)
                 return r;
         *ret_max_id = max_id;
@@ -565,8 +565,9 @@ int audit_reply_verified(sd_bus_message *msg, const AuditVerify *v, int error) {
         if (ok && v->rows == 0)
                 snprintf(message, sizeof(message), "No rows to verify after row %" PRIu64 ".", v->anchor_id);
         else if (ok)
-                snprintf(message, sizeof(message), "All %" PRIu64 " rows from %" PRIu64 " to %" PRIu64 " verify.",
-                         v->rows, v->anchor_id + 1, v->prev_id);
+                snprintf(message, sizeof(message),
+                         "All %" PRIu64 " rows from %" PRIu64 " to %" PRIu64 " verify.", v->rows,
+                         v->anchor_id + 1, v->prev_id);
         else
                 snprintf(message, sizeof(message), "%s", v->message);
 

@@ -124,7 +124,8 @@ static void checkpoint_maybe(Manager *m) {
         }
         (void) sd_event_source_get_enabled(m->checkpoint_timer, &enabled);
         if (enabled == SD_EVENT_OFF) {
-                (void) sd_event_source_set_time_relative(m->checkpoint_timer, m->config.checkpoint_interval_usec);
+                (void) sd_event_source_set_time_relative(m->checkpoint_timer,
+                                                         m->config.checkpoint_interval_usec);
                 (void) sd_event_source_set_enabled(m->checkpoint_timer, SD_EVENT_ONESHOT);
         }
 }
@@ -449,8 +450,9 @@ Manager *manager_free(Manager *m) {
         while (m->verify_jobs) {
                 VerifyJob *j = m->verify_jobs;
                 m->verify_jobs = j->next;
-                (void) sd_bus_reply_method_errorf(j->msg, SD_BUS_ERROR_FAILED,
-                                                  "sandbox-auditd stopped before the walk was done; call again.");
+                (void) sd_bus_reply_method_errorf(
+                        j->msg, SD_BUS_ERROR_FAILED,
+                        "sandbox-auditd stopped before the walk was done; call again.");
                 verify_job_free(j);
         }
         checkpoint_now(m); /* what the last rows chained to, before the logger goes */

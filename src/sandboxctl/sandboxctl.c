@@ -1691,8 +1691,8 @@ static int log_verify(sd_bus *bus) {
 
         if (!o)
                 return log_error(-ENOMEM, "log", "Out of memory");
-        r = sd_bus_message_new_method_call(bus, &call, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
-                                           "VerifyLog");
+        r = sd_bus_message_new_method_call(bus, &call, AUDITD_BUS_NAME, AUDITD_BUS_PATH,
+                                           AUDITD_LOG_INTERFACE, "VerifyLog");
         if (r >= 0)
                 r = sd_bus_message_append(call, "a{sv}", 0);
         if (r < 0)
@@ -1752,11 +1752,14 @@ static int log_verify(sd_bus *bus) {
                         (void) format_rfc3339_usec(cc.bad.realtime_usec, when);
                         ok = false;
                         if (cc.row_missing)
-                                r = asprintf(&journal_note, "The journal's checkpoint of row %" PRIu64 " (%s) names a "
-                                             "row that is not in the log: rows were removed and the chain rewritten.",
+                                r = asprintf(&journal_note,
+                                             "The journal's checkpoint of row %" PRIu64 " (%s) names a row "
+                                             "that is not in the log: rows were removed and the chain "
+                                             "rewritten.",
                                              cc.bad.row, when);
                         else
-                                r = asprintf(&journal_note, "The journal's checkpoint of row %" PRIu64 " (%s) has hash "
+                                r = asprintf(&journal_note,
+                                             "The journal's checkpoint of row %" PRIu64 " (%s) has hash "
                                              "%s, the log has %s: the chain was rewritten after it.",
                                              cc.bad.row, when, cc.bad.hash, cc.log_hash);
                         if (r >= 0) {
@@ -1766,12 +1769,15 @@ static int log_verify(sd_bus *bus) {
                                 json_object_object_add(o, "bad_id", json_object_new_uint64(cc.bad.row));
                         }
                 } else if (cc.agreed > 0)
-                        r = asprintf(&journal_note, "Journal: %u checkpoints agree with the log (the newest at row %"
-                                     PRIu64 ")%s.", cc.agreed, cc.newest_row,
+                        r = asprintf(&journal_note,
+                                     "Journal: %u checkpoints agree with the log (the newest at row %" PRIu64
+                                     ")%s.",
+                                     cc.agreed, cc.newest_row,
                                      cc.removed > 0 ? ", older ones name rows retention removed" : "");
                 else
-                        r = asprintf(&journal_note, "Journal: no checkpoint to compare (none yet, or reading the "
-                                     "system journal needs root or the systemd-journal group).");
+                        r = asprintf(&journal_note,
+                                     "Journal: no checkpoint to compare (none yet, or reading the system "
+                                     "journal needs root or the systemd-journal group).");
                 if (r < 0)
                         return log_error(-ENOMEM, "log", "Out of memory");
                 json_object_object_add(o, "journal_checkpoints", json_object_new_uint64(cc.agreed));
@@ -1785,7 +1791,8 @@ static int log_verify(sd_bus *bus) {
                        strna(json_object_get_string(json_object_object_get(o, "message"))));
                 if (!isempty(last_hash))
                         printf("Last verified row %s: %s\n",
-                               strna(json_object_get_string(json_object_object_get(o, "last_id"))), last_hash);
+                               strna(json_object_get_string(json_object_object_get(o, "last_id"))),
+                               last_hash);
                 if (journal_note && !cc.broken)
                         printf("%s\n", journal_note);
         }
@@ -1811,9 +1818,9 @@ static int verb_log(char **args, size_t n_args) {
                 return log_usage("log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
                                  "or filters");
 
-        if (arg_verify && (arg_output > 0 || n_args > 1 || arg_follow || arg_filter.operation ||
-                           arg_filter.event || arg_filter.account_id || arg_filter.source || arg_filter.since ||
-                           arg_filter.until))
+        if (arg_verify &&
+            (arg_output > 0 || n_args > 1 || arg_follow || arg_filter.operation || arg_filter.event ||
+             arg_filter.account_id || arg_filter.source || arg_filter.since || arg_filter.until))
                 return log_usage("log: --verify checks the whole log; it takes no SANDBOX, --output, "
                                  "--follow or filters");
 

@@ -84,8 +84,9 @@ static int row_hash(CheckState *st, uint64_t row, uint64_t *ret_id, char ret_has
 
         *ret_id = 0;
         ret_hash[0] = 0;
-        r = sd_bus_call_method(st->bus, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog", st->error,
-                               &reply, "a{sv}tt", 1, "max_id", "t", row, (uint64_t) 1, (uint64_t) 0);
+        r = sd_bus_call_method(st->bus, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog",
+                               st->error, &reply, "a{sv}tt", 1, "max_id", "t", row, (uint64_t) 1,
+                               (uint64_t) 0);
         if (r < 0)
                 return r;
         r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
