@@ -352,3 +352,36 @@ def test_rewritten_chain_disagrees_with_the_journal():
         os.unlink(os.path.join(DROPIN_DIR, "60-checkpoints.conf"))
     restart()
     assert ctl("log", "--verify").returncode == 0
+
+
+def test_the_logger_answers_while_a_walk_runs():
+    """VerifyLog works in steps at idle priority: a GetLog sent after it is answered before it."""
+    import dbus.mainloop.glib
+    from gi.repository import GLib
+
+    own = session()
+    for b in range(3):
+        rows = [dbus.Dictionary({"key": f"{own}-{b}-{i}", "session_id": own, "operation": "exec",
+                                 "event": "finished", "stdout": dbus.ByteArray(b"x" * 200)}, signature="sv")
+                for i in range(2000)]
+        iface().RecordBatch(dbus.Array(rows, signature="a{sv}"), timeout=120)
+
+    bus = dbus.SystemBus(mainloop=dbus.mainloop.glib.DBusGMainLoop(), private=True)
+    log = dbus.Interface(bus.get_object("org.sandboxd.audit1", "/org/sandboxd/audit1", introspect=False), IFACE)
+    order, loop = [], GLib.MainLoop()
+
+    def done(name):
+        def handler(*args):
+            order.append(name)
+            if len(order) == 2:
+                loop.quit()
+        return handler
+
+    log.VerifyLog(dbus.Dictionary({}, signature="sv"), reply_handler=done("verify"), error_handler=done("error"),
+                  timeout=600)
+    log.GetLog(dbus.Dictionary({"session_id": own}, signature="sv"), dbus.UInt64(1), dbus.UInt64(0),
+               reply_handler=done("getlog"), error_handler=done("error"))
+    GLib.timeout_add(300_000, loop.quit)  # bounds a hang only
+    loop.run()
+    bus.close()
+    assert order == ["getlog", "verify"], order
