@@ -15,13 +15,56 @@ void audit_config_defaults(AuditConfig *c) {
                 .max_rows = AUDIT_MAX_ROWS_DEFAULT,
                 .output_max = AUDIT_OUTPUT_MAX_DEFAULT,
                 .detail_max = AUDIT_DETAIL_MAX_DEFAULT,
+                .journal_rows = false,
+                .checkpoint_rows = AUDIT_CHECKPOINT_ROWS_DEFAULT,
+                .checkpoint_interval_usec = AUDIT_CHECKPOINT_INTERVAL_DEFAULT,
         };
 }
 
 typedef struct Loader {
         AuditConfig c;
         char **error;
+        bool journal; /* in [Journal], else in [Log] */
 } Loader;
+
+static int parse_bool(const char *s, bool *ret) {
+        if (streq(s, "yes") || streq(s, "true") || streq(s, "on") || streq(s, "1"))
+                *ret = true;
+        else if (streq(s, "no") || streq(s, "false") || streq(s, "off") || streq(s, "0"))
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+/* The [Journal] section's keys. */
+static int journal_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
+        AuditConfig *c = &l->c;
+        uint64_t v;
+        int r;
+
+        if (streq(key, "Rows")) {
+                r = parse_bool(value, &c->journal_rows);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "yes or no");
+                return 0;
+        }
+        if (streq(key, "CheckpointRows")) {
+                r = parse_decimal(value, &v);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "a number of rows, or 0");
+                c->checkpoint_rows = v;
+                return 0;
+        }
+        if (streq(key, "CheckpointIntervalSec")) {
+                r = parse_sec(value, &v);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "a time such as 5min, or 0");
+                c->checkpoint_interval_usec = v;
+                return 0;
+        }
+        return ini_error(l->error, at, "Unknown key %s= in section [Journal]", key);
+}
 
 /* The [Log] section's keys. */
 static int log_assignment(const IniPosition *at, const char *key, const char *value, void *userdata) {
@@ -30,6 +73,8 @@ static int log_assignment(const IniPosition *at, const char *key, const char *va
         uint64_t v;
         int r;
 
+        if (l->journal)
+                return journal_assignment(l, at, key, value);
         if (streq(key, "MaxAgeSec")) {
                 r = parse_sec(value, &v);
                 if (r < 0)
@@ -71,8 +116,9 @@ static int log_assignment(const IniPosition *at, const char *key, const char *va
 static int log_section(const IniPosition *at, const char *name, void *userdata) {
         Loader *l = userdata;
 
-        if (!streq(name, "Log"))
-                return ini_error(l->error, at, "Unknown section [%s] (expected [Log])", name);
+        if (!streq(name, "Log") && !streq(name, "Journal"))
+                return ini_error(l->error, at, "Unknown section [%s] (expected [Log] or [Journal])", name);
+        l->journal = streq(name, "Journal");
         return 0;
 }
 

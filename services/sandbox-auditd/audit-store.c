@@ -407,9 +407,16 @@ enum {
 
 struct AuditStore {
         sqlite3 *db;
-        sqlite3_stmt *lookup, *insert, *get, *get_output, *max_id, *count, *delete_older, *delete_upto;
+        sqlite3_stmt *lookup, *insert, *get, *get_output, *max_id, *count;
         sqlite3_stmt *begin, *commit, *rollback;
         sqlite3_stmt *queries[1u << _FILTER_MAX]; /* one per combination of filters, made when first used */
+
+        /* the chain */
+        sqlite3_stmt *insert_hash, *chain_top, *anchor_get, *anchor_set, *head, *hash_of;
+        sqlite3_stmt *delete_entries, *delete_hashes, *count_upto, *verify_rows, *verify_next;
+        bool chain_valid;  /* chain_hash and next_id hold for the current transaction */
+        uint64_t next_id;  /* the id the next row gets (its hash covers it, so it is chosen here) */
+        uint8_t chain_hash[AUDIT_HASH_SIZE]; /* what the next row chains from */
 };
 
 /* Append-only: each entry moves the schema one version up. */
@@ -440,6 +447,20 @@ static const char *const migrations[] = {
         "CREATE INDEX entries_event ON entries (event, id);"
         "CREATE INDEX entries_source ON entries (source, id);"
         "CREATE INDEX entries_started ON entries (started_at);",
+
+        /* 2: the hash chain. The hashes live in a table of their own, not in a column appended to
+         * entries: an appended column would sit behind the output blobs, and GetLog would walk their
+         * overflow pages to read it. The anchor is the last row removed by retention (its id and hash);
+         * rows stored before this migration have no hash, so the chain starts after them. */
+        "CREATE TABLE entry_hashes ("
+        " id INTEGER PRIMARY KEY," /* the row's id in entries */
+        " hash BLOB NOT NULL);"
+        "CREATE TABLE chain_anchor ("
+        " one INTEGER PRIMARY KEY CHECK (one = 1),"
+        " id INTEGER NOT NULL,"
+        " hash BLOB);"
+        "INSERT INTO chain_anchor (one, id, hash) VALUES (1,"
+        " (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'entries'), NULL);",
 };
 
 static bool table_exists(sqlite3 *db, const char *name) {
@@ -471,8 +492,17 @@ AuditStore *audit_store_free(AuditStore *s) {
         sqlite3_finalize(s->get_output);
         sqlite3_finalize(s->max_id);
         sqlite3_finalize(s->count);
-        sqlite3_finalize(s->delete_older);
-        sqlite3_finalize(s->delete_upto);
+        sqlite3_finalize(s->insert_hash);
+        sqlite3_finalize(s->chain_top);
+        sqlite3_finalize(s->anchor_get);
+        sqlite3_finalize(s->anchor_set);
+        sqlite3_finalize(s->head);
+        sqlite3_finalize(s->hash_of);
+        sqlite3_finalize(s->delete_entries);
+        sqlite3_finalize(s->delete_hashes);
+        sqlite3_finalize(s->count_upto);
+        sqlite3_finalize(s->verify_rows);
+        sqlite3_finalize(s->verify_next);
         sqlite3_finalize(s->begin);
         sqlite3_finalize(s->commit);
         sqlite3_finalize(s->rollback);
@@ -487,7 +517,8 @@ AuditStore *audit_store_free(AuditStore *s) {
 
 #define ENTRY_COLUMNS                                                                                       \
         "id, key, session_id, account_id, source, operation, event, detail, detail_truncated, exit_code,"   \
-        " output_truncated, started_at, duration_usec, recorded_at, request_id, stdout_size, stderr_size"
+        " output_truncated, started_at, duration_usec, recorded_at, request_id, stdout_size, stderr_size,"  \
+        " (SELECT hash FROM entry_hashes WHERE entry_hashes.id = entries.id)"
 
 static int prepare(AuditStore *s, const char *sql, sqlite3_stmt **ret) {
         return sqlite_prepare_persistent(s->db, sql, ret);
@@ -528,21 +559,32 @@ int audit_store_open(const char *path, AuditStore **ret) {
             (r = prepare(s,
                          "INSERT INTO entries (key, session_id, account_id, source, operation, event,"
                          " exit_code, started_at, duration_usec, request_id, recorded_at, stdout_size,"
-                         " stderr_size, detail_truncated, output_truncated, detail, stdout, stderr)"
-                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING",
+                         " stderr_size, detail_truncated, output_truncated, detail, stdout, stderr, id)"
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING",
                          &s->insert)) < 0 ||
+            (r = prepare(s, "INSERT INTO entry_hashes (id, hash) VALUES (?, ?)", &s->insert_hash)) < 0 ||
+            (r = prepare(s, "SELECT id, (SELECT hash FROM entry_hashes WHERE entry_hashes.id = entries.id)"
+                            " FROM entries ORDER BY id DESC LIMIT 1",
+                         &s->chain_top)) < 0 ||
+            (r = prepare(s, "SELECT id, hash FROM chain_anchor WHERE one = 1", &s->anchor_get)) < 0 ||
+            (r = prepare(s, "UPDATE chain_anchor SET id = ?, hash = ? WHERE one = 1 AND id < ?1",
+                         &s->anchor_set)) < 0 ||
+            (r = prepare(s, "SELECT id, started_at, recorded_at FROM entries ORDER BY id LIMIT ?",
+                         &s->head)) < 0 ||
+            (r = prepare(s, "SELECT hash FROM entry_hashes WHERE id = ?", &s->hash_of)) < 0 ||
+            (r = prepare(s, "DELETE FROM entries WHERE id <= ?", &s->delete_entries)) < 0 ||
+            (r = prepare(s, "DELETE FROM entry_hashes WHERE id <= ?", &s->delete_hashes)) < 0 ||
+            (r = prepare(s, "SELECT count(*) FROM entries WHERE id <= ?", &s->count_upto)) < 0 ||
+            (r = prepare(s, "SELECT " ENTRY_COLUMNS ", stdout, stderr FROM entries WHERE id > ? AND id <= ?"
+                            " ORDER BY id LIMIT ?",
+                         &s->verify_rows)) < 0 ||
+            (r = prepare(s, "SELECT " ENTRY_COLUMNS ", stdout, stderr FROM entries WHERE id > ?"
+                            " ORDER BY id LIMIT 1",
+                         &s->verify_next)) < 0 ||
             (r = prepare(s, "SELECT " ENTRY_COLUMNS " FROM entries WHERE id = ?", &s->get)) < 0 ||
             (r = prepare(s, "SELECT stdout, stderr FROM entries WHERE id = ?", &s->get_output)) < 0 ||
             (r = prepare(s, "SELECT seq FROM sqlite_sequence WHERE name = 'entries'", &s->max_id)) < 0 ||
             (r = prepare(s, "SELECT count(*) FROM entries", &s->count)) < 0 ||
-            (r = prepare(s,
-                         "DELETE FROM entries WHERE id IN"
-                         " (SELECT id FROM entries WHERE started_at < ? LIMIT ?)",
-                         &s->delete_older)) < 0 ||
-            (r = prepare(s,
-                         "DELETE FROM entries WHERE id IN"
-                         " (SELECT id FROM entries WHERE id <= ? ORDER BY id LIMIT ?)",
-                         &s->delete_upto)) < 0 ||
             (r = prepare(s, "BEGIN IMMEDIATE", &s->begin)) < 0 ||
             (r = prepare(s, "COMMIT", &s->commit)) < 0 || (r = prepare(s, "ROLLBACK", &s->rollback)) < 0)
                 goto fail;
@@ -561,6 +603,8 @@ bool audit_store_in_transaction(AuditStore *s) {
 int audit_store_begin(AuditStore *s) {
         if (audit_store_in_transaction(s))
                 return 0;
+        /* the chain's end is read again once the write lock is ours: nobody can move it meanwhile */
+        s->chain_valid = false;
         return sqlite_step_done(s->begin);
 }
 
@@ -579,6 +623,7 @@ void audit_store_rollback(AuditStore *s) {
         /* SQLite rolls back by itself after some errors (SQLITE_FULL, SQLITE_IOERR, …) */
         if (audit_store_in_transaction(s))
                 (void) sqlite_step_done(s->rollback);
+        s->chain_valid = false;
 }
 
 static int lookup_key(AuditStore *s, const char *key, uint64_t *ret_id) {
@@ -597,13 +642,101 @@ static int lookup_key(AuditStore *s, const char *key, uint64_t *ret_id) {
         return r;
 }
 
+static int read_hash(sqlite3_stmt *st, int col, uint8_t *ret, bool *ret_has) {
+        const void *h = sqlite3_column_blob(st, col);
+
+        if (h && sqlite3_column_bytes(st, col) == AUDIT_HASH_SIZE) {
+                memcpy(ret, h, AUDIT_HASH_SIZE);
+                *ret_has = true;
+        } else
+                *ret_has = false;
+        return 0;
+}
+
+int audit_store_anchor(AuditStore *s, uint64_t *ret_id, uint8_t *ret_hash, bool *ret_has_hash) {
+        sqlite3_stmt *st = s->anchor_get;
+        int rc, r = 0;
+
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                *ret_id = (uint64_t) sqlite3_column_int64(st, 0);
+                read_hash(st, 1, ret_hash, ret_has_hash);
+        } else if (rc == SQLITE_DONE) { /* the row was deleted by hand: the chain starts at the seed */
+                *ret_id = 0;
+                *ret_has_hash = false;
+        } else
+                r = sqlite_errno(rc);
+        sqlite3_reset(st);
+        return r;
+}
+
+/* Where the chain ends now: the newest row (or the anchor, if there is none after it), and the id the
+ * next row gets. */
+static int chain_load(AuditStore *s) {
+        uint64_t anchor = 0, top = 0, seq = 0;
+        bool has = false;
+        int rc, r;
+
+        r = audit_store_anchor(s, &anchor, s->chain_hash, &has);
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(s->chain_top);
+        if (rc == SQLITE_ROW && (uint64_t) sqlite3_column_int64(s->chain_top, 0) > anchor) {
+                top = (uint64_t) sqlite3_column_int64(s->chain_top, 0);
+                read_hash(s->chain_top, 1, s->chain_hash, &has);
+        } else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                r = sqlite_errno(rc);
+        sqlite3_reset(s->chain_top);
+        if (r < 0)
+                return r;
+        if (!has)
+                memcpy(s->chain_hash, audit_chain_seed, AUDIT_HASH_SIZE);
+        r = audit_store_max_id(s, &seq);
+        if (r < 0)
+                return r;
+        /* ids handed out beyond the newest row (rows deleted at the end) leave a gap VerifyLog reports */
+        s->next_id = MAX(MAX(seq, top), anchor) + 1;
+        s->chain_valid = true;
+        return 0;
+}
+
 int audit_store_insert(AuditStore *s, const AuditRecord *r, uint64_t recorded_at, uint64_t *ret_id) {
-        sqlite3_stmt *st = s->insert;
-        uint64_t id = 0; /* set when lookup_key() finds it; -O2 cannot tell */
+        return audit_store_insert_hashed(s, r, recorded_at, ret_id, NULL);
+}
+
+static int insert_row(AuditStore *s, const AuditRecord *r, uint64_t recorded_at, uint64_t *ret_id,
+                      uint8_t *ret_hash);
+
+int audit_store_insert_hashed(AuditStore *s, const AuditRecord *r, uint64_t recorded_at, uint64_t *ret_id,
+                              uint8_t *ret_hash) {
         int k;
 
         if (!r->normalized)
                 return -EINVAL;
+        if (audit_store_in_transaction(s))
+                return insert_row(s, r, recorded_at, ret_id, ret_hash);
+        /* the row and its hash are committed together, or neither */
+        k = audit_store_begin(s);
+        if (k < 0)
+                return k;
+        k = insert_row(s, r, recorded_at, ret_id, ret_hash);
+        if (k >= 0) {
+                int c = audit_store_commit(s);
+                if (c < 0)
+                        k = c;
+        } else
+                audit_store_rollback(s);
+        return k;
+}
+
+static int insert_row(AuditStore *s, const AuditRecord *r, uint64_t recorded_at, uint64_t *ret_id,
+                      uint8_t *ret_hash) {
+        sqlite3_stmt *st = s->insert;
+        uint8_t hash[AUDIT_HASH_SIZE];
+        uint64_t id = 0; /* set when lookup_key() finds it; -O2 cannot tell */
+        AuditEntry e;
+        int k;
+
         /* The common retry case costs one index lookup, writes nothing and allocates no id. */
         k = lookup_key(s, r->key, &id);
         if (k < 0)
@@ -612,6 +745,17 @@ int audit_store_insert(AuditStore *s, const AuditRecord *r, uint64_t recorded_at
                 *ret_id = id;
                 return 0;
         }
+
+        if (!s->chain_valid) {
+                k = chain_load(s);
+                if (k < 0)
+                        return k;
+        }
+        audit_record_to_entry(r, s->next_id, recorded_at, &e);
+        k = audit_chain_hash(s->chain_hash, &e, r->stdout_data, r->stdout_size, r->stderr_data,
+                             r->stderr_size, hash);
+        if (k < 0)
+                return k;
 
         sqlite3_bind_text(st, 1, r->key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, r->session_id, -1, SQLITE_STATIC);
@@ -632,11 +776,26 @@ int audit_store_insert(AuditStore *s, const AuditRecord *r, uint64_t recorded_at
         /* a NULL pointer would bind SQL NULL, not an empty blob */
         sqlite3_bind_blob64(st, 17, r->stdout_data ?: "", r->stdout_size, SQLITE_STATIC);
         sqlite3_bind_blob64(st, 18, r->stderr_data ?: "", r->stderr_size, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 19, (sqlite3_int64) e.id);
         k = sqlite_step_done(st);
-        if (k < 0)
+        if (k < 0) {
+                s->chain_valid = false;
                 return k;
+        }
         if (sqlite3_changes(s->db) > 0) {
-                *ret_id = (uint64_t) sqlite3_last_insert_rowid(s->db);
+                sqlite3_bind_int64(s->insert_hash, 1, (sqlite3_int64) e.id);
+                sqlite3_bind_blob(s->insert_hash, 2, hash, AUDIT_HASH_SIZE, SQLITE_STATIC);
+                k = sqlite_step_done(s->insert_hash);
+                if (k < 0) {
+                        /* the caller rolls the row back with the transaction */
+                        s->chain_valid = false;
+                        return k;
+                }
+                memcpy(s->chain_hash, hash, AUDIT_HASH_SIZE);
+                s->next_id = e.id + 1;
+                *ret_id = e.id;
+                if (ret_hash)
+                        memcpy(ret_hash, hash, AUDIT_HASH_SIZE);
                 return 1;
         }
         /* another writer (a second connection) stored the key between our lookup and insert */
@@ -669,6 +828,8 @@ static void read_entry(sqlite3_stmt *st, AuditEntry *e) {
                 .stdout_size = (uint64_t) sqlite3_column_int64(st, 15),
                 .stderr_size = (uint64_t) sqlite3_column_int64(st, 16),
         };
+        if (sqlite3_column_bytes(st, 17) == AUDIT_HASH_SIZE)
+                e->hash = sqlite3_column_blob(st, 17);
         /* NULL only on allocation failure inside SQLite; an empty string is the safe reading */
         e->key = strempty(e->key);
         e->session_id = strempty(e->session_id);
@@ -841,21 +1002,91 @@ int audit_store_count(AuditStore *s, uint64_t *ret) {
         return single_u64(s->count, ret);
 }
 
-static int delete_batch(AuditStore *s, sqlite3_stmt *st, uint64_t bound, unsigned batch) {
-        int r;
+/* The oldest rows, in id order, up to batch of them: those before the first row that is younger than
+ * cutoff by both its started_at and its recorded_at (by age), or whose id is at most bound. Returns how
+ * many, and the last one's id.
+ *
+ * Only a run at the head can go, or the chain would have a hole. started_at alone would let one row
+ * with a started_at in the future (a caller's clock) hold back everything after it for ever;
+ * recorded_at, the logger's own clock, grows with the ids, so the head always ages out. */
+static int head_run(AuditStore *s, bool by_age, uint64_t bound, unsigned batch, uint64_t *ret_last) {
+        sqlite3_stmt *st = s->head;
+        int rc, n = 0;
+
+        sqlite3_bind_int64(st, 1, batch);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                uint64_t id = (uint64_t) sqlite3_column_int64(st, 0);
+                uint64_t started = (uint64_t) sqlite3_column_int64(st, 1);
+                uint64_t recorded = (uint64_t) sqlite3_column_int64(st, 2);
+                if (by_age ? started >= bound && recorded >= bound : id > bound)
+                        break;
+                *ret_last = id;
+                n++;
+        }
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                return sqlite_errno(rc);
+        return n;
+}
+
+static int step_u64(sqlite3_stmt *st, uint64_t v) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64) MIN(v, (uint64_t) INT64_MAX));
+        return sqlite_step_done(st);
+}
+
+/* Deletes the rows up to last (a run at the head of the log) and makes the last one the anchor. */
+static int delete_head(AuditStore *s, uint64_t last) {
+        uint8_t hash[AUDIT_HASH_SIZE];
+        bool has = false;
+        int rc, r;
+
+        r = audit_store_begin(s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(s->hash_of, 1, (sqlite3_int64) last);
+        rc = sqlite3_step(s->hash_of);
+        if (rc == SQLITE_ROW)
+                read_hash(s->hash_of, 0, hash, &has);
+        else if (rc != SQLITE_DONE)
+                r = sqlite_errno(rc);
+        sqlite3_reset(s->hash_of);
+        sqlite3_clear_bindings(s->hash_of);
+        if (r >= 0)
+                r = step_u64(s->delete_entries, last);
+        if (r >= 0)
+                r = step_u64(s->delete_hashes, last);
+        if (r >= 0) {
+                /* never backwards: rows stored before the chain are below an anchor without a hash */
+                sqlite3_bind_int64(s->anchor_set, 1, (sqlite3_int64) last);
+                if (has)
+                        sqlite3_bind_blob(s->anchor_set, 2, hash, AUDIT_HASH_SIZE, SQLITE_STATIC);
+                else
+                        sqlite3_bind_null(s->anchor_set, 2);
+                r = sqlite_step_done(s->anchor_set);
+        }
+        if (r >= 0)
+                r = audit_store_commit(s);
+        else
+                audit_store_rollback(s);
+        return r;
+}
+
+static int delete_batch(AuditStore *s, bool by_age, uint64_t bound, unsigned batch) {
+        uint64_t last = 0;
+        int n, r;
 
         if (audit_store_in_transaction(s))
                 return -EBUSY; /* the caller commits its rows first */
-        sqlite3_bind_int64(st, 1, (sqlite3_int64) MIN(bound, (uint64_t) INT64_MAX));
-        sqlite3_bind_int64(st, 2, batch);
-        r = sqlite_step_done(st);
-        if (r < 0)
-                return r;
-        return sqlite3_changes(s->db);
+        n = head_run(s, by_age, bound, batch, &last);
+        if (n <= 0)
+                return n;
+        r = delete_head(s, last);
+        return r < 0 ? r : n;
 }
 
 int audit_store_delete_older(AuditStore *s, uint64_t cutoff_usec, unsigned batch) {
-        return delete_batch(s, s->delete_older, cutoff_usec, batch);
+        return delete_batch(s, true, cutoff_usec, batch);
 }
 
 int audit_store_delete_excess(AuditStore *s, uint64_t max_rows, unsigned batch) {
@@ -869,7 +1100,185 @@ int audit_store_delete_excess(AuditStore *s, uint64_t max_rows, unsigned batch) 
                 return r;
         if (top <= max_rows)
                 return 0;
-        return delete_batch(s, s->delete_upto, top - max_rows, batch);
+        return delete_batch(s, false, top - max_rows, batch);
+}
+
+/* --- verification ------------------------------------------------------------------------------- */
+
+/* The expected hash of the row st is at (columns as verify_rows selects them) after prev. */
+static int row_hash(sqlite3_stmt *st, const uint8_t *prev, AuditEntry *e, uint64_t *ret_bytes,
+                    uint8_t ret[AUDIT_HASH_SIZE]) {
+        const void *out, *err;
+        size_t out_size, err_size;
+
+        read_entry(st, e);
+        out = sqlite3_column_blob(st, 18);
+        out_size = (size_t) sqlite3_column_bytes(st, 18);
+        err = sqlite3_column_blob(st, 19);
+        err_size = (size_t) sqlite3_column_bytes(st, 19);
+        if (ret_bytes)
+                *ret_bytes = out_size + err_size + strlen(e->detail) + 256;
+        return audit_chain_hash(prev, e, out, out_size, err, err_size, ret);
+}
+
+/* Whether the row after id follows from hash (the stored hash of row id). */
+static int next_follows(AuditStore *s, uint64_t id, const uint8_t *hash, bool *ret_has_next) {
+        sqlite3_stmt *st = s->verify_next;
+        uint8_t expected[AUDIT_HASH_SIZE];
+        AuditEntry e;
+        int rc, r = 0;
+
+        *ret_has_next = false;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64) id);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                *ret_has_next = true;
+                r = row_hash(st, hash, &e, NULL, expected);
+                if (r >= 0)
+                        r = e.hash && memcmp(e.hash, expected, AUDIT_HASH_SIZE) == 0;
+        } else if (rc != SQLITE_DONE)
+                r = sqlite_errno(rc);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        return r;
+}
+
+static void verify_broken(AuditVerify *v, AuditChainBreak why, uint64_t id, const uint64_t next_id) {
+        v->result = why;
+        v->bad_id = id;
+        switch (why) {
+        case AUDIT_CHAIN_EDITED:
+                snprintf(v->message, sizeof(v->message),
+                         "Row %" PRIu64 " does not match its hash: it was changed after it was stored.", id);
+                break;
+        case AUDIT_CHAIN_MISSING:
+                if (id - v->prev_id == 2)
+                        snprintf(v->message, sizeof(v->message),
+                                 "Row %" PRIu64 " is missing: row %" PRIu64
+                                 " does not follow from row %" PRIu64 ".",
+                                 v->prev_id + 1, id, v->prev_id);
+                else
+                        snprintf(v->message, sizeof(v->message),
+                                 "Rows %" PRIu64 " to %" PRIu64 " are missing: row %" PRIu64
+                                 " does not follow from row %" PRIu64 ".",
+                                 v->prev_id + 1, id - 1, id, v->prev_id);
+                break;
+        case AUDIT_CHAIN_REORDERED:
+                snprintf(v->message, sizeof(v->message),
+                         "Row %" PRIu64 " does not follow from row %" PRIu64 ", nor row %" PRIu64
+                         " from it: rows were reordered or rewritten from here.",
+                         id, v->prev_id, next_id);
+                break;
+        case AUDIT_CHAIN_UNHASHED:
+                snprintf(v->message, sizeof(v->message),
+                         "Row %" PRIu64 " has no hash, but the chain starts after row %" PRIu64 ".", id,
+                         v->anchor_id);
+                break;
+        case AUDIT_CHAIN_TRUNCATED:
+                snprintf(v->message, sizeof(v->message),
+                         "Rows %" PRIu64 " to %" PRIu64 " are missing at the end of the log.",
+                         v->prev_id + 1, v->max_id);
+                break;
+        default:
+                break;
+        }
+        v->done = true;
+}
+
+int audit_store_verify_step(AuditStore *s, AuditVerify *v, unsigned max_rows, uint64_t max_bytes) {
+        sqlite3_stmt *st = s->verify_rows;
+        uint64_t anchor = 0, bytes = 0;
+        uint8_t anchor_hash[AUDIT_HASH_SIZE];
+        bool has = false;
+        unsigned n = 0;
+        int rc = SQLITE_DONE, r;
+
+        if (v->done)
+                return 1;
+        r = audit_store_anchor(s, &anchor, anchor_hash, &has);
+        if (r < 0)
+                return r;
+        if (!v->started) {
+                uint64_t seq = 0;
+
+                r = audit_store_max_id(s, &seq);
+                if (r < 0)
+                        return r;
+                if (v->max_id == 0 || v->max_id > seq)
+                        v->max_id = seq;
+                sqlite3_bind_int64(s->count_upto, 1, (sqlite3_int64) anchor);
+                r = single_u64(s->count_upto, &v->unhashed);
+                sqlite3_clear_bindings(s->count_upto);
+                if (r < 0)
+                        return r;
+                v->started = true;
+                v->prev_id = 0; /* below any anchor: taken up just below */
+        }
+        if (anchor > v->prev_id || (v->prev_id == 0 && v->rows == 0)) {
+                /* the start, or retention removed rows the walk had not reached: go on from there */
+                v->anchor_id = anchor;
+                v->anchor_has_hash = has;
+                memcpy(v->anchor_hash, has ? anchor_hash : audit_chain_seed, AUDIT_HASH_SIZE);
+                v->prev_id = anchor;
+                memcpy(v->prev_hash, v->anchor_hash, AUDIT_HASH_SIZE);
+        }
+
+        sqlite3_bind_int64(st, 1, (sqlite3_int64) v->prev_id);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64) MIN(v->max_id, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(st, 3, MAX(max_rows, 1u));
+        while (!v->done && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                uint8_t expected[AUDIT_HASH_SIZE];
+                uint64_t b = 0;
+                AuditEntry e;
+
+                n++;
+                r = row_hash(st, v->prev_hash, &e, &b, expected);
+                if (r < 0)
+                        break;
+                bytes += b;
+                if (e.hash && memcmp(e.hash, expected, AUDIT_HASH_SIZE) == 0) {
+                        v->prev_id = e.id;
+                        memcpy(v->prev_hash, e.hash, AUDIT_HASH_SIZE);
+                        v->rows++;
+                        if (bytes >= max_bytes)
+                                break;
+                        continue;
+                }
+
+                /* the first row that does not match: which kind of break is it? */
+                bool has_next = false;
+                int follows = 0;
+                v->has_stored = e.hash != NULL;
+                if (e.hash)
+                        memcpy(v->stored, e.hash, AUDIT_HASH_SIZE);
+                memcpy(v->expected, expected, AUDIT_HASH_SIZE);
+                if (e.hash) {
+                        follows = next_follows(s, e.id, v->stored, &has_next);
+                        if (follows < 0) {
+                                r = follows;
+                                break;
+                        }
+                }
+                AuditChainBreak why =
+                        audit_chain_classify(v->prev_id, e.id, e.hash != NULL, has_next, follows > 0);
+                verify_broken(v, why, e.id, e.id + 1);
+        }
+        if (r >= 0 && !v->done && rc != SQLITE_ROW && rc != SQLITE_DONE)
+                r = sqlite_errno(rc);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (r < 0)
+                return r;
+        if (v->done)
+                return 1;
+        if (n < MAX(max_rows, 1u) && bytes < max_bytes) {
+                /* the end: ids handed out beyond the last row mean rows were cut off the end */
+                if (v->max_id > v->prev_id)
+                        verify_broken(v, AUDIT_CHAIN_TRUNCATED, v->prev_id + 1, 0);
+                v->done = true;
+                return 1;
+        }
+        return 0;
 }
 
 int audit_store_set_size_limit(AuditStore *s, uint64_t max_bytes) {

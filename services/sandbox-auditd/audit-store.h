@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "audit-chain.h"
 #include "macro.h"
 
 typedef struct AuditStore AuditStore;
@@ -130,6 +131,7 @@ typedef struct AuditEntry {
         uint64_t started_at, duration_usec, recorded_at;
         const char *request_id;
         uint64_t stdout_size, stderr_size;
+        const uint8_t *hash; /* AUDIT_HASH_SIZE bytes; NULL for rows stored before the chain */
 } AuditEntry;
 
 /* The entry a normalised record becomes once stored with this id at recorded_at. Points into r. */
@@ -163,6 +165,12 @@ bool audit_store_in_transaction(AuditStore *s);
  * id the key was first stored with; -ENOSPC if the disk (or the size limit) is full, -EIO, -EBUSY,
  * -EINVAL for a record that was not normalised, -ENOMEM. Nothing is stored on failure. */
 int audit_store_insert(AuditStore *s, const AuditRecord *r, uint64_t recorded_at, uint64_t *ret_id);
+/* The same, and the new row's chain hash in ret_hash (if not NULL; set only when 1 is returned). The
+ * hash is computed in the same transaction as the row is stored: SHA-256 over the previous row's hash
+ * and the row's canonical encoding (audit-chain.h). Without an open transaction the row and its hash
+ * are committed together. */
+int audit_store_insert_hashed(AuditStore *s, const AuditRecord *r, uint64_t recorded_at, uint64_t *ret_id,
+                              uint8_t *ret_hash);
 
 /* Newest first (by id). limit 0 means AUDIT_LIMIT_DEFAULT; limit and offset are capped at
  * AUDIT_LIMIT_MAX and AUDIT_OFFSET_MAX. Returns the number of entries passed to cb, or a negative
@@ -178,9 +186,11 @@ int audit_store_get_output(AuditStore *s, uint64_t id, audit_output_cb cb, void 
 int audit_store_max_id(AuditStore *s, uint64_t *ret);
 int audit_store_count(AuditStore *s, uint64_t *ret);
 
-/* Retention, one batch at a time (each in its own transaction): deletes up to batch rows whose
- * started_at is before cutoff_usec, or whose id is at or below (the highest id − max_rows). Return the
- * number deleted (0: nothing left to do) or a negative errno. */
+/* Retention, one batch at a time (each in its own transaction), always the oldest ids first so that
+ * the chain stays verifiable: deletes up to batch rows, in id order, as long as their started_at or
+ * their recorded_at is before cutoff_usec (stopping at the first row younger by both), or whose id is
+ * at or below (the highest id − max_rows). The id and hash of the last row removed become the chain's
+ * anchor, in the same transaction. Return the number deleted (0: nothing left to do) or a negative errno. */
 int audit_store_delete_older(AuditStore *s, uint64_t cutoff_usec, unsigned batch);
 int audit_store_delete_excess(AuditStore *s, uint64_t max_rows, unsigned batch);
 
@@ -191,3 +201,38 @@ void audit_store_optimize(AuditStore *s);
 /* Caps the database file at about max_bytes (0: no cap), as a full disk would; the file never
  * shrinks below its current size. */
 int audit_store_set_size_limit(AuditStore *s, uint64_t max_bytes);
+
+/* The chain's anchor: the id and hash of the last row removed by retention (or, for a log stored
+ * before the chain existed, the last id then: those rows and that anchor have no hash). The first row
+ * after it chains from its hash, or from the seed if it has none. ret_hash: AUDIT_HASH_SIZE bytes, left
+ * untouched and *ret_has_hash false if it has none. */
+int audit_store_anchor(AuditStore *s, uint64_t *ret_id, uint8_t *ret_hash, bool *ret_has_hash);
+
+/* A walk over the chain (VerifyLog), in steps of bounded work. Initialise with AUDIT_VERIFY_INIT,
+ * optionally set max_id (0: up to the highest id handed out when the walk starts). */
+typedef struct AuditVerify {
+        uint64_t max_id;
+        bool started, done;
+        uint64_t anchor_id;
+        bool anchor_has_hash;
+        uint8_t anchor_hash[AUDIT_HASH_SIZE];
+        uint64_t prev_id; /* the last row verified (or the anchor) and its hash */
+        uint8_t prev_hash[AUDIT_HASH_SIZE];
+        uint64_t rows;     /* rows verified */
+        uint64_t unhashed; /* rows stored before the chain began (at or below the anchor) */
+
+        /* the outcome, once done */
+        AuditChainBreak result;
+        uint64_t bad_id;
+        bool has_stored;
+        uint8_t stored[AUDIT_HASH_SIZE], expected[AUDIT_HASH_SIZE];
+        char message[256];
+} AuditVerify;
+
+#define AUDIT_VERIFY_INIT ((AuditVerify) { .result = AUDIT_CHAIN_OK })
+
+/* Verifies up to max_rows rows or about max_bytes of row data (whichever comes first) from where the
+ * walk is. Returns 1 once the walk is done (v->result says how it ended), 0 if there is more to do, or
+ * a negative errno. Rows removed by retention while the walk pauses are skipped: it goes on from the
+ * new anchor. */
+int audit_store_verify_step(AuditStore *s, AuditVerify *v, unsigned max_rows, uint64_t max_bytes);

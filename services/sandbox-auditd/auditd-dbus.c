@@ -310,8 +310,10 @@ int audit_reply_storage_error(sd_bus_message *msg, int error) {
 /* --- rows out ----------------------------------------------------------------------------------- */
 
 static int append_entry(sd_bus_message *m, const AuditEntry *e) {
+        char hash[AUDIT_HASH_HEX_SIZE];
+
         return sd_bus_message_append(
-                m, "a{sv}", 16,
+                m, "a{sv}", 17,
                 "id", "t", e->id,
                 "key", "s", e->key,
                 "session_id", "s", e->session_id,
@@ -327,11 +329,12 @@ static int append_entry(sd_bus_message *m, const AuditEntry *e) {
                 "duration_ms", "t", e->duration_usec / 1000,
                 "request_id", "s", e->request_id,
                 "stdout_size", "t", e->stdout_size,
-                "stderr_size", "t", e->stderr_size);
+                "stderr_size", "t", e->stderr_size,
+                "hash", "s", audit_hash_to_hex(e->hash, hash));
 }
 
 static uint64_t entry_bytes(const AuditEntry *e) {
-        return 256 + strlen(e->key) + strlen(e->session_id) + strlen(e->account_id) + strlen(e->detail) +
+        return 320 + strlen(e->key) + strlen(e->session_id) + strlen(e->account_id) + strlen(e->detail) +
                strlen(e->output_truncated) + strlen(e->request_id);
 }
 
@@ -491,6 +494,106 @@ static int method_get_output(sd_bus_message *msg, void *userdata, sd_bus_error *
         return sd_bus_send(NULL, reply, NULL);
 }
 
+/* --- VerifyLog --------------------------------------------------------------------------------- */
+
+enum {
+        VERIFY_MAX_ID,
+        _VERIFY_MAX,
+};
+
+static const BusField verify_fields[_VERIFY_MAX] = {
+        [VERIFY_MAX_ID] = { "max_id", "t" },
+};
+
+static int read_verify_field(size_t f, const char *key, sd_bus_message *msg, void *userdata,
+                             sd_bus_error *error) {
+        uint64_t *max_id = userdata;
+        int r;
+
+        r = sd_bus_message_read(msg, "v", "t", max_id);
+        if (r < 0)
+                return r;
+        if (*max_id == 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "max_id must be 1 or more (leave it out to verify every row).");
+        return 0;
+}
+
+int audit_parse_verify_options(sd_bus_message *msg, uint64_t *ret_max_id, sd_bus_error *error) {
+        uint64_t max_id = 0;
+        int r;
+
+        r = bus_read_fields(msg, verify_fields, _VERIFY_MAX, "Option", " (expected max_id)",
+                            read_verify_field, &max_id, NULL, error);
+        if (r < 0)
+                return r;
+        *ret_max_id = max_id;
+        return 0;
+}
+
+static int method_verify_log(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        uint64_t max_id = 0;
+        int r;
+
+        r = check_reader(m, msg, error);
+        if (r < 0)
+                return r;
+        r = audit_parse_verify_options(msg, &max_id, error);
+        if (r < 0)
+                return r;
+        r = manager_verify(m, msg, max_id);
+        if (r == -EBUSY)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                         "At most %u verifications run at once; try again when one is done.",
+                                         AUDITD_VERIFY_JOBS_MAX);
+        if (r < 0)
+                return r;
+        return 1; /* answered when the walk is done */
+}
+
+int audit_reply_verified(sd_bus_message *msg, const AuditVerify *v, int error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        char anchor[AUDIT_HASH_HEX_SIZE], last[AUDIT_HASH_HEX_SIZE], stored[AUDIT_HASH_HEX_SIZE],
+                expected[AUDIT_HASH_HEX_SIZE], message[320];
+        bool ok = v->result == AUDIT_CHAIN_OK;
+        int r;
+
+        if (error < 0)
+                return sd_bus_reply_method_errorf(msg, SD_BUS_ERROR_FAILED, "Could not read the log: %s",
+                                                  audit_storage_error_string(error));
+        if (ok && v->rows == 0)
+                snprintf(message, sizeof(message), "No rows to verify after row %" PRIu64 ".", v->anchor_id);
+        else if (ok)
+                snprintf(message, sizeof(message),
+                         "All %" PRIu64 " rows from %" PRIu64 " to %" PRIu64 " verify.", v->rows,
+                         v->anchor_id + 1, v->prev_id);
+        else
+                snprintf(message, sizeof(message), "%s", v->message);
+
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(
+                reply, "a{sv}", ok ? 9 : 12,
+                "verified", "b", (int) ok,
+                "reason", "s", audit_chain_break_to_string(v->result),
+                "message", "s", message,
+                "rows", "t", v->rows,
+                "unhashed", "t", v->unhashed,
+                "anchor_id", "t", v->anchor_id,
+                "anchor_hash", "s", audit_hash_to_hex(v->anchor_has_hash ? v->anchor_hash : NULL, anchor),
+                "last_id", "t", v->prev_id,
+                "last_hash", "s", audit_hash_to_hex(v->prev_id > v->anchor_id ? v->prev_hash : NULL, last),
+                "bad_id", "t", v->bad_id,
+                "stored_hash", "s", audit_hash_to_hex(v->has_stored ? v->stored : NULL, stored),
+                "expected_hash", "s",
+                audit_hash_to_hex(v->result == AUDIT_CHAIN_TRUNCATED ? NULL : v->expected, expected));
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
 static const sd_bus_vtable log_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("Record", SD_BUS_ARGS("a{sv}", row), SD_BUS_RESULT("t", id), method_record,
@@ -501,6 +604,8 @@ static const sd_bus_vtable log_vtable[] = {
                                 SD_BUS_RESULT("aa{sv}", rows), method_get_log, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetOutput", SD_BUS_ARGS("t", id), SD_BUS_RESULT("ay", stdout, "ay", stderr),
                                 method_get_output, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("VerifyLog", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("a{sv}", result),
+                                method_verify_log, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("EntryAdded", SD_BUS_ARGS("t", id, "s", session_id, "a{sv}", row), 0),
         SD_BUS_VTABLE_END,
 };

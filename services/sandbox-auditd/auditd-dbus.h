@@ -24,6 +24,8 @@ int manager_bus_setup(Manager *m);
  * refused with InvalidArgs saying which; the row's own checks are audit_record_normalize()'s. */
 int audit_parse_row(sd_bus_message *msg, AuditRecord *rec, sd_bus_error *error);
 int audit_parse_filter(sd_bus_message *msg, AuditFilter *f, sd_bus_error *error);
+/* VerifyLog's options: max_id t (≥ 1; 0 in *ret_max_id if not given, meaning every row). */
+int audit_parse_verify_options(sd_bus_message *msg, uint64_t *ret_max_id, sd_bus_error *error);
 
 /* Answers a Record call: the row's id, or StorageFull for a storage error (negative errno). */
 int audit_reply_recorded(sd_bus_message *msg, uint64_t id);
@@ -34,3 +36,6 @@ int audit_reply_storage_error(sd_bus_message *msg, int error);
 const char *audit_storage_error_string(int error);
 
 void audit_emit_entry_added(Manager *m, const AuditEntry *e);
+
+/* Answers a VerifyLog call with the walk's outcome, or (error < 0) with Failed. */
+int audit_reply_verified(sd_bus_message *msg, const AuditVerify *v, int error);

@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "auditd-dbus.h"
+#include "auditd-journal.h"
 #include "daemon-util.h"
 #include "log.h"
 #include "macro.h"
@@ -29,6 +30,7 @@ struct PendingRecord {
         AuditRecord *recs;
         uint64_t *ids;
         bool *is_new;
+        uint8_t (*hashes)[AUDIT_HASH_SIZE]; /* each new row's chain hash */
         uint64_t recorded_at;
         PendingRecord *next;
 };
@@ -41,6 +43,7 @@ static PendingRecord *pending_free(PendingRecord *p) {
         free(p->recs);
         free(p->ids);
         free(p->is_new);
+        free(p->hashes);
         sd_bus_message_unref(p->msg);
         free(p);
         return NULL;
@@ -82,6 +85,51 @@ static void storage_state(Manager *m, int error) {
         m->storage_failing = error < 0;
 }
 
+/* --- checkpoints ---------------------------------------------------------------------------------- */
+
+static void checkpoint_now(Manager *m) {
+        if (m->checkpoint_rows == 0)
+                return;
+        (void) auditd_journal_checkpoint(m->chain_last_id, m->chain_last_hash, m->checkpoint_rows);
+        m->checkpoint_rows = 0;
+        if (m->checkpoint_timer)
+                (void) sd_event_source_set_enabled(m->checkpoint_timer, SD_EVENT_OFF);
+}
+
+static int on_checkpoint_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        checkpoint_now(userdata);
+        return 0;
+}
+
+/* After a commit: a checkpoint once CheckpointRows= rows are uncovered, or CheckpointIntervalSec= after
+ * the first uncovered row. */
+static void checkpoint_maybe(Manager *m) {
+        int enabled = SD_EVENT_OFF;
+
+        if (m->checkpoint_rows == 0)
+                return;
+        if (m->config.checkpoint_rows > 0 && m->checkpoint_rows >= m->config.checkpoint_rows) {
+                checkpoint_now(m);
+                return;
+        }
+        if (m->config.checkpoint_interval_usec == 0)
+                return;
+        if (!m->checkpoint_timer) {
+                if (sd_event_add_time_relative(m->event, &m->checkpoint_timer, CLOCK_MONOTONIC,
+                                               m->config.checkpoint_interval_usec, USEC_PER_SEC,
+                                               on_checkpoint_timer, m) < 0)
+                        return;
+                (void) sd_event_source_set_enabled(m->checkpoint_timer, SD_EVENT_ONESHOT);
+                return;
+        }
+        (void) sd_event_source_get_enabled(m->checkpoint_timer, &enabled);
+        if (enabled == SD_EVENT_OFF) {
+                (void) sd_event_source_set_time_relative(m->checkpoint_timer,
+                                                         m->config.checkpoint_interval_usec);
+                (void) sd_event_source_set_enabled(m->checkpoint_timer, SD_EVENT_ONESHOT);
+        }
+}
+
 /* Answers every waiting caller: with its id if r >= 0 (the batch is committed), else with r. */
 static void answer_pending(Manager *m, int r) {
         PendingRecord *p;
@@ -99,7 +147,13 @@ static void answer_pending(Manager *m, int r) {
                                 if (p->is_new[i]) {
                                         AuditEntry e;
                                         audit_record_to_entry(&p->recs[i], p->ids[i], p->recorded_at, &e);
+                                        e.hash = p->hashes[i];
                                         audit_emit_entry_added(m, &e);
+                                        if (m->config.journal_rows)
+                                                (void) auditd_journal_row(&e);
+                                        m->chain_last_id = e.id;
+                                        memcpy(m->chain_last_hash, p->hashes[i], AUDIT_HASH_SIZE);
+                                        m->checkpoint_rows++;
                                 }
                 }
                 pending_free(p);
@@ -107,6 +161,8 @@ static void answer_pending(Manager *m, int r) {
         m->pending_tail = NULL;
         m->n_pending = 0;
         m->pending_bytes = 0;
+        if (r >= 0)
+                checkpoint_maybe(m);
 }
 
 void manager_flush(Manager *m) {
@@ -137,7 +193,8 @@ int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n,
         p->recs = calloc(MAX(n, (size_t) 1), sizeof(AuditRecord));
         p->ids = calloc(MAX(n, (size_t) 1), sizeof(uint64_t));
         p->is_new = calloc(MAX(n, (size_t) 1), sizeof(bool));
-        if (!p->recs || !p->ids || !p->is_new) {
+        p->hashes = calloc(MAX(n, (size_t) 1), AUDIT_HASH_SIZE);
+        if (!p->recs || !p->ids || !p->is_new || !p->hashes) {
                 pending_free(p);
                 return -ENOMEM;
         }
@@ -153,7 +210,8 @@ int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n,
 
         r = audit_store_begin(m->store);
         for (size_t i = 0; r >= 0 && i < n; i++) {
-                r = audit_store_insert(m->store, &p->recs[i], p->recorded_at, &p->ids[i]);
+                r = audit_store_insert_hashed(m->store, &p->recs[i], p->recorded_at, &p->ids[i],
+                                              p->hashes[i]);
                 if (r >= 0)
                         p->is_new[i] = r > 0;
         }
@@ -183,6 +241,69 @@ int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n,
         else
                 /* below the bus's priority: every call already queued joins this commit */
                 (void) sd_event_source_set_enabled(m->commit_event, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+/* --- VerifyLog ---------------------------------------------------------------------------------- */
+
+struct VerifyJob {
+        sd_bus_message *msg;
+        AuditVerify v;
+        VerifyJob *next;
+};
+
+static VerifyJob *verify_job_free(VerifyJob *j) {
+        if (!j)
+                return NULL;
+        sd_bus_message_unref(j->msg);
+        free(j);
+        return NULL;
+}
+
+int manager_verify(Manager *m, sd_bus_message *msg, uint64_t max_id) {
+        VerifyJob *j, **tail;
+
+        if (m->n_verify_jobs >= AUDITD_VERIFY_JOBS_MAX)
+                return -EBUSY;
+        j = calloc(1, sizeof(VerifyJob));
+        if (!j)
+                return -ENOMEM;
+        j->msg = sd_bus_message_ref(msg);
+        j->v = AUDIT_VERIFY_INIT;
+        j->v.max_id = max_id;
+        /* rows already answered are part of the log the walk covers */
+        manager_flush(m);
+        for (tail = &m->verify_jobs; *tail; tail = &(*tail)->next)
+                ;
+        *tail = j;
+        m->n_verify_jobs++;
+        return sd_event_source_set_enabled(m->verify_event, SD_EVENT_ON);
+}
+
+static int on_verify_step(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        VerifyJob *j = m->verify_jobs, **tail;
+        int r;
+
+        if (!j) {
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                return 0;
+        }
+        m->verify_jobs = j->next;
+        j->next = NULL;
+        r = audit_store_verify_step(m->store, &j->v, AUDITD_VERIFY_STEP_ROWS, AUDITD_VERIFY_STEP_BYTES);
+        if (r != 0) {
+                (void) audit_reply_verified(j->msg, &j->v, r < 0 ? r : 0);
+                verify_job_free(j);
+                m->n_verify_jobs--;
+        } else {
+                /* the walks take turns */
+                for (tail = &m->verify_jobs; *tail; tail = &(*tail)->next)
+                        ;
+                *tail = j;
+        }
+        if (!m->verify_jobs)
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
         return 0;
 }
 
@@ -308,6 +429,12 @@ int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error) {
         (void) sd_event_source_set_priority(m->retention_event, SD_EVENT_PRIORITY_IDLE);
         (void) sd_event_source_set_enabled(m->retention_event, SD_EVENT_OFF);
 
+        r = sd_event_add_defer(m->event, &m->verify_event, on_verify_step, m);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_priority(m->verify_event, SD_EVENT_PRIORITY_IDLE);
+        (void) sd_event_source_set_enabled(m->verify_event, SD_EVENT_OFF);
+
         *ret = m;
         return 0;
 fail:
@@ -320,6 +447,17 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         /* whoever still waits gets an answer before the bus goes */
         manager_flush(m);
+        while (m->verify_jobs) {
+                VerifyJob *j = m->verify_jobs;
+                m->verify_jobs = j->next;
+                (void) sd_bus_reply_method_errorf(
+                        j->msg, SD_BUS_ERROR_FAILED,
+                        "sandbox-auditd stopped before the walk was done; call again.");
+                verify_job_free(j);
+        }
+        checkpoint_now(m); /* what the last rows chained to, before the logger goes */
+        sd_event_source_disable_unref(m->checkpoint_timer);
+        sd_event_source_disable_unref(m->verify_event);
         sd_event_source_disable_unref(m->commit_event);
         sd_event_source_disable_unref(m->retention_event);
         sd_event_source_disable_unref(m->retention_timer);

@@ -31,7 +31,14 @@
 #define AUDITD_SENDER_CACHE_MAX 4096u
 #define AUDITD_READER_CACHE_USEC (UINT64_C(5) * UINT64_C(1000000))
 
+/* VerifyLog: at most this many walks at once, each step at most this many rows or bytes of rows, one
+ * step per turn of the event loop at idle priority, so that Record and GetLog are answered between. */
+#define AUDITD_VERIFY_JOBS_MAX 4u
+#define AUDITD_VERIFY_STEP_ROWS 500u
+#define AUDITD_VERIFY_STEP_BYTES (UINT64_C(4) << 20)
+
 typedef struct PendingRecord PendingRecord;
+typedef struct VerifyJob VerifyJob;
 
 typedef struct Manager {
         sd_event *event;
@@ -63,6 +70,18 @@ typedef struct Manager {
         uint64_t retention_deleted;
         unsigned retention_ticks;
 
+        /* Checkpoints of the chain to the journal: the newest row committed, and how many rows no
+         * checkpoint covers yet. */
+        uint64_t chain_last_id;
+        uint8_t chain_last_hash[AUDIT_HASH_SIZE];
+        uint64_t checkpoint_rows;
+        sd_event_source *checkpoint_timer;
+
+        /* VerifyLog walks, taking turns */
+        VerifyJob *verify_jobs;
+        unsigned n_verify_jobs;
+        sd_event_source *verify_event;
+
         sd_event_source *sigterm, *sigint;
 } Manager;
 
@@ -88,6 +107,10 @@ int manager_watch_senders(Manager *m);
  * could not be stored (then none is). Takes over the records' allocations (each is cleared); their
  * borrowed pointers must point into msg. Returns 0, or a negative errno if nothing was done. */
 int manager_record(Manager *m, sd_bus_message *msg, AuditRecord *recs, size_t n, bool batch);
+
+/* Starts a VerifyLog walk (max_id 0: every row) and answers msg when it is done. -EBUSY if
+ * AUDITD_VERIFY_JOBS_MAX walks are running. */
+int manager_verify(Manager *m, sd_bus_message *msg, uint64_t max_id);
 
 /* Commits the current batch now and answers its callers (before reads, retention and exit). */
 void manager_flush(Manager *m);

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include "audit-checkpoints.h"
 #include "macro.h"
 #include "sandbox-id.h"
 #include "sandboxd-bus.h"
@@ -29,6 +31,7 @@
 
 #define EXIT_USAGE 2
 #define EXIT_EXEC_FAILED 125
+#define EXIT_CHAIN_BROKEN 3 /* log --verify: the audit log's hash chain does not verify */
 
 /* Without --timeout the server's own cap decides when the command dies; wait longer than any cap it may
  * plausibly have, rather than give up on a command that is still legitimately running. */
@@ -90,6 +93,7 @@ static bool arg_append = false;
 static bool arg_follow = false;
 static uint64_t arg_limit = LOG_DEFAULT_LIMIT;
 static uint64_t arg_output = 0; /* row id, 0 = not given */
+static bool arg_verify = false;
 static LogFilter arg_filter = {};
 
 static void json_object_putp(json_object **j) {
@@ -1675,6 +1679,128 @@ static int log_output(sd_bus *bus) {
         return 0;
 }
 
+/* log --verify: VerifyLog walks the hash chain, then the journal's checkpoints are compared with the rows
+ * they name (a chain rewritten whole still disagrees with them); prints the outcome, EXIT_CHAIN_BROKEN if
+ * either finds the log changed. */
+static int log_verify(sd_bus *bus) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL, *reply = NULL;
+        _cleanup_json_ json_object *o = json_object_new_object();
+        const char *key, *type;
+        int r;
+
+        if (!o)
+                return log_error(-ENOMEM, "log", "Out of memory");
+        r = sd_bus_message_new_method_call(bus, &call, AUDITD_BUS_NAME, AUDITD_BUS_PATH,
+                                           AUDITD_LOG_INTERFACE, "VerifyLog");
+        if (r >= 0)
+                r = sd_bus_message_append(call, "a{sv}", 0);
+        if (r < 0)
+                return log_error(r, "log", "Failed to build the call: %s", strerror(-r));
+        /* the walk reads every row: a large log takes minutes, not the bus's default 25 s */
+        r = sd_bus_call(bus, call, UINT64_C(24) * 3600 * 1000000, &error, &reply);
+        if (r < 0)
+                return log_audit_bus_error("log", &error, r);
+
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                json_object *v = NULL;
+                const char *str;
+                uint64_t u;
+                int b;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                if (r >= 0)
+                        r = sd_bus_message_peek_type(reply, NULL, &type);
+                if (r < 0)
+                        break;
+                if (streq(type, "b") && (r = sd_bus_message_read(reply, "v", "b", &b)) >= 0)
+                        v = json_object_new_boolean(b);
+                else if (streq(type, "t") && (r = sd_bus_message_read(reply, "v", "t", &u)) >= 0)
+                        v = json_object_new_uint64(u);
+                else if (streq(type, "s") && (r = sd_bus_message_read(reply, "v", "s", &str)) >= 0)
+                        v = json_object_new_string(str);
+                else if (r >= 0)
+                        r = sd_bus_message_skip(reply, "v");
+                if (r >= 0 && v && json_object_object_add(o, key, v) < 0)
+                        r = -ENOMEM;
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return log_error(r, "log", "Failed to parse reply: %s", strerror(-r));
+
+        json_object *verified = json_object_object_get(o, "verified");
+        bool ok = verified && json_object_get_boolean(verified);
+
+        /* The checkpoints: only where the chain holds (else it has said where it breaks already). */
+        _cleanup_free_ char *journal_note = NULL;
+        struct passwd *pw = getpwnam("sandbox-audit");
+        AuditCheckpointCheck cc = {};
+        if (ok && pw) {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                char when[RFC3339_USEC_MAX] = "";
+                uint64_t anchor = json_object_get_uint64(json_object_object_get(o, "anchor_id"));
+
+                r = audit_checkpoints_check(bus, pw->pw_uid, anchor, &cc, &e);
+                if (r < 0)
+                        r = asprintf(&journal_note, "Journal: checkpoints not compared: %s",
+                                     e.message ?: strerror(-r));
+                else if (cc.broken) {
+                        (void) format_rfc3339_usec(cc.bad.realtime_usec, when);
+                        ok = false;
+                        if (cc.row_missing)
+                                r = asprintf(&journal_note,
+                                             "The journal's checkpoint of row %" PRIu64 " (%s) names a row "
+                                             "that is not in the log: rows were removed and the chain "
+                                             "rewritten.",
+                                             cc.bad.row, when);
+                        else
+                                r = asprintf(&journal_note,
+                                             "The journal's checkpoint of row %" PRIu64 " (%s) has hash "
+                                             "%s, the log has %s: the chain was rewritten after it.",
+                                             cc.bad.row, when, cc.bad.hash, cc.log_hash);
+                        if (r >= 0) {
+                                json_object_object_add(o, "verified", json_object_new_boolean(false));
+                                json_object_object_add(o, "reason", json_object_new_string("checkpoint"));
+                                json_object_object_add(o, "message", json_object_new_string(journal_note));
+                                json_object_object_add(o, "bad_id", json_object_new_uint64(cc.bad.row));
+                        }
+                } else if (cc.agreed > 0)
+                        r = asprintf(&journal_note,
+                                     "Journal: %u checkpoints agree with the log (the newest at row %" PRIu64
+                                     ")%s.",
+                                     cc.agreed, cc.newest_row,
+                                     cc.removed > 0 ? ", older ones name rows retention removed" : "");
+                else
+                        r = asprintf(&journal_note,
+                                     "Journal: no checkpoint to compare (none yet, or reading the system "
+                                     "journal needs root or the systemd-journal group).");
+                if (r < 0)
+                        return log_error(-ENOMEM, "log", "Out of memory");
+                json_object_object_add(o, "journal_checkpoints", json_object_new_uint64(cc.agreed));
+        }
+
+        if (arg_json != JSON_OFF)
+                r = print_json(o);
+        else {
+                const char *last_hash = json_object_get_string(json_object_object_get(o, "last_hash"));
+                printf("%s %s\n", ok ? "Verified:" : "BROKEN:",
+                       strna(json_object_get_string(json_object_object_get(o, "message"))));
+                if (!isempty(last_hash))
+                        printf("Last verified row %s: %s\n",
+                               strna(json_object_get_string(json_object_object_get(o, "last_id"))),
+                               last_hash);
+                if (journal_note && !cc.broken)
+                        printf("%s\n", journal_note);
+        }
+        if (r < 0)
+                return log_error(r, "log", "Out of memory");
+        return ok ? 0 : EXIT_CHAIN_BROKEN;
+}
+
 static int verb_log(char **args, size_t n_args) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
@@ -1692,10 +1818,18 @@ static int verb_log(char **args, size_t n_args) {
                 return log_usage("log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
                                  "or filters");
 
+        if (arg_verify &&
+            (arg_output > 0 || n_args > 1 || arg_follow || arg_filter.operation || arg_filter.event ||
+             arg_filter.account_id || arg_filter.source || arg_filter.since || arg_filter.until))
+                return log_usage("log: --verify checks the whole log; it takes no SANDBOX, --output, "
+                                 "--follow or filters");
+
         r = acquire_bus("log", &bus);
         if (r < 0)
                 return r;
 
+        if (arg_verify)
+                return log_verify(bus);
         if (arg_output > 0)
                 return log_output(bus);
 
@@ -1828,6 +1962,9 @@ static int help(void) {
                "                              all; newest last\n"
                "  log --output=ROW            Write a row's captured stdout and stderr (for a\n"
                "                              takeover row: the session's asciicast v2 recording)\n"
+               "  log --verify                Check the log's hash chain and the journal's\n"
+               "                              checkpoints of it (exit status 3 if a row was\n"
+               "                              edited, removed or moved, or the chain rewritten)\n"
                "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
@@ -1913,6 +2050,7 @@ enum {
         ARG_SINCE,
         ARG_UNTIL,
         ARG_OUTPUT,
+        ARG_VERIFY,
 };
 
 static int add_env(const char *assignment) {
@@ -1983,6 +2121,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "since", required_argument, NULL, ARG_SINCE },
                 { "until", required_argument, NULL, ARG_UNTIL },
                 { "output", required_argument, NULL, ARG_OUTPUT },
+                { "verify", no_argument, NULL, ARG_VERIFY },
                 {}
         };
         _cleanup_free_ char **args = NULL;
@@ -2189,6 +2328,10 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                                 return log_usage("--output: invalid row id '%s'", optarg);
                         break;
 
+                case ARG_VERIFY:
+                        arg_verify = true;
+                        break;
+
                 case '?':
                         /* getopt_long() has said what was wrong. */
                         return EXIT_USAGE;
@@ -2233,7 +2376,8 @@ static const Verb verbs[] = {
         { "cat", 3, 3, EXIT_FAILURE, "cat ID PATH", verb_cat },
         { "cp", 3, 3, EXIT_FAILURE, "cp ID:PATH LOCAL | cp LOCAL ID:PATH", verb_cp },
         { "log", 1, 2, EXIT_FAILURE,
-          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW", verb_log },
+          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW | log --verify",
+          verb_log },
 };
 
 int main(int argc, char *argv[]) {

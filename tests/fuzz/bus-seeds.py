@@ -126,6 +126,10 @@ audit("filter", [("session_id", "s", "sb_abcdefghij"), ("operation", "s", "write
                  ("source", "s", "human_takeover"), ("since", "t", 1), ("until", "t", 2**64 - 1),
                  ("after_id", "t", 7), ("max_id", "t", 9)])
 audit("filter-bad", [("since", "s", "yesterday"), ("colour", "s", "red")])
+# VerifyLog's options
+audit("verify", [("max_id", "t", 12)])
+audit("verify-zero", [("max_id", "t", 0)])
+audit("verify-bad", [("max_id", "s", "12"), ("max_id", "t", 1)])
 
 
 def keyspec(name, entries):

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Fuzzes sandbox-auditd's readers of what callers send on the bus: Record's row a{sv} (then the row's own
- * checks, audit_record_normalize, with the default limits) and GetLog's filter a{sv}, over one message made
+ * checks, audit_record_normalize, with the default limits), GetLog's filter a{sv} and VerifyLog's options
+ * a{sv}, over one message made
  * from the input (fuzz-bus.h). What is accepted must be a whole, valid row or filter; what is refused must
  * say why. */
 #include "audit-config.h"
@@ -54,6 +55,20 @@ static void check_filter(sd_bus_message *m) {
         FUZZ_ASSERT(!f.source || audit_source_from_string(f.source) >= 0);
 }
 
+static void check_verify_options(sd_bus_message *m) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        uint64_t max_id = 7;
+        int r;
+
+        r = audit_parse_verify_options(m, &max_id, &e);
+        if (r < 0) {
+                FUZZ_ASSERT_REFUSED(r, &e);
+                FUZZ_ASSERT(max_id == 7); /* untouched */
+                sd_bus_error_free(&e);
+                return;
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FuzzInput in = {data, size};
         AuditConfig config;
@@ -66,6 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_row(m, &config);
         FUZZ_ASSERT(sd_bus_message_rewind(m, true) >= 0);
         check_filter(m);
+        FUZZ_ASSERT(sd_bus_message_rewind(m, true) >= 0);
+        check_verify_options(m);
         sd_bus_message_unref(m);
         return 0;
 }

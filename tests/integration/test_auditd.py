@@ -199,6 +199,7 @@ def test_record_and_read_back():
                  event="timed_out", detail='{"argv": ["sleep", "30"]}', exit_code=-9, stdout=b"hi\n",
                  stderr=b"oops\xff\n", started_at=t0, duration_usec=2_500_000, request_id="req_1")
     rows = get_log(session_id=s)
+    assert re.fullmatch(r"[0-9a-f]{64}", rows[0].pop("hash")), "the chain's hash (test_audit_chain.py)"
     assert rows == [{
         "id": rid, "key": f"{s}-1", "session_id": s, "account_id": "acct-7", "source": "human_takeover",
         "operation": "exec", "event": "timed_out", "detail": '{"argv": ["sleep", "30"]}',
@@ -493,7 +494,7 @@ def test_service_runs_unprivileged():
     assert (st.st_uid, st.st_mode & 0o777) == (uid, 0o700)
     assert os.stat(DB).st_uid == uid
     assert run("sqlite3", DB, "PRAGMA journal_mode").stdout.strip() == "wal"
-    assert run("sqlite3", DB, "PRAGMA user_version").stdout.strip() == "1"
+    assert run("sqlite3", DB, "PRAGMA user_version").stdout.strip() == "2"
     out = run("systemd-analyze", "security", "--no-pager", "sandbox-auditd").stdout
     level = float(re.search(r"Overall exposure level for sandbox-auditd.service: ([\d.]+)", out).group(1))
     assert level <= 1.0, out
@@ -530,6 +531,9 @@ def test_kill9_during_burst():
     assert sorted(r["key"] for r in rows) == sorted(f"{s}-{i}" for i in range(1000)), "each row exactly once"
     assert {int(r["key"].rsplit("-", 1)[1]): r["id"] for r in rows} == acked, "acknowledged ids are kept"
     assert run("sqlite3", DB, "PRAGMA integrity_check").stdout.strip() == "ok"
+    # and the hash chain holds across the crash (the rolled-back group left no half of a link)
+    res = iface().VerifyLog(dbus.Dictionary({}, signature="sv"), timeout=600)
+    assert bool(res["verified"]), str(res["message"])
 
 
 def write_dropin(name, text):
@@ -548,8 +552,13 @@ def test_retention_and_config():
         record(key=f"{old}-{i}", session_id=old, started_at=now - 3 * day)
     kept = [record(key=f"{fresh}-{i}", session_id=fresh, started_at=now) for i in range(5)]
 
-    dropin = write_dropin("50-test.conf", "[Log]\nMaxAgeSec=2d\n")
+    # retention removes the oldest ids first (the hash chain loses only its head): first cut the log
+    # down to these ten rows, so that the old ones lead it
+    dropin = write_dropin("50-test.conf", "[Log]\nMaxAgeSec=0\nMaxRows=10\n")
     try:
+        restart()
+        wait_for(lambda: len(get_log(limit=20)) <= 10, what="the log to shrink to 10 rows")
+        write_dropin("50-test.conf", "[Log]\nMaxAgeSec=2d\n")
         restart()  # retention runs at start
         wait_for(lambda: get_log(session_id=old) == [], what="the old rows to go")
         assert [r["id"] for r in get_log(session_id=fresh)] == kept[::-1]

@@ -72,6 +72,14 @@ static void check_error_at(int at, const char *content, const char *expected_tai
 }
 #define CHECK_ERROR(content, msg) check_error_at(__LINE__, (content), (msg))
 
+/* field by field: the struct has padding after its bool */
+static bool config_eq(const AuditConfig *a, const AuditConfig *b) {
+        return a->max_age_usec == b->max_age_usec && a->max_rows == b->max_rows &&
+               a->output_max == b->output_max && a->detail_max == b->detail_max &&
+               a->journal_rows == b->journal_rows && a->checkpoint_rows == b->checkpoint_rows &&
+               a->checkpoint_interval_usec == b->checkpoint_interval_usec;
+}
+
 static void test_defaults(void) {
         AuditConfig c, d;
         char *error = (char *) "untouched";
@@ -81,13 +89,16 @@ static void test_defaults(void) {
         CHECK_U64(c.max_rows, 10000000);
         CHECK_U64(c.output_max, 1 << 20);
         CHECK_U64(c.detail_max, 4096);
+        CHECK(!c.journal_rows);
+        CHECK_U64(c.checkpoint_rows, 1000);
+        CHECK_U64(c.checkpoint_interval_usec, 5 * USEC_PER_MINUTE);
 
         d = c;
         CHECK(audit_config_load(&d, path_in("nonexistent.conf"), path_in("nonexistent.d"), &error) == 0);
-        CHECK(memcmp(&c, &d, sizeof(c)) == 0);
+        CHECK(config_eq(&c, &d));
         CHECK(streq(error, "untouched"));
         CHECK(audit_config_load(&d, NULL, NULL, NULL) == 0);
-        CHECK(memcmp(&c, &d, sizeof(c)) == 0);
+        CHECK(config_eq(&c, &d));
         CHECK(audit_config_load(NULL, NULL, NULL, NULL) == -EINVAL);
 }
 
@@ -120,13 +131,13 @@ static void test_shipped_file(void) {
         reset_dir();
         audit_config_defaults(&c);
         CHECK(audit_config_load(&c, path, NULL, &error) == 0);
-        CHECK(memcmp(&c, &defaults, sizeof(c)) == 0);
+        CHECK(config_eq(&c, &defaults));
         write_file("etc/main.conf", uncommented);
         CHECK(strstr(uncommented, "\n[Log]\n") && strstr(uncommented, "\nMaxRows="));
         CHECK(load(&c, &error) == 0);
         if (error)
                 fprintf(stderr, "%s\n", error);
-        CHECK(memcmp(&c, &defaults, sizeof(c)) == 0);
+        CHECK(config_eq(&c, &defaults));
 }
 
 static void test_values(void) {
@@ -162,6 +173,19 @@ static void test_values(void) {
         CHECK_U64(c.output_max, 1);
         CHECK_U64(c.detail_max, 256);
         CHECK_U64(c.max_age_usec, 90 * USEC_PER_SEC);
+
+        write_file("etc/main.conf", "[Journal]\nRows=yes\nCheckpointRows=10\nCheckpointIntervalSec=2s\n"
+                                    "[Log]\nMaxRows=7\n");
+        CHECK(load(&c, &error) == 0);
+        CHECK(c.journal_rows);
+        CHECK_U64(c.checkpoint_rows, 10);
+        CHECK_U64(c.checkpoint_interval_usec, 2 * USEC_PER_SEC);
+        CHECK_U64(c.max_rows, 7);
+        write_file("etc/main.conf", "[Journal]\nRows=off\nCheckpointRows=0\nCheckpointIntervalSec=0\n");
+        CHECK(load(&c, &error) == 0);
+        CHECK(!c.journal_rows);
+        CHECK_U64(c.checkpoint_rows, 0);
+        CHECK_U64(c.checkpoint_interval_usec, 0);
 }
 
 static void test_dropins(void) {
@@ -205,7 +229,14 @@ static void test_dropins(void) {
 }
 
 static void test_errors(void) {
-        CHECK_ERROR("[Manager]\nMaxRows=1\n", "1: Unknown section [Manager] (expected [Log])");
+        CHECK_ERROR("[Manager]\nMaxRows=1\n", "1: Unknown section [Manager] (expected [Log] or [Journal])");
+        CHECK_ERROR("[Journal]\nRows=maybe\n", "2: Invalid Rows=maybe: not understood (expected yes or no)");
+        CHECK_ERROR("[Journal]\nMaxRows=5\n", "2: Unknown key MaxRows= in section [Journal]");
+        CHECK_ERROR("[Log]\nRows=yes\n", "2: Unknown key Rows= in section [Log]");
+        CHECK_ERROR("[Journal]\nCheckpointRows=many\n",
+                    "2: Invalid CheckpointRows=many: not understood (expected a number of rows, or 0)");
+        CHECK_ERROR("[Journal]\nCheckpointIntervalSec=soon\n",
+                    "2: Invalid CheckpointIntervalSec=soon: not understood (expected a time such as 5min, or 0)");
         CHECK_ERROR("[Log\n", "1: Section header without closing ']': [Log");
         CHECK_ERROR("MaxRows=1\n", "1: Assignment MaxRows= before any [Section]");
         CHECK_ERROR("[Log]\nMaxRows\n", "2: Expected Key=Value, a [Section] or a comment: MaxRows");

@@ -538,7 +538,9 @@ static void test_insert_and_idempotency(void) {
         /* ids survive a reopen and are never reused, even when the newest row is deleted */
         s = open_store("insert.db");
         CHECK_U64(put(s, "exec-1", "x", AUDIT_OPERATION_LS, 1, NULL), 1);
-        CHECK(audit_store_delete_older(s, 2, 100) == 3); /* batch-1..3 started at 1 */
+        /* by age, the oldest ids go first and the first younger row stops it: exec-1 (id 1) is young */
+        CHECK(audit_store_delete_older(s, 2, 100) == 0);
+        CHECK(audit_store_delete_older(s, UINT64_MAX, 100) == 5);
         CHECK(audit_store_max_id(s, &n) == 0);
         CHECK_U64(n, 5);
         CHECK_U64(put(s, "after-delete", "x", AUDIT_OPERATION_LS, 1000, NULL), 6);
@@ -677,38 +679,55 @@ static void test_retention(void) {
         CHECK(audit_store_begin(s) == 0);
         for (unsigned i = 1; i <= 2500; i++) {
                 snprintf(key, sizeof(key), "r%u", i);
-                /* every fourth row is old, whatever its id */
-                put(s, key, "sb", AUDIT_OPERATION_EXEC, i % 4 == 0 ? 10 : 1000000 + i, NULL);
+                /* the first 600 rows are old, and so is every fourth row after them (delivered late) */
+                put(s, key, "sb", AUDIT_OPERATION_EXEC, i <= 600 || i % 4 == 0 ? 10 : 1000000 + i, NULL);
         }
         CHECK(audit_store_commit(s) == 0);
 
-        /* by age, in batches */
+        /* by age, in batches, oldest ids first: the chain loses only its head, so the late old rows
+         * stay until the rows before them go */
         total = 0;
         while ((k = audit_store_delete_older(s, 1000, 100)) > 0) {
                 CHECK(k <= 100);
                 total += k;
         }
         CHECK(k == 0);
-        CHECK(total == 625);
+        CHECK(total == 600);
         CHECK(audit_store_count(s, &n) == 0);
-        CHECK_U64(n, 1875);
+        CHECK_U64(n, 1900);
+        uint64_t anchor = 0;
+        uint8_t hash[AUDIT_HASH_SIZE];
+        bool has = false;
+        CHECK(audit_store_anchor(s, &anchor, hash, &has) == 0);
+        CHECK_U64(anchor, 600);
+        CHECK(has);
 
-        /* by count: the newest 1000 ids stay (of which 750 are left after the age pass) */
+        /* by count: the newest 1000 ids stay */
         total = 0;
         while ((k = audit_store_delete_excess(s, 1000, 300)) > 0) {
                 CHECK(k <= 300);
                 total += k;
         }
         CHECK(k == 0);
-        CHECK(total == 1875 - 750);
+        CHECK(total == 900);
         CHECK(audit_store_count(s, &n) == 0);
-        CHECK_U64(n, 750);
+        CHECK_U64(n, 1000);
+        CHECK(audit_store_anchor(s, &anchor, hash, &has) == 0);
+        CHECK_U64(anchor, 1500);
         Collected *c = calloc(1, sizeof(Collected));
         AuditFilter f = { .has_max_id = true, .max_id = 1500 };
         CHECK_U64(query(s, &f, 1000, 0, c), 0);
-        CHECK_U64(query(s, NULL, 1000, 0, c), 750);
-        CHECK_U64(c->ids[0], 2499); /* 2500 was old */
-        CHECK_U64(c->ids[749], 1501);
+        CHECK_U64(query(s, NULL, 1000, 0, c), 1000);
+        CHECK_U64(c->ids[0], 2500);
+        CHECK_U64(c->ids[999], 1501);
+        /* what is left still verifies, from the anchor */
+        AuditVerify v = AUDIT_VERIFY_INIT;
+        while ((k = audit_store_verify_step(s, &v, 1000, UINT64_MAX)) == 0)
+                ;
+        CHECK(k == 1);
+        CHECK(v.result == AUDIT_CHAIN_OK);
+        CHECK_U64(v.rows, 1000);
+        CHECK_U64(v.anchor_id, 1500);
         CHECK(audit_store_delete_excess(s, 0, 100) == 0); /* 0: no limit */
         CHECK(audit_store_delete_excess(s, 5000, 100) == 0);
         free(c);
@@ -740,7 +759,7 @@ static void test_migrations(void) {
 
         put(s, "m1", "sb", AUDIT_OPERATION_EXEC, 1, NULL);
         audit_store_free(s);
-        CHECK(exec_int(db_path("migrate.db"), "PRAGMA user_version") == 1);
+        CHECK(exec_int(db_path("migrate.db"), "PRAGMA user_version") == 2);
         CHECK(exec_int(db_path("migrate.db"), "PRAGMA journal_mode") == 0); /* "wal" reads as 0 */
         CHECK(exec_int(db_path("migrate.db"), "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND"
                                               " name LIKE 'entries_%'") == 6);
@@ -761,6 +780,181 @@ static void test_migrations(void) {
         /* a directory that cannot hold the file */
         k = audit_store_open("/nonexistent/dir/audit.db", &s);
         CHECK(k < 0);
+}
+
+static int exec_sql(const char *path, const char *sql) {
+        sqlite3 *db;
+        int rc;
+
+        if (sqlite3_open(path, &db) != SQLITE_OK)
+                return -1;
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return rc == SQLITE_OK ? 0 : -1;
+}
+
+static AuditVerify verify(AuditStore *s, unsigned step_rows) {
+        AuditVerify v = AUDIT_VERIFY_INIT;
+        int k, steps = 0;
+
+        while ((k = audit_store_verify_step(s, &v, step_rows, UINT64_MAX)) == 0)
+                steps++;
+        CHECK(k == 1);
+        CHECK(v.done);
+        return v;
+}
+
+/* Each tampering on a fresh copy of a 10-row log, done directly in the database as an attacker with
+ * the file would. */
+static AuditVerify tampered(const char *name, const char *sql) {
+        AuditStore *s = open_store(name);
+        char key[32];
+
+        for (unsigned i = 1; i <= 10; i++) {
+                snprintf(key, sizeof(key), "t%u", i);
+                put(s, key, "sb_t", AUDIT_OPERATION_EXEC, 1000 + i, NULL);
+        }
+        audit_store_free(s);
+        if (sql)
+                CHECK(exec_sql(db_path(name), sql) == 0);
+        s = open_store(name);
+        AuditVerify v = verify(s, 3);
+        audit_store_free(s);
+        return v;
+}
+
+static void test_chain(void) {
+        AuditVerify v;
+
+        v = tampered("chain-ok.db", NULL);
+        CHECK(v.result == AUDIT_CHAIN_OK);
+        CHECK_U64(v.rows, 10);
+        CHECK_U64(v.prev_id, 10);
+        CHECK_U64(v.unhashed, 0);
+
+        v = tampered("chain-edit.db", "UPDATE entries SET exit_code = 3 WHERE id = 4");
+        CHECK(v.result == AUDIT_CHAIN_EDITED);
+        CHECK_U64(v.bad_id, 4);
+        CHECK_U64(v.rows, 3);
+        CHECK(strstr(v.message, "Row 4 does not match its hash"));
+        v = tampered("chain-edit-out.db", "UPDATE entries SET stdout = X'6f7574' || X'21' WHERE id = 7");
+        CHECK(v.result == AUDIT_CHAIN_EDITED);
+        CHECK_U64(v.bad_id, 7);
+        v = tampered("chain-edit-last.db", "UPDATE entries SET detail = '{\"a\":1}' WHERE id = 10");
+        CHECK(v.result == AUDIT_CHAIN_EDITED);
+        CHECK_U64(v.bad_id, 10);
+
+        v = tampered("chain-delete.db", "DELETE FROM entries WHERE id = 5");
+        CHECK(v.result == AUDIT_CHAIN_MISSING);
+        CHECK_U64(v.bad_id, 6);
+        CHECK(strstr(v.message, "Row 5 is missing"));
+        v = tampered("chain-delete-first.db", "DELETE FROM entries WHERE id <= 2");
+        CHECK(v.result == AUDIT_CHAIN_MISSING);
+        CHECK_U64(v.bad_id, 3);
+        v = tampered("chain-delete-last.db", "DELETE FROM entries WHERE id >= 9");
+        CHECK(v.result == AUDIT_CHAIN_TRUNCATED);
+        CHECK_U64(v.bad_id, 9);
+
+        v = tampered("chain-swap.db", "UPDATE entries SET id = -1 WHERE id = 5; UPDATE entries SET id = 5 WHERE"
+                                      " id = 6; UPDATE entries SET id = 6 WHERE id = -1;"
+                                      " UPDATE entry_hashes SET id = -1 WHERE id = 5; UPDATE entry_hashes SET"
+                                      " id = 5 WHERE id = 6; UPDATE entry_hashes SET id = 6 WHERE id = -1");
+        CHECK(v.result == AUDIT_CHAIN_REORDERED);
+        CHECK_U64(v.bad_id, 5);
+        v = tampered("chain-unhashed.db", "DELETE FROM entry_hashes WHERE id = 8");
+        CHECK(v.result == AUDIT_CHAIN_UNHASHED);
+        CHECK_U64(v.bad_id, 8);
+
+        /* a replaced hash: neither the row nor the next follows, "rewritten from here" */
+        v = tampered("chain-rehash.db", "UPDATE entry_hashes SET hash = zeroblob(32) WHERE id = 3");
+        CHECK(v.result == AUDIT_CHAIN_REORDERED);
+        CHECK_U64(v.bad_id, 3);
+
+        /* the walk stops at max_id, and new rows keep chaining after a reopen */
+        AuditStore *s = open_store("chain-ok.db");
+        AuditVerify w = AUDIT_VERIFY_INIT;
+        w.max_id = 4;
+        while (audit_store_verify_step(s, &w, 2, UINT64_MAX) == 0)
+                ;
+        CHECK(w.result == AUDIT_CHAIN_OK);
+        CHECK_U64(w.rows, 4);
+        CHECK_U64(put(s, "t11", "sb_t", AUDIT_OPERATION_EXEC, 5, NULL), 11);
+        /* a rolled-back row leaves the chain where it was */
+        CHECK(audit_store_begin(s) == 0);
+        CHECK_U64(put(s, "t12", "sb_t", AUDIT_OPERATION_EXEC, 5, NULL), 12);
+        audit_store_rollback(s);
+        CHECK_U64(put(s, "t12", "sb_t", AUDIT_OPERATION_EXEC, 5, NULL), 12);
+        v = verify(s, 1000);
+        CHECK(v.result == AUDIT_CHAIN_OK);
+        CHECK_U64(v.rows, 12);
+        /* bytes bound a step too: one row per step */
+        w = AUDIT_VERIFY_INIT;
+        CHECK(audit_store_verify_step(s, &w, 1000, 1) == 0);
+        CHECK_U64(w.rows, 1);
+        audit_store_free(s);
+}
+
+/* A log written before the chain (schema 1): its rows stay unhashed, the chain starts after them. */
+static void test_chain_migration(void) {
+        const char *path = db_path("legacy.db");
+
+        CHECK(exec_sql(path, "PRAGMA journal_mode=WAL; CREATE TABLE entries ("
+                             " id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE,"
+                             " session_id TEXT NOT NULL, account_id TEXT NOT NULL, source TEXT NOT NULL,"
+                             " operation TEXT NOT NULL, event TEXT NOT NULL, exit_code INTEGER NOT NULL,"
+                             " started_at INTEGER NOT NULL, duration_usec INTEGER NOT NULL,"
+                             " request_id TEXT NOT NULL, recorded_at INTEGER NOT NULL,"
+                             " stdout_size INTEGER NOT NULL, stderr_size INTEGER NOT NULL,"
+                             " detail_truncated INTEGER NOT NULL, output_truncated TEXT NOT NULL,"
+                             " detail TEXT NOT NULL, stdout BLOB NOT NULL, stderr BLOB NOT NULL);"
+                             "CREATE INDEX entries_session ON entries (session_id, id);"
+                             "CREATE INDEX entries_account ON entries (account_id, id);"
+                             "CREATE INDEX entries_operation ON entries (operation, id);"
+                             "CREATE INDEX entries_event ON entries (event, id);"
+                             "CREATE INDEX entries_source ON entries (source, id);"
+                             "CREATE INDEX entries_started ON entries (started_at);"
+                             "INSERT INTO entries VALUES (NULL, 'old1', 's', 'a', 'agent', 'exec', 'finished', 0,"
+                             " 1, 0, '', 1, 0, 0, 0, '{}', '{}', X'', X'');"
+                             "INSERT INTO entries VALUES (NULL, 'old2', 's', 'a', 'agent', 'exec', 'finished', 0,"
+                             " 2, 0, '', 2, 0, 0, 0, '{}', '{}', X'', X'');"
+                             "PRAGMA user_version = 1") == 0);
+        AuditStore *s = open_store("legacy.db");
+        uint64_t anchor = 0;
+        uint8_t hash[AUDIT_HASH_SIZE];
+        bool has = true;
+        CHECK(audit_store_anchor(s, &anchor, hash, &has) == 0);
+        CHECK_U64(anchor, 2);
+        CHECK(!has);
+        CHECK_U64(put(s, "new1", "s", AUDIT_OPERATION_EXEC, 3, NULL), 3);
+        CHECK_U64(put(s, "new2", "s", AUDIT_OPERATION_EXEC, 4, NULL), 4);
+        AuditVerify v = verify(s, 1000);
+        CHECK(v.result == AUDIT_CHAIN_OK);
+        CHECK_U64(v.rows, 2);
+        CHECK_U64(v.unhashed, 2);
+        CHECK_U64(v.anchor_id, 2);
+        CHECK(!v.anchor_has_hash);
+        /* retention removing the unhashed rows keeps the anchor where the chain starts */
+        CHECK(audit_store_delete_older(s, 2, 100) == 1);
+        CHECK(audit_store_anchor(s, &anchor, hash, &has) == 0);
+        CHECK_U64(anchor, 2);
+        CHECK(audit_store_delete_older(s, 4, 100) == 2);
+        CHECK(audit_store_anchor(s, &anchor, hash, &has) == 0);
+        CHECK_U64(anchor, 3);
+        CHECK(has);
+        v = verify(s, 1000);
+        CHECK(v.result == AUDIT_CHAIN_OK);
+        CHECK_U64(v.rows, 1);
+        CHECK_U64(v.unhashed, 0);
+        /* everything removed: the next row chains from the last removed one */
+        CHECK(audit_store_delete_older(s, 5, 100) == 1);
+        CHECK_U64(put(s, "new3", "s", AUDIT_OPERATION_EXEC, 9, NULL), 5);
+        v = verify(s, 1000);
+        CHECK(v.result == AUDIT_CHAIN_OK);
+        CHECK_U64(v.rows, 1);
+        CHECK_U64(v.anchor_id, 4);
+        audit_store_free(s);
 }
 
 /* A full disk, played by PRAGMA max_page_count: the insert fails with -ENOSPC, nothing is stored, and
@@ -807,6 +1001,8 @@ int main(void) {
         test_stable_paging();
         test_retention();
         test_migrations();
+        test_chain();
+        test_chain_migration();
         test_full();
 
         test_rm_rf(tmpdir);
