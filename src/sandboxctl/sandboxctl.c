@@ -22,6 +22,7 @@
 #include "sandbox-id.h"
 #include "sandboxd-bus.h"
 #include "sandboxctl-api-key.h"
+#include "sandboxctl-export.h"
 #include "sandboxctl-shell.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
@@ -90,6 +91,7 @@ static bool arg_append = false;
 static bool arg_follow = false;
 static uint64_t arg_limit = LOG_DEFAULT_LIMIT;
 static uint64_t arg_output = 0; /* row id, 0 = not given */
+static const char *arg_export = NULL; /* --export=DIR */
 static LogFilter arg_filter = {};
 
 static void json_object_putp(json_object **j) {
@@ -1692,12 +1694,27 @@ static int verb_log(char **args, size_t n_args) {
                 return log_usage("log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
                                  "or filters");
 
+        if (arg_export &&
+            (arg_output > 0 || arg_filter.operation || arg_filter.event || arg_filter.account_id ||
+             arg_filter.source || arg_filter.since || arg_filter.until || arg_json != JSON_OFF))
+                return log_usage("log: --export=DIR takes only SANDBOX and --follow (it exports every row "
+                                 "of the log, or of SANDBOX, as JSON lines)");
+
         r = acquire_bus("log", &bus);
         if (r < 0)
                 return r;
 
         if (arg_output > 0)
                 return log_output(bus);
+
+        if (arg_export) {
+                if (n_args > 1) {
+                        r = resolve_session_id(bus, args[1], &session_id);
+                        if (r < 0)
+                                return log_error(r, "log", "Out of memory");
+                }
+                return log_export(bus, arg_export, session_id, arg_follow, arg_quiet);
+        }
 
         if (n_args > 1) {
                 r = resolve_session_id(bus, args[1], &session_id);
@@ -1828,6 +1845,10 @@ static int help(void) {
                "                              all; newest last\n"
                "  log --output=ROW            Write a row's captured stdout and stderr (for a\n"
                "                              takeover row: the session's asciicast v2 recording)\n"
+               "  log --export=DIR [--follow] [SANDBOX]\n"
+               "                              Append the log (or SANDBOX's) to DIR/audit.jsonl as\n"
+               "                              run-session events, each run's output and metadata\n"
+               "                              in DIR/run-ROW/; resumes where the last export ended\n"
                "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
@@ -1873,6 +1894,11 @@ static int help(void) {
                "     --until=TIME             Only rows started before TIME (RFC 3339)\n"
                "     --output=ROW             Write row ROW's captured output, stdout to stdout\n"
                "                              and stderr to stderr\n"
+               "     --export=DIR             Append the log (or SANDBOX's) to DIR/audit.jsonl, one\n"
+               "                              event a line, and each run's stdout.txt, stderr.txt\n"
+               "                              and metadata.json to DIR/run-ROW/ (docs/audit-api.md);\n"
+               "                              a second export adds only new rows; --follow keeps\n"
+               "                              it current until SIGINT or SIGTERM\n"
                "\n"
                "Names, paths, log rows and messages that a sandbox or client chose are printed\n"
                "with controls, format characters (U+202E, ...), bad UTF-8 and '\\' escaped\n"
@@ -1913,6 +1939,7 @@ enum {
         ARG_SINCE,
         ARG_UNTIL,
         ARG_OUTPUT,
+        ARG_EXPORT,
 };
 
 static int add_env(const char *assignment) {
@@ -1983,6 +2010,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "since", required_argument, NULL, ARG_SINCE },
                 { "until", required_argument, NULL, ARG_UNTIL },
                 { "output", required_argument, NULL, ARG_OUTPUT },
+                { "export", required_argument, NULL, ARG_EXPORT },
                 {}
         };
         _cleanup_free_ char **args = NULL;
@@ -2189,6 +2217,12 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                                 return log_usage("--output: invalid row id '%s'", optarg);
                         break;
 
+                case ARG_EXPORT:
+                        if (isempty(optarg))
+                                return log_usage("--export: needs a directory");
+                        arg_export = optarg;
+                        break;
+
                 case '?':
                         /* getopt_long() has said what was wrong. */
                         return EXIT_USAGE;
@@ -2233,7 +2267,8 @@ static const Verb verbs[] = {
         { "cat", 3, 3, EXIT_FAILURE, "cat ID PATH", verb_cat },
         { "cp", 3, 3, EXIT_FAILURE, "cp ID:PATH LOCAL | cp LOCAL ID:PATH", verb_cp },
         { "log", 1, 2, EXIT_FAILURE,
-          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW", verb_log },
+          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW | "
+          "log --export=DIR [--follow] [SANDBOX]", verb_log },
 };
 
 int main(int argc, char *argv[]) {
