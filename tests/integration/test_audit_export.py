@@ -186,3 +186,47 @@ def test_follow_picks_up_a_new_run(mgr, sandbox, tmp_path):
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
+
+
+def test_rest_export(mgr, sandbox, tmp_path):
+    from gateway_helpers import Client, assert_error, cli_key, gateway_up
+
+    gateway_up()
+    admin = Client(cli_key("--preset", "admin", "--ttl", "1h")[0])
+    member = Client(cli_key("--preset", "member", "--ttl", "1h")[0])
+    sid, _ = sandbox()
+    mgr.sh(sid, "echo one")
+    mgr.sh(sid, "exit 4")
+    mgr.write(sid, "/tmp/x", b"x")
+    settled(sid, 4)
+    d = tmp_path / "cli"
+    d.mkdir()
+    ctl("log", "--export", str(d), sid)
+    cli = (d / "audit.jsonl").read_bytes()
+
+    r = admin.get(f"/v1/log/export?sandbox={sid}", stream=True)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/x-ndjson"
+    assert r.headers.get("Transfer-Encoding") == "chunked"
+    body = r.raw.read()
+    # the same lines as sandboxctl's export: one mapping
+    assert body == cli and len(body.splitlines()) == 5
+    ev = [json.loads(x) for x in body.splitlines()]
+
+    # since= is exclusive: the rows after it
+    r = admin.get(f"/v1/log/export?sandbox={sid}&since={ev[1]['rowId']}")
+    assert r.status_code == 200
+    assert [json.loads(x) for x in r.content.splitlines()] == ev[2:]
+    r = admin.get(f"/v1/log/export?sandbox={sid}&since={ev[-1]['rowId']}")
+    assert r.status_code == 200 and r.content == b""
+
+    # the whole log holds this sandbox's lines too, oldest first
+    whole = [json.loads(x) for x in admin.get("/v1/log/export").content.splitlines()]
+    assert [e for e in whole if e["sandbox"] == sid] == ev
+    assert [e["rowId"] for e in whole] == sorted(e["rowId"] for e in whole)
+
+    # members are refused, and bad input is a clear error
+    assert_error(member.get("/v1/log/export"), 403, "forbidden")
+    assert_error(admin.get("/v1/log/export?since=abc"), 400, "invalid_request")
+    assert_error(admin.get("/v1/log/export?since=-1"), 400, "invalid_request")
+    assert_error(admin.get("/v1/log/export?sandbox=../etc"), 400, "invalid_request")
+    assert_error(Client().get("/v1/log/export"), 401, "unauthorized")
