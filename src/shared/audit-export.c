@@ -328,8 +328,17 @@ static int command_event(json_object *row, const char *run_id, const char *name,
         k = k ?: add_string(o, "event", name);
         k = k ?: add_command_fields(o, row);
         if (!k && status) {
+                const char *event = row_string(row, "event");
+
                 k = add_result_fields(o, row, status, reason, ran);
+                k = k ?: add(o, "timedOut", json_object_new_boolean(streq_ptr(event, "timed_out")));
+                k = k ?: add(o, "oomKilled", json_object_new_boolean(streq_ptr(event, "oom_killed")));
+                k = k ?: add_copy(o, "signal", detail_get(row, "signal"));
                 k = k ?: add_limits(o, row);
+                k = k ?: add_copy(o, "unit", detail_get(row, "unit"));
+                /* a takeover's stdout.txt is its asciicast v2 recording */
+                k = k ?: add_copy(o, "recording", detail_get(row, "recording"));
+                k = k ?: add_copy(o, "endedBy", detail_get(row, "ended_by"));
         }
         k = k ?: add_row_fields(o, row);
         if (k) {
@@ -426,7 +435,7 @@ fail:
 int audit_export_metadata(json_object *row, json_object **ret) {
         char run_id[AUDIT_EXPORT_RUN_ID_MAX];
         const char *status, *reason;
-        json_object *o;
+        json_object *o = NULL;
         bool ran;
         int k;
 
@@ -438,23 +447,15 @@ int audit_export_metadata(json_object *row, json_object **ret) {
         status = command_status(row, &reason);
         ran = streq(status, "finished") || streq(status, "failed");
 
+        /* the run's last event, less its time and name, plus both ends of the run */
         uint64_t start = row_uint(row, "started_at");
-        o = json_object_new_object();
-        k = o ? 0 : -ENOMEM;
-        k = k ?: add_string(o, "runId", run_id);
-        k = k ?: add_command_fields(o, row);
-        k = k ?: add_result_fields(o, row, status, reason, ran);
-        k = k ?: add_time(o, "startedAt", start);
+        k = command_event(row, run_id, "", start, status, reason, ran, &o);
+        if (k < 0)
+                return k;
+        json_object_object_del(o, "time");
+        json_object_object_del(o, "event");
+        k = add_time(o, "startedAt", start);
         k = k ?: add_time(o, "finishedAt", start + row_uint(row, "duration_ms") * USEC_PER_MSEC);
-        k = k ?: add(o, "timedOut", json_object_new_boolean(streq_ptr(row_string(row, "event"), "timed_out")));
-        k = k ?: add(o, "oomKilled", json_object_new_boolean(streq_ptr(row_string(row, "event"), "oom_killed")));
-        k = k ?: add_copy(o, "signal", detail_get(row, "signal"));
-        k = k ?: add_limits(o, row);
-        k = k ?: add_copy(o, "unit", detail_get(row, "unit"));
-        /* a takeover's stdout.txt is its asciicast v2 recording */
-        k = k ?: add_copy(o, "recording", detail_get(row, "recording"));
-        k = k ?: add_copy(o, "endedBy", detail_get(row, "ended_by"));
-        k = k ?: add_row_fields(o, row);
         if (k) {
                 json_object_put(o);
                 return k;

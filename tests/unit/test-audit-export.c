@@ -167,6 +167,37 @@ static void test_takeover(void) {
         json_object_put(r);
 }
 
+/* metadata.json is the run's last event without "time" and "event", with both ends of the run: the SDKs
+ * rebuild it from the JSON lines alone. */
+static void test_metadata_is_the_last_event(void) {
+        json_object *r, *ev = NULL, *md = NULL, *last;
+
+        r = row("{\"id\":5,\"session_id\":\"sb_abcdefgh23\",\"operation\":\"exec\",\"event\":\"timed_out\","
+                "\"exit_code\":124,\"started_at\":" T0 ",\"duration_ms\":1000,\"stdout_size\":2,"
+                "\"detail\":{\"argv\":[\"sleep\",\"9\"],\"timeout_seconds\":1,\"signal\":9,\"unit\":\"u\"}}");
+        CHECK_INT(audit_export_events(r, &ev), 0);
+        CHECK_INT(audit_export_metadata(r, &md), 0);
+        if (ev && md) {
+                last = json_object_array_get_idx(ev, 1);
+                json_object_object_foreach(last, key, val) {
+                        (void) val;
+                        if (streq(key, "time") || streq(key, "event"))
+                                CHECK_STR(field(md, key), "(absent)");
+                        else
+                                CHECK_STR(field(md, key), field(last, key));
+                }
+                CHECK_STR(field(md, "startedAt"), "\"2025-10-31T13:03:21.590139Z\"");
+                CHECK_STR(field(md, "finishedAt"), "\"2025-10-31T13:03:22.590139Z\"");
+                CHECK_STR(field(md, "timedOut"), "true");
+                CHECK_STR(field(md, "oomKilled"), "false");
+                CHECK_STR(field(md, "signal"), "9");
+                CHECK_U64(json_object_object_length(md), json_object_object_length(last));
+        }
+        json_object_put(ev);
+        json_object_put(md);
+        json_object_put(r);
+}
+
 static void test_files(void) {
         static const char *const ops[] = { "file_create", "write", "read", "view", "str_replace",
                                            "insert",      "ls",    "glob", "grep" };
@@ -263,6 +294,7 @@ int main(void) {
         test_exec_failures();
         test_exec_refused();
         test_takeover();
+        test_metadata_is_the_last_event();
         test_files();
         test_unmapped();
         test_command_line();
