@@ -213,9 +213,6 @@ static int write_run(Export *e, json_object *row, const char *run_id, uint64_t i
                 r = write_file_at(rfd, "stderr.txt", err, err_size, false);
         if (r >= 0)
                 r = write_json_at(rfd, "metadata.json", md, false);
-        /* the lines that mention the run are committed after its files */
-        if (r >= 0 && syncfs(rfd) < 0)
-                r = -errno;
         if (r < 0)
                 return fail(r, "Failed to write %s/%s: %s", e->dir, run_id, strerror(-r));
         return 0;
@@ -226,6 +223,7 @@ static int export_rows(Export *e, json_object *rows) {
         _cleanup_free_ char *buf = NULL;
         size_t size = 0, n = json_object_array_length(rows);
         uint64_t events = 0;
+        bool runs = false;
         FILE *f;
         int r;
 
@@ -256,10 +254,15 @@ static int export_rows(Export *e, json_object *rows) {
                                 fclose(f);
                                 return r;
                         }
+                        runs = true;
                 }
         }
         if (fclose(f) != 0)
                 return fail(-ENOMEM, "Out of memory");
+
+        /* the page's run files are on disk before the lines that mention them: one sync per page */
+        if (runs && syncfs(e->dir_fd) < 0)
+                return fail(-errno, "Failed to sync %s: %m", e->dir);
 
         r = loop_write(e->jsonl_fd, buf, size);
         if (r >= 0 && fdatasync(e->jsonl_fd) < 0)

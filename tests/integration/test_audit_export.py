@@ -230,6 +230,12 @@ def test_rest_export(mgr, sandbox, tmp_path):
     assert_error(admin.get("/v1/log/export?since=-1"), 400, "invalid_request")
     assert_error(admin.get("/v1/log/export?sandbox=../etc"), 400, "invalid_request")
     assert_error(Client().get("/v1/log/export"), 401, "unauthorized")
+    # an admin key limited to some sandboxes exports only one of them, named
+    scoped = Client(cli_key("--preset", "admin", "--ttl", "1h", "--sandboxes", sid)[0])
+    assert_error(scoped.get("/v1/log/export"), 403, "forbidden")
+    assert_error(scoped.get("/v1/log/export?sandbox=sb_aaaaaaaaaa"), 403, "forbidden")
+    r = scoped.get(f"/v1/log/export?sandbox={sid}")
+    assert r.status_code == 200 and r.content == body
 
 
 def test_large_log_exports_every_row_once(tmp_path):
