@@ -427,8 +427,13 @@ static void on_export_page(Request *r, sd_bus_message *reply, const sd_bus_error
         e->calling = false;
         if (sse_dropped(r->sse))
                 return;
-        if (sd_bus_error_is_set(error))
-                return export_fail(e, 502, "bad_gateway", error->message ?: "The audit log could not be read.");
+        if (sd_bus_error_is_set(error)) {
+                unsigned status;
+                const char *code;
+
+                http_status_from_bus_error(error->name, &status, &code);
+                return export_fail(e, status, code, error->message ?: "The audit log could not be read.");
+        }
         rows = json_object_new_array();
         k = rows ? sd_bus_message_enter_container(reply, 'a', "a{sv}") : -ENOMEM;
         while (k >= 0 && (k = audit_export_read_row(reply, &row)) > 0)

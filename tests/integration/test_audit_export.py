@@ -269,3 +269,51 @@ def test_large_log_exports_every_row_once(tmp_path):
     for chunk in r.iter_content(4096):
         body += chunk
     assert body == (d / "audit.jsonl").read_bytes()
+
+
+def test_rest_export_failure_is_its_last_line():
+    """The logger goes away while an export streams: the stream ends with the error body as its last
+    line, after whole lines only, so a client tells a cut export from a complete one."""
+    from gateway_helpers import cli_key, gateway_up, raw_request
+
+    gateway_up()
+    sid = "sb_" + "".join("abcdefghijklmnopqrstuvwxyz234567"[b % 32] for b in os.urandom(10))
+    log = audit()
+    for start in range(0, 20000, 1000):
+        log.RecordBatch(dbus.Array([dbus.Dictionary({
+            "key": f"{sid}-{i}", "session_id": sid, "operation": "view", "event": "finished",
+            "detail": json.dumps({"path": f"/tmp/{i}", "pad": "x" * 1000})}, signature="sv")
+            for i in range(start, start + 1000)], signature="a{sv}"), timeout=LONG)
+    secret, _ = cli_key("--preset", "admin", "--ttl", "1h")
+    s = raw_request("GET", f"/v1/log/export?sandbox={sid}", secret, headers=("Connection: close",), rcvbuf=4096)
+    try:
+        data = s.recv(4096)
+        assert data.startswith(b"HTTP/1.1 200"), data[:200]
+        # the gateway waits for this client now; take the logger away (masked: no bus activation either)
+        run("systemctl", "mask", "--runtime", "--now", "sandbox-auditd.service")
+        s.settimeout(120)
+        while chunk := s.recv(1 << 20):
+            data += chunk
+    finally:
+        s.close()
+        run("systemctl", "unmask", "--runtime", "sandbox-auditd.service")
+        run("systemctl", "start", "sandbox-auditd.service")
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"chunked" in head.lower()
+    text = b""
+    while body:  # de-chunk
+        size, _, rest = body.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        text += rest[:n]
+        body = rest[n + 2:]
+    lines = text.split(b"\n")
+    assert lines[-1] == b"", "the stream ends with a whole line"
+    events = [json.loads(x) for x in lines[:-1]]
+    err = events.pop()
+    assert err["event"] == "error" and err["status"] >= 500 and set(err) == {
+        "event", "error", "code", "status", "requestId"}, err
+    assert 0 < len(events) < 20000
+    assert [e["rowId"] for e in events] == sorted(e["rowId"] for e in events)
+    assert all(e["event"] == "sandbox.file.view" for e in events)
