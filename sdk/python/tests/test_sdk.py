@@ -503,6 +503,9 @@ def test_async_variant(sdk_admin_secret, sdk_admin):
                 1 / 0
         with pytest.raises(NotFound):
             await client.get(sid)
+        # the export as an async iterator: the same events as the sync one
+        since = sdk_admin.get_log(limit=20)[-1]["id"]
+        assert [e async for e in client.export(since=since)] == list(sdk_admin.export(since=since))
         # an async watch sees a row written after it began
         async with await client.create(type="small", ttl_seconds=600) as sb:
             rows = []
