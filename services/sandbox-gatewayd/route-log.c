@@ -11,8 +11,8 @@
 #include "audit-export.h"
 #include "audit-watch.h"
 #include "ini-util.h"
-#include "sandbox-id.h"
 #include "log.h"
+#include "sandbox-id.h"
 #include "sse.h"
 #include "time-util.h"
 
@@ -560,10 +560,11 @@ int route_log_export(Request *r) {
                 return 0;
         }
         if (r->key->sandboxes && (!sandbox || !api_key_allows(r->key, GATEWAY_ACTION_LOG_READ, sandbox))) {
-                req_deny(r, 403, "forbidden", NULL,
-                         sandbox ? "Sandbox %s is outside this API key's scope."
-                                 : "This API key is limited to some sandboxes: export one of them (sandbox=).%s",
-                         strempty(sandbox));
+                if (sandbox)
+                        req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.", sandbox);
+                else
+                        req_deny(r, 403, "forbidden", NULL,
+                                 "This API key is limited to some sandboxes: export one of them (sandbox=).");
                 return 0;
         }
         if (sandbox && !(e->session_id = strdup(sandbox)))

@@ -21,15 +21,15 @@
 #include "macro.h"
 #include "sandboxd-bus.h"
 
-#define JSONL_NAME "audit.jsonl"
-#define STATE_NAME ".audit-export.json"
+#define JSONL_NAME    "audit.jsonl"
+#define STATE_NAME    ".audit-export.json"
 #define STATE_VERSION 1
 /* A GetLog page stops early at 16 MiB of rows; 200 of the largest rows (64 KiB of detail, 1 KiB of
  * output head per stream, each byte escaped) stay below that, so a page that is not full is complete. */
-#define PAGE_ROWS UINT64_C(200)
+#define PAGE_ROWS    UINT64_C(200)
 #define WINDOW_FIRST UINT64_C(4096)
-#define WINDOW_MAX (UINT64_C(1) << 40)
-#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+#define WINDOW_MAX   (UINT64_C(1) << 40)
+#define JSON_FLAGS   (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
 typedef struct Export {
         sd_bus *bus;
@@ -38,7 +38,7 @@ typedef struct Export {
         uint64_t last_id;    /* the highest row id the export covers */
         uint64_t jsonl_size; /* audit.jsonl's committed length */
         uint64_t n_rows, n_events;
-        int error;           /* what ended a --follow */
+        int error; /* what ended a --follow */
 } Export;
 
 static void json_object_putp_(json_object **j) {
@@ -59,7 +59,8 @@ _printf_(2, 3) static int fail(int r, const char *fmt, ...) {
 
 static int fail_bus(const sd_bus_error *e, int r) {
         if (sd_bus_error_has_name(e, SD_BUS_ERROR_ACCESS_DENIED))
-                return fail(r, "%s (reading the audit log needs root or the sandbox-admin group)", e->message);
+                return fail(r, "%s (reading the audit log needs root or the sandbox-admin group)",
+                            e->message);
         if (sd_bus_error_is_set(e))
                 return fail(r, "%s", e->message);
         return fail(r, "%s (is sandbox-auditd installed?)", strerror(-r));
@@ -150,10 +151,12 @@ static int load_state(Export *e) {
         if (!o || !json_object_is_type(o, json_type_object) ||
             !json_object_object_get_ex(o, "version", &v) || json_object_get_int(v) != STATE_VERSION ||
             !json_object_object_get_ex(o, "lastRowId", &v) || !json_object_is_type(v, json_type_int))
-                return fail(-EINVAL, "%s/%s is not an export state this sandboxctl knows.", e->dir, STATE_NAME);
+                return fail(-EINVAL, "%s/%s is not an export state this sandboxctl knows.", e->dir,
+                            STATE_NAME);
         e->last_id = json_object_get_uint64(v);
         if (!json_object_object_get_ex(o, "jsonlSize", &v) || !json_object_is_type(v, json_type_int))
-                return fail(-EINVAL, "%s/%s is not an export state this sandboxctl knows.", e->dir, STATE_NAME);
+                return fail(-EINVAL, "%s/%s is not an export state this sandboxctl knows.", e->dir,
+                            STATE_NAME);
         e->jsonl_size = json_object_get_uint64(v);
         if (json_object_object_get_ex(o, "sandbox", &v) && v)
                 sandbox = json_object_get_string(v);
@@ -163,7 +166,8 @@ static int load_state(Export *e) {
                             e->session_id ? "one sandbox" : "the whole log");
 
         if ((uint64_t) st.st_size < e->jsonl_size)
-                return fail(-EINVAL, "%s/%s is shorter (%" PRIu64 " bytes) than the export wrote (%" PRIu64
+                return fail(-EINVAL,
+                            "%s/%s is shorter (%" PRIu64 " bytes) than the export wrote (%" PRIu64
                             "): it was changed by something else; export into an empty directory.",
                             e->dir, JSONL_NAME, (uint64_t) st.st_size, e->jsonl_size);
         /* Lines past the state were written by an export that stopped before it saved the state: they
@@ -206,8 +210,8 @@ static int write_run(Export *e, json_object *row, const char *run_id, uint64_t i
                 return fail(-errno, "Failed to create %s/%s: %m", e->dir, run_id);
         rfd = openat(e->dir_fd, run_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (rfd < 0)
-                return fail(-errno, "Failed to open %s/%s (it must be a directory, not a symlink): %m", e->dir,
-                            run_id);
+                return fail(-errno, "Failed to open %s/%s (it must be a directory, not a symlink): %m",
+                            e->dir, run_id);
         r = write_file_at(rfd, "stdout.txt", out, out_size, false);
         if (r >= 0)
                 r = write_file_at(rfd, "stderr.txt", err, err_size, false);
@@ -244,11 +248,13 @@ static int export_rows(Export *e, json_object *rows) {
                         return fail(r, "Row %" PRIu64 " cannot be exported: %s", id, strerror(-r));
                 }
                 for (size_t j = 0; j < json_object_array_length(ev); j++) {
-                        fputs(json_object_to_json_string_ext(json_object_array_get_idx(ev, j), JSON_FLAGS), f);
+                        fputs(json_object_to_json_string_ext(json_object_array_get_idx(ev, j), JSON_FLAGS),
+                              f);
                         fputc('\n', f);
                         events++;
                 }
-                if (audit_export_kind(row) == AUDIT_EXPORT_COMMAND && audit_export_run_id(row, run_id) >= 0) {
+                if (audit_export_kind(row) == AUDIT_EXPORT_COMMAND &&
+                    audit_export_run_id(row, run_id) >= 0) {
                         r = write_run(e, row, run_id, id);
                         if (r < 0) {
                                 fclose(f);
@@ -270,7 +276,8 @@ static int export_rows(Export *e, json_object *rows) {
         if (r < 0)
                 return fail(r, "Failed to write %s/%s: %s", e->dir, JSONL_NAME, strerror(-r));
         e->jsonl_size += size;
-        e->last_id = json_object_get_uint64(json_object_object_get(json_object_array_get_idx(rows, n - 1), "id"));
+        e->last_id =
+                json_object_get_uint64(json_object_object_get(json_object_array_get_idx(rows, n - 1), "id"));
         r = save_state(e);
         if (r < 0)
                 return fail(r, "Failed to write %s/%s: %s", e->dir, STATE_NAME, strerror(-r));
@@ -286,8 +293,8 @@ static int get_log(Export *e, uint64_t after, uint64_t max, uint64_t limit, json
         _cleanup_(json_object_putp_) json_object *rows = NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(e->bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
-                                           "GetLog");
+        r = sd_bus_message_new_method_call(e->bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH,
+                                           AUDITD_LOG_INTERFACE, "GetLog");
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r >= 0 && e->session_id)
@@ -348,7 +355,8 @@ static int catch_up(Export *e, uint64_t top) {
                         return r;
                 if (json_object_array_length(newest) == 0)
                         return 0;
-                top = json_object_get_uint64(json_object_object_get(json_object_array_get_idx(newest, 0), "id"));
+                top = json_object_get_uint64(
+                        json_object_object_get(json_object_array_get_idx(newest, 0), "id"));
         }
 
         while (e->last_id < top) {
@@ -469,7 +477,8 @@ int log_export(sd_bus *bus, const char *dir, const char *session_id, bool follow
         if (r < 0)
                 return r;
         if (!quiet)
-                fprintf(stderr, "Exported %" PRIu64 " rows as %" PRIu64 " events to %s (up to row %" PRIu64 ").\n",
+                fprintf(stderr,
+                        "Exported %" PRIu64 " rows as %" PRIu64 " events to %s (up to row %" PRIu64 ").\n",
                         e.n_rows, e.n_events, dir, e.last_id);
         if (!follow)
                 return 0;
@@ -482,7 +491,8 @@ int log_export(sd_bus *bus, const char *dir, const char *session_id, bool follow
         if (r < 0)
                 return fail(r, "%s", strerror(-r));
         if (!quiet)
-                fprintf(stderr, "Exported %" PRIu64 " rows as %" PRIu64 " events to %s (up to row %" PRIu64 ").\n",
+                fprintf(stderr,
+                        "Exported %" PRIu64 " rows as %" PRIu64 " events to %s (up to row %" PRIu64 ").\n",
                         e.n_rows, e.n_events, dir, e.last_id);
         return 0;
 }

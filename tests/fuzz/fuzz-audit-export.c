@@ -46,8 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         FUZZ_ASSERT(run_id_is_safe(json_object_get_string(v)));
                         FUZZ_ASSERT(json_object_object_get_ex(e, "event", &v));
                         name = json_object_get_string(v);
-                        FUZZ_ASSERT(strncmp(name, kind == AUDIT_EXPORT_FILE ? "sandbox.file." : "sandbox.command.",
-                                            kind == AUDIT_EXPORT_FILE ? 13 : 16) == 0);
+                        const char *prefix = kind == AUDIT_EXPORT_FILE ? "sandbox.file." : "sandbox.command.";
+
+                        FUZZ_ASSERT(strncmp(name, prefix, strlen(prefix)) == 0);
                         /* every line is one line */
                         FUZZ_ASSERT(!strchr(json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN), '\n'));
                 }

@@ -26,7 +26,8 @@ static const char *field(json_object *o, const char *key) {
         json_object *v;
         if (!json_object_object_get_ex(o, key, &v))
                 return "(absent)";
-        return v ? json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "null";
+        return v ? json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+                 : "null";
 }
 
 /* Maps the row and checks how many events, their names, and a field of the last one. */
@@ -48,8 +49,9 @@ static json_object *events_of(const char *json, size_t n, const char *first, con
 static void test_exec_finished(void) {
         json_object *ev, *started, *done;
 
-        ev = events_of("{\"id\":42,\"session_id\":\"sb_abcdefgh23\",\"account_id\":\"uid:0\",\"source\":\"agent\","
-                       "\"operation\":\"exec\",\"event\":\"finished\",\"exit_code\":0,\"started_at\":" T0 ","
+        ev = events_of("{\"id\":42,\"session_id\":\"sb_abcdefgh23\",\"account_id\":\"uid:0\","
+                       "\"source\":\"agent\",\"operation\":\"exec\",\"event\":\"finished\",\"exit_code\":0,"
+                       "\"started_at\":" T0 ","
                        "\"duration_ms\":1500,\"request_id\":\"req_1\",\"stdout_size\":6,\"stderr_size\":0,"
                        "\"detail\":{\"argv\":[\"python3\",\"-c\",\"print('hi')\"],\"cwd\":\"/tmp\","
                        "\"timeout_seconds\":20,\"memory_max\":0,\"tasks_max\":0,\"signal\":0,"
