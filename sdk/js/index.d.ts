@@ -230,6 +230,42 @@ export declare class Client {
         getLog(opts?: GlobalLogOptions): Promise<LogEntry[]>;
         getLogOutput(rowId: number, opts?: RequestOptions & { encoding?: "base64" }):
                 Promise<{ id: number; stdout: string; stderr: string }>;
+        /** The run-session export (admin keys): events of the rows after `since`, oldest first. With
+         * `dir` (Node), also written as `sandboxctl log --export DIR` does, resuming from dir's state. */
+        export(opts?: ExportOptions): AsyncIterableIterator<ExportEvent>;
+}
+
+export interface ExportOptions {
+        since?: number;
+        /** a sandbox id */
+        sandbox?: string;
+        dir?: string;
+        signal?: AbortSignal;
+}
+
+/** One line of audit.jsonl (docs/audit-api.md, "Run-session export"). */
+export interface ExportEvent {
+        runId: string;
+        time: string;
+        event: string;
+        rowId: number;
+        sandbox: string | null;
+        account: string | null;
+        source: string | null;
+        requestId: string | null;
+        operation: string;
+        rowEvent: string;
+        kind?: "exec" | "takeover";
+        command?: string | null;
+        argv?: string[];
+        exitCode?: number | null;
+        durationMs?: number;
+        stdoutBytes?: number;
+        stderrBytes?: number;
+        status?: string;
+        reason?: string;
+        path?: string;
+        [field: string]: unknown;
 }
 
 /** Creates a sandbox, runs fn with it, and deletes it when fn settles (unless onExit is "keep"). */

@@ -31,6 +31,8 @@ const Route gateway_routes[] = {
         { "GET", "/v1/sandboxes/{id}/watch", GATEWAY_ACTION_LOG_READ, "log.read", route_watch, ROUTE_SANDBOX },
         { "GET", "/v1/log", GATEWAY_ACTION_LOG_READ, "log.read", route_log_all, 0 },
         { "GET", "/v1/log/{row}/output", GATEWAY_ACTION_LOG_READ, "log.read", route_log_output, 0 },
+        /* the handler asks for role admin too */
+        { "GET", "/v1/log/export", GATEWAY_ACTION_LOG_READ, "log.read", route_log_export, 0 },
         { "POST", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.create", route_key_create, 0 },
         { "GET", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.list", route_key_list, 0 },
         { "DELETE", "/v1/api-keys/{id}", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.revoke", route_key_revoke, 0 },

@@ -34,6 +34,7 @@ int route_tool(Request *r);
 int route_log_sandbox(Request *r);
 int route_log_all(Request *r);
 int route_log_output(Request *r);
+int route_log_export(Request *r);
 int route_watch(Request *r);
 
 /* the dashboard's static files (route-static.c) */

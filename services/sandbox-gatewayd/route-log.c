@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit-export.h"
 #include "audit-watch.h"
 #include "ini-util.h"
 #include "log.h"
+#include "sandbox-id.h"
 #include "sse.h"
 #include "time-util.h"
 
@@ -346,4 +348,227 @@ int route_watch(Request *r) {
         if (k < 0)
                 return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */
         return watcher_start(r, req_param(r, 0), !!last, after);
+}
+
+/* --- export ------------------------------------------------------------------------------------- */
+
+/* The run-session export as JSON lines (docs/API.md): the rows after ?since= up to the newest when the
+ * request came, oldest first, in id windows of at most EXPORT_PAGE rows (a window whose page is full is
+ * halved, one that is not is complete and the next one twice as wide), each page's events queued only
+ * while the client has read what was queued before: memory stays at a page and EXPORT_HIGH_WATER bytes,
+ * however large the log. */
+#define EXPORT_PAGE UINT64_C(200) /* 200 of the largest rows stay below GetLog's 16 MiB reply cap */
+#define EXPORT_WINDOW_FIRST UINT64_C(4096)
+#define EXPORT_WINDOW_MAX (UINT64_C(1) << 40)
+#define EXPORT_HIGH_WATER (1024 * 1024)
+#define EXPORT_LOW_WATER (256 * 1024)
+
+typedef struct LogExport {
+        Request *req;
+        char *session_id;
+        uint64_t last, top, window, max;
+        bool calling, waiting, streaming;
+} LogExport;
+
+static void log_export_free(void *p) {
+        LogExport *e = p;
+
+        if (!e)
+                return;
+        free(e->session_id);
+        free(e);
+}
+
+static void export_next(LogExport *e);
+
+static int build_export(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        LogExport *e = r->data;
+        int k;
+
+        k = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (k >= 0 && e->session_id)
+                k = sd_bus_message_append(m, "{sv}", "session_id", "s", e->session_id);
+        if (k >= 0 && e->streaming && e->last > 0)
+                k = sd_bus_message_append(m, "{sv}", "after_id", "t", e->last);
+        if (k >= 0 && e->streaming)
+                k = sd_bus_message_append(m, "{sv}", "max_id", "t", e->max);
+        if (k >= 0)
+                k = sd_bus_message_close_container(m);
+        if (k >= 0)
+                /* before the stream: the newest row only, to know where the export ends */
+                k = sd_bus_message_append(m, "tt", e->streaming ? EXPORT_PAGE : UINT64_C(1), UINT64_C(0));
+        return k;
+}
+
+/* Once the stream has begun, a failure is its last line: the error body. */
+static void export_fail(LogExport *e, unsigned status, const char *code, const char *message) {
+        _cleanup_free_ char *body = http_error_body(status, code, message, e->req->request_id);
+
+        if (body) {
+                (void) sse_send_raw(e->req->sse, body, strlen(body));
+                (void) sse_send_raw(e->req->sse, "\n", 1);
+        }
+        sse_finish(e->req->sse);
+}
+
+static int export_row_cmp(const void *a, const void *b) {
+        uint64_t x = json_object_get_uint64(json_object_object_get(*(json_object *const *) a, "id")),
+                 y = json_object_get_uint64(json_object_object_get(*(json_object *const *) b, "id"));
+        return x < y ? -1 : x > y;
+}
+
+static void on_export_page(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        LogExport *e = r->data;
+        json_object *rows = NULL, *row;
+        size_t n;
+        int k;
+
+        e->calling = false;
+        if (sse_dropped(r->sse))
+                return;
+        if (sd_bus_error_is_set(error)) {
+                unsigned status;
+                const char *code;
+
+                http_status_from_bus_error(error->name, &status, &code);
+                return export_fail(e, status, code, error->message ?: "The audit log could not be read.");
+        }
+        rows = json_object_new_array();
+        k = rows ? sd_bus_message_enter_container(reply, 'a', "a{sv}") : -ENOMEM;
+        while (k >= 0 && (k = audit_export_read_row(reply, &row)) > 0)
+                if (json_object_array_add(rows, row) < 0) {
+                        json_object_put(row);
+                        k = -ENOMEM;
+                }
+        if (k < 0) {
+                json_object_put(rows);
+                return export_fail(e, 500, "internal", "Cannot read the audit log's rows.");
+        }
+        n = json_object_array_length(rows);
+        if (n >= EXPORT_PAGE && e->max - e->last > EXPORT_PAGE) {
+                /* the window may hold more than a page: a narrower one */
+                e->window = MAX((e->max - e->last) / 2, EXPORT_PAGE);
+                json_object_put(rows);
+                return export_next(e);
+        }
+        json_object_array_sort(rows, export_row_cmp);
+        for (size_t i = 0; k >= 0 && i < n; i++) {
+                json_object *events = NULL;
+
+                k = audit_export_events(json_object_array_get_idx(rows, i), &events);
+                for (size_t j = 0; k >= 0 && j < json_object_array_length(events); j++) {
+                        size_t len;
+                        const char *line = json_object_to_json_string_length(
+                                json_object_array_get_idx(events, j),
+                                JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+                        k = line ? sse_send_raw(r->sse, line, len) : -ENOMEM;
+                        if (k >= 0)
+                                k = sse_send_raw(r->sse, "\n", 1);
+                }
+                json_object_put(events);
+        }
+        json_object_put(rows);
+        if (k < 0)
+                return sse_dropped(r->sse) ? (void) 0 : export_fail(e, 500, "internal", "Out of memory.");
+        e->last = e->max;
+        if (n < EXPORT_PAGE / 2)
+                e->window = MIN(e->window * 2, EXPORT_WINDOW_MAX);
+        if (sse_buffered(r->sse) > EXPORT_HIGH_WATER) {
+                e->waiting = true; /* on_export_drained() goes on */
+                return;
+        }
+        export_next(e);
+}
+
+static void export_next(LogExport *e) {
+        Request *r = e->req;
+        int k;
+
+        if (e->last >= e->top) {
+                sse_finish(r->sse);
+                return;
+        }
+        e->max = e->top - e->last > e->window ? e->last + e->window : e->top;
+        e->calling = true;
+        k = req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog", build_export,
+                     on_export_page, 0);
+        if (k < 0) {
+                e->calling = false;
+                export_fail(e, k == -EBUSY ? 429 : 500, k == -EBUSY ? "too_many_calls" : "internal",
+                            "The export could not go on.");
+        }
+}
+
+static void on_export_drained(void *userdata) {
+        LogExport *e = userdata;
+
+        if (!e->waiting || e->calling)
+                return;
+        e->waiting = false;
+        export_next(e);
+}
+
+static void on_export_top(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        LogExport *e = r->data;
+        json_object *row = NULL;
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        k = sd_bus_message_enter_container(reply, 'a', "a{sv}");
+        if (k >= 0)
+                k = audit_export_read_row(reply, &row);
+        if (k < 0)
+                return req_reply_errno(r, k);
+        e->top = row ? json_object_get_uint64(json_object_object_get(row, "id")) : 0;
+        json_object_put(row);
+
+        k = req_start_stream(r, "application/x-ndjson");
+        if (k < 0)
+                return req_reply_errno(r, k);
+        sse_set_drain_callback(r->sse, EXPORT_LOW_WATER, on_export_drained, e);
+        e->streaming = true;
+        export_next(e);
+}
+
+int route_log_export(Request *r) {
+        const char *since = req_query(r, "since"), *sandbox = req_query(r, "sandbox");
+        LogExport *e;
+
+        /* the whole log's commands, output sizes and errors: for admins, not for members */
+        if (r->key->role != KEY_ROLE_ADMIN) {
+                req_deny(r, 403, "forbidden", NULL, "Exporting the audit log needs an admin key.");
+                return 0;
+        }
+        e = calloc(1, sizeof(LogExport));
+        if (!e)
+                return -ENOMEM;
+        r->data = e;
+        r->data_free = log_export_free;
+        e->req = r;
+        e->window = EXPORT_WINDOW_FIRST;
+        if (since && parse_decimal(since, &e->last) < 0) {
+                req_reply_error(r, 400, "invalid_request",
+                                "The query parameter 'since' must be a row id (a number; the rowId of the last "
+                                "line you have).");
+                return 0;
+        }
+        if (sandbox && !sandbox_id_is_valid(sandbox)) {
+                req_reply_error(r, 400, "invalid_request",
+                                "The query parameter 'sandbox' must be a sandbox id (sb_ and 10 characters).");
+                return 0;
+        }
+        if (r->key->sandboxes && (!sandbox || !api_key_allows(r->key, GATEWAY_ACTION_LOG_READ, sandbox))) {
+                if (sandbox)
+                        req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.", sandbox);
+                else
+                        req_deny(r, 403, "forbidden", NULL,
+                                 "This API key is limited to some sandboxes: export one of them (sandbox=).");
+                return 0;
+        }
+        if (sandbox && !(e->session_id = strdup(sandbox)))
+                return -ENOMEM;
+        return req_call(r, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE, "GetLog", build_export,
+                        on_export_top, 0);
 }

@@ -109,7 +109,7 @@ static void sse_wake(SseStream *s) {
         }
 }
 
-int req_start_sse(Request *r, size_t max_events) {
+static int start_stream(Request *r, size_t max_events, const char *content_type) {
         struct MHD_Response *resp;
         SseStream *s;
 
@@ -128,10 +128,18 @@ int req_start_sse(Request *r, size_t max_events) {
                 request_unref(r);
                 return -ENOMEM;
         }
-        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
         (void) MHD_add_response_header(resp, "X-Accel-Buffering", "no");
         req_reply_response(r, 200, resp);
         return 0;
+}
+
+int req_start_sse(Request *r, size_t max_events) {
+        return start_stream(r, max_events, "text/event-stream");
+}
+
+int req_start_stream(Request *r, const char *content_type) {
+        return start_stream(r, SIZE_MAX, content_type);
 }
 
 static int sse_append(SseStream *s, const char *p, size_t n) {
@@ -199,6 +207,20 @@ int sse_send(SseStream *s, const char *id, const char *event, const char *data, 
 
 int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size) {
         return sse_send_internal(s, id, event, data, size, false);
+}
+
+int sse_send_raw(SseStream *s, const char *data, size_t size) {
+        int k;
+
+        if (!s || s->dropped || s->finished)
+                return -EPIPE;
+        k = sse_append(s, data, size);
+        if (k < 0) {
+                sse_drop(s);
+                return k;
+        }
+        sse_wake(s);
+        return 0;
 }
 
 int sse_comment(SseStream *s, const char *text) {

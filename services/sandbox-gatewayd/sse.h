@@ -15,6 +15,10 @@ int req_bind_to_key(Request *r);
 /* SSE: starts a 200 text/event-stream answer. Events are queued; the connection sleeps while there are
  * none. max_events bounds the queue: past it the stream is dropped (closed). */
 int req_start_sse(Request *r, size_t max_events);
+/* A plain streamed answer of another content type (chunked, 200), with the same queue, reader and drain
+ * callback: sse_send_raw() queues bytes as they are, sse_finish() ends it. Not for sse_cut() or keys. */
+int req_start_stream(Request *r, const char *content_type);
+int sse_send_raw(SseStream *s, const char *data, size_t size);
 int sse_send(SseStream *s, const char *id, const char *event, const char *data, size_t size);
 /* The same, not subject to max_events (a bounded batch the caller decided to send at once), but counted. */
 int sse_send_unbounded(SseStream *s, const char *id, const char *event, const char *data, size_t size);

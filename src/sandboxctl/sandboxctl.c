@@ -24,6 +24,7 @@
 #include "sandbox-id.h"
 #include "sandboxd-bus.h"
 #include "sandboxctl-api-key.h"
+#include "sandboxctl-export.h"
 #include "sandboxctl-shell.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
@@ -94,6 +95,7 @@ static bool arg_follow = false;
 static uint64_t arg_limit = LOG_DEFAULT_LIMIT;
 static uint64_t arg_output = 0; /* row id, 0 = not given */
 static bool arg_verify = false;
+static const char *arg_export = NULL; /* --export=DIR */
 static LogFilter arg_filter = {};
 
 static void json_object_putp(json_object **j) {
@@ -1819,10 +1821,16 @@ static int verb_log(char **args, size_t n_args) {
                                  "or filters");
 
         if (arg_verify &&
-            (arg_output > 0 || n_args > 1 || arg_follow || arg_filter.operation || arg_filter.event ||
-             arg_filter.account_id || arg_filter.source || arg_filter.since || arg_filter.until))
+            (arg_output > 0 || n_args > 1 || arg_follow || arg_export || arg_filter.operation ||
+             arg_filter.event || arg_filter.account_id || arg_filter.source || arg_filter.since ||
+             arg_filter.until))
                 return log_usage("log: --verify checks the whole log; it takes no SANDBOX, --output, "
-                                 "--follow or filters");
+                                 "--export, --follow or filters");
+        if (arg_export &&
+            (arg_output > 0 || arg_filter.operation || arg_filter.event || arg_filter.account_id ||
+             arg_filter.source || arg_filter.since || arg_filter.until || arg_json != JSON_OFF))
+                return log_usage("log: --export=DIR takes only SANDBOX and --follow (it exports every row "
+                                 "of the log, or of SANDBOX, as JSON lines)");
 
         r = acquire_bus("log", &bus);
         if (r < 0)
@@ -1832,6 +1840,15 @@ static int verb_log(char **args, size_t n_args) {
                 return log_verify(bus);
         if (arg_output > 0)
                 return log_output(bus);
+
+        if (arg_export) {
+                if (n_args > 1) {
+                        r = resolve_session_id(bus, args[1], &session_id);
+                        if (r < 0)
+                                return log_error(r, "log", "Out of memory");
+                }
+                return log_export(bus, arg_export, session_id, arg_follow, arg_quiet);
+        }
 
         if (n_args > 1) {
                 r = resolve_session_id(bus, args[1], &session_id);
@@ -1965,6 +1982,10 @@ static int help(void) {
                "  log --verify                Check the log's hash chain and the journal's\n"
                "                              checkpoints of it (exit status 3 if a row was\n"
                "                              edited, removed or moved, or the chain rewritten)\n"
+               "  log --export=DIR [--follow] [SANDBOX]\n"
+               "                              Append the log (or SANDBOX's) to DIR/audit.jsonl as\n"
+               "                              run-session events, each run's output and metadata\n"
+               "                              in DIR/run-ROW/; resumes where the last export ended\n"
                "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
@@ -2010,6 +2031,11 @@ static int help(void) {
                "     --until=TIME             Only rows started before TIME (RFC 3339)\n"
                "     --output=ROW             Write row ROW's captured output, stdout to stdout\n"
                "                              and stderr to stderr\n"
+               "     --export=DIR             Append the log (or SANDBOX's) to DIR/audit.jsonl, one\n"
+               "                              event a line, and each run's stdout.txt, stderr.txt\n"
+               "                              and metadata.json to DIR/run-ROW/ (docs/audit-api.md);\n"
+               "                              a second export adds only new rows; --follow keeps\n"
+               "                              it current until SIGINT or SIGTERM\n"
                "\n"
                "Names, paths, log rows and messages that a sandbox or client chose are printed\n"
                "with controls, format characters (U+202E, ...), bad UTF-8 and '\\' escaped\n"
@@ -2051,6 +2077,7 @@ enum {
         ARG_UNTIL,
         ARG_OUTPUT,
         ARG_VERIFY,
+        ARG_EXPORT,
 };
 
 static int add_env(const char *assignment) {
@@ -2122,6 +2149,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "until", required_argument, NULL, ARG_UNTIL },
                 { "output", required_argument, NULL, ARG_OUTPUT },
                 { "verify", no_argument, NULL, ARG_VERIFY },
+                { "export", required_argument, NULL, ARG_EXPORT },
                 {}
         };
         _cleanup_free_ char **args = NULL;
@@ -2332,6 +2360,12 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         arg_verify = true;
                         break;
 
+                case ARG_EXPORT:
+                        if (isempty(optarg))
+                                return log_usage("--export: needs a directory");
+                        arg_export = optarg;
+                        break;
+
                 case '?':
                         /* getopt_long() has said what was wrong. */
                         return EXIT_USAGE;
@@ -2376,8 +2410,8 @@ static const Verb verbs[] = {
         { "cat", 3, 3, EXIT_FAILURE, "cat ID PATH", verb_cat },
         { "cp", 3, 3, EXIT_FAILURE, "cp ID:PATH LOCAL | cp LOCAL ID:PATH", verb_cp },
         { "log", 1, 2, EXIT_FAILURE,
-          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW | log --verify",
-          verb_log },
+          "log [SANDBOX] [--follow] [--json] [--limit=N] [--operation=OP] | log --output=ROW | log --verify | "
+          "log --export=DIR [--follow] [SANDBOX]", verb_log },
 };
 
 int main(int argc, char *argv[]) {

@@ -169,6 +169,7 @@ ROUTES = [
     ("GET", "/v1/sandboxes/{sb}/watch", "log.read", {"stream": True}),
     ("GET", "/v1/log", "log.read", {}),
     ("GET", "/v1/log/{row}/output", "log.read", {}),
+    ("GET", "/v1/log/export", "log.read", {"stream": True}),
     ("POST", "/v1/sandboxes/{sb}/takeover-token", "takeover", {}),
     ("GET", "/v1/sandboxes/{sb}/takeover", "takeover", UPGRADE),
     ("GET", "/v1/sandboxes/{sb}/takeovers/{row}/recording", "takeover", {}),

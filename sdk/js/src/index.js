@@ -180,6 +180,194 @@ export class Client {
         async getLogOutput(rowId, { encoding, signal } = {}) {
                 return this._json("GET", `/v1/log/${enc(rowId)}/output${query({ encoding })}`, { signal });
         }
+
+        /**
+         * The run-session export (GET /v1/log/export, admin keys): an async iterator of the events of the
+         * rows after row id `since` (of one sandbox, by id, or of all), oldest first, read as they arrive;
+         * it ends at the row that was newest when it began. Resume with since = the last event's rowId.
+         * With `dir` (Node only), the events are also written in the layout of `sandboxctl log --export
+         * DIR` (audit.jsonl, run-N/stdout.txt, stderr.txt, metadata.json and its state file), resuming
+         * where an earlier export into dir (by either) ended; `since` must then not be given.
+         */
+        export({ since, sandbox, dir, signal } = {}) {
+                if (dir !== undefined) {
+                        if (since !== undefined)
+                                throw new TypeError("export: with dir, the export resumes from dir's own state; give no since");
+                        return exportToDir(this, dir, sandbox, signal);
+                }
+                const lines = this._exportLines(since, sandbox, signal);
+                return (async function* () {
+                        for await (const [ev] of lines)
+                                yield ev;
+                })();
+        }
+
+        /* [event, the line's bytes as the gateway sent them] */
+        async *_exportLines(since, sandbox, signal) {
+                const res = await this._raw("GET", `/v1/log/export${query({ since, sandbox })}`, {
+                        headers: { Accept: "application/x-ndjson" }, timeoutMs: null, signal,
+                });
+                let pending = new Uint8Array(0);
+                const reader = res.body.getReader();
+                try {
+                        for (;;) {
+                                const { done, value } = await reader.read();
+                                if (done)
+                                        break;
+                                const joined = new Uint8Array(pending.length + value.length);
+                                joined.set(pending);
+                                joined.set(value, pending.length);
+                                let start = 0;
+                                for (let i = 0; i < joined.length; i++) {
+                                        if (joined[i] !== 10)
+                                                continue;
+                                        const line = joined.slice(start, i + 1);
+                                        start = i + 1;
+                                        const ev = JSON.parse(new TextDecoder().decode(line));
+                                        /* the stream failed after it began: its last line is the error body */
+                                        if (ev.event === "error")
+                                                throw errorFromBody(ev.status || 500, ev, res.headers);
+                                        yield [ev, line];
+                                }
+                                pending = joined.slice(start);
+                        }
+                } catch (e) {
+                        throw wrapFetchError(e, "GET /v1/log/export");
+                } finally {
+                        reader.releaseLock();
+                }
+                if (pending.length > 0)
+                        throw new ConnectionError("GET /v1/log/export: the stream ended in the middle of a line",
+                                                  { code: "connection_error" });
+        }
+}
+
+const EXPORT_STATE = ".audit-export.json";
+
+/* metadata.json from a run's events: its last event without time and event, with both ends. */
+function exportMetadata(events) {
+        const last = events[events.length - 1];
+        const md = {};
+        for (const [k, v] of Object.entries(last))
+                if (k !== "time" && k !== "event")
+                        md[k] = v;
+        const start = events[0].time;
+        /* µs precision: Date has ms only, so the fraction is carried over by hand */
+        const m = /^(.*)\.(\d{6})Z$/.exec(start);
+        const us = BigInt(Date.parse(`${m[1]}Z`)) * 1000n + BigInt(m[2]) + BigInt(last.durationMs || 0) * 1000n;
+        const end = new Date(Number(us / 1000n)).toISOString().replace(/\.\d{3}Z$/, "");
+        md.startedAt = start;
+        md.finishedAt = `${end}.${String(us % 1000000n).padStart(6, "0")}Z`;
+        return md;
+}
+
+async function* exportToDir(client, dir, sandbox, signal) {
+        const fs = await import("node:fs");
+        const path = await import("node:path");
+        const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = fs.constants;
+        const writeAtomic = (d, name, data, sync) => {
+                const tmp = path.join(d, `.${name}.tmp`);
+                const fd = fs.openSync(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644);
+                try {
+                        fs.writeSync(fd, data);
+                        if (sync)
+                                fs.fsyncSync(fd);
+                } finally {
+                        fs.closeSync(fd);
+                }
+                fs.renameSync(tmp, path.join(d, name));
+        };
+
+        fs.closeSync(fs.openSync(dir, O_RDONLY | O_DIRECTORY)); /* ENOENT, ENOTDIR: clear errors */
+        const jsonl = path.join(dir, "audit.jsonl");
+        const fd = fs.openSync(jsonl, O_WRONLY | O_CREAT | O_NOFOLLOW, 0o644);
+        try {
+                const size = fs.fstatSync(fd).size;
+                let last = 0, committed = 0, st = null;
+                try {
+                        st = JSON.parse(fs.readFileSync(path.join(dir, EXPORT_STATE), "utf8"));
+                } catch (e) {
+                        if (e.code !== "ENOENT")
+                                throw e;
+                }
+                if (st) {
+                        if (st.version !== 1)
+                                throw new Error(`${dir}/${EXPORT_STATE} is not an export state this SDK knows`);
+                        if ((st.sandbox ?? undefined) !== sandbox)
+                                throw new Error(`${dir} holds an export of ${st.sandbox || "the whole log"}`);
+                        last = st.lastRowId;
+                        committed = st.jsonlSize;
+                } else if (size > 0)
+                        throw new Error(`${jsonl} is not empty but ${EXPORT_STATE} is missing: export into an empty directory`);
+                if (size < committed)
+                        throw new Error(`${jsonl} is shorter than the export wrote: it was changed by something else`);
+                /* lines past the state were never committed: cut, and written again from the log */
+                fs.ftruncateSync(fd, committed);
+
+                const commit = async (rows) => {
+                        const parts = [];
+                        for (const lines of rows) {
+                                const evs = lines.map(([ev]) => ev);
+                                if (evs[0].event.startsWith("sandbox.command.")) {
+                                        const run = evs[0].runId;
+                                        if (!/^run-[0-9]+$/.test(run))
+                                                throw new Error(`unexpected runId ${JSON.stringify(run)}`);
+                                        const rd = path.join(dir, run);
+                                        try {
+                                                fs.mkdirSync(rd, 0o755);
+                                        } catch (e) {
+                                                if (e.code !== "EEXIST")
+                                                        throw e;
+                                        }
+                                        if (!fs.lstatSync(rd).isDirectory())
+                                                throw new Error(`${rd} must be a directory, not a symlink`);
+                                        const md = exportMetadata(evs);
+                                        let out = new Uint8Array(0), err = new Uint8Array(0);
+                                        try {
+                                                const o = await client.getLogOutput(evs[0].rowId, { encoding: "base64", signal });
+                                                out = b64decode(o.stdout);
+                                                err = b64decode(o.stderr);
+                                                md.outputAvailable = true;
+                                        } catch (e) {
+                                                if (!(e instanceof errors.NotFound))
+                                                        throw e;
+                                                md.outputAvailable = false;
+                                        }
+                                        writeAtomic(rd, "stdout.txt", out);
+                                        writeAtomic(rd, "stderr.txt", err);
+                                        writeAtomic(rd, "metadata.json", `${JSON.stringify(md, null, 2)}\n`);
+                                }
+                                for (const [, line] of lines)
+                                        parts.push(line);
+                        }
+                        const buf = Buffer.concat(parts);
+                        fs.writeSync(fd, buf, 0, buf.length, committed);
+                        fs.fdatasyncSync(fd);
+                        committed += buf.length;
+                        last = rows[rows.length - 1][0][0].rowId;
+                        const state = { version: 1, lastRowId: last, jsonlSize: committed, sandbox: sandbox ?? null };
+                        writeAtomic(dir, EXPORT_STATE, `${JSON.stringify(state, null, 2)}\n`, true);
+                };
+
+                /* a row's events are committed together, once the next row's begin (or the stream ends) */
+                let pending = [];
+                for await (const [ev, line] of client._exportLines(last, sandbox, signal)) {
+                        if (pending.length && pending[pending.length - 1][0][0].rowId === ev.rowId)
+                                pending[pending.length - 1].push([ev, line]);
+                        else {
+                                if (pending.length >= 200) {
+                                        await commit(pending);
+                                        pending = [];
+                                }
+                                pending.push([[ev, line]]);
+                        }
+                        yield ev;
+                }
+                if (pending.length)
+                        await commit(pending);
+        } finally {
+                fs.closeSync(fd);
+        }
 }
 
 function logQuery(o, global) {

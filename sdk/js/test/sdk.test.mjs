@@ -234,6 +234,67 @@ async function echoRoundTrip(ws) {
         return out;
 }
 
+test("export: the events as they stream, since, the directory layout as sandboxctl writes it", async () => {
+        const fs = await import("node:fs");
+        const os = await import("node:os");
+        const path = await import("node:path");
+        const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "sdk-js-export-"));
+        try {
+                await withSandbox(admin, { type: "small", ttlSeconds: 600 }, async (sb) => {
+                        await sb.exec("echo exported; echo err >&2");
+                        await sb.exec("exit 3");
+                        await sb.files.write("/tmp/exported.txt", "x");
+                        const deadline = Date.now() + 60000;
+                        while ((await sb.getLog({ limit: 10 })).length < 4 && Date.now() < deadline)
+                                await new Promise((r) => setTimeout(r, 50));
+
+                        const ev = [];
+                        for await (const e of admin.export({ sandbox: sb.id }))
+                                ev.push(e);
+                        assert.deepEqual(ev.map((e) => e.event), [
+                                "sandbox.command.started", "sandbox.command.finished", "sandbox.command.started",
+                                "sandbox.command.failed", "sandbox.file.write"]);
+                        assert.equal(ev[3].exitCode, 3);
+                        assert.equal(ev[3].reason, "exit_code");
+                        assert.ok(ev.every((e) => e.sandbox === sb.id));
+                        const after = [];
+                        for await (const e of admin.export({ sandbox: sb.id, since: ev[1].rowId }))
+                                after.push(e);
+                        assert.deepEqual(after, ev.slice(2));
+
+                        const mine = path.join(tmp, "sdk"), cli = path.join(tmp, "cli");
+                        fs.mkdirSync(mine);
+                        fs.mkdirSync(cli);
+                        const written = [];
+                        for await (const e of admin.export({ sandbox: sb.id, dir: mine }))
+                                written.push(e);
+                        assert.deepEqual(written, ev);
+                        execFileSync("sandboxctl", ["log", "--export", cli, sb.id], { stdio: "pipe" });
+                        assert.deepEqual(fs.readFileSync(path.join(mine, "audit.jsonl")),
+                                         fs.readFileSync(path.join(cli, "audit.jsonl")));
+                        const run = ev[0].runId;
+                        assert.equal(fs.readFileSync(path.join(mine, run, "stdout.txt"), "utf8"), "exported\n");
+                        assert.equal(fs.readFileSync(path.join(mine, run, "stderr.txt"), "utf8"), "err\n");
+                        assert.deepEqual(JSON.parse(fs.readFileSync(path.join(mine, run, "metadata.json"), "utf8")),
+                                         JSON.parse(fs.readFileSync(path.join(cli, run, "metadata.json"), "utf8")));
+                        /* resumed: nothing twice */
+                        for await (const e of admin.export({ sandbox: sb.id, dir: mine }))
+                                assert.fail(`exported twice: ${JSON.stringify(e)}`);
+
+                        await assert.rejects(async () => { for await (const e of admin.export({ since: "abc" })) void e; },
+                                             (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+                        const member = new Client({ apiKey: cliKey("member").secret, baseUrl: BASE });
+                        await assert.rejects(async () => { for await (const e of member.export()) void e; },
+                                             (e) => assertTyped(e, Forbidden, 403, "forbidden"));
+                        await assert.rejects(async () => {
+                                for await (const e of admin.export({ dir: path.join(tmp, "missing") })) void e;
+                        }, (e) => e.code === "ENOENT");
+                });
+        } finally {
+                fs.rmSync(tmp, { recursive: true, force: true });
+        }
+});
+
 test("takeover: echo round trip with the header, and with a single-use token", async () => {
         await withSandbox(admin, { ttlSeconds: 300 }, async (sb) => {
                 const ws = await sb.takeover({ cols: 80, rows: 24 });

@@ -126,3 +126,17 @@ class AsyncClient:
 
     async def get_log(self, limit: Optional[int] = None, offset: Optional[int] = None, **filters: Any) -> List[JSON]:
         return list(await _run(self.sync.get_log, limit, offset, **filters))
+
+    async def export(self, since: Optional[int] = None, sandbox: Optional[str] = None,
+                     dir: Optional[str] = None, **kw: Any) -> AsyncIterator[JSON]:
+        """The run-session export's events as they stream, like Client.export (dir: written as well)."""
+        it = self.sync.export(since, sandbox, dir, **kw)
+        done = object()
+        try:
+            while True:
+                ev = await _run(next, it, done)
+                if ev is done:
+                    return
+                yield ev
+        finally:
+            await _run(it.close)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
+import re
 import socket
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from .errors import ConnectionFailed, SandboxdError, Timeout, error_for
+from .errors import ConnectionFailed, NotFound, SandboxdError, Timeout, error_for
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8790"
 JSON = Dict[str, Any]
@@ -268,6 +271,39 @@ class Client:
         if binary:
             return base64.b64decode(d["stdout"]), base64.b64decode(d["stderr"])
         return d["stdout"], d["stderr"]
+
+    def export(self, since: Optional[int] = None, sandbox: Optional[str] = None,
+               dir: Optional[str] = None, read_timeout: float = 60.0) -> Iterator[JSON]:
+        """The run-session export (GET /v1/log/export, admin keys): the events of the rows after row id
+        `since` (of one sandbox, by id, or of all), oldest first, each a dict, read as they arrive; the
+        stream ends at the row that was newest when it began. Resume with since= the last event's
+        "rowId". With dir, the events are also written in the layout of `sandboxctl log --export DIR`
+        (audit.jsonl, run-N/stdout.txt, stderr.txt, metadata.json, and its state file), resuming where
+        an earlier export into dir (by either) ended; then `since` must not be given."""
+        if dir is not None:
+            if since is not None:
+                raise ValueError("with dir, the export resumes from dir's own state: give no since")
+            return _export_dir(self, dir, sandbox, read_timeout)
+        return (ev for ev, _ in self._export_lines(since, sandbox, read_timeout))
+
+    def _export_lines(self, since: Optional[int], sandbox: Optional[str],
+                      read_timeout: float) -> Iterator[Tuple[JSON, bytes]]:
+        """(event, its line as the gateway sent it)"""
+        q = self._url("/v1/log/export", {"since": since, "sandbox": sandbox})
+        conn, resp = self._open_stream("GET", q[len(self._prefix):], headers={"Accept": "application/x-ndjson"},
+                                       timeout=read_timeout)
+        try:
+            for line in resp:
+                if not line.endswith(b"\n"):
+                    raise ConnectionFailed("the export stream ended in the middle of a line")
+                ev = json.loads(line)
+                if ev.get("event") == "error":  # the stream failed after it began: its last line
+                    raise _error_from_event(line.decode())
+                yield ev, line
+        except socket.timeout as e:
+            raise Timeout(f"no data from {self.base_url} within {read_timeout} s", code="client_timeout") from e
+        finally:
+            conn.close()
 
 
 class Files:
@@ -590,3 +626,127 @@ def _error_from_event(data: str) -> SandboxdError:
         body = None
     status = int(body.get("status", 500)) if isinstance(body, dict) else 500
     return error_for(status, body, None, data)
+
+
+# --- the export's directory layout (docs/audit-api.md, "Run-session export") --------------------------------
+
+_STATE = ".audit-export.json"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_atomic(d: str, name: str, data: bytes, sync: bool = False) -> None:
+    """d/name replaced at once (a temporary file renamed over it); symlinks are not followed."""
+    tmp = os.path.join(d, f".{name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, os.path.join(d, name))
+
+
+def _metadata(events: List[JSON]) -> JSON:
+    """metadata.json from a run's events: its last event without time and event, with both ends."""
+    last = events[-1]
+    md = {k: v for k, v in last.items() if k not in ("time", "event")}
+    start = events[0]["time"]
+    t = datetime.strptime(start, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    end = t + timedelta(milliseconds=int(last.get("durationMs") or 0))
+    md["startedAt"] = start
+    md["finishedAt"] = end.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return md
+
+
+def _export_dir(client: Client, d: str, sandbox: Optional[str], read_timeout: float) -> Iterator[JSON]:
+    import fcntl
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(dfd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as sandboxctl does: one export per directory
+    except BlockingIOError:
+        os.close(dfd)
+        raise ValueError(f"{d}: another export is writing to it") from None
+    jsonl = os.path.join(d, "audit.jsonl")
+    try:
+        fd = os.open(jsonl, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except BaseException:
+        os.close(dfd)
+        raise
+    try:
+        size = os.fstat(fd).st_size
+        last, committed = 0, 0
+        try:
+            with open(os.path.join(d, _STATE), "rb") as f:
+                st = json.load(f)
+            if st.get("version") != 1:
+                raise ValueError(f"{d}/{_STATE} is not an export state this SDK knows")
+            last, committed = int(st["lastRowId"]), int(st["jsonlSize"])
+            if st.get("sandbox") != sandbox:
+                raise ValueError(f"{d} holds an export of {st.get('sandbox') or 'the whole log'}")
+        except FileNotFoundError:
+            if size > 0:
+                raise ValueError(f"{jsonl} is not empty but {_STATE} is missing: export into an empty directory")
+        if size < committed:
+            raise ValueError(f"{jsonl} is shorter than the export wrote: it was changed by something else")
+        # lines past the state were never committed: cut, and written again from the log
+        os.ftruncate(fd, committed)
+        os.lseek(fd, committed, os.SEEK_SET)
+
+        def commit(rows: List[List[Tuple[JSON, bytes]]]) -> None:
+            nonlocal last, committed
+            buf = b""
+            for lines in rows:
+                evs = [ev for ev, _ in lines]
+                rid = evs[0]["rowId"]
+                if evs[0]["event"].startswith("sandbox.command."):
+                    run = evs[0]["runId"]
+                    if not re.fullmatch(r"run-[0-9]+", run):
+                        raise ValueError(f"unexpected runId {run!r}")
+                    rd = os.path.join(d, run)
+                    try:
+                        os.mkdir(rd, 0o755)
+                    except FileExistsError:
+                        pass
+                    if os.path.islink(rd) or not os.path.isdir(rd):
+                        raise ValueError(f"{rd} must be a directory, not a symlink")
+                    md = _metadata(evs)
+                    try:
+                        out, err = client.get_output(rid, binary=True)
+                        md["outputAvailable"] = True
+                    except NotFound:
+                        out, err = b"", b""
+                        md["outputAvailable"] = False
+                    _write_atomic(rd, "stdout.txt", out)
+                    _write_atomic(rd, "stderr.txt", err)
+                    _write_atomic(rd, "metadata.json", (json.dumps(md, indent=2) + "\n").encode())
+                for _, line in lines:
+                    buf += line
+            _write_all(fd, buf)
+            os.fdatasync(fd)
+            committed += len(buf)
+            last = rows[-1][0][0]["rowId"]
+            state = {"version": 1, "lastRowId": last, "jsonlSize": committed, "sandbox": sandbox}
+            _write_atomic(d, _STATE, (json.dumps(state, indent=2) + "\n").encode(), sync=True)
+
+        # a row's events are committed together, and only once the next row's begin (or the stream ends)
+        pending: List[List[Tuple[JSON, bytes]]] = []
+        for ev, line in client._export_lines(last, sandbox, read_timeout):
+            if pending and pending[-1][0][0]["rowId"] == ev["rowId"]:
+                pending[-1].append((ev, line))
+            else:
+                if len(pending) >= 200:  # all complete: ev begins another row
+                    commit(pending)
+                    pending = []
+                pending.append([(ev, line)])
+            yield ev
+        if pending:
+            commit(pending)
+    finally:
+        os.close(fd)
+        os.close(dfd)

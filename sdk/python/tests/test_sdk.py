@@ -293,6 +293,52 @@ def test_get_log(sdk_admin, sdk_sb):
     assert out == "logged\n"
 
 
+def test_export(sdk_admin, sdk_sb, tmp_path):
+    sdk_sb.exec("echo exported; echo err >&2")
+    sdk_sb.exec("exit 3")
+    sdk_sb.files.write("/tmp/exported.txt", b"x")
+    sdk_wait(lambda: len(sdk_admin.get_log(limit=10, session_id=sdk_sb.id)) >= 4 and
+             sh("sqlite3", "/var/lib/sandboxd/audit-spool.db", "SELECT count(*) FROM spool",
+                check=False).stdout.strip() in ("0", ""), what="the rows")
+
+    ev = list(sdk_admin.export(sandbox=sdk_sb.id))
+    assert [e["event"] for e in ev] == ["sandbox.command.started", "sandbox.command.finished",
+                                        "sandbox.command.started", "sandbox.command.failed",
+                                        "sandbox.file.write"]
+    assert ev[3]["exitCode"] == 3 and ev[3]["reason"] == "exit_code" and ev[4]["path"] == "/tmp/exported.txt"
+    assert all(e["sandbox"] == sdk_sb.id for e in ev)
+    assert list(sdk_admin.export(sandbox=sdk_sb.id, since=ev[1]["rowId"])) == ev[2:]
+
+    # the directory layout, the same as sandboxctl's, resumable by either
+    mine, cli = tmp_path / "sdk", tmp_path / "cli"
+    mine.mkdir()
+    cli.mkdir()
+    assert list(sdk_admin.export(sandbox=sdk_sb.id, dir=str(mine))) == ev
+    sh("sandboxctl", "log", "--export", str(cli), sdk_sb.id)
+    assert (mine / "audit.jsonl").read_bytes() == (cli / "audit.jsonl").read_bytes()
+    run = ev[0]["runId"]
+    assert (mine / run / "stdout.txt").read_bytes() == b"exported\n" == (cli / run / "stdout.txt").read_bytes()
+    assert (mine / run / "stderr.txt").read_bytes() == b"err\n"
+    assert json.loads((mine / run / "metadata.json").read_text()) == json.loads((cli / run / "metadata.json").read_text())
+    assert list(sdk_admin.export(sandbox=sdk_sb.id, dir=str(mine))) == []
+    sdk_sb.exec("echo later")
+    sdk_wait(lambda: len(sdk_admin.get_log(limit=10, session_id=sdk_sb.id)) >= 5, what="the new row")
+    new = list(sdk_admin.export(sandbox=sdk_sb.id, dir=str(mine)))
+    assert [e["event"] for e in new] == ["sandbox.command.started", "sandbox.command.finished"]
+    sh("sandboxctl", "log", "--export", str(mine), sdk_sb.id)  # the CLI resumes the SDK's export
+    assert len((mine / "audit.jsonl").read_bytes().splitlines()) == 7
+
+    with pytest.raises(BadRequest):
+        list(sdk_admin.export(since=-1))
+    with pytest.raises(ValueError):
+        sdk_admin.export(since=1, dir=str(mine))
+    with pytest.raises(FileNotFoundError):
+        list(sdk_admin.export(dir=str(tmp_path / "missing")))
+    secret, _ = sdk_cli_key("--preset", "member", "--ttl", "1h")
+    with pytest.raises(Forbidden):
+        list(Client(secret).export())
+
+
 def _collect(watch, into, stop):
     try:
         for entry in watch:
@@ -457,6 +503,9 @@ def test_async_variant(sdk_admin_secret, sdk_admin):
                 1 / 0
         with pytest.raises(NotFound):
             await client.get(sid)
+        # the export as an async iterator: the same events as the sync one
+        since = sdk_admin.get_log(limit=20)[-1]["id"]
+        assert [e async for e in client.export(since=since)] == list(sdk_admin.export(since=since))
         # an async watch sees a row written after it began
         async with await client.create(type="small", ttl_seconds=600) as sb:
             rows = []
