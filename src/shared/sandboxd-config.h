@@ -89,6 +89,9 @@ typedef struct SandboxTotalsConfig {
 
 /* [Network]: egress sandboxes' addresses, and whether network "host" may be asked for. */
 #define SANDBOXD_NETWORK_POOL_DEFAULT "10.237.0.0/16"
+/* Pool='s prefix bounds: a /8 is 4,194,304 sandboxes' /30s, more than any host runs; a /28 still holds 4. */
+#define SANDBOXD_NETWORK_POOL_PREFIX_MIN 8
+#define SANDBOXD_NETWORK_POOL_PREFIX_MAX 28
 typedef struct SandboxdNetworkConfig {
         EgressCidr pool;          /* Pool=: IPv4, a /30 per egress sandboxes (host side .1, sandbox .2) */
         bool allow_host_network;  /* AllowHostNetwork=: network "host" (unconfined) allowed; default no */
