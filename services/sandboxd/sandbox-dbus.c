@@ -69,7 +69,7 @@ static int property_state(sd_bus *bus, const char *path, const char *interface, 
 static int property_network(sd_bus *bus, const char *path, const char *interface, const char *property,
                             sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Sandbox *s = userdata;
-        return sd_bus_message_append(reply, "s", s->private_network ? "none" : "host");
+        return sd_bus_message_append(reply, "s", sandbox_network_to_string(s->network));
 }
 
 static int property_string_ptr(sd_bus *bus, const char *path, const char *interface, const char *property,

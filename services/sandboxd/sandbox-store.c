@@ -94,7 +94,7 @@ int sandbox_store_insert(SandboxStore *s, const SandboxRecord *r) {
         sqlite3_bind_text(st, 3, r->type, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 4, r->owner, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 5, r->uid);
-        sqlite3_bind_text(st, 6, r->private_network ? "none" : "host", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, sandbox_network_to_string(r->network), -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 7, (sqlite3_int64) r->created_at);
         sqlite3_bind_int64(st, 8, (sqlite3_int64) r->expires_at);
         sqlite3_bind_int64(st, 9, r->init_pid);
@@ -131,7 +131,7 @@ int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {
                         .type = (const char *) sqlite3_column_text(st, 2),
                         .owner = (const char *) sqlite3_column_text(st, 3),
                         .uid = (uid_t) sqlite3_column_int64(st, 4),
-                        .private_network = streq((const char *) sqlite3_column_text(st, 5), "none"),
+                        .network = sandbox_network_from_string((const char *) sqlite3_column_text(st, 5)),
                         .created_at = (uint64_t) sqlite3_column_int64(st, 6),
                         .expires_at = (uint64_t) sqlite3_column_int64(st, 7),
                         .init_pid = (pid_t) sqlite3_column_int64(st, 8),

@@ -6,12 +6,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sandboxd-config.h"
+
 typedef struct SandboxStore SandboxStore;
 
 typedef struct SandboxRecord {
         const char *id, *name, *type, *owner;
         uid_t uid;
-        bool private_network;
+        SandboxNetwork network;
         uint64_t created_at, expires_at;
         pid_t init_pid;
         uint64_t init_start;

@@ -231,7 +231,7 @@ void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const cha
         if (o) {
                 json_object_object_add(o, "name", json_object_new_string(s->name));
                 json_object_object_add(o, "type", json_object_new_string(s->type));
-                json_object_object_add(o, "network", json_object_new_string(s->private_network ? "none" : "host"));
+                json_object_object_add(o, "network", json_object_new_string(sandbox_network_to_string(s->network)));
                 json_object_object_add(o, "uid", json_object_new_uint64(s->uid));
                 json_object_object_add(o, "owner", json_object_new_string(s->owner));
                 json_object_object_add(o, "expires_at", json_object_new_uint64(s->expires_at));
@@ -355,7 +355,7 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 if (image < 0)
                         init_fail(err_fd, "open the disk image", errno);
         }
-        if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | (s->private_network ? CLONE_NEWNET : 0)) < 0)
+        if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | (s->network != SANDBOX_NETWORK_HOST ? CLONE_NEWNET : 0)) < 0)
                 init_fail(err_fd, "create namespaces", errno);
 
         SandboxLayout layout = {
@@ -363,7 +363,7 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 .state_dir = m->state_dir,
                 .home = SANDBOXD_SANDBOX_HOME,
                 .hostname = s->id,
-                .private_network = s->private_network,
+                .private_network = s->network != SANDBOX_NETWORK_HOST,
                 .disk_image_fd = image,
                 .hide_paths = m->config.hide_paths,
                 .uid = s->uid,
@@ -437,7 +437,7 @@ static int sandbox_persist(Sandbox *s) {
                 .type = s->type,
                 .owner = s->owner,
                 .uid = s->uid,
-                .private_network = s->private_network,
+                .network = s->network,
                 .created_at = s->created_at,
                 .expires_at = s->expires_at,
                 .init_pid = s->init_pid,
@@ -479,7 +479,7 @@ static void sandbox_started(Sandbox *s) {
         }
         s->state = SANDBOX_RUNNING;
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s.", s->id,
-                    s->name, s->type, (unsigned) s->uid, s->private_network ? "none" : "host", s->owner);
+                    s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
         sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
                       s->create_mono);
         if (s->create_request) {
@@ -590,7 +590,7 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
 
         for (Sandbox *p = m->pool; p && !s; p = p->pool_next)
                 if (p->state == SANDBOX_RUNNING && p->init_pidfd >= 0 && streq(p->type, spec->type) &&
-                    p->private_network == spec->private_network)
+                    p->network == spec->network)
                         s = p;
         if (!s)
                 return 0;
@@ -651,7 +651,7 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
         }
 
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s, from the pool.",
-                    s->id, s->name, s->type, (unsigned) s->uid, s->private_network ? "none" : "host", s->owner);
+                    s->id, s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
         sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
                       s->create_mono);
         if (s->create_request) {
@@ -711,7 +711,7 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
                 return r;
         }
         s->uid = uid;
-        s->private_network = spec->private_network;
+        s->network = spec->network;
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
         s->expires_at = spec->ttl_usec > 0 ? s->created_at + spec->ttl_usec : 0;
@@ -899,7 +899,7 @@ static bool init_is_ours(const char *id, pid_t pid, uint64_t start) {
 }
 
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
-                  bool private_network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
+                  SandboxNetwork network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
                   uint64_t init_start, uint64_t exec_next) {
         Sandbox *s;
         int r;
@@ -909,7 +909,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
                 return r;
         s->uid = uid;
         manager_reserve_uid(m, uid);
-        s->private_network = private_network;
+        s->network = network;
         s->created_at = created_at;
         s->expires_at = expires_at;
         s->init_pid = init_pid;
@@ -963,7 +963,7 @@ static void pool_fill(Manager *m) {
                         SandboxCreateSpec spec = {
                                 .type = t->name,
                                 .owner = "",
-                                .private_network = true,
+                                .network = SANDBOX_NETWORK_NONE,
                                 .pooled = true,
                         };
                         r = sandbox_create(m, &spec, NULL, NULL);

@@ -439,7 +439,7 @@ static bool sandbox_known(Manager *m, const char *id) {
 
 static int adopt_one(const SandboxRecord *r, void *userdata) {
         Manager *m = userdata;
-        int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, r->private_network, r->created_at,
+        int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, r->network, r->created_at,
                               r->expires_at, r->init_pid, r->init_start, r->exec_next);
         if (q < 0)
                 log_sandbox(LOG_ERR, r->id, "Could not adopt sandbox %s: %s", r->id, strerror(-q));
