@@ -67,3 +67,9 @@ typedef struct EgressCounters {
 /* Reads a sandbox's named counters (JSON output of "list counter"). Returns 0, -ENOENT if the table or the
  * sandbox is not there, -EIO/-EPERM as egress_nft_run(), -EBADMSG if nft's JSON is not what we expect. */
 int egress_nft_counters(EgressNft *n, const char *id, EgressCounters *ret);
+
+/* Another firewall that may drop what our table accepts: a base chain of hook forward with policy drop in
+ * another table (iptables-nft's FORWARD chain included; legacy iptables is not seen). Returns 1 and in
+ * *ret_what (malloc'd) "<family> <table> <chain>" of the first such chain, 0 if there is none, or
+ * -EIO/-EPERM/-EBADMSG as above. Nothing is changed. */
+int egress_nft_forward_drop_elsewhere(EgressNft *n, char **ret_what);
