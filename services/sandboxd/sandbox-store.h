@@ -18,6 +18,8 @@ typedef struct SandboxRecord {
         pid_t init_pid;
         uint64_t init_start;
         uint64_t exec_next;
+        /* network egress: its IPv4 address and policy (JSON, canonical entries); "" otherwise */
+        const char *egress_address, *egress_policy;
 } SandboxRecord;
 
 int sandbox_store_open(const char *path, SandboxStore **ret);

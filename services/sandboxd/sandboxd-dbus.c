@@ -135,11 +135,11 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
         if (r < 0)
                 return r;
         const char *type = choice.type;
-        /* Issue 23's egress network: the options and the policy are read and checked, but the network
-         * itself (namespace, veth, firewall) is not wired into a sandbox's life yet: say so. */
-        if (choice.network == SANDBOX_NETWORK_EGRESS)
-                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
-                                        "Option 'network' \"egress\" is not available yet; use \"none\".");
+        if (choice.network == SANDBOX_NETWORK_EGRESS) {
+                r = manager_egress_check(m, error);
+                if (r < 0)
+                        return r;
+        }
         if (hashmap_size(m->sandboxes) >= m->config.max_sandboxes)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                          "There are %zu sandboxes already, the configured maximum.",

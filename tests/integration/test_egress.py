@@ -2,11 +2,12 @@
 # Issue 23's networks in CreateSandbox: "host" only where sandboxd.conf allows it, "egress" with its policy,
 # and bad input refused with nothing made.
 import os
+import subprocess
 
 import dbus
 import pytest
 
-from conftest import HOST_NETWORK_DROPIN, allow_host_network, dbus_error, run
+from conftest import HOST_NETWORK_DROPIN, allow_host_network, dbus_error, run, wait_for
 from test_sandboxd import wait_sandboxd_active
 
 INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
@@ -77,3 +78,268 @@ def test_bad_network_input(mgr):
         assert name == INVALID, (opts, name, msg)
         assert want in msg, (opts, msg)
     assert mgr.list() == before, "nothing made"
+
+
+# --- network "egress": a fake internet the test makes itself -------------------------------------------
+#
+# The harness's systemd runs in a network namespace of its own. The test adds an "upstream" namespace
+# joined to it by a veth pair (192.0.2.1 here, 192.0.2.2 there, TEST-NET-1) and makes it the default route
+# (the uplink). Upstream has 203.0.113.10 and 198.51.100.10 (TEST-NET-3 and -2), 169.254.169.254 (the
+# metadata endpoint) and 192.168.77.10 (a private address), and serves HTTP on port 8080 on all of them.
+# Nothing leaves the machine.
+
+UPSTREAM = "sbxtest-up"
+UP_ADDRS = ["203.0.113.10", "198.51.100.10", "169.254.169.254", "192.168.77.10"]
+HTTP_PORT = 8080
+HOST_PORT = 8081  # a listener of the host itself (the harness namespace)
+
+
+def probe_veth():
+    r = run("ip", "link", "add", "name", "sbxprobe0", "type", "veth", "peer", "name", "sbxprobe1", check=False)
+    if r.returncode != 0:
+        return f"cannot make a veth pair here: {r.stderr.strip()}"
+    run("ip", "link", "del", "sbxprobe0", check=False)
+    r = run("nft", "add", "table", "inet", "sbxprobe", check=False)
+    if r.returncode != 0:
+        return f"nftables refused a table here: {r.stderr.strip()}"
+    run("nft", "delete", "table", "inet", "sbxprobe", check=False)
+    return None
+
+
+def ns(*cmd, check=True):
+    return run("ip", "netns", "exec", UPSTREAM, *cmd, check=check)
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory):
+    why = probe_veth()
+    if why:
+        pytest.skip(why)
+    docroot = tmp_path_factory.mktemp("www")
+    (docroot / "index.html").write_text("upstream says hello\n")
+    run("ip", "netns", "add", UPSTREAM)
+    procs = []
+    try:
+        run("ip", "link", "add", "name", "sbxtest-up0", "type", "veth", "peer", "name", "up1", "netns", UPSTREAM)
+        run("ip", "addr", "add", "192.0.2.1/24", "dev", "sbxtest-up0")
+        run("ip", "link", "set", "sbxtest-up0", "up")
+        ns("ip", "link", "set", "lo", "up")
+        ns("ip", "addr", "add", "192.0.2.2/24", "dev", "up1")
+        for a in UP_ADDRS:
+            ns("ip", "addr", "add", a + "/32", "dev", "lo")
+        ns("ip", "link", "set", "up1", "up")
+        run("ip", "route", "add", "default", "via", "192.0.2.2", "dev", "sbxtest-up0")
+        procs.append(subprocess.Popen(["ip", "netns", "exec", UPSTREAM, "/usr/bin/python3", "-m", "http.server",
+                                       "--bind", "0.0.0.0", "--directory", str(docroot), str(HTTP_PORT)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # a listener of the host itself, on every address it has (the sandboxes' host sides included)
+        procs.append(subprocess.Popen(["/usr/bin/python3", "-m", "http.server", "--bind", "0.0.0.0",
+                                       "--directory", str(docroot), str(HOST_PORT)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for(lambda: run("curl", "-s", "-m", "2", f"http://203.0.113.10:{HTTP_PORT}/",
+                             check=False).returncode == 0, what="the upstream's HTTP server")
+        wait_for(lambda: run("curl", "-s", "-m", "2", f"http://127.0.0.1:{HOST_PORT}/", check=False).returncode == 0,
+                 what="the host's HTTP server")
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        run("ip", "route", "del", "default", check=False)
+        run("ip", "link", "del", "sbxtest-up0", check=False)
+        run("ip", "netns", "del", UPSTREAM, check=False)
+
+
+def policy(default="deny", allow=(), deny=()):
+    return dbus.Dictionary({"default": dbus.String(default), "allow": dbus.Array(list(allow), signature="s"),
+                            "deny": dbus.Array(list(deny), signature="s")}, signature="sv")
+
+
+@pytest.fixture
+def egress(mgr):
+    """Makes egress sandboxes (policy as keyword arguments), deleted afterwards: (id, path)."""
+    made = []
+
+    def make(ttl_seconds=None, **pol):
+        opts = {"type": "small", "network": "egress"}
+        if pol:
+            opts["egress_policy"] = policy(**pol)
+        if ttl_seconds:
+            opts["ttl_seconds"] = dbus.UInt64(ttl_seconds)
+        sid, path = create_raw(mgr, opts)
+        made.append(str(sid))
+        return str(sid), str(path)
+
+    yield make
+    for sid in made:
+        try:
+            mgr.delete(sid)
+        except dbus.DBusException as e:
+            assert e.get_dbus_name() == "org.sandboxd.sandbox1.NoSuchSandbox"
+
+
+def fetch(mgr, sid, url, timeout=3):
+    """curl inside the sandbox: (exit code, body)."""
+    code, out, err, _ = mgr.exec(sid, ["curl", "-s", "-S", "-m", str(timeout), url])
+    return code, out.decode(errors="replace")
+
+
+def reachable(mgr, sid, addr, port=HTTP_PORT):
+    code, body = fetch(mgr, sid, f"http://{addr}:{port}/")
+    return code == 0 and "upstream says hello" in body
+
+
+def counters(mgr, path):
+    c = mgr.props(path)["EgressCounters"]
+    return {"allowed_packets": int(c[0]), "allowed_bytes": int(c[1]), "denied_packets": int(c[2]),
+            "denied_bytes": int(c[3])}
+
+
+def nft_table():
+    r = run("nft", "-j", "list", "table", "inet", "sandboxd", check=False)
+    return r.stdout if r.returncode == 0 else ""
+
+
+def links():
+    return run("ip", "-o", "link", "show").stdout
+
+
+def ifname(sid):
+    return "sbx-" + sid[3:]
+
+
+def test_egress_properties_and_allowed_cidr(mgr, upstream, egress):
+    sid, path = egress(allow=["203.0.113.0/24"])
+    p = mgr.props(path)
+    assert p["Network"] == "egress"
+    pol = {str(k): v for k, v in p["EgressPolicy"].items()}
+    assert str(pol["default"]) == "deny"
+    assert [str(x) for x in pol["allow"]] == ["203.0.113.0/24"]
+    assert [str(x) for x in pol["deny"]] == []
+    addr = str(p["EgressAddress"])
+    assert addr.startswith("10.237."), addr
+    # inside: its address on eth0, the default route via the host side, resolv.conf naming it
+    code, out, _, _ = mgr.sh(sid, "ip -4 -o addr show dev eth0; ip -4 route show default; cat /etc/resolv.conf")
+    host_side = ".".join(addr.split(".")[:3] + [str(int(addr.split(".")[3]) - 1)])
+    text = out.decode()
+    assert code == 0 and f"inet {addr}/30" in text and f"default via {host_side} dev eth0" in text, text
+    assert f"nameserver {host_side}" in text, text
+    # the allowed CIDR is reached, through the masquerade
+    before = counters(mgr, path)
+    assert reachable(mgr, sid, "203.0.113.10")
+    after = counters(mgr, path)
+    assert after["allowed_packets"] > before["allowed_packets"], (before, after)
+    # an address the policy does not allow (default deny): fails, and is counted as denied
+    assert not reachable(mgr, sid, "198.51.100.10")
+    assert counters(mgr, path)["denied_packets"] > after["denied_packets"]
+    # other networks show empty egress properties
+    nid, npath = mgr.create(type="small")
+    try:
+        q = mgr.props(npath)
+        assert q["Network"] == "none" and len(q["EgressPolicy"]) == 0 and q["EgressAddress"] == ""
+        assert tuple(int(x) for x in q["EgressCounters"]) == (0, 0, 0, 0)
+    finally:
+        mgr.delete(nid)
+
+
+def test_default_allow_with_deny_and_what_is_never_reachable(mgr, upstream, egress):
+    sid, path = egress(default="allow", deny=["198.51.100.0/24"])
+    other, opath = egress(default="allow")
+    other_addr = str(mgr.props(opath)["EgressAddress"])
+    addr = str(mgr.props(path)["EgressAddress"])
+    host_side = ".".join(addr.split(".")[:3] + [str(int(addr.split(".")[3]) - 1)])
+    # a listener in the other sandbox, reachable from inside it
+    mgr.sh(other, "cd /tmp && echo upstream says hello > index.html && "
+                  "(nohup python3 -m http.server 8080 >/dev/null 2>&1 &)")
+    wait_for(lambda: reachable(mgr, other, "127.0.0.1"), what="the other sandbox's server")
+
+    assert reachable(mgr, sid, "203.0.113.10")                  # default allow
+    assert not reachable(mgr, sid, "198.51.100.10")             # its deny CIDR
+    assert not reachable(mgr, sid, "169.254.169.254")           # link-local: the metadata endpoint
+    assert not reachable(mgr, sid, "192.168.77.10")             # a private address
+    assert not reachable(mgr, sid, other_addr)                  # another sandbox
+    assert not reachable(mgr, sid, host_side, HOST_PORT)        # the host by its side of the veth
+    assert not reachable(mgr, sid, "192.0.2.1", HOST_PORT)      # the host by its uplink address
+    assert not reachable(mgr, sid, "127.0.0.1", 8790)           # the gateway's port: its own loopback
+    assert reachable(mgr, other, "127.0.0.1")                   # (the other one's server is up)
+
+
+def test_ipv6_off_and_no_raw_sockets(mgr, upstream, egress):
+    sid, _ = egress(allow=["203.0.113.0/24"])
+    code, out, _, _ = mgr.sh(sid, "cat /proc/sys/net/ipv6/conf/all/disable_ipv6 "
+                                  "/proc/sys/net/ipv6/conf/default/disable_ipv6 /proc/sys/net/ipv6/conf/eth0/disable_ipv6;"
+                                  " ip -6 -o addr show | wc -l")
+    assert code == 0 and out.decode().split() == ["1", "1", "1", "0"], out
+    code, out, err, _ = mgr.exec(sid, ["python3", "-c", "import socket\n"
+                                       "try:\n socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\n"
+                                       " print('raw socket made')\n"
+                                       "except OSError as e:\n print('refused', e.errno)\n"])
+    assert out.decode().startswith("refused"), (out, err)
+
+
+def gone_everywhere(sid, addr):
+    """Nothing of the sandbox is left: link, nft pieces, route."""
+    assert ifname(sid) not in links()
+    assert sid not in nft_table()
+    net = ".".join(addr.split(".")[:3] + [str(int(addr.split(".")[3]) - 2)]) + "/30"
+    assert net not in run("ip", "-4", "route").stdout
+
+
+def test_teardown_after_delete_and_address_reused(mgr, upstream, egress):
+    sid, path = egress(allow=["203.0.113.0/24"])
+    addr = str(mgr.props(path)["EgressAddress"])
+    assert ifname(sid) in links() and sid in nft_table()
+    mgr.delete(sid)
+    gone_everywhere(sid, addr)
+    sid2, path2 = egress()
+    assert str(mgr.props(path2)["EgressAddress"]) == addr, "the lowest free address again"
+
+
+def test_teardown_after_ttl_expiry(mgr, upstream, egress):
+    sid, path = egress(ttl_seconds=2, allow=["203.0.113.0/24"])
+    addr = str(mgr.props(path)["EgressAddress"])
+    wait_for(lambda: sid not in [r[0] for r in mgr.list()], what="the TTL to expire")
+    wait_for(lambda: ifname(sid) not in links() and sid not in nft_table(), what="its network to go")
+    gone_everywhere(sid, addr)
+
+
+def test_teardown_after_kill9_and_restart(mgr, upstream, egress):
+    keep, kpath = egress(allow=["203.0.113.0/24"])
+    lost, lpath = egress(allow=["203.0.113.0/24"])
+    lost_addr = str(mgr.props(lpath)["EgressAddress"])
+    run("systemctl", "kill", "-s", "KILL", "sandboxd.service")
+    wait_for(lambda: run("systemctl", "is-active", "sandboxd", check=False).stdout.strip() != "active",
+             what="sandboxd to die")
+    # while it is away: the sandbox's init dies (so the next sandboxd removes it), a stray sbx-* link
+    # appears, and the table gets a piece of no sandbox
+    run("systemctl", "kill", "-s", "KILL", f"sandbox-{lost}-init.scope", check=False)
+    run("ip", "link", "add", "name", "sbx-zzzzzzzzzz", "type", "veth", "peer", "name", "sbxstray1")
+    run("nft", "add", "set", "inet", "sandboxd", "sb_zzzzzzzzzz_allow4", "{ type ipv4_addr; }")
+    restart_sandboxd()
+    wait_for(lambda: lost not in [r[0] for r in mgr.list()], what="the lost sandbox to go")
+    wait_for(lambda: ifname(lost) not in links(), what="its link to go")
+    gone_everywhere(lost, lost_addr)
+    assert "sbx-zzzzzzzzzz" not in links()
+    assert "sb_zzzzzzzzzz" not in nft_table()
+    # the one that survived still works, with its rules rebuilt
+    assert keep in nft_table()
+    assert reachable(mgr, keep, "203.0.113.10")
+    assert not reachable(mgr, keep, "198.51.100.10")
+    # and the lost one's address is free again
+    again, apath = egress()
+    assert str(mgr.props(apath)["EgressAddress"]) == lost_addr
+
+
+def test_no_uplink_refused(mgr, upstream):
+    run("ip", "route", "del", "default")
+    try:
+        before = mgr.list()
+        before_links = links()
+        with pytest.raises(dbus.DBusException) as e:
+            create_raw(mgr, {"type": "small", "network": "egress"})
+        name, msg = dbus_error(e)
+        assert name == "org.freedesktop.DBus.Error.NotSupported" and "needs an uplink" in msg, (name, msg)
+        assert mgr.list() == before
+        assert links().count("sbx-") == before_links.count("sbx-")
+    finally:
+        run("ip", "route", "add", "default", "via", "192.0.2.2", "dev", "sbxtest-up0")
