@@ -343,3 +343,61 @@ def test_no_uplink_refused(mgr, upstream):
         assert links().count("sbx-") == before_links.count("sbx-")
     finally:
         run("ip", "route", "add", "default", "via", "192.0.2.2", "dev", "sbxtest-up0")
+
+
+POOL_DIR = "/var/lib/sandboxd/pool"
+POOL_DROPIN = "/etc/sandboxd/sandboxd.conf.d/50-egress-pool.conf"
+
+
+@pytest.fixture
+def egress_pool_type(upstream):
+    """A type whose sandboxes are egress by default, with a policy and a pool of one."""
+    with open(POOL_DROPIN, "w") as f:
+        f.write("[Type:egresspool]\nNetwork=egress\nPoolSize=1\nEgressAllow=203.0.113.0/24\n")
+    try:
+        restart_sandboxd()
+        yield
+    finally:
+        os.unlink(POOL_DROPIN)
+        restart_sandboxd()
+
+
+def pooled_ready():
+    """The pooled egress sandbox's id once it is made and its link is there; else None. (The pool has the
+    built-in small type's sandboxes too, network none: no link.)"""
+    have = links()
+    ids = [i for i in os.listdir(POOL_DIR) if ifname(i) in have]
+    assert len(ids) <= 1, ids
+    return ids[0] if ids else None
+
+
+def test_pool_of_egress_sandboxes(mgr, egress_pool_type):
+    made = []
+    try:
+        pooled = wait_for(pooled_ready, what="the egress pool to fill")
+        assert pooled in nft_table(), "its rules are there before it is claimed"
+        # claimed with the type's network and policy
+        sid, path = mgr.create(type="egresspool")
+        made.append(str(sid))
+        assert str(sid) == pooled
+        p = mgr.props(path)
+        assert p["Network"] == "egress"
+        assert [str(x) for x in p["EgressPolicy"]["allow"]] == ["203.0.113.0/24"]
+        assert reachable(mgr, sid, "203.0.113.10")
+        assert not reachable(mgr, sid, "198.51.100.10")
+
+        # claimed with a policy of its own: its rules re-rendered before it is handed out
+        pooled = wait_for(lambda: pooled_ready() if pooled_ready() != str(sid) else None,
+                          what="the pool to refill")
+        sid2, path2 = create_raw(mgr, {"type": "egresspool", "network": "egress",
+                                       "egress_policy": policy(allow=["198.51.100.0/24"])})
+        made.append(str(sid2))
+        assert str(sid2) == pooled
+        assert [str(x) for x in mgr.props(path2)["EgressPolicy"]["allow"]] == ["198.51.100.0/24"]
+        assert reachable(mgr, sid2, "198.51.100.10")
+        assert not reachable(mgr, sid2, "203.0.113.10")
+        # and two pooled sandboxes never share an address
+        assert mgr.props(path)["EgressAddress"] != mgr.props(path2)["EgressAddress"]
+    finally:
+        for s in made:
+            mgr.delete(s)
