@@ -29,6 +29,8 @@ typedef struct EgressNftSandbox {
                                       * (port 53, UDP and TCP) */
         struct in_addr address;      /* the sandbox's own; anything else from it is dropped (spoofing) */
         const EgressPolicy *policy;
+        uint64_t rate_max;           /* bytes per second out of the sandbox (its type's EgressRateMax=); past it
+                                      * packets are dropped and counted as denied; 0: no limit */
 } EgressNftSandbox;
 
 /* The whole table as one nft script, one transaction: the table is added (so that the delete cannot fail),

@@ -160,7 +160,10 @@ void manager_egress_init(Manager *m) {
 }
 
 static EgressNftSandbox nft_sandbox(const Sandbox *s) {
+        /* The type's EgressRateMax= as configured now: a restart applies a change to every sandbox. */
+        const SandboxType *t = sandboxd_config_find_type(&s->manager->config, s->type);
         return (EgressNftSandbox) {
+                .rate_max = t ? t->egress_rate_max : 0,
                 .id = s->id,
                 .ifname = s->egress.ifname,
                 .host_address = s->egress.host_address,

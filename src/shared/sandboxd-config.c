@@ -404,7 +404,22 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 return 0;
         }
 
-        /* Issue 23: the type's network and egress policy. */
+        /* Issue 23: the type's network, egress policy and rate. */
+        if (streq(key, "EgressRateMax")) {
+                if (streq(value, "infinity")) {
+                        t->egress_rate_max = 0;
+                        return 0;
+                }
+                r = parse_size(value, &v);
+                if (r >= 0 && (v < SANDBOX_EGRESS_RATE_MIN || v > UINT32_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "bytes per second from 1K to 4G such as 10M, or infinity");
+                t->egress_rate_max = v;
+                return 0;
+        }
+
         if (streq(key, "Network")) {
                 SandboxNetwork n = sandbox_network_from_string(value);
                 if (n < 0)

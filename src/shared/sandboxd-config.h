@@ -72,6 +72,9 @@ typedef struct SandboxType {
 
 #define SANDBOX_POOL_SIZE_MAX 64
 
+/* EgressRateMax=: the smallest rate other than infinity (less would stall a TCP connection for good). */
+#define SANDBOX_EGRESS_RATE_MIN UINT64_C(1024)
+
 /* [Sandboxes]: what all sandboxes together may have, on sandbox.slice and in CreateSandbox's admission
  * check (sandbox-totals.c in sandboxd resolves "auto" from the host). A value is a number, or one of: */
 #define SANDBOX_TOTAL_AUTO UINT64_C(0)        /* derived from the host at start-up (the default) */

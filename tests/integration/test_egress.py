@@ -401,3 +401,47 @@ def test_pool_of_egress_sandboxes(mgr, egress_pool_type):
     finally:
         for s in made:
             mgr.delete(s)
+
+
+RATE_DROPIN = "/etc/sandboxd/sandboxd.conf.d/50-egress-rate.conf"
+UDP_BURST = ("import socket\n"
+             "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "for i in range(300):\n"
+             "    s.sendto(b'x' * 1200, ('203.0.113.10', 9))\n")
+
+
+@pytest.fixture
+def rate_limited_type(upstream):
+    with open(RATE_DROPIN, "w") as f:
+        f.write("[Type:slow]\nNetwork=egress\nEgressRateMax=16K\nEgressAllow=203.0.113.0/24\n")
+    try:
+        restart_sandboxd()
+        yield
+    finally:
+        os.unlink(RATE_DROPIN)
+        restart_sandboxd()
+
+
+def test_egress_rate_max(mgr, egress, rate_limited_type):
+    """EgressRateMax=16K: a burst of 360 KB of UDP to an allowed address is mostly dropped and counted as
+    denied; the same burst from a sandbox of a type without the limit is all allowed."""
+    slow, spath = create_raw(mgr, {"type": "slow"})
+    try:
+        fast, fpath = egress(allow=["203.0.113.0/24"])
+        chain = run("nft", "list", "chain", "inet", "sandboxd", f"out_{slow}").stdout
+        assert "limit rate over 16 kbytes/second" in chain, chain
+        assert "limit rate" not in run("nft", "list", "chain", "inet", "sandboxd", f"out_{fast}").stdout
+        for sid, path, limited in ((slow, spath, True), (fast, fpath, False)):
+            before = counters(mgr, path)
+            code, out, err, _ = mgr.exec(sid, ["python3", "-c", UDP_BURST])
+            assert code == 0, err
+            after = counters(mgr, path)
+            denied = after["denied_packets"] - before["denied_packets"]
+            if limited:
+                assert denied >= 200, (before, after)  # 16 KiB of 360 KB pass at most in the first second
+            else:
+                assert denied == 0, (before, after)
+        # below the rate, the limited sandbox still works
+        assert reachable(mgr, slow, "203.0.113.10")
+    finally:
+        mgr.delete(slow)

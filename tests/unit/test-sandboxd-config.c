@@ -682,9 +682,26 @@ static void test_network(void) {
         write_file("etc/main.conf", "[Type:small]\nEgressAllow=pypi.org\nEgressDeny=pypi.org:443\n");
         CHECK_MAIN_ERROR(3, "Invalid EgressDeny=: Invalid egress entry 'pypi.org:443': not a CIDR; ports, "
                             "protocols and paths are not supported (give a name, \"*.\" and a name, or a CIDR).");
-        /* not in this step */
-        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=1M\n");
-        CHECK_MAIN_ERROR(2, "Unknown key EgressRateMax= in section [Type:small]");
+        /* EgressRateMax=: bytes per second, or infinity (the default: no limit) */
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=1023\n");
+        CHECK_MAIN_ERROR(2, "Invalid EgressRateMax=1023: out of range (expected bytes per second from 1K to 4G "
+                            "such as 10M, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=5G\n");
+        CHECK_MAIN_ERROR(2, "Invalid EgressRateMax=5G: out of range (expected bytes per second from 1K to 4G "
+                            "such as 10M, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=fast\n");
+        CHECK_MAIN_ERROR(2, "Invalid EgressRateMax=fast: not understood (expected bytes per second from 1K to "
+                            "4G such as 10M, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=10M\n[Type:medium]\nEgressRateMax=1K\n"
+                                    "EgressRateMax=infinity\n");
+        sandboxd_config_defaults(&c);
+        CHECK_U64(c.types[0].egress_rate_max, 0);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->egress_rate_max == 10 * 1024 * 1024);
+        t = sandboxd_config_find_type(&c, "medium");
+        CHECK(t && t->egress_rate_max == 0);
+        sandboxd_config_done(&c);
         /* host without AllowHostNetwork=yes: at the later of the two lines */
         write_file("etc/main.conf", "[Type:small]\nNetwork=host\n");
         CHECK_MAIN_ERROR(2, "Network=host in [Type:small] needs AllowHostNetwork=yes in [Network]");
