@@ -50,7 +50,8 @@ static uint32_t pool_base(const EgressPool *p) {
         return ntohl(base);
 }
 
-int egress_pool_slot(const EgressPool *p, uint32_t index, struct in_addr *ret_host, struct in_addr *ret_sandbox) {
+int egress_pool_slot(const EgressPool *p, uint32_t index, struct in_addr *ret_host,
+                     struct in_addr *ret_sandbox) {
         if (!p || !p->used || index >= p->n_slots)
                 return -ERANGE;
         uint32_t first = pool_base(p) + 4 * index;
@@ -457,8 +458,8 @@ int egress_host_has_uplink(void) {
         for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
                 struct rtnl_route *route = (struct rtnl_route *) o;
                 struct nl_addr *dst = rtnl_route_get_dst(route);
-                if (rtnl_route_get_table(route) == RT_TABLE_MAIN && rtnl_route_get_type(route) == RTN_UNICAST &&
-                    (!dst || nl_addr_get_prefixlen(dst) == 0))
+                if (rtnl_route_get_table(route) == RT_TABLE_MAIN &&
+                    rtnl_route_get_type(route) == RTN_UNICAST && (!dst || nl_addr_get_prefixlen(dst) == 0))
                         return 1;
         }
         return 0;

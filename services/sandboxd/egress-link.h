@@ -27,7 +27,8 @@ int egress_pool_init(EgressPool *p, const EgressCidr *cidr);
 void egress_pool_done(EgressPool *p);
 
 /* The two addresses of slot index (network byte order). -ERANGE past the pool's end. */
-int egress_pool_slot(const EgressPool *p, uint32_t index, struct in_addr *ret_host, struct in_addr *ret_sandbox);
+int egress_pool_slot(const EgressPool *p, uint32_t index, struct in_addr *ret_host,
+                     struct in_addr *ret_sandbox);
 /* The slot whose sandbox address is addr: 0, or -ERANGE if addr is not a sandbox address of this pool. */
 int egress_pool_index_of(const EgressPool *p, struct in_addr addr, uint32_t *ret_index);
 

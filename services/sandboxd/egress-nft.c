@@ -100,7 +100,8 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
         } while (0)
         /* EgressRateMax=: before anything is accepted, open connections included. */
         if (s->rate_max > 0)
-                OUT("limit rate over %" PRIu64 " bytes/second counter name \"%s_denied\" drop", s->rate_max, id);
+                OUT("limit rate over %" PRIu64 " bytes/second counter name \"%s_denied\" drop", s->rate_max,
+                    id);
         OUT("ct state established,related counter name \"%s_allowed\" accept", id);
         OUT("ct state invalid counter name \"%s_denied\" drop", id);
         OUT("meta nfproto != ipv4 counter name \"%s_denied\" drop", id);

@@ -31,7 +31,7 @@ static json_object *entries_json(const EgressEntry *l, size_t n) {
         json_object *a = json_object_new_array();
 
         for (size_t i = 0; a && i < n; i++)
-                if (json_object_array_add(a, json_object_new_string(egress_entry_to_string(&l[i], buf))) < 0) {
+                if (json_object_array_add(a, json_object_new_string(egress_entry_to_string(&l[i], buf)))) {
                         json_object_put(a);
                         return NULL;
                 }
@@ -51,7 +51,8 @@ json_object *egress_policy_to_json(const EgressPolicy *p) {
                 json_object_put(o);
                 return NULL;
         }
-        json_object_object_add(o, "default", json_object_new_string(egress_default_to_string(p->default_action)));
+        json_object_object_add(o, "default",
+                               json_object_new_string(egress_default_to_string(p->default_action)));
         json_object_object_add(o, "allow", allow);
         json_object_object_add(o, "deny", deny);
         return o;
@@ -230,9 +231,10 @@ void manager_egress_startup(Manager *m) {
 
         r = egress_nft_forward_drop_elsewhere(e->nft, &what);
         if (r > 0)
-                log_msg(LOG_WARNING, "The host's firewall has a forward chain that drops by default (%s): it may "
-                        "drop egress sandboxes' traffic that table %s %s accepts. sandboxd does not change "
-                        "it; allow forwarding from and to interfaces sbx-* there.",
+                log_msg(LOG_WARNING,
+                        "The host's firewall has a forward chain that drops by default (%s): it may drop "
+                        "egress sandboxes' traffic that table %s %s accepts. sandboxd does not change it; "
+                        "allow forwarding from and to interfaces sbx-* there.",
                         what, EGRESS_NFT_FAMILY, EGRESS_NFT_TABLE);
         else if (r < 0)
                 log_msg(LOG_DEBUG, "Could not list the host's forward chains: %s", strerror(-r));
@@ -380,8 +382,8 @@ void sandbox_egress_teardown(Sandbox *s) {
         if (e->in_table && m->egress.nft && e->policy) {
                 r = render_and_run(s, egress_nft_render_remove);
                 if (r < 0)
-                        log_sandbox(LOG_WARNING, s->id, "Could not remove sandbox %s's firewall rules: %s", s->id,
-                                    strerror(-r));
+                        log_sandbox(LOG_WARNING, s->id, "Could not remove sandbox %s's firewall rules: %s",
+                                    s->id, strerror(-r));
                 e->in_table = false;
         }
         if (e->have_slot) {

@@ -234,7 +234,8 @@ void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const cha
         if (o) {
                 json_object_object_add(o, "name", json_object_new_string(s->name));
                 json_object_object_add(o, "type", json_object_new_string(s->type));
-                json_object_object_add(o, "network", json_object_new_string(sandbox_network_to_string(s->network)));
+                json_object_object_add(o, "network",
+                                       json_object_new_string(sandbox_network_to_string(s->network)));
                 if (s->network == SANDBOX_NETWORK_EGRESS && s->egress.policy) {
                         char address[INET_ADDRSTRLEN] = "";
                         if (s->egress.have_slot)
