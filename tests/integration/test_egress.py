@@ -445,3 +445,22 @@ def test_egress_rate_max(mgr, egress, rate_limited_type):
         assert reachable(mgr, slow, "203.0.113.10")
     finally:
         mgr.delete(slow)
+
+
+def test_sandboxctl_network_egress(mgr, upstream):
+    """sandboxctl create --network=egress makes an egress sandbox with the type's (empty) policy; status
+    says so; a mode it does not know is a usage error with nothing made."""
+    r = subprocess.run(["sandboxctl", "create", "--type", "small", "--network=egress"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    try:
+        st = subprocess.run(["sandboxctl", "status", sid], capture_output=True, text=True).stdout
+        assert "Network: egress" in st, st
+        assert not reachable(mgr, sid, "203.0.113.10")  # default deny, no entries
+    finally:
+        mgr.delete(sid)
+    before = mgr.list()
+    r = subprocess.run(["sandboxctl", "create", "--network=bridge"], capture_output=True, text=True)
+    assert r.returncode != 0 and "expected none, egress or host" in r.stderr, r.stderr
+    assert mgr.list() == before
