@@ -464,3 +464,19 @@ def test_sandboxctl_network_egress(mgr, upstream):
     r = subprocess.run(["sandboxctl", "create", "--network=bridge"], capture_output=True, text=True)
     assert r.returncode != 0 and "expected none, egress or host" in r.stderr, r.stderr
     assert mgr.list() == before
+
+
+def test_forward_drop_elsewhere_is_reported(mgr, upstream):
+    """Another table's forward chain with policy drop (as iptables-nft's FORWARD makes it): sandboxd says so
+    at start, names it, and changes nothing of it."""
+    run("nft", "add", "table", "ip", "sbxtestfilter")
+    try:
+        run("nft", "add chain ip sbxtestfilter FORWARD { type filter hook forward priority 0; policy drop; }")
+        restart_sandboxd()
+        log = run("journalctl", "-u", "sandboxd", "--no-pager", "-o", "cat", "-n", "100").stdout
+        assert "forward chain that drops by default (ip sbxtestfilter FORWARD)" in log, log[-2000:]
+        chain = run("nft", "list", "chain", "ip", "sbxtestfilter", "FORWARD").stdout
+        assert "policy drop" in chain, chain
+    finally:
+        run("nft", "delete", "table", "ip", "sbxtestfilter", check=False)
+        restart_sandboxd()
