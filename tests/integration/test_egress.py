@@ -480,3 +480,54 @@ def test_forward_drop_elsewhere_is_reported(mgr, upstream):
     finally:
         run("nft", "delete", "table", "ip", "sbxtestfilter", check=False)
         restart_sandboxd()
+
+
+ICMP_ECHO = r'''
+import os, select, socket, struct, sys
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    s = (s >> 16) + (s & 0xffff)
+    return ~(s + (s >> 16)) & 0xffff
+dst = sys.argv[1]
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+hdr = struct.pack("!BBHHH", 8, 0, 0, 0x5bd, 1) + b"sandboxd-egress-test"
+s.sendto(hdr[:2] + struct.pack("!H", csum(hdr)) + hdr[4:], (dst, 0))
+while select.select([s], [], [], 2)[0]:
+    data, (src, _) = s.recvfrom(2048)
+    ihl = (data[0] & 15) * 4
+    if src == dst and data[ihl] == 0 and struct.unpack("!H", data[ihl + 4:ihl + 6])[0] == 0x5bd:
+        sys.exit(0)
+sys.exit(1)
+'''
+
+
+def init_pid(sid):
+    cg = run("systemctl", "show", "-P", "ControlGroup", f"sandbox-{sid}-init.scope").stdout.strip()
+    for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup"):
+        try:
+            with open(root + cg + "/cgroup.procs") as f:
+                return int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    raise AssertionError(f"no process in {cg}")
+
+
+def test_icmp_through_the_sandbox_rules(mgr, upstream, egress):
+    """ICMP echo from the sandbox's network namespace (sent by root there: the sandbox's own user may not
+    open the raw socket ping needs) passes the sandbox's rules like any other packet: an allowed CIDR
+    answers, a denied one and the host do not, and the denied ones are counted."""
+    sid, path = egress(allow=["203.0.113.0/24"])
+    netns = f"/proc/{init_pid(sid)}/ns/net"
+    addr = str(mgr.props(path)["EgressAddress"])
+    host_side = ".".join(addr.split(".")[:3] + [str(int(addr.split(".")[3]) - 1)])
+
+    def echo(dst):
+        return run("nsenter", f"--net={netns}", "/usr/bin/python3", "-c", ICMP_ECHO, dst, check=False).returncode
+
+    assert echo("203.0.113.10") == 0
+    before = counters(mgr, path)["denied_packets"]
+    assert echo("198.51.100.10") == 1
+    assert echo("169.254.169.254") == 1
+    assert echo(host_side) == 1
+    assert echo("192.0.2.1") == 1
+    assert counters(mgr, path)["denied_packets"] >= before + 4
