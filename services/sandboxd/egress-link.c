@@ -302,7 +302,7 @@ int egress_link_add(const EgressLinkSpec *spec, int *ret_netns_fd, const char **
         _cleanup_close_ int self = -EBADF, netns = -EBADF;
         const char *step = "check the arguments";
         bool made = false;
-        int r, idx;
+        int r, idx = 0;
 
         if (!spec || !spec->ifname || strlen(spec->ifname) >= IFNAMSIZ || !ret_netns_fd) {
                 r = -EINVAL;
