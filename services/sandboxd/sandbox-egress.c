@@ -186,8 +186,17 @@ void manager_egress_startup(Manager *m) {
         Sandbox *s;
         int r;
 
-        if (e->error < 0)
+        if (e->error < 0) {
+                /* Without egress set up, the table cannot be trusted to be ours as the store says: no
+                 * sbx-* link stays, so nothing of an egress sandbox is routable. */
+                if (egress_link_list(&links) >= 0)
+                        for (char **l = links; *l; l++) {
+                                r = egress_link_remove(*l);
+                                log_msg(LOG_WARNING, "Removed link %s: egress is not available%s%s.", *l,
+                                        r < 0 ? ": " : "", r < 0 ? strerror(-r) : "");
+                        }
                 return;
+        }
         list = calloc(hashmap_size(m->sandboxes) + 1, sizeof(EgressNftSandbox));
         if (!list)
                 return egress_failed(m, -ENOMEM, "the firewall table");
