@@ -368,7 +368,11 @@ def pooled_ready():
     have = links()
     ids = [i for i in os.listdir(POOL_DIR) if ifname(i) in have]
     assert len(ids) <= 1, ids
-    return ids[0] if ids else None
+    # Its link comes before its init runs; claimable once sandboxd has seen the init start (it says so).
+    if not ids or f"Pooled sandbox {ids[0]} (type egresspool) is ready." not in run(
+            "journalctl", "-u", "sandboxd", "--no-pager", "-o", "cat", "-n", "200").stdout:
+        return None
+    return ids[0]
 
 
 def test_pool_of_egress_sandboxes(mgr, egress_pool_type):
