@@ -435,6 +435,8 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 { "org.freedesktop.DBus.Error.NameHasNoOwner", 503, "unavailable" },
                 { "org.freedesktop.DBus.Error.LimitsExceeded", 503, "unavailable" },
                 { "org.freedesktop.DBus.Error.NoMemory", 503, "unavailable" },
+                /* what this host cannot give now: network egress without an uplink (issue 23) */
+                { "org.freedesktop.DBus.Error.NotSupported", 503, "unavailable" },
         };
 
         for (size_t i = 0; name && i < ELEMENTSOF(map); i++)

@@ -98,6 +98,10 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
                 fprintf(f, __VA_ARGS__);                  \
                 fputc('\n', f);                           \
         } while (0)
+        /* EgressRateMax=: before anything is accepted, open connections included. */
+        if (s->rate_max > 0)
+                OUT("limit rate over %" PRIu64 " bytes/second counter name \"%s_denied\" drop", s->rate_max,
+                    id);
         OUT("ct state established,related counter name \"%s_allowed\" accept", id);
         OUT("ct state invalid counter name \"%s_denied\" drop", id);
         OUT("meta nfproto != ipv4 counter name \"%s_denied\" drop", id);
@@ -361,4 +365,43 @@ int egress_nft_counters(EgressNft *n, const char *id, EgressCounters *ret) {
                 return r;
         *ret = c;
         return 0;
+}
+
+int egress_nft_forward_drop_elsewhere(EgressNft *n, char **ret_what) {
+        json_object *root, *list, *c, *v;
+        int r, found = 0;
+
+        if (!n || !ret_what)
+                return -EINVAL;
+        nft_ctx_output_set_flags(n->ctx, NFT_CTX_OUTPUT_JSON);
+        r = run(n, "list chains", NULL);
+        nft_ctx_output_set_flags(n->ctx, 0);
+        if (r < 0)
+                return r == -ENOENT ? -EIO : r;
+        root = json_tokener_parse(nft_ctx_get_output_buffer(n->ctx));
+        if (!root)
+                return -EBADMSG;
+        /* {"nftables": [{"metainfo": …}, {"chain": {"family", "table", "name", "hook", "policy", …}}, …]} */
+        if (json_object_object_get_ex(root, "nftables", &list) && json_object_is_type(list, json_type_array))
+                for (size_t i = 0; i < json_object_array_length(list) && !found; i++) {
+                        const char *family, *table, *name;
+                        if (!json_object_object_get_ex(json_object_array_get_idx(list, i), "chain", &c) ||
+                            !json_object_object_get_ex(c, "hook", &v) ||
+                            !streq_ptr(json_object_get_string(v), "forward") ||
+                            !json_object_object_get_ex(c, "policy", &v) ||
+                            !streq_ptr(json_object_get_string(v), "drop"))
+                                continue;
+                        family = json_object_object_get_ex(c, "family", &v) ? json_object_get_string(v) : "?";
+                        table = json_object_object_get_ex(c, "table", &v) ? json_object_get_string(v) : "?";
+                        name = json_object_object_get_ex(c, "name", &v) ? json_object_get_string(v) : "?";
+                        if (streq_ptr(family, EGRESS_NFT_FAMILY) && streq_ptr(table, EGRESS_NFT_TABLE))
+                                continue;
+                        if (asprintf(ret_what, "%s %s %s", family, table, name) < 0) {
+                                json_object_put(root);
+                                return -ENOMEM;
+                        }
+                        found = 1;
+                }
+        json_object_put(root);
+        return found;
 }

@@ -29,6 +29,8 @@ typedef struct EgressNftSandbox {
                                       * (port 53, UDP and TCP) */
         struct in_addr address;      /* the sandbox's own; anything else from it is dropped (spoofing) */
         const EgressPolicy *policy;
+        uint64_t rate_max;           /* bytes per second out of the sandbox (its type's EgressRateMax=); past it
+                                      * packets are dropped and counted as denied; 0: no limit */
 } EgressNftSandbox;
 
 /* The whole table as one nft script, one transaction: the table is added (so that the delete cannot fail),
@@ -67,3 +69,9 @@ typedef struct EgressCounters {
 /* Reads a sandbox's named counters (JSON output of "list counter"). Returns 0, -ENOENT if the table or the
  * sandbox is not there, -EIO/-EPERM as egress_nft_run(), -EBADMSG if nft's JSON is not what we expect. */
 int egress_nft_counters(EgressNft *n, const char *id, EgressCounters *ret);
+
+/* Another firewall that may drop what our table accepts: a base chain of hook forward with policy drop in
+ * another table (iptables-nft's FORWARD chain included; legacy iptables is not seen). Returns 1 and in
+ * *ret_what (malloc'd) "<family> <table> <chain>" of the first such chain, 0 if there is none, or
+ * -EIO/-EPERM/-EBADMSG as above. Nothing is changed. */
+int egress_nft_forward_drop_elsewhere(EgressNft *n, char **ret_what);

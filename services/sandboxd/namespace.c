@@ -120,7 +120,7 @@ static int loopback_up(void) {
 int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         char path[4096];
         _cleanup_close_ int home_fd = -EBADF, tmp_fd = -EBADF, vartmp_fd = -EBADF, passwd_fd = -EBADF,
-                            group_fd = -EBADF;
+                            group_fd = -EBADF, resolv_fd = -EBADF;
         bool etc_overlay;
         int r;
 
@@ -181,6 +181,8 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         if (!etc_overlay) {
                 TAKE(passwd_fd, "", "etc/passwd", true);
                 TAKE(group_fd, "", "etc/group", true);
+                if (l->resolv_conf)
+                        TAKE(resolv_fd, "", "etc/resolv.conf", true);
         }
 #undef TAKE
 
@@ -257,6 +259,11 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
                 if (r < 0) {
                         errno = -r;
                         FAIL("mount /etc/group");
+                }
+                r = resolv_fd >= 0 ? attach_tree(resolv_fd, "/etc/resolv.conf") : 0;
+                if (r < 0) {
+                        errno = -r;
+                        FAIL("mount /etc/resolv.conf");
                 }
         }
 

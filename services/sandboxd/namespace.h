@@ -16,6 +16,7 @@ typedef struct SandboxLayout {
         const char *home;        /* the home's path inside the sandbox, e.g. /home/sandbox */
         const char *hostname;
         bool private_network;
+        bool resolv_conf;        /* the workspace has etc/resolv.conf (network egress) to show as /etc's */
         int disk_image_fd;       /* the sandbox's disk image, open read-write before the namespace was made;
                                   * or negative: home/, tmp/ and var-tmp/ are directories of the workspace
                                   * (no DiskMax=) */

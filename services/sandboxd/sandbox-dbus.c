@@ -3,7 +3,9 @@
 #include "sandbox-dbus.h"
 
 #include <assert.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "caller.h"
@@ -69,7 +71,46 @@ static int property_state(sd_bus *bus, const char *path, const char *interface, 
 static int property_network(sd_bus *bus, const char *path, const char *interface, const char *property,
                             sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Sandbox *s = userdata;
-        return sd_bus_message_append(reply, "s", s->private_network ? "none" : "host");
+        return sd_bus_message_append(reply, "s", sandbox_network_to_string(s->network));
+}
+
+static bool sandbox_has_egress(const Sandbox *s) {
+        return s->network == SANDBOX_NETWORK_EGRESS && s->egress.policy;
+}
+
+/* Issue 23: the policy as CreateSandbox takes it; an empty a{sv} for other networks. */
+static int property_egress_policy(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        if (!sandbox_has_egress(s))
+                return sd_bus_message_append(reply, "a{sv}", 0);
+        return egress_policy_append_bus(reply, s->egress.policy);
+}
+
+static int property_egress_address(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        char buf[INET_ADDRSTRLEN] = "";
+
+        if (sandbox_has_egress(s) && s->egress.have_slot)
+                (void) inet_ntop(AF_INET, &s->egress.address, buf, sizeof(buf));
+        return sd_bus_message_append(reply, "s", buf);
+}
+
+/* Read from the firewall at each Get: allowed packets and bytes, denied packets and bytes. */
+static int property_egress_counters(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        EgressCounters c;
+        int r;
+
+        r = sandbox_egress_counters(s, &c);
+        if (r < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                         "Could not read sandbox %s's counters from the firewall: %s.", s->id,
+                                         strerror(-r));
+        return sd_bus_message_append(reply, "(tttt)", c.allowed_packets, c.allowed_bytes, c.denied_packets,
+                                     c.denied_bytes);
 }
 
 static int property_string_ptr(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -92,6 +133,9 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Uid", "u", NULL, offsetof(Sandbox, uid), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Unit", "s", property_string_ptr, offsetof(Sandbox, slice), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Network", "s", property_network, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("EgressPolicy", "a{sv}", property_egress_policy, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("EgressAddress", "s", property_egress_address, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("EgressCounters", "(tttt)", property_egress_counters, 0, 0),
         SD_BUS_PROPERTY("Owner", "s", property_string_ptr, offsetof(Sandbox, owner), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("CreatedAt", "t", NULL, offsetof(Sandbox, created_at), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("ExpiresAt", "t", NULL, offsetof(Sandbox, expires_at), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

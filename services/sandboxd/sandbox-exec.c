@@ -1054,7 +1054,8 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
         sp->n_cgroup_fds = n_cgroup_fds;
         sp->cgroup2_fd = TAKE_FD(cgroup2_fd);
         sp->a = (ChildArgs) {
-                .ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
+                .ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                            (s->network != SANDBOX_NETWORK_HOST ? CLONE_NEWNET : 0),
                 .stdin_fd = sp->in,
                 .stdout_fd = sp->out[1],
                 .stderr_fd = sp->err[1],

@@ -123,15 +123,39 @@ int context_options_read(sd_bus_message *msg, Caller *c, const char *method, sd_
 
 static int create_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         CreateOptions *o = userdata;
+        const char *network;
         int r;
 
         if (streq(key, "name"))
                 r = sd_bus_message_read(msg, "v", "s", &o->name);
         else if (streq(key, "type"))
                 r = sd_bus_message_read(msg, "v", "s", &o->type);
-        else if (streq(key, "network"))
-                r = sd_bus_message_read(msg, "v", "s", &o->network);
-        else if (streq(key, "ttl_seconds")) {
+        else if (streq(key, "network")) {
+                r = sd_bus_message_read(msg, "v", "s", &network);
+                if (r >= 0) {
+                        SandboxNetwork n = sandbox_network_from_string(network);
+                        if (n < 0)
+                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                         "Option 'network' must be \"none\", \"egress\" or "
+                                                         "\"host\", not '%s'.",
+                                                         network);
+                        o->network = n;
+                        o->have_network = true;
+                }
+        } else if (streq(key, "egress_policy")) {
+                EgressPolicy p;
+
+                r = sd_bus_message_enter_container(msg, 'v', "a{sv}");
+                if (r < 0)
+                        return bad_type(error, key, "a{sv}");
+                r = egress_policy_from_bus(msg, &p, error);
+                if (r < 0)
+                        return r;
+                egress_policy_done(&o->egress_policy); /* a repeated key: the last one counts */
+                o->egress_policy = p;
+                o->have_egress_policy = true;
+                r = sd_bus_message_exit_container(msg);
+        } else if (streq(key, "ttl_seconds")) {
                 r = sd_bus_message_read(msg, "v", "t", &o->ttl_seconds);
                 o->have_ttl = true;
         } else
@@ -141,8 +165,15 @@ static int create_entry(const char *key, sd_bus_message *msg, void *userdata, sd
         return 0;
 }
 
+void create_options_done(CreateOptions *o) {
+        if (!o)
+                return;
+        egress_policy_done(&o->egress_policy);
+        o->have_egress_policy = false;
+}
+
 int create_options_read(sd_bus_message *msg, Caller *c, CreateOptions *ret, sd_bus_error *error) {
-        CreateOptions o = {.network = "none"};
+        _cleanup_(create_options_done) CreateOptions o = {.egress_policy = EGRESS_POLICY_INIT};
         int r;
 
         r = read_options(msg, c, "CreateSandbox", create_entry, &o, error);
@@ -156,26 +187,20 @@ int create_options_read(sd_bus_message *msg, Caller *c, CreateOptions *ret, sd_b
         if (o.name && sandbox_id_is_valid(o.name))
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                          "A sandbox name may not look like a sandbox id: '%s'.", o.name);
-        /* Issue 23's per-sandbox network with an egress policy: its pieces are being built (egress-policy.c,
-         * egress-nft.c) but no sandbox gets one yet, so say that rather than "unknown". */
-        if (streq(o.network, "egress"))
-                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
-                                        "Option 'network' \"egress\" is not available yet; use \"none\" or "
-                                        "\"host\".");
-        if (!streq(o.network, "none") && !streq(o.network, "host"))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Option 'network' must be \"none\" or \"host\", not '%s'.",
-                                         o.network);
         *ret = o;
+        o = (CreateOptions) {.egress_policy = EGRESS_POLICY_INIT};
         return 0;
 }
 
-int create_options_check(const CreateOptions *o, const SandboxdConfig *config, const char **ret_type,
-                         uint64_t *ret_ttl_usec, sd_bus_error *error) {
+int create_options_check(const CreateOptions *o, const SandboxdConfig *config, CreateChoice *ret,
+                         sd_bus_error *error) {
+        static const EgressPolicy empty_policy = EGRESS_POLICY_INIT;
         const char *type = o->type ?: config->default_type;
         uint64_t ttl_usec = config->default_ttl_usec;
+        const SandboxType *t;
 
-        if (!sandboxd_config_find_type(config, type))
+        t = sandboxd_config_find_type(config, type);
+        if (!t)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown sandbox type '%s'.",
                                          type);
         if (o->have_ttl && (o->ttl_seconds == 0 || seconds_to_usec(o->ttl_seconds, &ttl_usec) < 0 ||
@@ -183,8 +208,28 @@ int create_options_check(const CreateOptions *o, const SandboxdConfig *config, c
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                          "ttl_seconds must be between 1 and %" PRIu64 ".",
                                          config->max_ttl_usec / USEC_PER_SEC);
-        *ret_type = type;
-        *ret_ttl_usec = ttl_usec;
+
+        SandboxNetwork network = o->have_network ? o->network : t->network;
+        if (network == SANDBOX_NETWORK_HOST && !config->network.allow_host_network)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "Option 'network' \"host\" (the host's own network, unconfined) is "
+                                        "not allowed here: sandboxd.conf's [Network] AllowHostNetwork=yes "
+                                        "would allow it; use \"egress\" or \"none\".");
+        if (o->have_egress_policy && network != SANDBOX_NETWORK_EGRESS)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Option 'egress_policy' needs network \"egress\", not \"%s\".",
+                                         sandbox_network_to_string(network));
+
+        const EgressPolicy *policy = NULL;
+        if (network == SANDBOX_NETWORK_EGRESS)
+                policy = o->have_egress_policy ? &o->egress_policy : t->egress ?: &empty_policy;
+
+        *ret = (CreateChoice) {
+                .type = t->name,
+                .ttl_usec = ttl_usec,
+                .network = network,
+                .policy = policy,
+        };
         return 0;
 }
 

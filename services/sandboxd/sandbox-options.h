@@ -35,15 +35,31 @@ int context_options_read(sd_bus_message *msg, Caller *c, const char *method, sd_
 typedef struct CreateOptions {
         const char *name;    /* NULL: none; else valid, and not shaped like a sandbox id */
         const char *type;    /* NULL: the configured default */
-        const char *network; /* "none" (the default) or "host" */
+        SandboxNetwork network; /* with have_network; else the type's Network= */
+        bool have_network;
+        EgressPolicy egress_policy; /* with have_egress_policy (owned: create_options_done()); else the
+                                     * type's */
+        bool have_egress_policy;
         uint64_t ttl_seconds;
         bool have_ttl;
 } CreateOptions;
 
+/* On success *ret owns a policy: create_options_done(). */
 int create_options_read(sd_bus_message *msg, Caller *c, CreateOptions *ret, sd_bus_error *error);
-/* The type is a configured one, the TTL within the maximum: the type's name and the TTL in µs. */
-int create_options_check(const CreateOptions *o, const SandboxdConfig *config, const char **ret_type,
-                         uint64_t *ret_ttl_usec, sd_bus_error *error);
+void create_options_done(CreateOptions *o);
+
+typedef struct CreateChoice {
+        const char *type;             /* the type's name */
+        uint64_t ttl_usec;
+        SandboxNetwork network;       /* the option's, or the type's */
+        const EgressPolicy *policy;   /* network egress: the option's, the type's, or an empty (default deny)
+                                       * one; NULL for other networks. Borrowed from o or config */
+} CreateChoice;
+
+/* The type is a configured one, the TTL within the maximum, network "host" allowed by the configuration
+ * (AllowHostNetwork=), an egress_policy only with network "egress". */
+int create_options_check(const CreateOptions *o, const SandboxdConfig *config, CreateChoice *ret,
+                         sd_bus_error *error);
 
 /* --- Exec -------------------------------------------------------------------------------------- */
 

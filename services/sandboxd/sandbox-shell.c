@@ -803,7 +803,8 @@ int shell_open(Sandbox *s, const ShellSpec *spec, sd_bus_message *request) {
         ShellChildArgs a = {
                 .init_pidfd = s->init_pidfd,
                 .ns_flags =
-                        CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (s->private_network ? CLONE_NEWNET : 0),
+                        CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                                (s->network != SANDBOX_NETWORK_HOST ? CLONE_NEWNET : 0),
                 .go_fd = go[0],
                 .err_fd = fail[1],
                 .uid = s->uid,

@@ -31,6 +31,9 @@ static const char *const migrations[] = {
         " init_pid INTEGER NOT NULL,"
         " init_start INTEGER NOT NULL,"
         " exec_next INTEGER NOT NULL)",
+        /* 2, issue 23: an egress sandbox's address and policy, so that a restart rebuilds its rules. */
+        "ALTER TABLE sandboxes ADD COLUMN egress_address TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE sandboxes ADD COLUMN egress_policy TEXT NOT NULL DEFAULT ''",
 };
 
 SandboxStore *sandbox_store_free(SandboxStore *s) {
@@ -65,8 +68,9 @@ int sandbox_store_open(const char *path, SandboxStore **ret) {
 
         if ((r = sqlite_prepare_persistent(s->db,
                                            "INSERT INTO sandboxes (id, name, type, owner, uid, network,"
-                                           " created_at, expires_at, init_pid, init_start, exec_next)"
-                                           " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                           " created_at, expires_at, init_pid, init_start, exec_next,"
+                                           " egress_address, egress_policy)"
+                                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                            &s->insert)) < 0 ||
             (r = sqlite_prepare_persistent(s->db, "DELETE FROM sandboxes WHERE id = ?", &s->delete)) < 0 ||
             (r = sqlite_prepare_persistent(s->db, "UPDATE sandboxes SET expires_at = ? WHERE id = ?",
@@ -75,7 +79,8 @@ int sandbox_store_open(const char *path, SandboxStore **ret) {
                                            &s->set_exec_next)) < 0 ||
             (r = sqlite_prepare_persistent(s->db,
                                            "SELECT id, name, type, owner, uid, network, created_at,"
-                                           " expires_at, init_pid, init_start, exec_next FROM sandboxes"
+                                           " expires_at, init_pid, init_start, exec_next, egress_address,"
+                                           " egress_policy FROM sandboxes"
                                            " ORDER BY created_at",
                                            &s->load)) < 0)
                 goto fail;
@@ -94,12 +99,14 @@ int sandbox_store_insert(SandboxStore *s, const SandboxRecord *r) {
         sqlite3_bind_text(st, 3, r->type, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 4, r->owner, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 5, r->uid);
-        sqlite3_bind_text(st, 6, r->private_network ? "none" : "host", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, sandbox_network_to_string(r->network), -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 7, (sqlite3_int64) r->created_at);
         sqlite3_bind_int64(st, 8, (sqlite3_int64) r->expires_at);
         sqlite3_bind_int64(st, 9, r->init_pid);
         sqlite3_bind_int64(st, 10, (sqlite3_int64) r->init_start);
         sqlite3_bind_int64(st, 11, (sqlite3_int64) r->exec_next);
+        sqlite3_bind_text(st, 12, r->egress_address ?: "", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 13, r->egress_policy ?: "", -1, SQLITE_STATIC);
         return sqlite_step_done(st);
 }
 
@@ -131,12 +138,14 @@ int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {
                         .type = (const char *) sqlite3_column_text(st, 2),
                         .owner = (const char *) sqlite3_column_text(st, 3),
                         .uid = (uid_t) sqlite3_column_int64(st, 4),
-                        .private_network = streq((const char *) sqlite3_column_text(st, 5), "none"),
+                        .network = sandbox_network_from_string((const char *) sqlite3_column_text(st, 5)),
                         .created_at = (uint64_t) sqlite3_column_int64(st, 6),
                         .expires_at = (uint64_t) sqlite3_column_int64(st, 7),
                         .init_pid = (pid_t) sqlite3_column_int64(st, 8),
                         .init_start = (uint64_t) sqlite3_column_int64(st, 9),
                         .exec_next = (uint64_t) sqlite3_column_int64(st, 10),
+                        .egress_address = (const char *) sqlite3_column_text(st, 11),
+                        .egress_policy = (const char *) sqlite3_column_text(st, 12),
                 };
                 r = cb(&rec, userdata);
                 if (r < 0)

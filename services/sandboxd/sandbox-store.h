@@ -6,16 +6,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sandboxd-config.h"
+
 typedef struct SandboxStore SandboxStore;
 
 typedef struct SandboxRecord {
         const char *id, *name, *type, *owner;
         uid_t uid;
-        bool private_network;
+        SandboxNetwork network;
         uint64_t created_at, expires_at;
         pid_t init_pid;
         uint64_t init_start;
         uint64_t exec_next;
+        /* network egress: its IPv4 address and policy (JSON, canonical entries); "" otherwise */
+        const char *egress_address, *egress_policy;
 } SandboxRecord;
 
 int sandbox_store_open(const char *path, SandboxStore **ret);

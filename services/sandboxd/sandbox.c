@@ -8,6 +8,7 @@
  * the sandbox and so keeps its namespaces for every Exec to join. */
 #include "sandbox.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -30,6 +31,7 @@
 #include "disk-image.h"
 #include "namespace.h"
 #include "offload.h"
+#include "sandbox-egress.h"
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
 #include "sandbox-tools.h"
@@ -151,6 +153,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
         s->init_pidfd = safe_close(s->init_pidfd);
         disk_unpin(s);
+        sandbox_egress_free(s);
         sd_bus_message_unref(s->create_request);
         for (size_t i = 0; i < s->n_delete_requests; i++)
                 sd_bus_message_unref(s->delete_requests[i]);
@@ -177,7 +180,7 @@ static int sandbox_alloc(Manager *m, const char *id, const char *name, const cha
                 return -ENOMEM;
         s->manager = m;
         scope_child_setup(&s->child, m, &init_child_ops, s);
-        s->init_pidfd = s->disk_pin_fd = -EBADF;
+        s->init_pidfd = s->disk_pin_fd = s->egress.netns_fd = -EBADF;
         snprintf(s->id, sizeof(s->id), "%s", id);
         s->name = strdup(name);
         s->type = strdup(type);
@@ -231,7 +234,15 @@ void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const cha
         if (o) {
                 json_object_object_add(o, "name", json_object_new_string(s->name));
                 json_object_object_add(o, "type", json_object_new_string(s->type));
-                json_object_object_add(o, "network", json_object_new_string(s->private_network ? "none" : "host"));
+                json_object_object_add(o, "network",
+                                       json_object_new_string(sandbox_network_to_string(s->network)));
+                if (s->network == SANDBOX_NETWORK_EGRESS && s->egress.policy) {
+                        char address[INET_ADDRSTRLEN] = "";
+                        if (s->egress.have_slot)
+                                (void) inet_ntop(AF_INET, &s->egress.address, address, sizeof(address));
+                        json_object_object_add(o, "egress_policy", egress_policy_to_json(s->egress.policy));
+                        json_object_object_add(o, "egress_address", json_object_new_string(address));
+                }
                 json_object_object_add(o, "uid", json_object_new_uint64(s->uid));
                 json_object_object_add(o, "owner", json_object_new_string(s->owner));
                 json_object_object_add(o, "expires_at", json_object_new_uint64(s->expires_at));
@@ -355,7 +366,12 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 if (image < 0)
                         init_fail(err_fd, "open the disk image", errno);
         }
-        if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | (s->private_network ? CLONE_NEWNET : 0)) < 0)
+        /* Network egress: the namespace sandboxd made with its link (sandbox-egress.c); none: a new one
+         * with loopback only; host: the host's. */
+        if (s->egress.netns_fd >= 0 && setns(s->egress.netns_fd, CLONE_NEWNET) < 0)
+                init_fail(err_fd, "join the sandbox's network namespace", errno);
+        if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
+                    (s->network == SANDBOX_NETWORK_NONE ? CLONE_NEWNET : 0)) < 0)
                 init_fail(err_fd, "create namespaces", errno);
 
         SandboxLayout layout = {
@@ -363,7 +379,8 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 .state_dir = m->state_dir,
                 .home = SANDBOXD_SANDBOX_HOME,
                 .hostname = s->id,
-                .private_network = s->private_network,
+                .private_network = s->network != SANDBOX_NETWORK_HOST,
+                .resolv_conf = s->network == SANDBOX_NETWORK_EGRESS,
                 .disk_image_fd = image,
                 .hide_paths = m->config.hide_paths,
                 .uid = s->uid,
@@ -424,6 +441,7 @@ static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
         /* The slice came with the scope; stopping it takes whatever is left. */
         (void) unit_stop_nowait(m, s->slice);
         (void) namespace_remove_workspace(s->workspace);
+        sandbox_egress_teardown(s);
         manager_release_uid(m, s->uid);
         sandbox_free(s);
         if (pooled)
@@ -431,13 +449,24 @@ static void sandbox_create_failed(Sandbox *s, const char *step, int error) {
 }
 
 static int sandbox_persist(Sandbox *s) {
+        _cleanup_free_ char *policy = NULL;
+        char address[INET_ADDRSTRLEN] = "";
+
+        if (s->network == SANDBOX_NETWORK_EGRESS && s->egress.policy) {
+                policy = egress_policy_to_json_string(s->egress.policy);
+                if (!policy)
+                        return -ENOMEM;
+                (void) inet_ntop(AF_INET, &s->egress.address, address, sizeof(address));
+        }
         SandboxRecord rec = {
+                .egress_address = address,
+                .egress_policy = strempty(policy),
                 .id = s->id,
                 .name = s->name,
                 .type = s->type,
                 .owner = s->owner,
                 .uid = s->uid,
-                .private_network = s->private_network,
+                .network = s->network,
                 .created_at = s->created_at,
                 .expires_at = s->expires_at,
                 .init_pid = s->init_pid,
@@ -461,6 +490,8 @@ static void sandbox_started(Sandbox *s) {
         s->init_pidfd = pidfd_open(s->init_pid, 0);
         if (s->init_pidfd < 0)
                 return sandbox_create_failed(s, "open a pidfd for the init", errno);
+        /* Its init holds the network namespace now; Execs and shells join the init's. */
+        s->egress.netns_fd = safe_close(s->egress.netns_fd);
         if (s->disk_max > 0)
                 disk_pin(s);
         if (s->pooled) {
@@ -479,7 +510,7 @@ static void sandbox_started(Sandbox *s) {
         }
         s->state = SANDBOX_RUNNING;
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s.", s->id,
-                    s->name, s->type, (unsigned) s->uid, s->private_network ? "none" : "host", s->owner);
+                    s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
         sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
                       s->create_mono);
         if (s->create_request) {
@@ -590,10 +621,28 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
 
         for (Sandbox *p = m->pool; p && !s; p = p->pool_next)
                 if (p->state == SANDBOX_RUNNING && p->init_pidfd >= 0 && streq(p->type, spec->type) &&
-                    p->private_network == spec->private_network)
+                    p->network == spec->network)
                         s = p;
         if (!s)
                 return 0;
+
+        /* An egress sandbox gets the policy asked for before it is handed out (the type's, unless the
+         * request gave its own): re-rendered only if it differs. */
+        if (s->network == SANDBOX_NETWORK_EGRESS && spec->egress_policy) {
+                _cleanup_free_ char *want = egress_policy_to_json_string(spec->egress_policy),
+                                    *have = egress_policy_to_json_string(s->egress.policy);
+                if (!want || !have)
+                        return -ENOMEM;
+                if (!streq(want, have)) {
+                        r = sandbox_egress_set_policy(s, spec->egress_policy);
+                        if (r < 0) {
+                                log_sandbox(LOG_WARNING, s->id, "Could not give pooled sandbox %s its policy: "
+                                            "%s; removing it.", s->id, strerror(-r));
+                                (void) sandbox_delete(s, NULL, "sandbox.delete", NULL);
+                                return 0;
+                        }
+                }
+        }
 
         snprintf(buf, sizeof(buf), "%s/sandboxes/%s", m->state_dir, s->id);
         workspace = strdup(buf);
@@ -651,7 +700,7 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
         }
 
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s, from the pool.",
-                    s->id, s->name, s->type, (unsigned) s->uid, s->private_network ? "none" : "host", s->owner);
+                    s->id, s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
         sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
                       s->create_mono);
         if (s->create_request) {
@@ -711,7 +760,7 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
                 return r;
         }
         s->uid = uid;
-        s->private_network = spec->private_network;
+        s->network = spec->network;
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
         s->expires_at = spec->ttl_usec > 0 ? s->created_at + spec->ttl_usec : 0;
@@ -736,6 +785,15 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
                                      disk_template);
         if (r < 0)
                 goto fail_workspace;
+        if (spec->network == SANDBOX_NETWORK_EGRESS) {
+                const char *step = NULL;
+                r = sandbox_egress_setup(s, spec->egress_policy, &step);
+                if (r < 0) {
+                        log_sandbox(LOG_ERR, s->id, "Creating %ssandbox %s failed: %s: %s",
+                                    spec->pooled ? "pooled " : "", s->id, strna(step), strerror(-r));
+                        goto fail;
+                }
+        }
 
         if (pipe2(go, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
                 r = -errno;
@@ -795,6 +853,7 @@ fail_kill:
         s->child.child_source = sd_event_source_disable_unref(s->child.child_source);
         (void) waitpid(pid, NULL, 0);
 fail:
+        sandbox_egress_teardown(s);
         (void) namespace_remove_workspace(s->workspace);
 fail_workspace:
         manager_release_uid(m, uid);
@@ -811,6 +870,7 @@ static void sandbox_finish_delete(Sandbox *s) {
         if (s->init_pidfd >= 0)
                 (void) pidfd_send_signal(s->init_pidfd, SIGKILL, NULL, 0);
         sandbox_files_forget(s);
+        sandbox_egress_teardown(s);
         r = namespace_remove_workspace(s->workspace);
         if (r < 0)
                 log_sandbox(LOG_WARNING, s->id, "Could not remove all of %s: %s", s->workspace, strerror(-r));
@@ -899,8 +959,9 @@ static bool init_is_ours(const char *id, pid_t pid, uint64_t start) {
 }
 
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
-                  bool private_network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
-                  uint64_t init_start, uint64_t exec_next) {
+                  SandboxNetwork network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
+                  uint64_t init_start, uint64_t exec_next, const char *egress_address,
+                  const char *egress_policy) {
         Sandbox *s;
         int r;
 
@@ -909,7 +970,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
                 return r;
         s->uid = uid;
         manager_reserve_uid(m, uid);
-        s->private_network = private_network;
+        s->network = network;
         s->created_at = created_at;
         s->expires_at = expires_at;
         s->init_pid = init_pid;
@@ -917,6 +978,13 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         s->exec_next = exec_next;
         s->exec_reserved = exec_next;
         s->state = SANDBOX_RUNNING;
+        if (network == SANDBOX_NETWORK_EGRESS) {
+                r = sandbox_egress_adopt(s, egress_address, egress_policy);
+                if (r < 0)
+                        /* Its link is removed as no one's at start: it reaches nothing. */
+                        log_sandbox(LOG_ERR, id, "Sandbox %s's egress network (address %s) could not be adopted: "
+                                    "%s; it has no network now.", id, strna(egress_address), strerror(-r));
+        }
 
         if (!init_is_ours(id, init_pid, init_start) || (s->init_pidfd = pidfd_open(init_pid, 0)) < 0 ||
             !init_is_ours(id, init_pid, init_start)) {
@@ -959,11 +1027,19 @@ static void pool_fill(Manager *m) {
                         if (streq(p->type, t->name) &&
                             (p->state == SANDBOX_STARTING || p->state == SANDBOX_RUNNING))
                                 have++;
+                /* A type's pooled sandboxes have its network (host is never pooled: none instead) and
+                 * its policy; egress ones only where egress works. */
+                static const EgressPolicy empty_policy = EGRESS_POLICY_INIT;
+                SandboxNetwork network = t->network == SANDBOX_NETWORK_HOST ? SANDBOX_NETWORK_NONE : t->network;
+                if (network == SANDBOX_NETWORK_EGRESS && m->egress.error < 0)
+                        continue;
                 for (; have < t->pool_size; have++) {
                         SandboxCreateSpec spec = {
                                 .type = t->name,
                                 .owner = "",
-                                .private_network = true,
+                                .network = network,
+                                .egress_policy = network == SANDBOX_NETWORK_EGRESS ? (t->egress ?: &empty_policy)
+                                                                                   : NULL,
                                 .pooled = true,
                         };
                         r = sandbox_create(m, &spec, NULL, NULL);

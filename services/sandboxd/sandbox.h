@@ -11,6 +11,8 @@
 #include "caller.h"
 #include "macro.h"
 #include "sandbox-id.h"
+#include "sandbox-egress.h"
+#include "sandboxd-config.h"
 #include "scope-child.h"
 #include "unit.h"
 
@@ -39,7 +41,8 @@ typedef struct Sandbox {
         char *slice;       /* sandbox-<id>.slice */
         char *workspace;   /* <state>/sandboxes/<id> */
         uid_t uid;
-        bool private_network;
+        SandboxNetwork network;
+        SandboxEgress egress;      /* network egress: its policy, address, link (sandbox-egress.c) */
         uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
         int disk_pin_fd;    /* O_PATH of its home on the disk image: keeps the file system for us to let go */
         uint64_t created_at, expires_at;   /* µs since the epoch */
@@ -85,7 +88,8 @@ typedef struct SandboxCreateSpec {
         const char *type;
         const char *owner;
         uint64_t ttl_usec;
-        bool private_network;
+        SandboxNetwork network;
+        const EgressPolicy *egress_policy; /* network egress: its policy (copied); NULL otherwise */
         const Caller *caller;
         bool pooled;   /* make one for the pool (no request, no audit row, no signal) */
 } SandboxCreateSpec;
@@ -106,8 +110,9 @@ int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec);
 
 /* Re-adopts a sandbox found in the store at start-up. */
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
-                  bool private_network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
-                  uint64_t init_start, uint64_t exec_next);
+                  SandboxNetwork network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
+                  uint64_t init_start, uint64_t exec_next, const char *egress_address,
+                  const char *egress_policy);
 
 Sandbox *sandbox_free(Sandbox *s);
 

@@ -117,20 +117,29 @@ static int read_create_sandbox(const MethodRow *row, Call *call, MethodArgs *a, 
         return create_options_read(call->msg, &call->caller, &a->create, error);
 }
 
+static void done_create_sandbox(MethodArgs *a) {
+        create_options_done(&a->create);
+}
+
 static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_error *error) {
         Manager *m = call->manager;
         Caller *c = &call->caller;
         CreateOptions *o = &a->create;
-        const char *type;
-        uint64_t ttl_usec;
+        CreateChoice choice;
         int r;
 
         if (o->name && (hashmap_get(m->sandbox_names, o->name) || hashmap_get(m->sandboxes, o->name)))
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NAME_EXISTS, "A sandbox named '%s' exists already.",
                                          o->name);
-        r = create_options_check(o, &m->config, &type, &ttl_usec, error);
+        r = create_options_check(o, &m->config, &choice, error);
         if (r < 0)
                 return r;
+        const char *type = choice.type;
+        if (choice.network == SANDBOX_NETWORK_EGRESS) {
+                r = manager_egress_check(m, error);
+                if (r < 0)
+                        return r;
+        }
         if (hashmap_size(m->sandboxes) >= m->config.max_sandboxes)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                          "There are %zu sandboxes already, the configured maximum.",
@@ -161,8 +170,9 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 .name = o->name,
                 .type = type,
                 .owner = c->account_id,
-                .ttl_usec = ttl_usec,
-                .private_network = streq(o->network, "none"),
+                .ttl_usec = choice.ttl_usec,
+                .network = choice.network,
+                .egress_policy = choice.policy,
                 .caller = c,
         };
         r = sandbox_create(m, &spec, call->msg, NULL);
@@ -480,7 +490,8 @@ static char *tool_failure_detail(MethodArgs *a, const sd_bus_error *error) {
           .run = run_tool, .done = done_tool, .failure_detail = tool_failure_detail }
 
 static const MethodRow manager_methods[] = {
-        { "CreateSandbox", "sandbox.create", METHOD_NO_SANDBOX, 0, read_create_sandbox, run_create_sandbox },
+        { "CreateSandbox", "sandbox.create", METHOD_NO_SANDBOX, 0, read_create_sandbox, run_create_sandbox,
+          done_create_sandbox },
         { "GetSandbox", NULL, METHOD_ANY_SANDBOX, 0, NULL, run_get_sandbox },
         { "ListSandboxes", NULL, METHOD_NO_SANDBOX, 0, NULL, run_list_sandboxes },
         { "SetTTL", "sandbox.update", METHOD_RUNNING_SANDBOX, 0, read_set_ttl, run_set_ttl },

@@ -297,6 +297,7 @@ int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error) {
         if (!m)
                 return -ENOMEM;
         m->host_pidns_fd = -EBADF;
+        m->egress.proc_fd = -EBADF;
         sandboxd_config_defaults(&m->config);
         r = sandboxd_config_load(&m->config, o->config, o->config_dir, ret_error);
         if (r < 0)
@@ -395,6 +396,7 @@ Manager *manager_free(Manager *m) {
         free(m->memory_prefix);
         for (size_t j = 0; j < m->n_disk_templates; j++)
                 free(m->disk_templates[j].path);
+        manager_egress_done(m);
         sandboxd_config_done(&m->config);
         free(m->state_dir);
         free(m->init_path);
@@ -439,8 +441,11 @@ static bool sandbox_known(Manager *m, const char *id) {
 
 static int adopt_one(const SandboxRecord *r, void *userdata) {
         Manager *m = userdata;
-        int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, r->private_network, r->created_at,
-                              r->expires_at, r->init_pid, r->init_start, r->exec_next);
+        /* A network this sandboxd does not know (a newer one's): its own namespace, like none. */
+        SandboxNetwork network = r->network < 0 ? SANDBOX_NETWORK_NONE : r->network;
+        int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, network, r->created_at,
+                              r->expires_at, r->init_pid, r->init_start, r->exec_next, r->egress_address,
+                              r->egress_policy);
         if (q < 0)
                 log_sandbox(LOG_ERR, r->id, "Could not adopt sandbox %s: %s", r->id, strerror(-q));
         return 0;
@@ -539,11 +544,14 @@ int manager_startup(Manager *m) {
                 return r;
         apply_slice_limits(m);
 
+        /* Egress before adoption (the addresses in use come from the store), its table after. */
+        manager_egress_init(m);
         /* After the match: stopping sandboxes we cannot adopt needs JobRemoved. */
         r = sandbox_store_load(m->store, adopt_one, m);
         if (r < 0)
                 return r;
         remove_strays(m);
+        manager_egress_startup(m);
         r = sandbox_pool_startup(m);
         if (r < 0)
                 return r;

@@ -13,6 +13,7 @@
 #include "hashmap.h"
 #include "group-cache.h"
 #include "audit-row.h"
+#include "sandbox-egress.h"
 #include "caller.h"
 #include "oom.h"
 #include "sandbox-totals.h"
@@ -71,6 +72,8 @@ typedef struct Manager {
         SandboxTotals totals;
 
         uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */
+
+        ManagerEgress egress;       /* egress sandboxes' addresses and firewall (sandbox-egress.c) */
 
         sd_event_source *sigterm, *sigint, *sighup;
         bool exiting;

@@ -1948,7 +1948,7 @@ static int help(void) {
                "Sandbox Commands:\n"
                "  list                        List sandboxes (the default command)\n"
                "  status ID...                Show the properties of one or more sandboxes\n"
-               "  create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=host|none]\n"
+               "  create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=none|egress|host]\n"
                "                              Create a sandbox and print its id\n"
                "  delete ID...                Delete one or more sandboxes\n"
                "  set-ttl ID SECONDS          Let a sandbox expire SECONDS from now\n"
@@ -2001,7 +2001,8 @@ static int help(void) {
                "     --name=NAME              Name of the new sandbox\n"
                "     --type=TYPE              Size preset: small, medium, large\n"
                "     --ttl=SECONDS            Expire after this long (\"3600\", \"90min\", \"2h\")\n"
-               "     --network=MODE           host (share the host's network) or none\n"
+               "     --network=MODE           none (no network), egress (the type's egress policy) or host\n"
+               "                              (the host's network, if sandboxd.conf allows it)\n"
                "\n"
                "Exec Options:\n"
                "     --cwd=DIR                Working directory inside the sandbox\n"
@@ -2242,8 +2243,8 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         break;
 
                 case ARG_NETWORK:
-                        if (!streq(optarg, "host") && !streq(optarg, "none"))
-                                return log_usage("--network: expected host or none, got '%s'", optarg);
+                        if (!streq(optarg, "host") && !streq(optarg, "none") && !streq(optarg, "egress"))
+                                return log_usage("--network: expected none, egress or host, got '%s'", optarg);
                         arg_network = optarg;
                         break;
 

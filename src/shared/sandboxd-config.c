@@ -112,18 +112,19 @@ typedef enum Section {
         SECTION_NONE,
         SECTION_MANAGER,
         SECTION_SANDBOXES,
+        SECTION_NETWORK,
         SECTION_TYPE,
 } Section;
 
 typedef struct TypeLocations {
-        Location max_timeout, default_timeout;
+        Location max_timeout, default_timeout, network;
 } TypeLocations;
 
 typedef struct Loader {
         SandboxdConfig c;
         Section section; /* of the current file's lines */
         size_t type_idx; /* with SECTION_TYPE */
-        Location uid_min, uid_max, max_sandboxes, default_ttl, max_ttl, default_type;
+        Location uid_min, uid_max, max_sandboxes, default_ttl, max_ttl, default_type, allow_host_network;
         TypeLocations types[SANDBOX_TYPES_MAX];
         char **error;
 } Loader;
@@ -185,6 +186,15 @@ int sandboxd_hide_path_check(const char *path) {
                         return -EINVAL;
         }
         return 0;
+}
+
+/* The words systemd accepts for booleans: 1 (yes), 0 (no) or -EINVAL. */
+static int parse_boolean(const char *v) {
+        if (strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0 || streq(v, "1") || strcasecmp(v, "on") == 0)
+                return 1;
+        if (strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0 || streq(v, "0") || strcasecmp(v, "off") == 0)
+                return 0;
+        return -EINVAL;
 }
 
 static int manager_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
@@ -281,15 +291,10 @@ static int manager_assignment(Loader *l, const IniPosition *at, const char *key,
         }
 
         if (streq(key, "Audit")) {
-                /* the words systemd accepts for booleans */
-                if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0 || streq(value, "1") ||
-                    strcasecmp(value, "on") == 0)
-                        c->audit = true;
-                else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0 || streq(value, "0") ||
-                         strcasecmp(value, "off") == 0)
-                        c->audit = false;
-                else
+                r = parse_boolean(value);
+                if (r < 0)
                         return ini_bad_value(l->error, at, key, value, -EINVAL, "yes or no");
+                c->audit = r;
                 return 0;
         }
 
@@ -399,7 +404,99 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 return 0;
         }
 
+        /* Issue 23: the type's network, egress policy and rate. */
+        if (streq(key, "EgressRateMax")) {
+                if (streq(value, "infinity")) {
+                        t->egress_rate_max = 0;
+                        return 0;
+                }
+                r = parse_size(value, &v);
+                if (r >= 0 && (v < SANDBOX_EGRESS_RATE_MIN || v > UINT32_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "bytes per second from 1K to 4G such as 10M, or infinity");
+                t->egress_rate_max = v;
+                return 0;
+        }
+
+        if (streq(key, "Network")) {
+                SandboxNetwork n = sandbox_network_from_string(value);
+                if (n < 0)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL, "none, egress or host");
+                t->network = n;
+                l->types[idx].network = *at;
+                return 0;
+        }
+
+        if (streq(key, "Egress") || streq(key, "EgressAllow") || streq(key, "EgressDeny")) {
+                _cleanup_(egress_policy_freep) EgressPolicy *fresh = NULL;
+                _cleanup_free_ char *msg = NULL;
+
+                /* The policy is allocated on first use; a failed assignment leaves the type as it was
+                 * (egress_policy_ini_assign() changes nothing on failure). */
+                if (!t->egress) {
+                        fresh = calloc(1, sizeof(EgressPolicy));
+                        if (!fresh)
+                                return -ENOMEM;
+                        *fresh = (EgressPolicy) EGRESS_POLICY_INIT;
+                }
+                r = egress_policy_ini_assign(t->egress ?: fresh, key, value, &msg);
+                if (r == -EINVAL)
+                        return ini_error(l->error, at, "%s", msg);
+                if (r < 0)
+                        return r;
+                if (fresh)
+                        t->egress = TAKE_PTR(fresh);
+                return 0;
+        }
+
         return ini_error(l->error, at, "Unknown key %s= in section [Type:%s]", key, t->name);
+}
+
+/* --- [Network]: egress sandboxes' addresses, and whether "host" may be asked for ----------------------- */
+
+static int network_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
+        SandboxdNetworkConfig *n = &l->c.network;
+        int r;
+
+        if (streq(key, "Pool")) {
+                _cleanup_free_ char *msg = NULL;
+                EgressCidr cidr;
+
+                r = egress_cidr_parse(value, &cidr, &msg);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0) {
+                        /* the parser's reason without its "Invalid egress entry '…': " */
+                        const char *why = msg ? strstr(msg, "': ") : NULL;
+                        return ini_error(l->error, at, "Invalid Pool=%s: %s", value,
+                                         why ? why + 3 : "not an IPv4 CIDR.");
+                }
+                if (cidr.family != AF_INET)
+                        return ini_error(l->error, at,
+                                         "Invalid Pool=%s: IPv6 is not supported yet (expected an IPv4 CIDR "
+                                         "such as " SANDBOXD_NETWORK_POOL_DEFAULT ")", value);
+                if (cidr.prefixlen < SANDBOXD_NETWORK_POOL_PREFIX_MIN ||
+                    cidr.prefixlen > SANDBOXD_NETWORK_POOL_PREFIX_MAX)
+                        return ini_error(l->error, at,
+                                         "Invalid Pool=%s: the prefix must be /%d../%d (a /30 per egress sandbox)",
+                                         value, SANDBOXD_NETWORK_POOL_PREFIX_MIN,
+                                         SANDBOXD_NETWORK_POOL_PREFIX_MAX);
+                n->pool = cidr;
+                return 0;
+        }
+
+        if (streq(key, "AllowHostNetwork")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL, "yes or no");
+                n->allow_host_network = r;
+                l->allow_host_network = *at;
+                return 0;
+        }
+
+        return ini_error(l->error, at, "Unknown key %s= in section [Network]", key);
 }
 
 /* --- [Sandboxes]: all sandboxes together ----------------------------------------------------------- */
@@ -552,6 +649,15 @@ static int validate(void *userdata) {
                                          c->types[i].name);
                 }
 
+        /* Network "host" is unconfined: a type may default to it only where the host allows it. */
+        for (size_t i = 0; i < c->n_types; i++)
+                if (c->types[i].network == SANDBOX_NETWORK_HOST && !c->network.allow_host_network) {
+                        const Location *at = location_later(&l->types[i].network, &l->allow_host_network);
+                        return ini_error(l->error, at,
+                                         "Network=host in [Type:%s] needs AllowHostNetwork=yes in [Network]",
+                                         c->types[i].name);
+                }
+
         return 0;
 }
 
@@ -567,6 +673,10 @@ static int on_section(const IniPosition *at, const char *name, void *userdata) {
                 l->section = SECTION_SANDBOXES;
                 return 0;
         }
+        if (streq(name, "Network")) {
+                l->section = SECTION_NETWORK;
+                return 0;
+        }
         if (strncmp(name, "Type:", 5) == 0) {
                 r = section_type(l, at, name + 5, &l->type_idx);
                 if (r < 0)
@@ -574,7 +684,8 @@ static int on_section(const IniPosition *at, const char *name, void *userdata) {
                 l->section = SECTION_TYPE;
                 return 0;
         }
-        return ini_error(l->error, at, "Unknown section [%s] (expected [Manager], [Sandboxes] or [Type:<name>])",
+        return ini_error(l->error, at, "Unknown section [%s] (expected [Manager], [Sandboxes], [Network] or "
+                         "[Type:<name>])",
                          name);
 }
 
@@ -585,6 +696,8 @@ static int on_assignment(const IniPosition *at, const char *key, const char *val
                 return manager_assignment(l, at, key, value);
         if (l->section == SECTION_SANDBOXES)
                 return sandboxes_assignment(l, at, key, value);
+        if (l->section == SECTION_NETWORK)
+                return network_assignment(l, at, key, value);
         return type_assignment(l, l->type_idx, at, key, value);
 }
 
@@ -612,10 +725,29 @@ int sandboxd_config_load(SandboxdConfig *c, const char *main_path, const char *d
         if (l->c.n_types > SANDBOX_TYPES_MAX)
                 return -EINVAL;
 
-        r = ini_parse_files(main_path, dropin_dir, &handler, l, ret_error);
-        if (r < 0)
-                return r;
+        /* All or nothing with the types' heap policies too: the loader works on copies of them, which
+         * replace the originals on success and are freed on failure. */
+        for (size_t i = 0; i < l->c.n_types; i++)
+                l->c.types[i].egress = NULL;
+        for (size_t i = 0; i < l->c.n_types; i++) {
+                if (!c->types[i].egress)
+                        continue;
+                EgressPolicy *copy = calloc(1, sizeof(EgressPolicy));
+                if (!copy || egress_policy_copy(c->types[i].egress, copy) < 0) {
+                        free(copy);
+                        sandboxd_config_done(&l->c);
+                        return -ENOMEM;
+                }
+                l->c.types[i].egress = copy;
+        }
 
+        r = ini_parse_files(main_path, dropin_dir, &handler, l, ret_error);
+        if (r < 0) {
+                sandboxd_config_done(&l->c);
+                return r;
+        }
+
+        sandboxd_config_done(c);
         *c = l->c;
         return 0;
 }

@@ -72,6 +72,9 @@ typedef struct SandboxType {
 
 #define SANDBOX_POOL_SIZE_MAX 64
 
+/* EgressRateMax=: the smallest rate other than infinity (less would stall a TCP connection for good). */
+#define SANDBOX_EGRESS_RATE_MIN UINT64_C(1024)
+
 /* [Sandboxes]: what all sandboxes together may have, on sandbox.slice and in CreateSandbox's admission
  * check (sandbox-totals.c in sandboxd resolves "auto" from the host). A value is a number, or one of: */
 #define SANDBOX_TOTAL_AUTO UINT64_C(0)        /* derived from the host at start-up (the default) */
@@ -89,6 +92,9 @@ typedef struct SandboxTotalsConfig {
 
 /* [Network]: egress sandboxes' addresses, and whether network "host" may be asked for. */
 #define SANDBOXD_NETWORK_POOL_DEFAULT "10.237.0.0/16"
+/* Pool='s prefix bounds: a /8 is 4,194,304 sandboxes' /30s, more than any host runs; a /28 still holds 4. */
+#define SANDBOXD_NETWORK_POOL_PREFIX_MIN 8
+#define SANDBOXD_NETWORK_POOL_PREFIX_MAX 28
 typedef struct SandboxdNetworkConfig {
         EgressCidr pool;          /* Pool=: IPv4, a /30 per egress sandboxes (host side .1, sandbox .2) */
         bool allow_host_network;  /* AllowHostNetwork=: network "host" (unconfined) allowed; default no */

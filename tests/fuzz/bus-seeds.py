@@ -77,11 +77,18 @@ ctx = [("account_id", "s", "key_abc"), ("request_id", "s", "req_1"), ("source", 
 sandboxd("create", "", [], [("name", "s", "build-1"), ("type", "s", "medium"), ("network", "s", "host"),
                             ("ttl_seconds", "t", 3600)] + ctx)
 sandboxd("create-bad-name", "", [], [("name", "s", "-bad")])
+sandboxd("create-egress", "", [], [("network", "s", "egress"), ("egress_policy", "a{sv}", [
+    ("default", "s", "deny"), ("allow", "as", ["pypi.org", "*.pythonhosted.org", "203.0.113.0/24"]),
+    ("deny", "as", ["10.0.0.1/8"])])])
+sandboxd("create-egress-policy-without-egress", "", [], [("egress_policy", "a{sv}", [("allow", "as", ["pypi.org"])])])
+sandboxd("create-egress-bad-default", "", [], [("network", "s", "egress"),
+                                               ("egress_policy", "a{sv}", [("default", "s", "allow"),
+                                                                           ("deny", "s", "pypi.org")])])
 sandboxd("create-id-name", "", [], [("name", "s", "sb_abcdefghij")])
 sandboxd("create-ttl-overflow", "", [], [("ttl_seconds", "t", 2**64 - 1)])
 sandboxd("create-ttl-string", "", [], [("ttl_seconds", "s", "1h")])
 sandboxd("context-bad-source", "", [], [("source", "s", "robot")])
-sandboxd("context-long", "", [], [("account_id", "s", STRINGS[-1])])
+sandboxd("context-long", "", [], [("account_id", "s", max(STRINGS, key=len))])
 sandboxd("exec", "", ["sh", "-c", "echo hi"],
          [("cwd", "s", "work/dir"), ("env", "a{ss}", [("PATH", "/bin"), ("A", "A=B")]),
           ("stdin", "ay", b"input\n"), ("timeout_seconds", "t", 5), ("memory_max", "t", 64 << 20),

@@ -25,9 +25,8 @@ static bool caller_is_sane(const Caller *c, const Caller *before) {
 
 static void check_create(sd_bus_message *m, Caller *c) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
-        CreateOptions o;
-        const char *type;
-        uint64_t ttl;
+        _cleanup_(create_options_done) CreateOptions o = {};
+        CreateChoice ch;
         int r;
 
         r = create_options_read(m, c, &o, &e);
@@ -37,15 +36,18 @@ static void check_create(sd_bus_message *m, Caller *c) {
                 return;
         }
         FUZZ_ASSERT(!o.name || (name_is_valid(o.name) && !sandbox_id_is_valid(o.name)));
-        FUZZ_ASSERT(streq(o.network, "none") || streq(o.network, "host"));
-        r = create_options_check(&o, &config, &type, &ttl, &e);
+        FUZZ_ASSERT(!o.have_network || (o.network >= 0 && o.network < _SANDBOX_NETWORK_MAX));
+        r = create_options_check(&o, &config, &ch, &e);
         if (r < 0) {
                 FUZZ_ASSERT_REFUSED(r, &e);
                 sd_bus_error_free(&e);
                 return;
         }
-        FUZZ_ASSERT(sandboxd_config_find_type(&config, type));
-        FUZZ_ASSERT(ttl > 0 && ttl <= config.max_ttl_usec);
+        FUZZ_ASSERT(sandboxd_config_find_type(&config, ch.type));
+        FUZZ_ASSERT(ch.ttl_usec > 0 && ch.ttl_usec <= config.max_ttl_usec);
+        /* the shipped default: no host network; a policy exactly with egress */
+        FUZZ_ASSERT(ch.network != SANDBOX_NETWORK_HOST);
+        FUZZ_ASSERT(!!ch.policy == (ch.network == SANDBOX_NETWORK_EGRESS));
 }
 
 static void check_exec(sd_bus_message *m, Caller *c) {

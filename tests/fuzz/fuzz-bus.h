@@ -37,6 +37,8 @@ static const char *const fuzz_keys[] = {
         "duration_usec", "since", "until", "after_id", "max_id",
         /* the gateway: CreateKey's spec */
         "preset", "role", "actions", "sandboxes",
+        /* sandboxd: CreateSandbox's egress policy (issue 23) */
+        "egress_policy", "default", "allow", "deny",
 };
 
 static const char *const fuzz_strings[] = {
@@ -49,6 +51,8 @@ static const char *const fuzz_strings[] = {
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        /* issue 23: networks, policy defaults and entries */
+        "egress", "allow", "deny", "pypi.org", "*.pythonhosted.org", "203.0.113.0/24", "10.0.0.1/8",
 };
 
 #define FUZZ_ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))

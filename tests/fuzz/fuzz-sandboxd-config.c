@@ -18,6 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* A rejected file always says why. */
         if (r == -EINVAL)
                 FUZZ_ASSERT(error && error[0]);
+        sandboxd_config_done(&c);
         free(error);
         close(fd);
         return 0;

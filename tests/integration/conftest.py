@@ -182,6 +182,18 @@ def disks_as_the_kernel_allows():
             f.write("".join(f"[Type:{t}]\nDiskMax=infinity\n\n" for t in ("small", "medium", "large")))
 
 
+# Network "host" is refused unless sandboxd.conf says AllowHostNetwork=yes (shipped: no). The suite's
+# tests of what a host-network sandbox can and cannot do need it; test_egress.py removes it for a moment
+# to check the shipped default.
+HOST_NETWORK_DROPIN = "/etc/sandboxd/sandboxd.conf.d/00-test-host-network.conf"
+
+
+def allow_host_network():
+    os.makedirs(os.path.dirname(HOST_NETWORK_DROPIN), exist_ok=True)
+    with open(HOST_NETWORK_DROPIN, "w") as f:
+        f.write("[Network]\nAllowHostNetwork=yes\n")
+
+
 def delete_all_sandboxes(m):
     """Deletes every sandbox m lists; one already gone is no error."""
     for row in m.list():
@@ -194,6 +206,7 @@ def delete_all_sandboxes(m):
 @pytest.fixture(scope="session", autouse=True)
 def sandboxd_running():
     disks_as_the_kernel_allows()
+    allow_host_network()
     run("systemctl", "start", "sandboxd.service")
     yield
     # Whatever a test left behind must not outlive the suite.

@@ -418,9 +418,7 @@ def test_bad_input(mgr, sandbox):
     assert err(mgr.create, name="../etc")[0] == INVALID
     assert err(mgr.create, type="huge")[0] == INVALID
     assert err(mgr.create, network="bridge")[0] == INVALID
-    # Issue 23's mode is refused, saying it is not there yet, until it is built.
-    name, message = err(mgr.create, network="egress")
-    assert name == INVALID and '"egress" is not available yet' in message, message
+    # network egress and its bad input: test_egress.py
     assert err(mgr.create, ttl_seconds=2 ** 64 - 1)[0] == INVALID
     assert err(mgr.create, ttl_seconds=0)[0] == INVALID
     assert err(mgr.iface.SetTTL, sid, dbus.UInt64(2 ** 64 - 1), dbus.Dictionary({}, signature="sv"))[0] == INVALID

@@ -75,6 +75,16 @@ static void test_render(void) {
         CHECK(one && !strstr(one, "flush set inet sandboxd " SB_A "_dyn4")); /* the resolver's kept */
         CHECK(one && strstr(one, "flush set inet sandboxd " SB_A "_allow4"));
 
+        /* EgressRateMax=: a limit before the first accept; none without it */
+        CHECK(one && !strstr(one, "limit rate"));
+        _cleanup_free_ char *limited = NULL;
+        EgressNftSandbox r = s;
+        r.rate_max = 65536;
+        CHECK_INT(egress_nft_render_sandbox(&r, &limited), 0);
+        CHECK(limited && strstr(limited, "add rule inet sandboxd out_" SB_A " limit rate over 65536 bytes/second "
+                                         "counter name \"" SB_A "_denied\" drop\nadd rule inet sandboxd out_" SB_A
+                                         " ct state established,related"));
+
         CHECK_INT(egress_nft_render_remove(&s, &rm), 0);
         CHECK(rm && strstr(rm, "delete chain inet sandboxd out_" SB_A));
 

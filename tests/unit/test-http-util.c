@@ -279,6 +279,8 @@ static void test_bus_errors(void) {
         CHECK(status == 504 && streq(code, "upstream_timeout"));
         http_status_from_bus_error("org.freedesktop.DBus.Error.ServiceUnknown", &status, &code);
         CHECK(status == 503 && streq(code, "unavailable"));
+        http_status_from_bus_error("org.freedesktop.DBus.Error.NotSupported", &status, &code);
+        CHECK(status == 503 && streq(code, "unavailable"));
         http_status_from_bus_error("com.example.Whatever", &status, &code);
         CHECK(status == 502 && streq(code, "upstream_error"));
         http_status_from_bus_error(NULL, &status, &code);

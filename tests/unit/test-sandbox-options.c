@@ -92,40 +92,112 @@ static void test_create(const SandboxdConfig *config) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         Caller c = trusted();
         CreateOptions o;
-        const char *type;
-        uint64_t ttl;
+        CreateChoice ch;
         sd_bus_message *m;
+        char buf[EGRESS_ENTRY_TEXT_MAX];
         int r;
 
         m = MSG("a{sv}", 0);
         CHECK_INT(create_options_read(m, &c, &o, &e), 0);
-        CHECK(!o.name && !o.type && !o.have_ttl);
-        CHECK_STR(o.network, "none");
-        CHECK_INT(create_options_check(&o, config, &type, &ttl, &e), 0);
-        CHECK_STR(type, config->default_type);
-        CHECK_U64(ttl, config->default_ttl_usec);
+        CHECK(!o.name && !o.type && !o.have_ttl && !o.have_network && !o.have_egress_policy);
+        CHECK_INT(create_options_check(&o, config, &ch, &e), 0);
+        CHECK_STR(ch.type, config->default_type);
+        CHECK_U64(ch.ttl_usec, config->default_ttl_usec);
+        CHECK_INT(ch.network, SANDBOX_NETWORK_NONE); /* the type's */
+        CHECK(!ch.policy);
+        create_options_done(&o);
         sd_bus_message_unref(m);
 
-        m = MSG("a{sv}", 5, "name", "s", "build-1", "type", "s", "medium", "network", "s", "host",
+        m = MSG("a{sv}", 5, "name", "s", "build-1", "type", "s", "medium", "network", "s", "none",
                 "ttl_seconds", "t", (uint64_t) 60, "request_id", "s", "req_9");
         CHECK_INT(create_options_read(m, &c, &o, &e), 0);
         CHECK_STR(o.name, "build-1");
-        CHECK_STR(o.network, "host");
+        CHECK(o.have_network && o.network == SANDBOX_NETWORK_NONE);
         CHECK(o.have_ttl && o.ttl_seconds == 60);
         CHECK_STR(c.request_id, "req_9");
-        CHECK_INT(create_options_check(&o, config, &type, &ttl, &e), 0);
-        CHECK_STR(type, "medium");
-        CHECK_U64(ttl, 60 * USEC_PER_SEC);
+        CHECK_INT(create_options_check(&o, config, &ch, &e), 0);
+        CHECK_STR(ch.type, "medium");
+        CHECK_U64(ch.ttl_usec, 60 * USEC_PER_SEC);
+        create_options_done(&o);
         sd_bus_message_unref(m);
+
+        /* egress: with no policy the type's, here none: an empty default-deny one */
+        m = MSG("a{sv}", 1, "network", "s", "egress");
+        CHECK_INT(create_options_read(m, &c, &o, &e), 0);
+        CHECK_INT(create_options_check(&o, config, &ch, &e), 0);
+        CHECK_INT(ch.network, SANDBOX_NETWORK_EGRESS);
+        CHECK(ch.policy && ch.policy->default_action == EGRESS_DEFAULT_DENY && ch.policy->n_allow == 0 &&
+              ch.policy->n_deny == 0);
+        create_options_done(&o);
+        sd_bus_message_unref(m);
+
+        /* egress with a policy of its own, canonical entries */
+        m = MSG("a{sv}", 2, "network", "s", "egress", "egress_policy", "a{sv}", 2, "default", "s", "allow", "deny",
+                "as", 2, "PyPI.org.", "10.0.0.0/8");
+        CHECK_INT(create_options_read(m, &c, &o, &e), 0);
+        CHECK(o.have_egress_policy);
+        CHECK_INT(create_options_check(&o, config, &ch, &e), 0);
+        CHECK(ch.policy == &o.egress_policy);
+        CHECK(ch.policy->default_action == EGRESS_DEFAULT_ALLOW && ch.policy->n_deny == 2);
+        if (ch.policy->n_deny == 2)
+                CHECK_STR(egress_entry_to_string(&ch.policy->deny[0], buf), "pypi.org");
+        create_options_done(&o);
+        create_options_done(&o); /* twice is fine */
+        sd_bus_message_unref(m);
+
+        /* host: refused unless the configuration allows it, naming the setting */
+        m = MSG("a{sv}", 1, "network", "s", "host");
+        CHECK_INT(create_options_read(m, &c, &o, &e), 0);
+        r = create_options_check(&o, config, &ch, &e);
+        CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "AllowHostNetwork=yes");
+        sd_bus_error_free(&e);
+        SandboxdConfig open = *config;
+        open.network.allow_host_network = true;
+        CHECK_INT(create_options_check(&o, &open, &ch, &e), 0);
+        CHECK_INT(ch.network, SANDBOX_NETWORK_HOST);
+        CHECK(!ch.policy);
+        create_options_done(&o);
+        sd_bus_message_unref(m);
+
+        /* an egress_policy without network egress, given or by the type */
+        m = MSG("a{sv}", 1, "egress_policy", "a{sv}", 1, "allow", "as", 1, "pypi.org");
+        CHECK_INT(create_options_read(m, &c, &o, &e), 0);
+        r = create_options_check(&o, config, &ch, &e);
+        CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "'egress_policy' needs network \"egress\", not \"none\"");
+        sd_bus_error_free(&e);
+        create_options_done(&o);
+        sd_bus_message_unref(m);
+
+        /* a type whose Network= is egress, with a policy: both are the defaults */
+        SandboxdConfig typed = *config;
+        EgressPolicy tp = EGRESS_POLICY_INIT;
+        CHECK_INT(egress_policy_add(&tp, true, "203.0.113.0/24", NULL), 0);
+        for (size_t i = 0; i < typed.n_types; i++)
+                if (streq(typed.types[i].name, "medium")) {
+                        typed.types[i].network = SANDBOX_NETWORK_EGRESS;
+                        typed.types[i].egress = &tp;
+                }
+        m = MSG("a{sv}", 1, "type", "s", "medium");
+        CHECK_INT(create_options_read(m, &c, &o, &e), 0);
+        CHECK_INT(create_options_check(&o, &typed, &ch, &e), 0);
+        CHECK(ch.network == SANDBOX_NETWORK_EGRESS && ch.policy == &tp);
+        create_options_done(&o);
+        sd_bus_message_unref(m);
+        m = MSG("a{sv}", 2, "type", "s", "medium", "network", "s", "none");
+        CHECK_INT(create_options_read(m, &c, &o, &e), 0);
+        CHECK_INT(create_options_check(&o, &typed, &ch, &e), 0);
+        CHECK(ch.network == SANDBOX_NETWORK_NONE && !ch.policy);
+        create_options_done(&o);
+        sd_bus_message_unref(m);
+        egress_policy_done(&tp);
 
         static const struct {
                 const char *key, *value, *what;
         } bad[] = {
                 {"name", "-x", "Invalid sandbox name"},
                 {"name", "sb_abcdefghij", "may not look like a sandbox id"},
-                {"network", "bridge", "'network' must be \"none\" or \"host\", not 'bridge'"},
-                /* Issue 23's mode, refused until it is built, and saying so. */
-                {"network", "egress", "\"egress\" is not available yet"},
+                {"network", "bridge", "'network' must be \"none\", \"egress\" or \"host\", not 'bridge'"},
+                {"egress_policy", "deny", "Option 'egress_policy' must be of type 'a{sv}'"},
                 {"colour", "red", "CreateSandbox: unknown option 'colour'"},
                 {"ttl_seconds", "5", "Option 'ttl_seconds' must be of type 't'"},
         };
@@ -136,16 +208,28 @@ static void test_create(const SandboxdConfig *config) {
                 sd_bus_error_free(&e);
                 sd_bus_message_unref(m);
         }
+        /* bad policies: the policy's own messages, nothing kept */
+        m = MSG("a{sv}", 2, "network", "s", "egress", "egress_policy", "a{sv}", 1, "allow", "as", 1, "10.0.0.1/8");
+        r = create_options_read(m, &c, &o, &e);
+        CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "host bits");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        m = MSG("a{sv}", 2, "egress_policy", "a{sv}", 1, "allow", "as", 1, "pypi.org", "egress_policy", "a{sv}", 1,
+                "ports", "as", 0);
+        r = create_options_read(m, &c, &o, &e);
+        CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "Unknown egress policy key 'ports'");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
 
         /* What needs the configuration. */
-        CreateOptions t = {.type = "huge", .network = "none"};
-        r = create_options_check(&t, config, &type, &ttl, &e);
+        CreateOptions t = {.type = "huge"};
+        r = create_options_check(&t, config, &ch, &e);
         CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "Unknown sandbox type 'huge'");
         sd_bus_error_free(&e);
         uint64_t ttls[] = {0, config->max_ttl_usec / USEC_PER_SEC + 1, UINT64_MAX};
         for (size_t i = 0; i < ELEMENTSOF(ttls); i++) {
-                t = (CreateOptions){.network = "none", .ttl_seconds = ttls[i], .have_ttl = true};
-                r = create_options_check(&t, config, &type, &ttl, &e);
+                t = (CreateOptions){.ttl_seconds = ttls[i], .have_ttl = true};
+                r = create_options_check(&t, config, &ch, &e);
                 CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "ttl_seconds must be between 1 and");
                 sd_bus_error_free(&e);
         }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "macro.h"
@@ -70,7 +71,10 @@ static void check_error_at(int line, int expected_r, const char *expected_msg) {
         }
 
         /* The same without a place for the message. */
+        sandboxd_config_done(&c);
+        sandboxd_config_defaults(&c);
         CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), NULL) == expected_r);
+        sandboxd_config_done(&c);
 }
 #define CHECK_ERROR(r, msg) check_error_at(__LINE__, (r), (msg))
 
@@ -434,9 +438,11 @@ static void test_errors(void) {
         write_file("etc/main.conf", "UidMin=1\n");
         CHECK_MAIN_ERROR(1, "Assignment UidMin= before any [Section]");
         write_file("etc/main.conf", "[Manager]\n\n[Bogus]\n");
-        CHECK_MAIN_ERROR(3, "Unknown section [Bogus] (expected [Manager], [Sandboxes] or [Type:<name>])");
+        CHECK_MAIN_ERROR(3, "Unknown section [Bogus] (expected [Manager], [Sandboxes], [Network] or "
+                            "[Type:<name>])");
         write_file("etc/main.conf", "[manager]\n");
-        CHECK_MAIN_ERROR(1, "Unknown section [manager] (expected [Manager], [Sandboxes] or [Type:<name>])");
+        CHECK_MAIN_ERROR(1, "Unknown section [manager] (expected [Manager], [Sandboxes], [Network] or "
+                            "[Type:<name>])");
         write_file("etc/main.conf", "[Manager\n");
         CHECK_MAIN_ERROR(1, "Section header without closing ']': [Manager");
         write_file("etc/main.conf", "[Manager]\nUidMin\n");
@@ -581,6 +587,132 @@ static void test_shell_idle(void) {
                             "such as 30min, or infinity)");
 }
 
+static void test_network(void) {
+        SandboxdConfig c;
+        const SandboxType *t;
+        char buf[EGRESS_ENTRY_TEXT_MAX];
+
+        /* defaults: the documented pool, no host network, every type network none with no policy */
+        sandboxd_config_defaults(&c);
+        CHECK_INT(c.network.pool.family, AF_INET);
+        CHECK_INT((int) c.network.pool.prefixlen, 16);
+        CHECK(c.network.pool.addr[0] == 10 && c.network.pool.addr[1] == 237 && c.network.pool.addr[2] == 0);
+        EgressCidr def;
+        CHECK(egress_cidr_parse(SANDBOXD_NETWORK_POOL_DEFAULT, &def, NULL) == 0);
+        CHECK(memcmp(&def, &c.network.pool, sizeof(def)) == 0);
+        CHECK(!c.network.allow_host_network);
+        for (size_t i = 0; i < c.n_types; i++) {
+                CHECK_INT(c.types[i].network, SANDBOX_NETWORK_NONE);
+                CHECK(!c.types[i].egress);
+        }
+
+        /* the string table round-trips */
+        for (SandboxNetwork n = 0; n < _SANDBOX_NETWORK_MAX; n++)
+                CHECK_INT(sandbox_network_from_string(sandbox_network_to_string(n)), n);
+        CHECK_INT(sandbox_network_from_string("bridge"), -EINVAL);
+
+        /* the keys, a policy across files (each assignment adds), a new type with its own */
+        reset_dir();
+        write_file("etc/main.conf", "[Network]\nPool=192.168.240.0/20\nAllowHostNetwork=yes\n"
+                                    "[Type:small]\nNetwork=egress\nEgressAllow=pypi.org  *.pythonhosted.org\n"
+                                    "[Type:open]\nNetwork=host\n");
+        write_file("etc/conf.d/50-more.conf", "[Type:small]\nEgressAllow=203.0.113.0/24\nEgressDeny=bad.pypi.org\n"
+                                              "[Type:web]\nNetwork=egress\nEgress=allow\nEgressDeny=10.0.0.0/8\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), path_in("etc/conf.d"), NULL) == 0);
+        CHECK(c.network.allow_host_network);
+        CHECK(c.network.pool.addr[0] == 192 && c.network.pool.addr[1] == 168 && c.network.pool.addr[2] == 240 &&
+              c.network.pool.prefixlen == 20);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->network == SANDBOX_NETWORK_EGRESS && t->egress);
+        if (t && t->egress) {
+                CHECK_INT(t->egress->default_action, EGRESS_DEFAULT_DENY);
+                CHECK_INT((int) t->egress->n_allow, 3);
+                CHECK_INT((int) t->egress->n_deny, 1);
+                if (t->egress->n_allow == 3) {
+                        CHECK_STR(egress_entry_to_string(&t->egress->allow[1], buf), "*.pythonhosted.org");
+                        CHECK_STR(egress_entry_to_string(&t->egress->allow[2], buf), "203.0.113.0/24");
+                }
+        }
+        t = sandboxd_config_find_type(&c, "open");
+        CHECK(t && t->network == SANDBOX_NETWORK_HOST && !t->egress);
+        t = sandboxd_config_find_type(&c, "web");
+        CHECK(t && t->network == SANDBOX_NETWORK_EGRESS && t->egress &&
+              t->egress->default_action == EGRESS_DEFAULT_ALLOW && t->egress->n_deny == 1);
+        t = sandboxd_config_find_type(&c, "medium");
+        CHECK(t && t->network == SANDBOX_NETWORK_NONE && !t->egress);
+
+        /* a second load over a loaded config: the policies are copied, added to, the old ones freed */
+        write_file("etc/main.conf", "[Type:small]\nEgressAllow=example.org\n");
+        CHECK(remove(path_in("etc/conf.d/50-more.conf")) == 0);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->egress && t->egress->n_allow == 4);
+
+        /* a failed load over it changes nothing (the same pointers, the same entries) */
+        SandboxdConfig before = c;
+        write_file("etc/main.conf", "[Type:small]\nEgressAllow=more.example.org\nEgressAllow=10.0.0.1/8\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == -EINVAL);
+        CHECK(memcmp(&c, &before, sizeof(c)) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->egress && t->egress->n_allow == 4);
+        sandboxd_config_done(&c);
+        sandboxd_config_done(NULL);
+
+        /* errors, each at its line */
+        reset_dir();
+        write_file("etc/main.conf", "[Network]\nPool=10.0.0.1/8\n");
+        CHECK_MAIN_ERROR(2, "Invalid Pool=10.0.0.1/8: host bits are set (did you mean 10.0.0.0/8?).");
+        write_file("etc/main.conf", "[Network]\nPool=pool.example.org\n");
+        CHECK_MAIN_ERROR(2, "Invalid Pool=pool.example.org: not an IPv4 or IPv6 address or CIDR.");
+        write_file("etc/main.conf", "[Network]\nPool=fd00::/64\n");
+        CHECK_MAIN_ERROR(2, "Invalid Pool=fd00::/64: IPv6 is not supported yet (expected an IPv4 CIDR such as "
+                            "10.237.0.0/16)");
+        write_file("etc/main.conf", "[Network]\nPool=10.0.0.0/7\n");
+        CHECK_MAIN_ERROR(2, "Invalid Pool=10.0.0.0/7: the prefix must be /8../28 (a /30 per egress sandbox)");
+        write_file("etc/main.conf", "[Network]\nPool=10.0.0.0/29\n");
+        CHECK_MAIN_ERROR(2, "Invalid Pool=10.0.0.0/29: the prefix must be /8../28 (a /30 per egress sandbox)");
+        write_file("etc/main.conf", "[Network]\nPool=10.1.2.0/28\nPool=10.0.0.0/8\nAllowHostNetwork=maybe\n");
+        CHECK_MAIN_ERROR(4, "Invalid AllowHostNetwork=maybe: not understood (expected yes or no)");
+        write_file("etc/main.conf", "[Network]\nBridge=br0\n");
+        CHECK_MAIN_ERROR(2, "Unknown key Bridge= in section [Network]");
+        write_file("etc/main.conf", "[Type:small]\nNetwork=bridge\n");
+        CHECK_MAIN_ERROR(2, "Invalid Network=bridge: not understood (expected none, egress or host)");
+        write_file("etc/main.conf", "[Type:small]\nEgress=maybe\n");
+        CHECK_MAIN_ERROR(2, "Invalid Egress=maybe: expected deny or allow.");
+        write_file("etc/main.conf", "[Type:small]\nEgressAllow=pypi.org\nEgressDeny=pypi.org:443\n");
+        CHECK_MAIN_ERROR(3, "Invalid EgressDeny=: Invalid egress entry 'pypi.org:443': not a CIDR; ports, "
+                            "protocols and paths are not supported (give a name, \"*.\" and a name, or a CIDR).");
+        /* EgressRateMax=: bytes per second, or infinity (the default: no limit) */
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=1023\n");
+        CHECK_MAIN_ERROR(2, "Invalid EgressRateMax=1023: out of range (expected bytes per second from 1K to 4G "
+                            "such as 10M, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=5G\n");
+        CHECK_MAIN_ERROR(2, "Invalid EgressRateMax=5G: out of range (expected bytes per second from 1K to 4G "
+                            "such as 10M, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=fast\n");
+        CHECK_MAIN_ERROR(2, "Invalid EgressRateMax=fast: not understood (expected bytes per second from 1K to "
+                            "4G such as 10M, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nEgressRateMax=10M\n[Type:medium]\nEgressRateMax=1K\n"
+                                    "EgressRateMax=infinity\n");
+        sandboxd_config_defaults(&c);
+        CHECK_U64(c.types[0].egress_rate_max, 0);
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->egress_rate_max == 10 * 1024 * 1024);
+        t = sandboxd_config_find_type(&c, "medium");
+        CHECK(t && t->egress_rate_max == 0);
+        sandboxd_config_done(&c);
+        /* host without AllowHostNetwork=yes: at the later of the two lines */
+        write_file("etc/main.conf", "[Type:small]\nNetwork=host\n");
+        CHECK_MAIN_ERROR(2, "Network=host in [Type:small] needs AllowHostNetwork=yes in [Network]");
+        write_file("etc/main.conf", "[Network]\nAllowHostNetwork=yes\n[Type:small]\nNetwork=host\n");
+        write_file("etc/conf.d/90-off.conf", "[Network]\nAllowHostNetwork=no\n");
+        CHECK_ERROR(-EINVAL, "@/etc/conf.d/90-off.conf:2: Network=host in [Type:small] needs "
+                             "AllowHostNetwork=yes in [Network]");
+        CHECK(remove(path_in("etc/conf.d/90-off.conf")) == 0);
+        CHECK_ERROR(0, NULL);
+}
+
 int main(void) {
         test_mkdtemp(tmpdir);
 
@@ -593,6 +725,7 @@ int main(void) {
         test_sandboxes_totals();
         test_hide_paths();
         test_errors();
+        test_network();
 
         test_rm_rf(tmpdir);
 
