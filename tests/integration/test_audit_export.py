@@ -289,6 +289,12 @@ def test_rest_export_failure_is_its_last_line():
     try:
         data = s.recv(4096)
         assert data.startswith(b"HTTP/1.1 200"), data[:200]
+        # the headers may go before the first page is fetched: wait for the first event's line
+        s.settimeout(120)
+        while b"sandbox.file.view" not in data:
+            chunk = s.recv(4096)
+            assert chunk, data[:400]
+            data += chunk
         # the gateway waits for this client now; take the logger away (masked: no bus activation either)
         run("systemctl", "mask", "--runtime", "--now", "sandbox-auditd.service")
         s.settimeout(120)
