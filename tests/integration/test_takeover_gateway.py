@@ -123,7 +123,8 @@ def running_second_gateway():
         "/usr/libexec/sandboxd/sandbox-gatewayd", f"--listen=127.0.0.1:{GW2_PORT}")
     base = f"http://127.0.0.1:{GW2_PORT}"
     try:
-        wait_for(lambda: requests.get(base + "/v1/sandboxes", timeout=10).status_code == 401, what="gateway 2")
+        wait_for(lambda: requests.get(base + "/v1/sandboxes", timeout=10).status_code == 401,
+                 what="gateway 2")
         yield base
     finally:
         run("systemctl", "stop", unit, check=False)
