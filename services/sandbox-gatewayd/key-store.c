@@ -118,10 +118,16 @@ int key_store_open(const char *path, KeyStore **ret) {
                 return -EINVAL;
 
         /* The file holds only hashes, but nobody else needs to read it: create it 0600 before SQLite does
-         * (its -wal and -shm files take the database file's mode). */
-        _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+         * (its -wal and -shm files take the database file's mode). The descriptor is closed before SQLite
+         * opens the file: POSIX locks belong to the process, and closing any descriptor of the file drops
+         * all of them, SQLite's too. Without its shared lock on keys.db this process would look gone to
+         * other processes sharing the file (a second gateway, sqlite3), and the next of them to close would
+         * checkpoint and remove the -wal and -shm files this one still writes to: nobody else would see
+         * the keys and tokens it makes afterwards. */
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd < 0)
                 return -errno;
+        safe_close(fd);
 
         s = calloc(1, sizeof(*s));
         if (!s)

@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from conftest import LONG, audit_log, run, wait_for
+from gateway_helpers import restart_gateway
 
 GATEWAY = os.environ.get("SANDBOXD_GATEWAY_URL", "http://127.0.0.1:8790")
 KEYS = ("org.sandboxd.gateway1", "/org/sandboxd/gateway1", "org.sandboxd.gateway1.Keys")
@@ -520,6 +521,52 @@ def test_api_key_list_escapes_names():
         assert b"old\\x1b]0;owned\\x07\\x1b[2J\\u202etxt.exe\\u009b31m\\\\ " in line, line
         listed = {k["id"]: k for k in json.loads(ctl("list", "--json").stdout)["api_keys"]}
         assert listed[key["id"]]["name"] == raw
+    finally:
+        revoke(key["id"])
+
+
+KEYS_DB = "/var/lib/sandbox-gatewayd/keys.db"
+
+
+def gateway_deleted_files():
+    """The files of keys.db the running gateway has open that are no longer in the directory."""
+    pid = run("systemctl", "show", "-P", "MainPID", "sandbox-gatewayd.service").stdout.strip()
+    assert pid not in ("", "0"), "the gateway is not running"
+    gone = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if "keys.db" in target and target.endswith(" (deleted)"):
+            gone.append(target)
+    return gone
+
+
+def test_keys_db_shared_with_another_process():
+    """keys.db may be shared (a second gateway process, sqlite3 for a look): another process opening it and
+    closing it leaves the gateway on the files everybody reads. Before the fix the gateway held no lock on
+    keys.db (it had closed a descriptor of the file after SQLite opened it), so the other process, closing
+    "last", removed the -wal and -shm files the gateway kept writing to: keys made afterwards were seen
+    by no other process and lost at the gateway's next start ("The API key is not known")."""
+    wait_for(gateway_up, timeout=30, what="the gateway answering")
+    db = sqlite3.connect(KEYS_DB, timeout=30)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    db.execute("SELECT count(*) FROM api_keys").fetchone()
+    db.close()
+    assert os.path.exists(KEYS_DB + "-wal") and os.path.exists(KEYS_DB + "-shm")
+    assert gateway_deleted_files() == []
+
+    secret, key = mint(preset="member", name="after-another-close")
+    try:
+        db = sqlite3.connect(KEYS_DB, timeout=30)
+        found = db.execute("SELECT id FROM api_keys WHERE id = ?", (key["id"],)).fetchall()
+        db.close()
+        assert found == [(key["id"],)], "a key the gateway made is not in keys.db for other processes"
+        restart_gateway()
+        wait_for(gateway_up, timeout=30, what="the gateway answering after its restart")
+        r = Api(secret).req("GET", "/v1/sandboxes")
+        assert r.status_code == 200, r.text
     finally:
         revoke(key["id"])
 

@@ -13,29 +13,13 @@ import requests
 import websocket
 
 from conftest import audit_log, run, wait_for
-from gateway_helpers import SseReader, restart_gateway
+from gateway_helpers import SseReader
 from test_takeover_gateway import GW, GW2_PORT, Session, gateway, shell_units, unit_gone, ws_url  # noqa: F401
-from test_takeover_gateway import second_gateway as second_gateway_only  # noqa: F401
+from test_takeover_gateway import second_gateway  # noqa: F401
 
 # The issue's bound is 1 s from the revocation (or expiry) to the end of the stream; the slack is for
 # the test's own client on a loaded machine, not for the gateway.
 BOUND = 1.5
-
-
-@pytest.fixture
-def second_gateway(second_gateway_only):
-    """A second gateway process sharing keys.db, and the first one restarted after it stopped. In the
-    harness the second process, closing last in its own eyes, checkpoints keys.db and removes the -wal
-    and -shm files the first one still has open, which would then write where nobody else reads: the
-    restart makes the first one open the files everybody uses again."""
-    yield second_gateway_only
-
-
-@pytest.fixture(autouse=True)
-def resync_after_second_gateway(request):
-    yield
-    if "second_gateway" in request.fixturenames:
-        restart_gateway()
 
 
 def admin_key(*args):

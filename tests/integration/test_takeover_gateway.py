@@ -2,6 +2,7 @@
 # Takeover through sandbox-gatewayd: the WebSocket shell, its credentials (header, single-use tokens
 # across two gateway processes, expiry), refusals before the upgrade, close codes, and recordings.
 import base64
+import contextlib
 import json
 import os
 import re
@@ -113,17 +114,27 @@ def gateway():
     yield {"admin": make_key("admin"), "member": make_key("member")}
 
 
-@pytest.fixture
-def second_gateway():
+@contextlib.contextmanager
+def running_second_gateway():
     """A second gateway process on its own port, sharing the first one's key database."""
     unit = "takeover-gw2.service"
     run("systemd-run", f"--unit={unit}", "-p", "User=sandbox-gateway", "-p", "Group=sandbox-gateway",
         "-p", "StateDirectory=sandbox-gatewayd", "-p", "Type=notify", "-p", "NotifyAccess=main",
         "/usr/libexec/sandboxd/sandbox-gatewayd", f"--listen=127.0.0.1:{GW2_PORT}")
     base = f"http://127.0.0.1:{GW2_PORT}"
-    wait_for(lambda: requests.get(base + "/v1/sandboxes", timeout=10).status_code == 401, what="gateway 2")
-    yield base
-    run("systemctl", "stop", unit, check=False)
+    try:
+        wait_for(lambda: requests.get(base + "/v1/sandboxes", timeout=10).status_code == 401,
+                 what="gateway 2")
+        yield base
+    finally:
+        run("systemctl", "stop", unit, check=False)
+        run("systemctl", "reset-failed", unit, check=False)
+
+
+@pytest.fixture
+def second_gateway():
+    with running_second_gateway() as base:
+        yield base
 
 
 def mint(sid, key, base=GW):
@@ -224,6 +235,26 @@ def test_token_is_single_use_across_gateways(mgr, sandbox, gateway, second_gatew
     s.read_until(rb"[\r\n]20 90\r\n")
     s.read_to_close()
     assert refused(ws_url(sid, base=second_gateway, token=token)) == 401
+
+
+def test_second_gateway_stopping_leaves_the_first_on_shared_files(mgr, sandbox, gateway):
+    """The order that once failed, in one test: a second gateway process sharing keys.db starts and stops;
+    what the first one stores afterwards must reach a second process started later. Before the fix the
+    first gateway held no lock on keys.db, so the second, stopping "last" in its own eyes, removed the -wal
+    and -shm files the first kept writing to: the token below was unknown to the next second process
+    (401), and a key made then was gone after the first one's restart."""
+    sid, _ = sandbox()
+    with running_second_gateway():
+        pass
+    token = mint(sid, gateway["admin"])
+    secret = make_key("member")
+    with running_second_gateway() as base:
+        r = requests.get(base + "/v1/sandboxes", headers={"Authorization": f"Bearer {secret}"}, timeout=LONG)
+        assert r.status_code == 200, r.text
+        s = Session(ws_url(sid, base=base, token=token))
+        s.send("exit 0\n")
+        s.read_to_close()
+        assert s.close_code == 1000
 
 
 def test_expired_token(mgr, sandbox, gateway):

@@ -297,6 +297,88 @@ static void test_token_race(void) {
         CHECK_INT(already, N - 1);
 }
 
+/* Another process of the store, as a second gateway is: forked while this process has no store open (a
+ * child must not inherit SQLite's state of open files), it waits for a line on the returned pipe, then
+ * opens the store at name, looks the line up as a key id (if not empty) and closes the store. Exits 0 when
+ * found (or nothing was asked), 1 when not known, 2 on another error. */
+static pid_t other_process(const char *name, int *ret_fd) {
+        int p[2];
+        pid_t pid;
+
+        CHECK_INT(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        if (pid == 0) {
+                char id[128] = "";
+                KeyStore *s = NULL;
+                ApiKey *k = NULL;
+                ssize_t n;
+                int r;
+
+                close(p[1]);
+                n = read(p[0], id, sizeof(id) - 1);
+                id[n > 0 ? n : 0] = 0;
+                id[strcspn(id, "\n")] = 0;
+                r = key_store_open(db_path(name), &s);
+                if (r >= 0 && id[0])
+                        r = key_store_get(s, id, &k);
+                api_key_free(k);
+                key_store_free(s);
+                _exit(r >= 0 ? 0 : r == -ENOENT ? 1 : 2);
+        }
+        CHECK(pid > 0);
+        close(p[0]);
+        *ret_fd = p[1];
+        return pid;
+}
+
+static int other_process_run(pid_t pid, int fd, const char *key_id) {
+        int status = 0;
+
+        /* a whole line: the other child holds this pipe's write end too, so no end of file comes */
+        CHECK_INT(dprintf(fd, "%s\n", key_id), (int) strlen(key_id) + 1);
+        close(fd);
+        CHECK_INT(waitpid(pid, &status, 0), pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+/* Several gateway processes share keys.db. Each must keep its SQLite locks for as long as its store is
+ * open: a process that lost them (by closing another descriptor of the file, which drops all of its POSIX
+ * locks on it) looks gone to the others, and the next one to close "last" checkpoints and removes the -wal
+ * and -shm files it still writes to: keys it makes afterwards reach nobody else. */
+static void test_shared_across_processes(void) {
+        _cleanup_(key_store_freep) KeyStore *s = NULL;
+        _cleanup_(api_key_freep) ApiKey *k = NULL;
+        _cleanup_free_ char *secret = NULL;
+        int closer_fd, reader_fd, status = 0;
+        pid_t closer, reader, pid;
+        struct stat st;
+
+        closer = other_process("shared.db", &closer_fd);
+        reader = other_process("shared.db", &reader_fd);
+        s = open_store("shared.db");
+
+        /* Another process sees this one's lock on the database file (F_GETLK answers about other
+         * processes' locks only). */
+        pid = fork();
+        if (pid == 0) {
+                struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+                int fd = open(db_path("shared.db"), O_RDWR | O_CLOEXEC);
+                _exit(fd >= 0 && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK ? 0 : 1);
+        }
+        CHECK(pid > 0);
+        CHECK_INT(waitpid(pid, &status, 0), pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+        /* Another process opens and closes the store: the files this one uses stay. */
+        CHECK_INT(other_process_run(closer, closer_fd, ""), 0);
+        CHECK_INT(stat(db_path("shared.db-wal"), &st), 0);
+        CHECK_INT(stat(db_path("shared.db-shm"), &st), 0);
+
+        /* A key made here afterwards is known to a process that opens the store now. */
+        k = mint(s, "admin", 0, &secret);
+        CHECK_INT(other_process_run(reader, reader_fd, k->id), 0);
+}
+
 /* Version 1 of the schema, as the first release wrote it: only api_keys. */
 static const char *const schema_v1 =
         "CREATE TABLE api_keys (id TEXT PRIMARY KEY NOT NULL, secret_hash BLOB NOT NULL UNIQUE, name TEXT NOT NULL,"
@@ -398,6 +480,7 @@ int main(void) {
         test_keys();
         test_tokens();
         test_token_race();
+        test_shared_across_processes();
         test_data_version();
         test_migrations();
 
