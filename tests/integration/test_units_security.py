@@ -22,7 +22,9 @@ MAX_EXPOSURE = {
 # Exactly what sandboxd.service keeps (units/sandboxd.service.in says what each is for).
 SANDBOXD_CAPS = {"cap_sys_admin", "cap_sys_ptrace", "cap_sys_chroot", "cap_mknod", "cap_net_admin",
                  "cap_setuid", "cap_setgid", "cap_setpcap", "cap_chown", "cap_fowner",
-                 "cap_dac_override", "cap_kill", "cap_sys_resource"}
+                 "cap_dac_override", "cap_kill", "cap_sys_resource",
+                 # egress sandboxes' resolvers on port 53 (docs/security.md)
+                 "cap_net_bind_service"}
 
 COMMON = {
         "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
