@@ -13,10 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libnetfilter_log/libnetfilter_log.h>
-#include <netinet/ip.h>
-#include <netinet/ip_icmp.h>
-#include <netinet/tcp.h>
-#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -245,40 +241,14 @@ bool sandbox_egress_dns_running(const Sandbox *s) {
 static int on_nflog_packet(struct nflog_g_handle *gh, struct nfgenmsg *nfmsg, struct nflog_data *nfa,
                            void *userdata) {
         Manager *m = userdata;
-        char *payload = NULL, *prefix = nflog_get_prefix(nfa), addr[INET_ADDRSTRLEN];
+        char *payload = NULL, *prefix = nflog_get_prefix(nfa);
         int len = nflog_get_payload(nfa, &payload);
-        const char *proto = "ip";
-        uint16_t port = 0;
         EgressDenial e;
         Sandbox *s;
 
-        if (!prefix || !(s = hashmap_get(m->sandboxes, prefix)) || !s->egress_dns)
+        if (!prefix || !(s = hashmap_get(m->sandboxes, prefix)) || !s->egress_dns || len <= 0)
                 return 0;
-        if (len < (int) sizeof(struct iphdr) || !payload)
-                return 0;
-        struct iphdr ip;
-        memcpy(&ip, payload, sizeof(ip));
-        if (ip.version != 4 || ip.ihl < 5 || (int) ip.ihl * 4 > len)
-                return 0;
-        const uint8_t *l4 = (const uint8_t *) payload + ip.ihl * 4;
-        size_t l4len = (size_t) len - ip.ihl * 4;
-        switch (ip.protocol) {
-        case IPPROTO_TCP:
-                proto = "tcp";
-                break;
-        case IPPROTO_UDP:
-                proto = "udp";
-                break;
-        case IPPROTO_ICMP:
-                proto = "icmp";
-                break;
-        }
-        /* TCP and UDP both start with the source and destination ports. */
-        if ((ip.protocol == IPPROTO_TCP || ip.protocol == IPPROTO_UDP) && l4len >= 4)
-                port = (uint16_t) (l4[2] << 8 | l4[3]);
-        if (!inet_ntop(AF_INET, &ip.daddr, addr, sizeof(addr)))
-                return 0;
-        if (egress_denial_make(EGRESS_DENIAL_ADDRESS, addr, port, proto, "dropped by the firewall", &e) >= 0)
+        if (egress_denial_from_packet(payload, (size_t) len, "dropped by the firewall", &e) >= 0)
                 sandbox_egress_dns_denied(s, &e);
         return 0;
 }
