@@ -392,6 +392,20 @@ void manager_egress_dns_done(Manager *m) {
         m->egress_dns = NULL;
 }
 
+int manager_egress_dns_check(Manager *m, sd_bus_error *error) {
+        ManagerEgressDns *md = m->egress_dns;
+
+        if (!md)
+                return sd_bus_error_set(error, SD_BUS_ERROR_NO_MEMORY, "Out of memory for the egress resolvers.");
+        if (md->n_upstreams <= 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_NOT_SUPPORTED,
+                                         "Network \"egress\" needs a DNS server for the sandbox's resolver: "
+                                         "sandboxd could not read one from " RESOLV_CONF " (%s); fix it, then "
+                                         "SIGHUP or restart sandboxd.",
+                                         strerror(-md->n_upstreams));
+        return 0;
+}
+
 uint16_t manager_egress_dns_nflog_group(Manager *m) {
         return m->egress_dns && m->egress_dns->nflog_source ? EGRESS_DNS_NFLOG_GROUP : 0;
 }

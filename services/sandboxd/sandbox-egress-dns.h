@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <systemd/sd-bus.h>
 
 #include "egress-denials.h"
 
@@ -25,6 +26,9 @@ void manager_egress_dns_init(Manager *m);
 /* SIGHUP: /etc/resolv.conf read again; every running resolver is made anew with the new servers. */
 void manager_egress_dns_reload(Manager *m);
 void manager_egress_dns_done(Manager *m);
+/* Whether egress sandboxes can have their resolver: 0, or a negative errno with a D-Bus error saying why (no
+ * DNS server in /etc/resolv.conf). */
+int manager_egress_dns_check(Manager *m, sd_bus_error *error);
 /* The group for the firewall's rules: EGRESS_DNS_NFLOG_GROUP if it is bound, else 0 (no log rule). */
 uint16_t manager_egress_dns_nflog_group(Manager *m);
 

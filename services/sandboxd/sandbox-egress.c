@@ -290,7 +290,7 @@ int manager_egress_check(Manager *m, sd_bus_error *error) {
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                          "No address is left in [Network] Pool= (%u egress sandboxes).",
                                          (unsigned) e->pool.n_slots);
-        return 0;
+        return manager_egress_dns_check(m, error);
 }
 
 /* --- a sandbox's part ------------------------------------------------------------------------------ */

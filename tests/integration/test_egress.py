@@ -815,3 +815,22 @@ def test_sighup_reads_resolv_conf_again(mgr, fake_dns, egress):
 def dns_query_rcode_or_none(mgr, sid):
     code, out, _, _ = mgr.exec(sid, ["python3", "-c", DNS_QUERY_PY, "allowed.example.test", "udp"])
     return int(out.decode().split()[0]) if code == 0 else None
+
+
+def test_no_dns_server_refused(mgr, fake_dns):
+    """/etc/resolv.conf without a server at start: egress refused, saying so, nothing made."""
+    with open(RESOLV_CONF, "w") as f:
+        f.write("# no server\n")
+    try:
+        restart_sandboxd()
+        before, before_links = mgr.list(), links()
+        with pytest.raises(dbus.DBusException) as e:
+            create_raw(mgr, {"type": "small", "network": "egress"})
+        name, msg = dbus_error(e)
+        assert name == "org.freedesktop.DBus.Error.NotSupported", (name, msg)
+        assert "needs a DNS server" in msg and "/etc/resolv.conf" in msg, msg
+        assert mgr.list() == before and links().count("sbx-") == before_links.count("sbx-")
+    finally:
+        with open(RESOLV_CONF, "w") as f:
+            f.write("nameserver 192.0.2.2\n")
+        restart_sandboxd()

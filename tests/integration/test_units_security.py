@@ -53,7 +53,7 @@ EXPECTED = {
 }
 
 CAP_BITS = {"cap_chown": 0, "cap_dac_override": 1, "cap_fowner": 3, "cap_kill": 5, "cap_setgid": 6,
-            "cap_setuid": 7, "cap_setpcap": 8, "cap_net_admin": 12, "cap_sys_chroot": 18,
+            "cap_setuid": 7, "cap_setpcap": 8, "cap_net_bind_service": 10, "cap_net_admin": 12, "cap_sys_chroot": 18,
             "cap_sys_ptrace": 19, "cap_sys_admin": 21, "cap_sys_resource": 24, "cap_mknod": 27}
 
 
