@@ -834,3 +834,49 @@ def test_no_dns_server_refused(mgr, fake_dns):
         with open(RESOLV_CONF, "w") as f:
             f.write("nameserver 192.0.2.2\n")
         restart_sandboxd()
+
+
+def nflog_squat(group):
+    """A netlink socket of our own bound to NFLOG group `group` (so sandboxd cannot bind it), or a reason."""
+    import socket
+    import struct
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
+    s.bind((0, 0))
+    # nlmsghdr; nfgenmsg (AF_UNSPEC, version 0, the group big-endian); NFULA_CFG_CMD (1) = NFULNL_CFG_CMD_BIND
+    body = struct.pack("=BBH", 0, 0, socket.htons(group)) + struct.pack("=HHB3x", 5, 1, 1)
+    msg = struct.pack("=IHHII", 16 + len(body), (4 << 8) | 1, 0x1 | 0x4, 1, 0) + body  # ULOG, CONFIG; REQUEST|ACK
+    s.send(msg)
+    ack = s.recv(4096)
+    err = struct.unpack("=i", ack[16:20])[0]
+    if err != 0:
+        s.close()
+        return None, f"binding NFLOG group {group} failed: errno {-err}"
+    return s, None
+
+
+def test_without_nflog_only_the_resolver_names_denials(mgr, fake_dns, egress):
+    """NFLOG group taken (as a kernel without nfnetlink_log would refuse it): sandboxd says so at start, its
+    rules log nothing (nft would refuse them), the firewall still drops and counts, the resolver's refusals
+    are still rows."""
+    run("systemctl", "stop", "sandboxd.service")  # it holds the group while it runs
+    squat, why = nflog_squat(2323)
+    if squat is None:
+        restart_sandboxd()
+        pytest.skip(why)
+    try:
+        restart_sandboxd()
+        journal = run("journalctl", "-u", "sandboxd", "--no-pager", "-o", "cat", "-n", "300").stdout
+        assert "NFLOG group 2323 could not be bound" in journal, journal[-2000:]
+        sid, path = egress(allow=["allowed.example.test"])
+        assert " log " not in run("nft", "list", "table", "inet", "sandboxd").stdout
+        assert resolves(mgr, sid, "allowed.example.test") == "203.0.113.10"
+        before = counters(mgr, path)["denied_packets"]
+        assert not reachable(mgr, sid, "198.51.100.10")
+        assert counters(mgr, path)["denied_packets"] > before
+        assert dns_query(mgr, sid, "other.example.test") == (RCODE["REFUSED"], 0)
+        wait_for(lambda: [r for r in denied_rows(sid) if r["detail"].get("name") == "other.example.test"],
+                 what="the refused name's row")
+        assert not [r for r in denied_rows(sid) if "address" in r["detail"]]
+    finally:
+        squat.close()
+        restart_sandboxd()
