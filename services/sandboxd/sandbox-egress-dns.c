@@ -3,7 +3,7 @@
  *
  * Each egress sandbox (pooled ones too) gets an EgressResolver on its host-side address, port 53, made once
  * its link has that address and freed before the link goes; its allow_address applies
- * egress_nft_render_allow_address() through the Manager's EgressNft (one transaction per answer), its
+ * egress_nft_render_allow_address() through the Manager's EgressNft (one transaction per address), its
  * denied feeds the sandbox's EgressDenials. The firewall's drops reach us through an NFLOG group (the rule's
  * prefix is the sandbox id) and feed the same EgressDenials. Rows go to the audit spool as operation
  * network.denied, event denied; a timer writes each second's summary once the second is over. */
@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "egress-resolver.h"
 #include "log.h"
