@@ -45,6 +45,7 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_LOG_READ] = "log.read",
         [AUDIT_OPERATION_API_KEY_LIST] = "api_key.list",
         [AUDIT_OPERATION_AUTH] = "auth",
+        [AUDIT_OPERATION_NETWORK_DENIED] = "network.denied",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

@@ -35,6 +35,7 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_LOG_READ,
         AUDIT_OPERATION_API_KEY_LIST,
         AUDIT_OPERATION_AUTH, /* the gateway: a client's refusals over its budget, summed up */
+        AUDIT_OPERATION_NETWORK_DENIED, /* sandboxd: an egress sandbox's refused name or dropped address */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

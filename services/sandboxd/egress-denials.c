@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* An egress sandbox's denials as audit rows (issue 23): one row each, summarised per second in a flood. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,4 +186,42 @@ int egress_denial_row_to_json(const EgressDenialRow *row, char **ret) {
 finish:
         json_object_put(o);
         return r;
+}
+
+int egress_denial_from_packet(const void *buf, size_t len, const char *reason, EgressDenial *ret) {
+        char addr[INET_ADDRSTRLEN], why[EGRESS_DENIAL_REASON_MAX];
+        const char *proto = "ip";
+        uint16_t port = 0;
+        struct iphdr ip;
+
+        if (!buf || !ret)
+                return -EINVAL;
+        if (len < sizeof(ip))
+                return -EBADMSG;
+        memcpy(&ip, buf, sizeof(ip));
+        if (ip.version != 4 || ip.ihl < 5 || (size_t) ip.ihl * 4 > len)
+                return -EBADMSG;
+        const uint8_t *l4 = (const uint8_t *) buf + ip.ihl * 4;
+        size_t l4len = len - (size_t) ip.ihl * 4;
+        switch (ip.protocol) {
+        case IPPROTO_TCP:
+                proto = "tcp";
+                break;
+        case IPPROTO_UDP:
+                proto = "udp";
+                break;
+        case IPPROTO_ICMP:
+                proto = "icmp";
+                break;
+        }
+        /* TCP and UDP headers both start with the source and destination ports. */
+        if ((ip.protocol == IPPROTO_TCP || ip.protocol == IPPROTO_UDP) && l4len >= 4)
+                port = (uint16_t) (l4[2] << 8 | l4[3]);
+        if (!inet_ntop(AF_INET, &ip.daddr, addr, sizeof(addr)))
+                return -EBADMSG;
+        if (streq(proto, "ip")) {
+                snprintf(why, sizeof(why), "%s (IP protocol %u)", reason ?: "", (unsigned) ip.protocol);
+                reason = why;
+        }
+        return egress_denial_make(EGRESS_DENIAL_ADDRESS, addr, port, proto, reason, ret);
 }

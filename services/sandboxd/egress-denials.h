@@ -47,6 +47,13 @@ typedef struct EgressDenial {
 int egress_denial_make(EgressDenialKind kind, const char *target, uint16_t port, const char *protocol,
                        const char *reason, EgressDenial *ret);
 
+/* A denial from a packet the firewall logged (NFLOG copies its first bytes): the IPv4 header's destination
+ * and protocol ("tcp", "udp", "icmp", else "ip" and its number in the reason), and for TCP and UDP the
+ * destination port when the transport header's first 4 bytes are there (else 0). The bytes come from a
+ * sandbox: anything goes. Returns 0; -EBADMSG (shorter than an IPv4 header, not version 4, a header length
+ * under 20 bytes or past len); -EINVAL (NULL arguments). */
+int egress_denial_from_packet(const void *buf, size_t len, const char *reason, EgressDenial *ret);
+
 typedef struct EgressDenialRow {
         bool summary;
         /* A row of its own: the denial and when it happened. A summary: the start of the second it covers.

@@ -90,6 +90,16 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
         /* The resolver's additions, each with its own timeout: kept across policy changes. */
         fprintf(f, "add set " T " %s_dyn4 { type ipv4_addr; flags timeout; }\n", id);
 
+        /* Where the policy's denials go: counted, logged (a few a second) and dropped. Always there, so
+         * that removing a sandbox does not depend on how it was rendered. */
+        fprintf(f, "add chain " T " deny_%s\n", id);
+        fprintf(f, "flush chain " T " deny_%s\n", id);
+        if (s->nflog_group > 0)
+                fprintf(f,
+                        "add rule " T " deny_%s limit rate %d/second burst %d packets log prefix \"%s\" group %u\n",
+                        id, EGRESS_NFT_LOG_RATE, EGRESS_NFT_LOG_RATE, id, (unsigned) s->nflog_group);
+        fprintf(f, "add rule " T " deny_%s counter name \"%s_denied\" drop\n", id, id);
+
         fprintf(f, "add chain " T " out_%s\n", id);
         fprintf(f, "flush chain " T " out_%s\n", id);
 #define OUT(...)                                          \
@@ -106,14 +116,27 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
         OUT("ct state invalid counter name \"%s_denied\" drop", id);
         OUT("meta nfproto != ipv4 counter name \"%s_denied\" drop", id);
         OUT("ip saddr != %s counter name \"%s_denied\" drop", ip4(s->address, a), id);
-        OUT("ip daddr @%s_deny4 counter name \"%s_denied\" drop", id, id);
-        OUT("ip daddr @pool4 counter name \"%s_denied\" drop", id);
-        OUT("ip daddr @%s_allow4 counter name \"%s_allowed\" accept", id, id);
-        OUT("ip daddr @fixed4 counter name \"%s_denied\" drop", id);
-        OUT("ip daddr @%s_dyn4 counter name \"%s_allowed\" accept", id, id);
-        if (p->default_action == EGRESS_DEFAULT_ALLOW)
-                OUT("counter name \"%s_allowed\" accept", id);
-        OUT("counter name \"%s_denied\" drop", id);
+        if (s->nflog_group > 0) {
+                /* The policy's own denials, which the audit log names (the ones above are not what an
+                 * agent dialled: malformed, spoofed or over the rate). */
+                OUT("ip daddr @%s_deny4 goto deny_%s", id, id);
+                OUT("ip daddr @pool4 goto deny_%s", id);
+                OUT("ip daddr @%s_allow4 counter name \"%s_allowed\" accept", id, id);
+                OUT("ip daddr @fixed4 goto deny_%s", id);
+                OUT("ip daddr @%s_dyn4 counter name \"%s_allowed\" accept", id, id);
+                if (p->default_action == EGRESS_DEFAULT_ALLOW)
+                        OUT("counter name \"%s_allowed\" accept", id);
+                OUT("goto deny_%s", id);
+        } else {
+                OUT("ip daddr @%s_deny4 counter name \"%s_denied\" drop", id, id);
+                OUT("ip daddr @pool4 counter name \"%s_denied\" drop", id);
+                OUT("ip daddr @%s_allow4 counter name \"%s_allowed\" accept", id, id);
+                OUT("ip daddr @fixed4 counter name \"%s_denied\" drop", id);
+                OUT("ip daddr @%s_dyn4 counter name \"%s_allowed\" accept", id, id);
+                if (p->default_action == EGRESS_DEFAULT_ALLOW)
+                        OUT("counter name \"%s_allowed\" accept", id);
+                OUT("counter name \"%s_denied\" drop", id);
+        }
 #undef OUT
 
         fprintf(f, "add chain " T " in_%s\n", id);
@@ -128,7 +151,10 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
         fprintf(f, "add rule " T " host_%s ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n", id,
                 ip4(s->host_address, h));
         fprintf(f, "add rule " T " host_%s ct state established,related accept\n", id);
-        fprintf(f, "add rule " T " host_%s counter name \"%s_denied\" drop\n", id, id);
+        if (s->nflog_group > 0)
+                fprintf(f, "add rule " T " host_%s goto deny_%s\n", id, id);
+        else
+                fprintf(f, "add rule " T " host_%s counter name \"%s_denied\" drop\n", id, id);
 
         fprintf(f, "add element " T " out_dispatch { \"%s\" : jump out_%s }\n", s->ifname, id);
         fprintf(f, "add element " T " in_dispatch { \"%s\" : jump in_%s }\n", s->ifname, id);
@@ -228,6 +254,7 @@ int egress_nft_render_remove(const EgressNftSandbox *s, char **ret_text) {
         fprintf(f, "delete chain " T " out_%s\n", s->id);
         fprintf(f, "delete chain " T " in_%s\n", s->id);
         fprintf(f, "delete chain " T " host_%s\n", s->id);
+        fprintf(f, "delete chain " T " deny_%s\n", s->id);
         fprintf(f, "delete set " T " %s_allow4\n", s->id);
         fprintf(f, "delete set " T " %s_deny4\n", s->id);
         fprintf(f, "delete set " T " %s_dyn4\n", s->id);

@@ -31,7 +31,13 @@ typedef struct EgressNftSandbox {
         const EgressPolicy *policy;
         uint64_t rate_max;           /* bytes per second out of the sandbox (its type's EgressRateMax=); past it
                                       * packets are dropped and counted as denied; 0: no limit */
+        uint16_t nflog_group;        /* connections the policy denies (to an address, or to the host) are
+                                      * logged to this NFLOG group, at most EGRESS_NFT_LOG_RATE a second,
+                                      * prefixed with the id; 0: not logged */
 } EgressNftSandbox;
+
+/* A sandbox's logged denials per second (nft "limit", per sandbox; the denied counters count them all). */
+#define EGRESS_NFT_LOG_RATE 50
 
 /* The whole table as one nft script, one transaction: the table is added (so that the delete cannot fail),
  * deleted and made anew with the shared sets, chains and maps and each sandbox's pieces. pool (IPv4, may

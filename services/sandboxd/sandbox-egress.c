@@ -20,6 +20,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sandbox.h"
+#include "sandbox-egress-dns.h"
 #include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
 #include "sandbox-store.h"
@@ -170,6 +171,7 @@ static EgressNftSandbox nft_sandbox(const Sandbox *s) {
                 .host_address = s->egress.host_address,
                 .address = s->egress.address,
                 .policy = s->egress.policy,
+                .nflog_group = manager_egress_dns_nflog_group(s->manager),
         };
 }
 
@@ -217,8 +219,15 @@ void manager_egress_startup(Manager *m) {
                 return;
         }
         for (state = 0; hashmap_iterate(m->sandboxes, &state, (void **) &s, NULL);)
-                if (has_egress(s))
+                if (has_egress(s)) {
+                        const char *step = NULL;
                         s->egress.in_table = true;
+                        /* Its resolver again (a sandboxd killed or restarted took the old one along). */
+                        r = sandbox_egress_dns_start(s, &step);
+                        if (r < 0)
+                                log_sandbox(LOG_ERR, s->id, "Sandbox %s could not %s: %s; its names do not resolve.",
+                                            s->id, step, strerror(-r));
+                }
         log_msg(LOG_INFO, "Egress firewall: table %s %s with %zu sandboxes.", EGRESS_NFT_FAMILY,
                 EGRESS_NFT_TABLE, n);
 
@@ -281,7 +290,7 @@ int manager_egress_check(Manager *m, sd_bus_error *error) {
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
                                          "No address is left in [Network] Pool= (%u egress sandboxes).",
                                          (unsigned) e->pool.n_slots);
-        return 0;
+        return manager_egress_dns_check(m, error);
 }
 
 /* --- a sandbox's part ------------------------------------------------------------------------------ */
@@ -367,6 +376,10 @@ int sandbox_egress_setup(Sandbox *s, const EgressPolicy *policy, const char **re
                             &e->netns_fd, &step);
         if (r < 0)
                 goto fail;
+        /* Its host side has its address now: the resolver can bind to it. */
+        r = sandbox_egress_dns_start(s, &step);
+        if (r < 0)
+                goto fail;
         return 0;
 
 fail:
@@ -381,6 +394,7 @@ void sandbox_egress_teardown(Sandbox *s) {
         SandboxEgress *e = &s->egress;
         int r;
 
+        sandbox_egress_dns_stop(s);
         e->netns_fd = safe_close(e->netns_fd);
         if (e->ifname[0]) {
                 r = egress_link_remove(e->ifname);
@@ -403,6 +417,7 @@ void sandbox_egress_teardown(Sandbox *s) {
 }
 
 void sandbox_egress_free(Sandbox *s) {
+        sandbox_egress_dns_stop(s);
         s->egress.netns_fd = safe_close(s->egress.netns_fd);
         s->egress.policy = egress_policy_free(s->egress.policy);
 }

@@ -43,6 +43,7 @@ typedef struct Sandbox {
         uid_t uid;
         SandboxNetwork network;
         SandboxEgress egress;      /* network egress: its policy, address, link (sandbox-egress.c) */
+        struct SandboxEgressDns *egress_dns; /* network egress: its resolver and denials (sandbox-egress-dns.c) */
         uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
         int disk_pin_fd;    /* O_PATH of its home on the disk image: keeps the file system for us to let go */
         uint64_t created_at, expires_at;   /* µs since the epoch */

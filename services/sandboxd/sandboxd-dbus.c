@@ -184,6 +184,13 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 if (manager_admit(m, t, why, sizeof(why)) < 0)
                         return sd_bus_error_set(error, SANDBOXD_ERROR_LIMIT_EXCEEDED, why);
         }
+        if (r == -EADDRINUSE && choice.network == SANDBOX_NETWORK_EGRESS)
+                /* Only its resolver binds anything while it is made (sandbox-egress-dns.c). */
+                return sd_bus_error_set_errnof(error, r,
+                                               "Could not create the sandbox: its DNS resolver could not bind port "
+                                               "53 of its host-side address, where another DNS server of the host "
+                                               "listens (on that address or on all of them): %s.",
+                                               strerror(-r));
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not create the sandbox: %s", strerror(-r));
         return 1; /* answered when the sandbox runs */

@@ -29,6 +29,7 @@
 #include "macro.h"
 #include "sandbox-store.h"
 #include "sandbox.h"
+#include "sandbox-egress-dns.h"
 #include "sandbox-shell.h"
 #include "sandboxd-dbus.h"
 #include "unit.h"
@@ -276,7 +277,9 @@ int manager_admit(Manager *m, const SandboxType *t, char *buf, size_t size) {
 }
 
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        log_msg(LOG_NOTICE, "SIGHUP received: sandboxd has nothing to reload; restart it to apply a new configuration.");
+        log_msg(LOG_NOTICE, "SIGHUP received: egress resolvers' servers read again from /etc/resolv.conf; restart "
+                "sandboxd to apply a new configuration.");
+        manager_egress_dns_reload(userdata);
         return 0;
 }
 
@@ -396,6 +399,7 @@ Manager *manager_free(Manager *m) {
         free(m->memory_prefix);
         for (size_t j = 0; j < m->n_disk_templates; j++)
                 free(m->disk_templates[j].path);
+        manager_egress_dns_done(m);
         manager_egress_done(m);
         sandboxd_config_done(&m->config);
         free(m->state_dir);
@@ -546,6 +550,7 @@ int manager_startup(Manager *m) {
 
         /* Egress before adoption (the addresses in use come from the store), its table after. */
         manager_egress_init(m);
+        manager_egress_dns_init(m);
         /* After the match: stopping sandboxes we cannot adopt needs JobRemoved. */
         r = sandbox_store_load(m->store, adopt_one, m);
         if (r < 0)

@@ -74,6 +74,8 @@ typedef struct Manager {
         uid_t gateway_uid;          /* sandbox-gateway, or (uid_t) -1 */
 
         ManagerEgress egress;       /* egress sandboxes' addresses and firewall (sandbox-egress.c) */
+        struct ManagerEgressDns *egress_dns; /* their resolvers' upstreams, the firewall's NFLOG group
+                                              * (sandbox-egress-dns.c) */
 
         sd_event_source *sigterm, *sigint, *sighup;
         bool exiting;

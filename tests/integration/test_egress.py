@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Issue 23's networks in CreateSandbox: "host" only where sandboxd.conf allows it, "egress" with its policy,
 # and bad input refused with nothing made.
+import json
 import os
+import time
 import subprocess
 
 import dbus
 import pytest
 
-from conftest import HOST_NETWORK_DROPIN, allow_host_network, dbus_error, run, wait_for
+from conftest import HOST_NETWORK_DROPIN, allow_host_network, audit_log, dbus_error, run, wait_for
 from test_sandboxd import wait_sandboxd_active
 
 INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
@@ -535,3 +537,347 @@ def test_icmp_through_the_sandbox_rules(mgr, upstream, egress):
     assert echo(host_side) == 1
     assert echo("192.0.2.1") == 1
     assert counters(mgr, path)["denied_packets"] >= before + 4
+
+
+# --- names through the sandbox's resolver, denials on the record (issue 23, step 2c) ------------------
+#
+# The fake internet gets a DNS server: dnsmasq in the upstream namespace on 192.0.2.2, port 53, and the
+# harness's /etc/resolv.conf names it while the tests below run (sandboxd reads it at start and on SIGHUP).
+
+RESOLV_CONF = "/etc/resolv.conf"
+DNS_NAMES = {"allowed.example.test": "203.0.113.10", "other.example.test": "198.51.100.10",
+             "rebind.example.test": "127.0.0.1", "wild.example.test": "203.0.113.10"}  # and its subdomains
+
+# A DNS query of one A question, and its answer's rcode and answer count, over UDP or TCP; for the tests only
+# (the resolver itself reads and writes DNS with ldns). The server is the one the sandbox's resolv.conf names.
+DNS_QUERY_PY = r"""
+import socket, struct, sys
+name, proto = sys.argv[1], sys.argv[2]
+server = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+if proto == "tcp":
+    s = socket.create_connection((server, 53), timeout=3)
+    s.sendall(struct.pack(">H", len(q)) + q)
+    buf = b""
+    while len(buf) < 2 or len(buf) < 2 + struct.unpack(">H", buf[:2])[0]:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    a = buf[2:]
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    s.sendto(q, (server, 53))
+    a = s.recv(4096)
+print(a[3] & 15, struct.unpack(">H", a[6:8])[0])
+"""
+RCODE = {"NOERROR": 0, "NXDOMAIN": 3, "REFUSED": 5}
+
+
+def sighup_sandboxd():
+    run("systemctl", "kill", "-s", "HUP", "--kill-whom=main", "sandboxd.service")
+
+
+@pytest.fixture(scope="module")
+def fake_dns(upstream):
+    """dnsmasq upstream, the harness's resolv.conf naming it; sandboxd restarted to read it at start."""
+    args = ["ip", "netns", "exec", UPSTREAM, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null",
+            "--listen-address=192.0.2.2", "--bind-interfaces", "--no-resolv", "--no-hosts", "--pid-file=",
+            "--user=root", "--local-ttl=60", "--log-facility=/dev/null", "--local=/example.test/"]
+    args += [f"--address=/{n}/{a}" for n, a in DNS_NAMES.items()]
+    dns = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(RESOLV_CONF) as f:
+        saved = f.read()
+    try:
+        wait_for(lambda: "192.0.2.2:53" in ns("ss", "-lun").stdout, what="the fake DNS server")
+        with open(RESOLV_CONF, "w") as f:
+            f.write("nameserver 192.0.2.2\n")
+        restart_sandboxd()
+        yield
+    finally:
+        with open(RESOLV_CONF, "w") as f:
+            f.write(saved)
+        dns.kill()
+        dns.wait()
+        sighup_sandboxd()
+
+
+def dns_query(mgr, sid, name, proto="udp"):
+    """(rcode, answer count) of an A query from inside the sandbox to its resolver."""
+    code, out, err, _ = mgr.exec(sid, ["python3", "-c", DNS_QUERY_PY, name, proto])
+    assert code == 0, (out, err)
+    rcode, ancount = out.decode().split()
+    return int(rcode), int(ancount)
+
+
+def resolves(mgr, sid, name, env=None):
+    """The addresses glibc gets for name inside the sandbox (its resolv.conf), or None."""
+    script = ("import socket, sys\n"
+              "try:\n print(' '.join(sorted({a[4][0] for a in socket.getaddrinfo(sys.argv[1], 80, socket.AF_INET)})))\n"
+              "except socket.gaierror as e:\n print('FAIL', e)")
+    opts = {"env": env} if env else {}
+    code, out, _, _ = mgr.exec(sid, ["python3", "-c", script, name], **opts)
+    text = out.decode().strip()
+    return None if code != 0 or text.startswith("FAIL") else text
+
+
+def denied_rows(sid):
+    rows = audit_log(session=sid, operation="network.denied")
+    return [dict(r, detail=json.loads(str(r["detail"]))) for r in rows]
+
+
+def resolver_sockets(addr):
+    """The host's sockets listening on addr port 53 (UDP and TCP)."""
+    return [l for l in (run("ss", "-Hlun").stdout + run("ss", "-Hltn").stdout).splitlines() if f"{addr}:53 " in l]
+
+
+def host_side(addr):
+    return ".".join(addr.split(".")[:3] + [str(int(addr.split(".")[3]) - 1)])
+
+
+def test_names_through_the_resolver(mgr, fake_dns, egress):
+    sid, path = egress(allow=["allowed.example.test", "*.wild.example.test"])
+    addr = str(mgr.props(path)["EgressAddress"])
+    assert resolver_sockets(host_side(addr)), "its resolver listens on its host side, UDP and TCP"
+    assert len(resolver_sockets(host_side(addr))) == 2
+
+    # an allowed name: resolved, and reachable by name (its address opened by the answer)
+    assert resolves(mgr, sid, "allowed.example.test") == "203.0.113.10"
+    code, body = fetch(mgr, sid, f"http://allowed.example.test:{HTTP_PORT}/")
+    assert code == 0 and "upstream says hello" in body, body
+    # over UDP and over TCP, from a query of our own and from glibc told to use TCP
+    assert dns_query(mgr, sid, "allowed.example.test", "udp") == (RCODE["NOERROR"], 1)
+    assert dns_query(mgr, sid, "allowed.example.test", "tcp") == (RCODE["NOERROR"], 1)
+    assert resolves(mgr, sid, "allowed.example.test", env={"RES_OPTIONS": "use-vc"}) == "203.0.113.10"
+
+    # a denied name: REFUSED over UDP and TCP, unresolvable, and on the record
+    assert dns_query(mgr, sid, "other.example.test", "udp") == (RCODE["REFUSED"], 0)
+    assert dns_query(mgr, sid, "other.example.test", "tcp") == (RCODE["REFUSED"], 0)
+    assert resolves(mgr, sid, "other.example.test") is None
+    rows = wait_for(lambda: [r for r in denied_rows(sid) if r["detail"].get("name") == "other.example.test"],
+                    what="the refused name's row")
+    r = rows[0]
+    assert str(r["event"]) == "denied" and str(r["source"]) == "system", r
+    assert r["detail"]["port"] == 53 and r["detail"]["protocol"] == "dns", r
+    assert r["detail"]["reason"] == "not allowed by the policy", r
+
+    # the denied name's address dialled directly: fails, and the firewall's drop is on the record
+    assert not reachable(mgr, sid, "198.51.100.10")
+    rows = wait_for(lambda: [r for r in denied_rows(sid) if r["detail"].get("address") == "198.51.100.10"],
+                    what="the dropped address's row")
+    assert rows[0]["detail"]["port"] == HTTP_PORT and rows[0]["detail"]["protocol"] == "tcp", rows[0]
+
+    # the wildcard: names under it, not the name itself
+    assert resolves(mgr, sid, "a.wild.example.test") == "203.0.113.10"
+    assert resolves(mgr, sid, "x.y.wild.example.test") == "203.0.113.10"
+    assert dns_query(mgr, sid, "wild.example.test") == (RCODE["REFUSED"], 0)
+
+
+def test_rebinding_answer_reaches_nothing(mgr, fake_dns, egress):
+    sid, _ = egress(allow=["rebind.example.test"])
+    # allowed, but its answer (127.0.0.1) is removed: no address at all, and on the record
+    assert dns_query(mgr, sid, "rebind.example.test") == (RCODE["NOERROR"], 0)
+    assert resolves(mgr, sid, "rebind.example.test") is None
+    code, _ = fetch(mgr, sid, f"http://rebind.example.test:{HTTP_PORT}/")
+    assert code != 0
+    rows = wait_for(lambda: [r for r in denied_rows(sid) if "127.0.0.1" in r["detail"].get("reason", "")],
+                    what="the rebinding answer's row")
+    assert rows[0]["detail"]["name"] == "rebind.example.test", rows[0]
+
+
+FLOOD_PY = r"""
+import socket, struct, sys, time
+server = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+dial = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+start = time.monotonic()
+for i in range(5000):
+    name = f"flood{i}.example.test"
+    q = struct.pack(">HHHHHH", i, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+    dns.sendto(q, (server, 53))
+    dial.sendto(b"x", ("198.51.100.10", 9 + i % 100))
+print(time.monotonic() - start)
+"""
+
+
+def test_flood_of_denials_gives_bounded_rows(mgr, fake_dns, egress):
+    sid, _ = egress(allow=["allowed.example.test"])
+    other, _ = egress(allow=["allowed.example.test"])
+    before = {r["id"] for r in denied_rows(sid)}
+    start = time.monotonic()
+    # 10,000 denied attempts: 5,000 refused names and 5,000 datagrams to a denied address
+    code, out, err, _ = mgr.exec(sid, ["python3", "-c", FLOOD_PY])
+    assert code == 0, err
+    sent_in = float(out.decode())
+    assert sent_in < 5, f"the flood took {sent_in:.1f} s to send"
+    # the gateway and another sandbox still answer
+    import requests
+    from gateway_helpers import BASE, gateway_up
+    gateway_up()
+    assert requests.get(BASE + "/v1/sandboxes", timeout=10).status_code in (200, 401)
+    assert resolves(mgr, other, "allowed.example.test") == "203.0.113.10"
+    # the summaries come once their second is over
+    wait_for(lambda: any(r["detail"].get("summary") for r in denied_rows(sid) if r["id"] not in before),
+             what="a summary row")
+    time.sleep(1.5)  # the last second's summary (not part of any assertion's timing)
+    rows = [r for r in denied_rows(sid) if r["id"] not in before]
+    seconds = time.monotonic() - start
+    # per second at most 10 rows of their own and one summary, per sandbox
+    assert len(rows) <= 11 * (int(seconds) + 2), (len(rows), seconds)
+    counted = sum(r["detail"]["count"] if r["detail"].get("summary") else 1 for r in rows)
+    print(f"flood: sent in {sent_in:.3f} s; {len(rows)} rows in {seconds:.1f} s standing for {counted} denials")
+    assert counted > len(rows), (counted, len(rows))
+    kinds = {("name" if "name" in r["detail"] else "address") for r in rows if not r["detail"].get("summary")}
+    kinds |= {("name" if "name" in e else "address") for r in rows if r["detail"].get("summary")
+              for e in r["detail"]["examples"]}
+    assert kinds == {"name", "address"}, rows[:3]
+
+
+def test_resolver_socket_goes_with_the_sandbox(mgr, fake_dns, egress):
+    # delete
+    sid, path = egress(allow=["allowed.example.test"])
+    hs = host_side(str(mgr.props(path)["EgressAddress"]))
+    assert len(resolver_sockets(hs)) == 2
+    mgr.delete(sid)
+    assert resolver_sockets(hs) == []
+    # TTL expiry
+    sid, path = egress(ttl_seconds=2, allow=["allowed.example.test"])
+    hs = host_side(str(mgr.props(path)["EgressAddress"]))
+    assert len(resolver_sockets(hs)) == 2
+    wait_for(lambda: sid not in [r[0] for r in mgr.list()], what="the TTL to expire")
+    assert resolver_sockets(hs) == []
+
+
+def test_resolver_after_kill9_and_restart(mgr, fake_dns, egress):
+    keep, kpath = egress(allow=["allowed.example.test"])
+    lost, lpath = egress(allow=["allowed.example.test"])
+    khs = host_side(str(mgr.props(kpath)["EgressAddress"]))
+    lhs = host_side(str(mgr.props(lpath)["EgressAddress"]))
+    assert resolves(mgr, keep, "allowed.example.test") == "203.0.113.10"
+    run("systemctl", "kill", "-s", "KILL", "sandboxd.service")
+    wait_for(lambda: run("systemctl", "is-active", "sandboxd", check=False).stdout.strip() != "active",
+             what="sandboxd to die")
+    assert resolver_sockets(khs) == [] and resolver_sockets(lhs) == [], "the sockets died with it"
+    run("systemctl", "kill", "-s", "KILL", f"sandbox-{lost}-init.scope", check=False)
+    restart_sandboxd()
+    wait_for(lambda: lost not in [r[0] for r in mgr.list()], what="the lost sandbox to go")
+    assert resolver_sockets(lhs) == []
+    assert len(resolver_sockets(khs)) == 2
+    # the survivor's names resolve again, and what they name is reachable
+    assert resolves(mgr, keep, "allowed.example.test") == "203.0.113.10"
+    assert reachable(mgr, keep, "allowed.example.test")
+    assert dns_query(mgr, keep, "other.example.test") == (RCODE["REFUSED"], 0)
+
+
+def test_pooled_egress_sandbox_has_its_resolver(mgr, fake_dns, egress_pool_type):
+    sid = wait_for(pooled_ready, what="the pooled egress sandbox")
+    addr = None
+    for line in run("ip", "-4", "-o", "addr", "show", "dev", ifname(sid)).stdout.splitlines():
+        addr = line.split()[3].split("/")[0]
+    assert addr and len(resolver_sockets(addr)) == 2, "a pooled sandbox's resolver runs before it is claimed"
+
+
+def test_resolver_bind_failure_fails_the_create(mgr, fake_dns):
+    """A DNS server of the host on 0.0.0.0:53 takes the port: the create fails with a clear error."""
+    import socket
+    squatter = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    squatter.bind(("0.0.0.0", 53))
+    try:
+        before, before_links, before_table = mgr.list(), links(), nft_table()
+        with pytest.raises(dbus.DBusException) as e:
+            create_raw(mgr, {"type": "small", "network": "egress"})
+        name, msg = dbus_error(e)
+        assert "port 53" in msg and "Address already in use" in msg, (name, msg)
+        assert mgr.list() == before
+        assert links().count("sbx-") == before_links.count("sbx-")
+        assert nft_table().count('"out_sb_') == before_table.count('"out_sb_')
+    finally:
+        squatter.close()
+
+
+def test_sighup_reads_resolv_conf_again(mgr, fake_dns, egress):
+    sid, _ = egress(allow=["allowed.example.test"])
+    assert resolves(mgr, sid, "allowed.example.test") == "203.0.113.10"
+    with open(RESOLV_CONF, "w") as f:
+        f.write("nameserver 192.0.2.77\n")  # nothing answers there
+    try:
+        sighup_sandboxd()
+        wait_for(lambda: dns_query_rcode_or_none(mgr, sid) == 2, what="SERVFAIL from the new, silent server")
+    finally:
+        with open(RESOLV_CONF, "w") as f:
+            f.write("nameserver 192.0.2.2\n")
+        sighup_sandboxd()
+    wait_for(lambda: resolves(mgr, sid, "allowed.example.test") == "203.0.113.10", what="the old server again")
+
+
+def dns_query_rcode_or_none(mgr, sid):
+    code, out, _, _ = mgr.exec(sid, ["python3", "-c", DNS_QUERY_PY, "allowed.example.test", "udp"])
+    return int(out.decode().split()[0]) if code == 0 else None
+
+
+def test_no_dns_server_refused(mgr, fake_dns):
+    """/etc/resolv.conf without a server at start: egress refused, saying so, nothing made."""
+    with open(RESOLV_CONF, "w") as f:
+        f.write("# no server\n")
+    try:
+        restart_sandboxd()
+        before, before_links = mgr.list(), links()
+        with pytest.raises(dbus.DBusException) as e:
+            create_raw(mgr, {"type": "small", "network": "egress"})
+        name, msg = dbus_error(e)
+        assert name == "org.freedesktop.DBus.Error.NotSupported", (name, msg)
+        assert "needs a DNS server" in msg and "/etc/resolv.conf" in msg, msg
+        assert mgr.list() == before and links().count("sbx-") == before_links.count("sbx-")
+    finally:
+        with open(RESOLV_CONF, "w") as f:
+            f.write("nameserver 192.0.2.2\n")
+        restart_sandboxd()
+
+
+def nflog_squat(group):
+    """A netlink socket of our own bound to NFLOG group `group` (so sandboxd cannot bind it), or a reason."""
+    import socket
+    import struct
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
+    s.bind((0, 0))
+    # nlmsghdr; nfgenmsg (AF_UNSPEC, version 0, the group big-endian); NFULA_CFG_CMD (1) = NFULNL_CFG_CMD_BIND
+    body = struct.pack("=BBH", 0, 0, socket.htons(group)) + struct.pack("=HHB3x", 5, 1, 1)
+    msg = struct.pack("=IHHII", 16 + len(body), (4 << 8) | 1, 0x1 | 0x4, 1, 0) + body  # ULOG, CONFIG; REQUEST|ACK
+    s.send(msg)
+    ack = s.recv(4096)
+    err = struct.unpack("=i", ack[16:20])[0]
+    if err != 0:
+        s.close()
+        return None, f"binding NFLOG group {group} failed: errno {-err}"
+    return s, None
+
+
+def test_without_nflog_only_the_resolver_names_denials(mgr, fake_dns, egress):
+    """NFLOG group taken (as a kernel without nfnetlink_log would refuse it): sandboxd says so at start, its
+    rules log nothing (nft would refuse them), the firewall still drops and counts, the resolver's refusals
+    are still rows."""
+    run("systemctl", "stop", "sandboxd.service")  # it holds the group while it runs
+    squat, why = nflog_squat(2323)
+    if squat is None:
+        restart_sandboxd()
+        pytest.skip(why)
+    try:
+        restart_sandboxd()
+        journal = run("journalctl", "-u", "sandboxd", "--no-pager", "-o", "cat", "-n", "300").stdout
+        assert "NFLOG group 2323 could not be bound" in journal, journal[-2000:]
+        sid, path = egress(allow=["allowed.example.test"])
+        assert " log " not in run("nft", "list", "table", "inet", "sandboxd").stdout
+        assert resolves(mgr, sid, "allowed.example.test") == "203.0.113.10"
+        before = counters(mgr, path)["denied_packets"]
+        assert not reachable(mgr, sid, "198.51.100.10")
+        assert counters(mgr, path)["denied_packets"] > before
+        assert dns_query(mgr, sid, "other.example.test") == (RCODE["REFUSED"], 0)
+        wait_for(lambda: [r for r in denied_rows(sid) if r["detail"].get("name") == "other.example.test"],
+                 what="the refused name's row")
+        assert not [r for r in denied_rows(sid) if "address" in r["detail"]]
+    finally:
+        squat.close()
+        restart_sandboxd()

@@ -22,7 +22,9 @@ MAX_EXPOSURE = {
 # Exactly what sandboxd.service keeps (units/sandboxd.service.in says what each is for).
 SANDBOXD_CAPS = {"cap_sys_admin", "cap_sys_ptrace", "cap_sys_chroot", "cap_mknod", "cap_net_admin",
                  "cap_setuid", "cap_setgid", "cap_setpcap", "cap_chown", "cap_fowner",
-                 "cap_dac_override", "cap_kill", "cap_sys_resource"}
+                 "cap_dac_override", "cap_kill", "cap_sys_resource",
+                 # egress sandboxes' resolvers on port 53 (docs/security.md)
+                 "cap_net_bind_service"}
 
 COMMON = {
         "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
@@ -51,7 +53,7 @@ EXPECTED = {
 }
 
 CAP_BITS = {"cap_chown": 0, "cap_dac_override": 1, "cap_fowner": 3, "cap_kill": 5, "cap_setgid": 6,
-            "cap_setuid": 7, "cap_setpcap": 8, "cap_net_admin": 12, "cap_sys_chroot": 18,
+            "cap_setuid": 7, "cap_setpcap": 8, "cap_net_bind_service": 10, "cap_net_admin": 12, "cap_sys_chroot": 18,
             "cap_sys_ptrace": 19, "cap_sys_admin": 21, "cap_sys_resource": 24, "cap_mknod": 27}
 
 

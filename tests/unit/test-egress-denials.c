@@ -2,6 +2,8 @@
 /* Tests egress-denials: a row per denial, a summary per second in a flood, nothing lost, the JSON detail. */
 #include <errno.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
+#include <string.h>
 
 #include "egress-denials.h"
 #include "macro.h"
@@ -168,8 +170,53 @@ static void test_json(void) {
                        "[{\"address\":\"198.51.100.7\",\"port\":0,\"protocol\":\"icmp\"}]}");
 }
 
+static void test_from_packet(void) {
+        /* IPv4 header (20 bytes, to 198.51.100.10) + a TCP header's ports (40000 -> 8080) */
+        uint8_t tcp[24] = {0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, IPPROTO_TCP, 0, 0, 10, 237, 0, 2,
+                           198, 51, 100, 10, 0x9c, 0x40, 0x1f, 0x90};
+        EgressDenial d;
+
+        CHECK_INT(egress_denial_from_packet(tcp, sizeof(tcp), "dropped by the firewall", &d), 0);
+        CHECK_INT(d.kind, EGRESS_DENIAL_ADDRESS);
+        CHECK_STR(d.target, "198.51.100.10");
+        CHECK_INT(d.port, 8080);
+        CHECK_STR(d.protocol, "tcp");
+        CHECK_STR(d.reason, "dropped by the firewall");
+        /* UDP; the ports cut off: port 0 */
+        tcp[9] = IPPROTO_UDP;
+        CHECK_INT(egress_denial_from_packet(tcp, 22, NULL, &d), 0);
+        CHECK_STR(d.protocol, "udp");
+        CHECK_INT(d.port, 0);
+        tcp[9] = IPPROTO_ICMP;
+        CHECK_INT(egress_denial_from_packet(tcp, sizeof(tcp), "x", &d), 0);
+        CHECK_STR(d.protocol, "icmp");
+        CHECK_INT(d.port, 0);
+        tcp[9] = 47; /* GRE */
+        CHECK_INT(egress_denial_from_packet(tcp, sizeof(tcp), "dropped", &d), 0);
+        CHECK_STR(d.protocol, "ip");
+        CHECK_STR(d.reason, "dropped (IP protocol 47)");
+        /* options: the ports come after them */
+        uint8_t opt[28] = {0x46, 0, 0, 60, 0, 0, 0, 0, 64, IPPROTO_TCP, 0, 0, 10, 237, 0, 2,
+                           203, 0, 113, 10, 1, 1, 1, 0, 0x9c, 0x40, 0x01, 0xbb};
+        CHECK_INT(egress_denial_from_packet(opt, sizeof(opt), "", &d), 0);
+        CHECK_STR(d.target, "203.0.113.10");
+        CHECK_INT(d.port, 443);
+        /* not IPv4, too short, a header length under 20 or past the end */
+        CHECK_INT(egress_denial_from_packet(tcp, 19, "", &d), -EBADMSG);
+        uint8_t bad[24];
+        memcpy(bad, tcp, sizeof(bad));
+        bad[0] = 0x65;
+        CHECK_INT(egress_denial_from_packet(bad, sizeof(bad), "", &d), -EBADMSG);
+        bad[0] = 0x44;
+        CHECK_INT(egress_denial_from_packet(bad, sizeof(bad), "", &d), -EBADMSG);
+        bad[0] = 0x4f;
+        CHECK_INT(egress_denial_from_packet(bad, sizeof(bad), "", &d), -EBADMSG);
+        CHECK_INT(egress_denial_from_packet(NULL, 20, "", &d), -EINVAL);
+}
+
 int main(void) {
         test_kind_table();
+        test_from_packet();
         test_make();
         test_bad_args();
         test_slow();

@@ -85,8 +85,29 @@ static void test_render(void) {
                                          "counter name \"" SB_A "_denied\" drop\nadd rule inet sandboxd out_" SB_A
                                          " ct state established,related"));
 
+        /* With an NFLOG group: the policy's denials go through deny_<id>, logged a few a second with the id
+         * as the prefix; the ones no agent dialled (spoofed, over the rate) are not logged. */
+        _cleanup_free_ char *logged = NULL;
+        EgressNftSandbox lg = s;
+        lg.nflog_group = 2323;
+        p.default_action = EGRESS_DEFAULT_DENY;
+        CHECK_INT(egress_nft_render_sandbox(&lg, &logged), 0);
+        CHECK(logged && strstr(logged, "add rule inet sandboxd deny_" SB_A " limit rate 50/second burst 50 packets "
+                                       "log prefix \"" SB_A "\" group 2323\nadd rule inet sandboxd deny_" SB_A
+                                       " counter name \"" SB_A "_denied\" drop\n"));
+        CHECK(logged && strstr(logged, "out_" SB_A " ip daddr @" SB_A "_deny4 goto deny_" SB_A "\n"));
+        CHECK(logged && strstr(logged, "out_" SB_A " ip daddr @fixed4 goto deny_" SB_A "\n"));
+        CHECK(logged && strstr(logged, "out_" SB_A " ip daddr @pool4 goto deny_" SB_A "\n"));
+        CHECK(logged && strstr(logged, "add rule inet sandboxd out_" SB_A " goto deny_" SB_A "\n"));
+        CHECK(logged && strstr(logged, "add rule inet sandboxd host_" SB_A " goto deny_" SB_A "\n"));
+        CHECK(logged && strstr(logged, "ip saddr != 10.213.0.2 counter name \"" SB_A "_denied\" drop"));
+        /* the chain is there without a group too (nothing logged), so that removing does not depend on it */
+        CHECK(one && strstr(one, "add chain inet sandboxd deny_" SB_A "\n") && !strstr(one, " log "));
+
         CHECK_INT(egress_nft_render_remove(&s, &rm), 0);
         CHECK(rm && strstr(rm, "delete chain inet sandboxd out_" SB_A));
+        /* after the chains that jump to it */
+        CHECK(rm && strstr(rm, "delete chain inet sandboxd host_" SB_A "\ndelete chain inet sandboxd deny_" SB_A));
 
         uint8_t a4[4] = {198, 51, 100, 2}, a6[16] = {0x20, 0x01, 0x0d, 0xb8};
         CHECK_INT(egress_nft_render_allow_address(SB_A, AF_INET, a4, 1500 * USEC_PER_MSEC, &add), 0);
