@@ -29,6 +29,9 @@
 #define SANDBOXD_ERROR_NO_MATCH "org.sandboxd.sandbox1.NoMatch"
 #define SANDBOXD_ERROR_AMBIGUOUS_MATCH "org.sandboxd.sandbox1.AmbiguousMatch"
 #define SANDBOXD_ERROR_BINARY_FILE "org.sandboxd.sandbox1.BinaryFile"
+/* SetNetworkPolicy on a sandbox whose network is not egress (none or host has no policy to change).
+ * Not in the errno map. */
+#define SANDBOXD_ERROR_NOT_EGRESS "org.sandboxd.sandbox1.NotEgress"
 /* ResizeShell and WaitShell: no such shell of the caller's. Not in the errno map. */
 #define SANDBOXD_ERROR_NO_SUCH_SHELL "org.sandboxd.sandbox1.NoSuchShell"
 /* Never a reply: the "error" in the detail of an audit row whose operation sandboxd's death cut off
