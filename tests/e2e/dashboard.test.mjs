@@ -281,6 +281,7 @@ test("an egress sandbox shows its network, address, policy and counters, and its
         assert.match(await props.textContent(), /Allowed\d+ packets/);
         assert.equal(await page.getByLabel(/^Default/).inputValue(), "deny");
         assert.equal(await page.getByLabel(/^Allow/).inputValue(), "203.0.113.0/24");
+        await shot("egress-panel");
 
         // one edit: another CIDR allowed, a wildcard denied
         await page.getByLabel(/^Allow/).fill("203.0.113.0/24\n198.51.100.0/24\n");
