@@ -111,8 +111,9 @@ static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, 
         else if (streq(key, "EgressPolicy"))
                 return read_egress_policy(reply, &p->egress_policy);
         else if (streq(key, "EgressCounters"))
-                return sd_bus_message_read(reply, "v", "(tttt)", &p->egress_counters[0], &p->egress_counters[1],
-                                           &p->egress_counters[2], &p->egress_counters[3]);
+                return sd_bus_message_read(reply, "v", "(tttt)", &p->egress_counters[0],
+                                           &p->egress_counters[1], &p->egress_counters[2],
+                                           &p->egress_counters[3]);
         if (sp)
                 return sd_bus_message_read(reply, "v", "s", sp);
         if (tp)
@@ -697,8 +698,8 @@ int route_sandbox_network(Request *r) {
         sp->body = body;
         r->data = sp;
         r->data_free = set_policy_free;
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "SetNetworkPolicy",
-                        build_set_network_policy, on_network_policy_set, 0);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                        "SetNetworkPolicy", build_set_network_policy, on_network_policy_set, 0);
 }
 
 /* --- delete ------------------------------------------------------------------------------------- */
