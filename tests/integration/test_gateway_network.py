@@ -101,8 +101,11 @@ def test_put_replaces_the_policy(admin, upstream, made):
     rid = r.headers["X-Request-Id"]
     rows = wait_for(lambda: [x for x in audit_log(session=sid, operation="sandbox.update")
                              if str(x["request_id"]) == rid], what="the sandbox.update row")
-    assert str(rows[0]["source"]) == "agent"
-    assert "198.51.100.0/24" in str(rows[0]["detail"]), rows[0]
+    assert str(rows[0]["source"]) == "agent" and str(rows[0]["event"]) == "finished"
+    detail = json.loads(str(rows[0]["detail"]))
+    assert detail["egress_policy"] == sb["egress_policy"], detail
+    assert detail["egress_policy_before"] == {"default": "deny", "allow": ["203.0.113.0/24"],
+                                              "deny": ["evil.example.test"]}, detail
 
     # default allow with a deny list, by name and CIDR
     # by a member's key, as PATCH takes one on any sandbox its scope holds
