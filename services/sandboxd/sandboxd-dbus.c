@@ -265,10 +265,21 @@ static int run_set_ttl(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *erro
 static int read_set_network_policy(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
         int r;
 
-        r = egress_policy_from_bus(call->msg, &a->network_policy, error);
+        /* The context first, so that the row of a refused policy names whom the gateway speaks for; then
+         * back to the policy. */
+        r = sd_bus_message_skip(call->msg, "a{sv}");
         if (r < 0)
                 return r;
-        return context_options_read(call->msg, &call->caller, "SetNetworkPolicy", error);
+        r = context_options_read(call->msg, &call->caller, "SetNetworkPolicy", error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_rewind(call->msg, true);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_skip(call->msg, "s");
+        if (r < 0)
+                return r;
+        return egress_policy_from_bus(call->msg, &a->network_policy, error);
 }
 
 static void done_set_network_policy(MethodArgs *a) {
