@@ -2115,6 +2115,7 @@ static int help(void) {
                "  list                        List sandboxes (the default command)\n"
                "  status ID...                Show the properties of one or more sandboxes\n"
                "  create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=none|egress|host]\n"
+               "         [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
                "                              Create a sandbox and print its id\n"
                "  delete ID...                Delete one or more sandboxes\n"
                "  set-ttl ID SECONDS          Let a sandbox expire SECONDS from now\n"
@@ -2164,8 +2165,8 @@ static int help(void) {
                "     --version                Show package version\n"
                "     --no-legend              Do not show the headers and footers\n"
                "     --no-pager               Accepted for compatibility; sandboxctl never pages\n"
-               "     --json[=MODE]            Output list, status and log as JSON: short (the\n"
-               "                              default for a bare --json), pretty, off\n"
+               "     --json[=MODE]            Output list, status, network and log as JSON: short\n"
+               "                              (the default for a bare --json), pretty, off\n"
                "  -H --host=[USER@]HOST       Operate on a remote host, over ssh\n"
                "  -q --quiet                  Suppress informational messages\n"
                "\n"
@@ -2611,7 +2612,8 @@ static const Verb verbs[] = {
         { "list", 1, 1, EXIT_FAILURE, "list", verb_list },
         { "status", 2, SIZE_MAX, EXIT_FAILURE, "status ID...", verb_status },
         { "create", 1, 1, EXIT_FAILURE,
-          "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE]", verb_create },
+          "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE] [--allow=ENTRY...] "
+          "[--deny=ENTRY...] [--egress-default=deny|allow]", verb_create },
         { "delete", 2, SIZE_MAX, EXIT_FAILURE, "delete ID...", verb_delete },
         { "set-ttl", 3, 3, EXIT_FAILURE, "set-ttl ID SECONDS", verb_set_ttl },
         { "network", 2, 2, EXIT_FAILURE,
