@@ -36,7 +36,8 @@ static int on_entry(enum nf_conntrack_msg_type type, struct nf_conntrack *ct, vo
         Collect *c = userdata;
         struct in_addr dst;
 
-        if (nfct_get_attr_u8(ct, ATTR_L3PROTO) != AF_INET || nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC) != c->source)
+        if (nfct_get_attr_u8(ct, ATTR_L3PROTO) != AF_INET ||
+            nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC) != c->source)
                 return NFCT_CB_CONTINUE;
         dst.s_addr = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST);
         if (!c->cut(dst, c->userdata))

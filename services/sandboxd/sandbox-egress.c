@@ -465,8 +465,8 @@ int sandbox_egress_set_policy(Sandbox *s, const EgressPolicy *policy) {
 
 static bool cut_connection(struct in_addr dst, void *userdata) {
         Sandbox *s = userdata;
-        return egress_conntrack_cuts(s->egress.policy, &s->manager->config.network.pool, s->egress.host_address,
-                                     dst);
+        return egress_conntrack_cuts(s->egress.policy, &s->manager->config.network.pool,
+                                     s->egress.host_address, dst);
 }
 
 int sandbox_egress_change_policy(Sandbox *s, const EgressPolicy *policy, int *ret_cut) {
@@ -487,15 +487,15 @@ int sandbox_egress_change_policy(Sandbox *s, const EgressPolicy *policy, int *re
         if (r < 0) {
                 int k = sandbox_store_set_egress_policy(s->manager->store, s->id, old_json);
                 if (k < 0)
-                        log_sandbox(LOG_ERR, s->id, "Could not restore sandbox %s's stored policy: %s", s->id,
-                                    strerror(-k));
+                        log_sandbox(LOG_ERR, s->id, "Could not restore sandbox %s's stored policy: %s",
+                                    s->id, strerror(-k));
                 return r;
         }
         r = egress_conntrack_cut(s->egress.address, cut_connection, s);
         if (r < 0)
                 log_sandbox(LOG_WARNING, s->id,
-                            "Sandbox %s's new egress policy is in force, but its open connections could not be "
-                            "cut: %s",
+                            "Sandbox %s's new egress policy is in force, but its open connections could "
+                            "not be cut: %s",
                             s->id, strerror(-r));
         if (ret_cut)
                 *ret_cut = r;

@@ -227,8 +227,8 @@ uint64_t sandbox_next_unit_number(Sandbox *s) {
 }
 
 static void audit_row(Sandbox *s, const Caller *c, const char *operation, const char *event,
-                      const char *error_name, const char *error_message, json_object *extra, uint64_t started_at,
-                      uint64_t mono_start) {
+                      const char *error_name, const char *error_message, json_object *extra,
+                      uint64_t started_at, uint64_t mono_start) {
         json_object *o = json_object_new_object();
         _cleanup_free_ char *detail = NULL;
 

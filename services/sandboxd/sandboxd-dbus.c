@@ -292,7 +292,8 @@ static int run_set_network_policy(Call *call, Sandbox *s, MethodArgs *a, sd_bus_
 
         if (s->network != SANDBOX_NETWORK_EGRESS)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_EGRESS,
-                                         "Sandbox %s has network \"%s\": only an \"egress\" sandbox has a policy.",
+                                         "Sandbox %s has network \"%s\": only an \"egress\" sandbox has a "
+                                         "policy.",
                                          s->id, sandbox_network_to_string(s->network));
         extra = json_object_new_object();
         if (!extra)
@@ -301,10 +302,12 @@ static int run_set_network_policy(Call *call, Sandbox *s, MethodArgs *a, sd_bus_
         r = sandbox_egress_change_policy(s, &a->network_policy, &cut);
         if (r == -ENOTCONN)
                 r = sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
-                                      "Sandbox %s's egress network is not in the firewall (see sandboxd's journal).",
+                                      "Sandbox %s's egress network is not in the firewall (see sandboxd's "
+                                      "journal).",
                                       s->id);
         else if (r < 0)
-                r = sd_bus_error_set_errnof(error, r, "Could not change the network policy: %s", strerror(-r));
+                r = sd_bus_error_set_errnof(error, r, "Could not change the network policy: %s",
+                                            strerror(-r));
         if (r < 0) {
                 json_object_put(extra);
                 return r;
@@ -312,11 +315,13 @@ static int run_set_network_policy(Call *call, Sandbox *s, MethodArgs *a, sd_bus_
         if (cut >= 0)
                 json_object_object_add(extra, "connections_cut", json_object_new_int(cut));
         else
-                json_object_object_add(extra, "connections_cut_error", json_object_new_string(strerror(-cut)));
-        log_sandbox(LOG_INFO, s->id, "Network policy of sandbox %s changed by %s (%d connections cut).", s->id,
-                    call->caller.account_id, cut);
+                json_object_object_add(extra, "connections_cut_error",
+                                       json_object_new_string(strerror(-cut)));
+        log_sandbox(LOG_INFO, s->id, "Network policy of sandbox %s changed by %s (%d connections cut).",
+                    s->id, call->caller.account_id, cut);
         sandbox_emit_changed(s, "EgressPolicy");
-        sandbox_audit_extra(s, &call->caller, "sandbox.update", "finished", extra, call->started_at, call->mono);
+        sandbox_audit_extra(s, &call->caller, "sandbox.update", "finished", extra, call->started_at,
+                            call->mono);
         return sd_bus_reply_method_return(call->msg, NULL);
 }
 

@@ -667,7 +667,8 @@ static json_object *entries_json(const EgressEntry *l, size_t n) {
         json_object *a = json_object_new_array();
 
         for (size_t i = 0; a && i < n; i++)
-                if (json_object_array_add(a, json_object_new_string(egress_entry_to_string(&l[i], buf))) < 0) {
+                if (json_object_array_add(a, json_object_new_string(egress_entry_to_string(&l[i], buf))) <
+                    0) {
                         json_object_put(a);
                         return NULL;
                 }
@@ -684,7 +685,8 @@ json_object *egress_policy_json(const EgressPolicy *p) {
                 json_object_put(deny);
                 return NULL;
         }
-        json_object_object_add(o, "default", json_object_new_string(egress_default_to_string(p->default_action)));
+        json_object_object_add(o, "default",
+                               json_object_new_string(egress_default_to_string(p->default_action)));
         json_object_object_add(o, "allow", allow);
         json_object_object_add(o, "deny", deny);
         return o;

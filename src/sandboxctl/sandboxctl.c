@@ -129,7 +129,8 @@ static int append_policy(sd_bus_message *m) {
         r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r < 0)
                 return r;
-        if (arg_egress_default && (r = sd_bus_message_append(m, "{sv}", "default", "s", arg_egress_default)) < 0)
+        if (arg_egress_default &&
+            (r = sd_bus_message_append(m, "{sv}", "default", "s", arg_egress_default)) < 0)
                 return r;
         for (int allow = 1; allow >= 0; allow--) {
                 const char **l = allow ? arg_allow : arg_deny;
@@ -144,9 +145,9 @@ static int append_policy(sd_bus_message *m) {
                 for (size_t i = 0; i < n; i++)
                         if ((r = sd_bus_message_append(m, "s", l[i])) < 0)
                                 return r;
-                if ((r = sd_bus_message_close_container(m)) < 0 || (r = sd_bus_message_close_container(m)) < 0 ||
-                    (r = sd_bus_message_close_container(m)) < 0)
-                        return r;
+                for (int k = 0; k < 3; k++) /* as, v, e */
+                        if ((r = sd_bus_message_close_container(m)) < 0)
+                                return r;
         }
         return sd_bus_message_close_container(m);
 }
@@ -653,7 +654,8 @@ static int verb_create(char **args, size_t n_args) {
                 if ((r = sd_bus_message_open_container(m, 'e', "sv")) < 0 ||
                     (r = sd_bus_message_append(m, "s", "egress_policy")) < 0 ||
                     (r = sd_bus_message_open_container(m, 'v', "a{sv}")) < 0 || (r = append_policy(m)) < 0 ||
-                    (r = sd_bus_message_close_container(m)) < 0 || (r = sd_bus_message_close_container(m)) < 0)
+                    (r = sd_bus_message_close_container(m)) < 0 ||
+                    (r = sd_bus_message_close_container(m)) < 0)
                         goto build_error;
         }
         r = sd_bus_message_close_container(m);
@@ -741,6 +743,12 @@ static int network_set(sd_bus *bus, const char *id) {
         return 0;
 }
 
+static int get_sandbox_string(sd_bus *bus, const char *path, const char *property, sd_bus_error *error,
+                              char **ret) {
+        return sd_bus_get_property_string(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE, property,
+                                          error, ret);
+}
+
 static int network_show(sd_bus *bus, const char *id) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *policy = NULL, *counters = NULL;
@@ -750,23 +758,20 @@ static int network_show(sd_bus *bus, const char *id) {
         const char *path;
         int r;
 
-        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "GetSandbox",
-                               &error, &reply, "s", id);
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "GetSandbox", &error, &reply, "s", id);
         if (r < 0)
                 return log_bus_error("network", &error, r);
         r = sd_bus_message_read(reply, "o", &path);
         if (r < 0)
                 return log_error(r, "network", "Failed to parse reply: %s", strerror(-r));
-        if ((r = sd_bus_get_property_string(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE, "Id", &error,
-                                            &sid)) < 0 ||
-            (r = sd_bus_get_property_string(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE, "Network",
-                                            &error, &network)) < 0 ||
-            (r = sd_bus_get_property_string(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE,
-                                            "EgressAddress", &error, &address)) < 0 ||
+        if ((r = get_sandbox_string(bus, path, "Id", &error, &sid)) < 0 ||
+            (r = get_sandbox_string(bus, path, "Network", &error, &network)) < 0 ||
+            (r = get_sandbox_string(bus, path, "EgressAddress", &error, &address)) < 0 ||
             (r = sd_bus_get_property(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE, "EgressPolicy",
                                      &error, &policy, "a{sv}")) < 0 ||
-            (r = sd_bus_get_property(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE, "EgressCounters",
-                                     &error, &counters, "(tttt)")) < 0)
+            (r = sd_bus_get_property(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE,
+                                     "EgressCounters", &error, &counters, "(tttt)")) < 0)
                 return log_bus_error("network", &error, r);
         /* The policy's own reader: what sandboxd sends is what it would accept. */
         r = egress_policy_from_bus(policy, &p, &error);
@@ -800,7 +805,8 @@ static int network_show(sd_bus *bus, const char *id) {
                 return 0;
         _cleanup_free_ char *allow = egress_entries_join(p.allow, p.n_allow),
                             *deny = egress_entries_join(p.deny, p.n_deny), *allowed = NULL, *denied = NULL;
-        if (!allow || !deny || asprintf(&allowed, "%" PRIu64 " packets, %" PRIu64 " bytes", c[0], c[1]) < 0 ||
+        if (!allow || !deny ||
+            asprintf(&allowed, "%" PRIu64 " packets, %" PRIu64 " bytes", c[0], c[1]) < 0 ||
             asprintf(&denied, "%" PRIu64 " packets, %" PRIu64 " bytes", c[2], c[3]) < 0)
                 return log_error(-ENOMEM, "network", "Out of memory");
         print_field("Address", address);
@@ -2449,7 +2455,8 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_EGRESS_DEFAULT:
                         if (!streq(optarg, "deny") && !streq(optarg, "allow"))
-                                return log_usage("--egress-default: expected deny or allow, got '%s'", optarg);
+                                return log_usage("--egress-default: expected deny or allow, got '%s'",
+                                                 optarg);
                         arg_egress_default = optarg;
                         break;
 

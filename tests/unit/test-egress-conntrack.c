@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests egress-conntrack.c: which of a sandbox's open connections a new policy cuts; then, as root only, in a
- * network namespace of its own, conntrack entries made by loopback traffic and deleted by source and by that
- * decision. */
+/* Tests egress-conntrack.c: which of a sandbox's open connections a new policy cuts; then, as root only, in
+ * a network namespace of its own, conntrack entries made by loopback traffic and deleted by source and by
+ * that decision. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <sched.h>
@@ -37,23 +37,26 @@ static void test_decision(void) {
         CHECK_INT(egress_cidr_parse("10.213.0.0/16", &pool, NULL), 0);
 
         /* Default deny, one allow CIDR, one allowed name. */
-        _cleanup_(egress_policy_donep) EgressPolicy deny = policy_of(EGRESS_DEFAULT_DENY, "203.0.113.0/24", NULL);
+        _cleanup_(egress_policy_donep) EgressPolicy deny =
+                policy_of(EGRESS_DEFAULT_DENY, "203.0.113.0/24", NULL);
         CHECK_INT(egress_policy_add(&deny, true, "pypi.org", NULL), 0);
-        CHECK(!egress_conntrack_cuts(&deny, &pool, host, ip("203.0.113.10")));  /* the allow CIDR */
-        CHECK(egress_conntrack_cuts(&deny, &pool, host, ip("198.51.100.10")));  /* resolved only: cut */
-        CHECK(egress_conntrack_cuts(&deny, &pool, host, ip("192.168.1.1")));    /* private */
-        CHECK(egress_conntrack_cuts(&deny, &pool, host, ip("10.213.0.6")));     /* another sandbox */
-        CHECK(!egress_conntrack_cuts(&deny, &pool, host, ip("10.213.0.1")));    /* its resolver */
+        CHECK(!egress_conntrack_cuts(&deny, &pool, host, ip("203.0.113.10"))); /* the allow CIDR */
+        CHECK(egress_conntrack_cuts(&deny, &pool, host, ip("198.51.100.10"))); /* resolved only: cut */
+        CHECK(egress_conntrack_cuts(&deny, &pool, host, ip("192.168.1.1")));   /* private */
+        CHECK(egress_conntrack_cuts(&deny, &pool, host, ip("10.213.0.6")));    /* another sandbox */
+        CHECK(!egress_conntrack_cuts(&deny, &pool, host, ip("10.213.0.1")));   /* its resolver */
 
         /* Default allow with a deny CIDR. */
-        _cleanup_(egress_policy_donep) EgressPolicy allow = policy_of(EGRESS_DEFAULT_ALLOW, NULL, "198.51.100.0/24");
+        _cleanup_(egress_policy_donep) EgressPolicy allow =
+                policy_of(EGRESS_DEFAULT_ALLOW, NULL, "198.51.100.0/24");
         CHECK(!egress_conntrack_cuts(&allow, &pool, host, ip("203.0.113.10")));
         CHECK(egress_conntrack_cuts(&allow, &pool, host, ip("198.51.100.10")));
         CHECK(egress_conntrack_cuts(&allow, &pool, host, ip("169.254.169.254")));
         CHECK(egress_conntrack_cuts(&allow, NULL, host, ip("127.0.0.1")));
 
         /* An allow CIDR opening a private range keeps it; the pool stays cut. */
-        _cleanup_(egress_policy_donep) EgressPolicy priv = policy_of(EGRESS_DEFAULT_DENY, "10.0.0.0/8", NULL);
+        _cleanup_(egress_policy_donep) EgressPolicy priv =
+                policy_of(EGRESS_DEFAULT_DENY, "10.0.0.0/8", NULL);
         CHECK(!egress_conntrack_cuts(&priv, &pool, host, ip("10.1.2.3")));
         CHECK(egress_conntrack_cuts(&priv, &pool, host, ip("10.213.0.6")));
 }
@@ -67,9 +70,8 @@ static bool cut_by_policy(struct in_addr dst, void *userdata) {
 }
 
 static int udp_from_to(const char *from, const char *to, uint16_t port) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = ip(from)}, b = {.sin_family = AF_INET,
-                                                                                  .sin_port = htons(port),
-                                                                                  .sin_addr = ip(to)};
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = ip(from)},
+                           b = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = ip(to)};
         int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = -1;
 
         if (fd < 0)
@@ -93,16 +95,17 @@ static void traffic(void) {
                                  "add rule inet track out ct state new counter accept\n",
                                  &why),
                   0);
-        CHECK_INT(udp_from_to("127.0.0.1", "127.0.0.2", 9), 0); /* fixed list: cut */
-        CHECK_INT(udp_from_to("127.0.0.1", "127.0.0.3", 9), 0); /* allow CIDR: kept */
+        CHECK_INT(udp_from_to("127.0.0.1", "127.0.0.2", 9), 0);  /* fixed list: cut */
+        CHECK_INT(udp_from_to("127.0.0.1", "127.0.0.3", 9), 0);  /* allow CIDR: kept */
         CHECK_INT(udp_from_to("127.0.0.1", "127.0.0.6", 53), 0); /* "resolver": kept */
-        CHECK_INT(udp_from_to("127.0.0.5", "127.0.0.2", 9), 0); /* another source: not ours */
+        CHECK_INT(udp_from_to("127.0.0.5", "127.0.0.2", 9), 0);  /* another source: not ours */
 
         /* TCP too: an established connection to a denied address. */
-        struct sockaddr_in l = {.sin_family = AF_INET, .sin_addr = ip("127.0.0.4")}, c = {.sin_family = AF_INET,
-                                                                                         .sin_addr = ip("127.0.0.1")};
+        struct sockaddr_in l = {.sin_family = AF_INET, .sin_addr = ip("127.0.0.4")},
+                           c = {.sin_family = AF_INET, .sin_addr = ip("127.0.0.1")};
         socklen_t len = sizeof(l);
-        int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), cs = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0),
+            cs = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         CHECK(ls >= 0 && cs >= 0);
         CHECK(bind(ls, (struct sockaddr *) &l, sizeof(l)) == 0 && listen(ls, 1) == 0);
         CHECK(getsockname(ls, (struct sockaddr *) &l, &len) == 0);
