@@ -87,8 +87,11 @@ static void put_sandbox(FILE *f, const EgressNftSandbox *s) {
         fprintf(f, "add set " T " %s_deny4 { type ipv4_addr; flags interval; auto-merge; }\n", id);
         fprintf(f, "flush set " T " %s_deny4\n", id);
         put_set_elements(f, id, "deny4", p->deny, p->n_deny);
-        /* The resolver's additions, each with its own timeout: kept across policy changes. */
+        /* The resolver's additions, each with its own timeout: kept when the pool hands a sandbox out with
+         * another policy, emptied when SetNetworkPolicy changes it. */
         fprintf(f, "add set " T " %s_dyn4 { type ipv4_addr; flags timeout; }\n", id);
+        if (s->flush_dynamic)
+                fprintf(f, "flush set " T " %s_dyn4\n", id);
 
         /* Where the policy's denials go: counted, logged (a few a second) and dropped. Always there, so
          * that removing a sandbox does not depend on how it was rendered. */

@@ -4,6 +4,7 @@
 
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "egress-policy.h"
@@ -34,6 +35,8 @@ typedef struct EgressNftSandbox {
         uint16_t nflog_group;        /* connections the policy denies (to an address, or to the host) are
                                       * logged to this NFLOG group, at most EGRESS_NFT_LOG_RATE a second,
                                       * prefixed with the id; 0: not logged */
+        bool flush_dynamic;          /* egress_nft_render_sandbox(): empty its resolver-added set too, in the
+                                      * same transaction (a policy change: see sandbox_egress_change_policy()) */
 } EgressNftSandbox;
 
 /* A sandbox's logged denials per second (nft "limit", per sandbox; the denied counters count them all). */
@@ -47,7 +50,8 @@ typedef struct EgressNftSandbox {
 int egress_nft_render_table(const EgressCidr *pool, const EgressNftSandbox *sandboxes, size_t n,
                             char **ret_text);
 /* Adds one sandbox to the table, or replaces its policy: its counters, sets and chains are created if
- * missing, its allow/deny sets and chains refilled, its resolver-added (dynamic) sets kept. */
+ * missing, its allow/deny sets and chains refilled, its resolver-added (dynamic) sets kept, or emptied
+ * with flush_dynamic. One transaction: the old rules or the new ones, never a mix. */
 int egress_nft_render_sandbox(const EgressNftSandbox *s, char **ret_text);
 /* Removes one sandbox: its dispatch and resolver elements, chains, sets and counters. */
 int egress_nft_render_remove(const EgressNftSandbox *s, char **ret_text);

@@ -17,6 +17,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "egress-conntrack.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox.h"
@@ -422,12 +423,13 @@ void sandbox_egress_free(Sandbox *s) {
         s->egress.policy = egress_policy_free(s->egress.policy);
 }
 
-int sandbox_egress_set_policy(Sandbox *s, const EgressPolicy *policy) {
+/* The policy replaced and the sandbox's rules re-rendered in one transaction; the old policy kept if nft
+ * refuses. */
+static int replace_policy(Sandbox *s, const EgressPolicy *policy, bool flush_dynamic) {
+        _cleanup_free_ char *text = NULL, *why = NULL;
         EgressPolicy *copy, *old = s->egress.policy;
         int r;
 
-        if (!has_egress(s))
-                return -EINVAL;
         copy = calloc(1, sizeof(EgressPolicy));
         if (!copy)
                 return -ENOMEM;
@@ -436,14 +438,67 @@ int sandbox_egress_set_policy(Sandbox *s, const EgressPolicy *policy) {
                 free(copy);
                 return r;
         }
-        s->egress.policy = copy;
-        r = render_and_run(s, egress_nft_render_sandbox);
+        EgressNftSandbox n = nft_sandbox(s);
+        n.policy = copy;
+        n.flush_dynamic = flush_dynamic;
+        r = egress_nft_render_sandbox(&n, &text);
+        if (r >= 0) {
+                r = egress_nft_run(s->manager->egress.nft, text, &why);
+                if (r < 0)
+                        log_sandbox(LOG_ERR, s->id, "nft refused sandbox %s's rules: %s", s->id, strna(why));
+        }
         if (r < 0) {
-                s->egress.policy = old;
                 egress_policy_free(copy);
                 return r;
         }
+        /* The resolver reads the policy through this pointer at each query (sandbox-egress-dns.c). */
+        s->egress.policy = copy;
         egress_policy_free(old);
+        return 0;
+}
+
+int sandbox_egress_set_policy(Sandbox *s, const EgressPolicy *policy) {
+        if (!has_egress(s))
+                return -EINVAL;
+        return replace_policy(s, policy, false);
+}
+
+static bool cut_connection(struct in_addr dst, void *userdata) {
+        Sandbox *s = userdata;
+        return egress_conntrack_cuts(s->egress.policy, &s->manager->config.network.pool,
+                                     s->egress.host_address, dst);
+}
+
+int sandbox_egress_change_policy(Sandbox *s, const EgressPolicy *policy, int *ret_cut) {
+        _cleanup_free_ char *json = NULL, *old_json = NULL;
+        int r;
+
+        if (!has_egress(s) || !s->egress.in_table || !s->manager->egress.nft)
+                return -ENOTCONN;
+        json = egress_policy_to_json_string(policy);
+        old_json = egress_policy_to_json_string(s->egress.policy);
+        if (!json || !old_json)
+                return -ENOMEM;
+        /* The store first: a failure there changes nothing; a refusal by nft puts the old text back. */
+        r = sandbox_store_set_egress_policy(s->manager->store, s->id, json);
+        if (r < 0)
+                return r;
+        r = replace_policy(s, policy, true);
+        if (r < 0) {
+                int k = sandbox_store_set_egress_policy(s->manager->store, s->id, old_json);
+                if (k < 0)
+                        log_sandbox(LOG_ERR, s->id, "Could not restore sandbox %s's stored policy: %s",
+                                    s->id, strerror(-k));
+                return r;
+        }
+        r = egress_conntrack_cut(s->egress.address, cut_connection, s);
+        if (r < 0)
+                log_sandbox(LOG_WARNING, s->id,
+                            "Sandbox %s's new egress policy is in force, but its open connections could "
+                            "not be cut: %s",
+                            s->id, strerror(-r));
+        if (ret_cut)
+                *ret_cut = r;
         return 0;
 }
 

@@ -61,6 +61,15 @@ void sandbox_egress_free(Sandbox *s);
 /* Replaces its policy (a pooled sandbox claimed with a policy of its own): the rules are re-rendered
  * before it is handed out. Returns 0 or a negative errno, the old policy kept then. */
 int sandbox_egress_set_policy(Sandbox *s, const EgressPolicy *policy);
+/* SetNetworkPolicy: replaces a running egress sandbox's policy, whole. In this order: the store (a restart
+ * keeps it); the firewall, one transaction: its allow/deny sets and chains re-rendered and its
+ * resolver-added set emptied, so that addresses answered for names the new policy may deny stop working
+ * (the resolver reads the new policy at the next query and adds a still-allowed name's addresses again);
+ * then its open connections that the new policy does not allow by address are cut (egress-conntrack.h
+ * says which). Returns 0 with *ret_cut (if not NULL) the number of connections cut, or a negative errno
+ * if cutting failed (logged; the policy is in force anyway); -ENOTCONN if the sandbox has no egress
+ * network in the firewall; another negative errno with nothing changed. */
+int sandbox_egress_change_policy(Sandbox *s, const EgressPolicy *policy, int *ret_cut);
 /* An adopted sandbox's egress state from its stored address and policy. */
 int sandbox_egress_adopt(Sandbox *s, const char *address, const char *policy_json);
 /* Its counters (zeros unless network egress and in the table). */

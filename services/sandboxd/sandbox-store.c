@@ -14,7 +14,7 @@
 
 struct SandboxStore {
         sqlite3 *db;
-        sqlite3_stmt *insert, *delete, *set_expiry, *set_exec_next, *load;
+        sqlite3_stmt *insert, *delete, *set_expiry, *set_exec_next, *set_egress_policy, *load;
 };
 
 /* Append-only: each entry moves the schema one version up. */
@@ -43,6 +43,7 @@ SandboxStore *sandbox_store_free(SandboxStore *s) {
         sqlite3_finalize(s->delete);
         sqlite3_finalize(s->set_expiry);
         sqlite3_finalize(s->set_exec_next);
+        sqlite3_finalize(s->set_egress_policy);
         sqlite3_finalize(s->load);
         sqlite3_close_v2(s->db);
         free(s);
@@ -77,6 +78,8 @@ int sandbox_store_open(const char *path, SandboxStore **ret) {
                                            &s->set_expiry)) < 0 ||
             (r = sqlite_prepare_persistent(s->db, "UPDATE sandboxes SET exec_next = ? WHERE id = ?",
                                            &s->set_exec_next)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "UPDATE sandboxes SET egress_policy = ? WHERE id = ?",
+                                           &s->set_egress_policy)) < 0 ||
             (r = sqlite_prepare_persistent(s->db,
                                            "SELECT id, name, type, owner, uid, network, created_at,"
                                            " expires_at, init_pid, init_start, exec_next, egress_address,"
@@ -125,6 +128,12 @@ int sandbox_store_set_exec_next(SandboxStore *s, const char *id, uint64_t exec_n
         sqlite3_bind_int64(s->set_exec_next, 1, (sqlite3_int64) exec_next);
         sqlite3_bind_text(s->set_exec_next, 2, id, -1, SQLITE_STATIC);
         return sqlite_step_done(s->set_exec_next);
+}
+
+int sandbox_store_set_egress_policy(SandboxStore *s, const char *id, const char *policy_json) {
+        sqlite3_bind_text(s->set_egress_policy, 1, policy_json, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->set_egress_policy, 2, id, -1, SQLITE_STATIC);
+        return sqlite_step_done(s->set_egress_policy);
 }
 
 int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {

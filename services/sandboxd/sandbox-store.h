@@ -29,6 +29,8 @@ int sandbox_store_insert(SandboxStore *s, const SandboxRecord *r);
 int sandbox_store_delete(SandboxStore *s, const char *id);
 int sandbox_store_set_expiry(SandboxStore *s, const char *id, uint64_t expires_at);
 int sandbox_store_set_exec_next(SandboxStore *s, const char *id, uint64_t exec_next);
+/* An egress sandbox's policy, replaced (SetNetworkPolicy): JSON as in SandboxRecord. */
+int sandbox_store_set_egress_policy(SandboxStore *s, const char *id, const char *policy_json);
 
 typedef int (*sandbox_store_cb)(const SandboxRecord *r, void *userdata);
 int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata);

@@ -226,8 +226,9 @@ uint64_t sandbox_next_unit_number(Sandbox *s) {
         return n;
 }
 
-void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const char *event, const char *error_name,
-                   const char *error_message, uint64_t started_at, uint64_t mono_start) {
+static void audit_row(Sandbox *s, const Caller *c, const char *operation, const char *event,
+                      const char *error_name, const char *error_message, json_object *extra,
+                      uint64_t started_at, uint64_t mono_start) {
         json_object *o = json_object_new_object();
         _cleanup_free_ char *detail = NULL;
 
@@ -250,9 +251,14 @@ void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const cha
                         json_object_object_add(o, "error", json_object_new_string(error_name));
                         json_object_object_add(o, "message", json_object_new_string(strempty(error_message)));
                 }
+                if (extra) {
+                        json_object_object_foreach(extra, key, value)
+                                json_object_object_add(o, key, json_object_get(value));
+                }
                 detail = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
                 json_object_put(o);
         }
+        json_object_put(extra);
         AuditRow row = {
                 .session_id = s->id,
                 .operation = operation,
@@ -263,6 +269,16 @@ void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const cha
                 .duration_usec = now_usec(CLOCK_MONOTONIC) - mono_start,
         };
         manager_audit(s->manager, c, &row);
+}
+
+void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const char *event, const char *error_name,
+                   const char *error_message, uint64_t started_at, uint64_t mono_start) {
+        audit_row(s, c, operation, event, error_name, error_message, NULL, started_at, mono_start);
+}
+
+void sandbox_audit_extra(Sandbox *s, const Caller *c, const char *operation, const char *event,
+                         json_object *extra, uint64_t started_at, uint64_t mono_start) {
+        audit_row(s, c, operation, event, NULL, NULL, extra, started_at, mono_start);
 }
 
 /* --- TTL ------------------------------------------------------------------------------------------ */

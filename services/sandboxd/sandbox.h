@@ -106,6 +106,9 @@ int sandbox_delete(Sandbox *s, sd_bus_message *request, const char *operation, c
 /* Spools an audit row about this sandbox (operation sandbox.*). */
 void sandbox_audit(Sandbox *s, const Caller *c, const char *operation, const char *event, const char *error_name,
                    const char *error_message, uint64_t started_at, uint64_t mono_start);
+/* The same with more keys in its detail: extra's (a JSON object, taken; may be NULL). */
+void sandbox_audit_extra(Sandbox *s, const Caller *c, const char *operation, const char *event,
+                         struct json_object *extra, uint64_t started_at, uint64_t mono_start);
 
 int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec);
 

@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "caller.h"
 #include "daemon-util.h"
+#include "egress-policy.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox-dbus.h"
@@ -42,6 +44,7 @@ typedef union MethodArgs {
         struct {
                 uint64_t ttl;
         } set_ttl;
+        EgressPolicy network_policy;
         struct {
                 char **argv;
                 ExecOptions o;
@@ -256,6 +259,69 @@ static int run_set_ttl(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *erro
                     call->caller.account_id);
         sandbox_audit(s, &call->caller, "sandbox.update", "finished", NULL, NULL, now_usec(CLOCK_REALTIME),
                       now_usec(CLOCK_MONOTONIC));
+        return sd_bus_reply_method_return(call->msg, NULL);
+}
+
+static int read_set_network_policy(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        /* The context first, so that the row of a refused policy names whom the gateway speaks for; then
+         * back to the policy. */
+        r = sd_bus_message_skip(call->msg, "a{sv}");
+        if (r < 0)
+                return r;
+        r = context_options_read(call->msg, &call->caller, "SetNetworkPolicy", error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_rewind(call->msg, true);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_skip(call->msg, "s");
+        if (r < 0)
+                return r;
+        return egress_policy_from_bus(call->msg, &a->network_policy, error);
+}
+
+static void done_set_network_policy(MethodArgs *a) {
+        egress_policy_done(&a->network_policy);
+}
+
+static int run_set_network_policy(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        json_object *extra = NULL;
+        int r, cut = 0;
+
+        if (s->network != SANDBOX_NETWORK_EGRESS)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_EGRESS,
+                                         "Sandbox %s has network \"%s\": only an \"egress\" sandbox has a "
+                                         "policy.",
+                                         s->id, sandbox_network_to_string(s->network));
+        extra = json_object_new_object();
+        if (!extra)
+                return -ENOMEM;
+        json_object_object_add(extra, "egress_policy_before", egress_policy_to_json(s->egress.policy));
+        r = sandbox_egress_change_policy(s, &a->network_policy, &cut);
+        if (r == -ENOTCONN)
+                r = sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                      "Sandbox %s's egress network is not in the firewall (see sandboxd's "
+                                      "journal).",
+                                      s->id);
+        else if (r < 0)
+                r = sd_bus_error_set_errnof(error, r, "Could not change the network policy: %s",
+                                            strerror(-r));
+        if (r < 0) {
+                json_object_put(extra);
+                return r;
+        }
+        if (cut >= 0)
+                json_object_object_add(extra, "connections_cut", json_object_new_int(cut));
+        else
+                json_object_object_add(extra, "connections_cut_error",
+                                       json_object_new_string(strerror(-cut)));
+        log_sandbox(LOG_INFO, s->id, "Network policy of sandbox %s changed by %s (%d connections cut).",
+                    s->id, call->caller.account_id, cut);
+        sandbox_emit_changed(s, "EgressPolicy");
+        sandbox_audit_extra(s, &call->caller, "sandbox.update", "finished", extra, call->started_at,
+                            call->mono);
         return sd_bus_reply_method_return(call->msg, NULL);
 }
 
@@ -502,6 +568,8 @@ static const MethodRow manager_methods[] = {
         { "GetSandbox", NULL, METHOD_ANY_SANDBOX, 0, NULL, run_get_sandbox },
         { "ListSandboxes", NULL, METHOD_NO_SANDBOX, 0, NULL, run_list_sandboxes },
         { "SetTTL", "sandbox.update", METHOD_RUNNING_SANDBOX, 0, read_set_ttl, run_set_ttl },
+        { "SetNetworkPolicy", "sandbox.update", METHOD_RUNNING_SANDBOX, 0, read_set_network_policy,
+          run_set_network_policy, done_set_network_policy },
         { "DeleteSandbox", "sandbox.delete", METHOD_ANY_SANDBOX, 0, read_delete_sandbox, run_delete_sandbox },
         { "Exec", "exec", METHOD_RUNNING_SANDBOX, 0, read_exec, run_exec, done_exec },
         { "WriteFile", "write", METHOD_RUNNING_SANDBOX, 0, read_write_file, run_write_file },
@@ -625,6 +693,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("SetTTL", SD_BUS_ARGS("s", id, "t", ttl_seconds, "a{sv}", context), SD_BUS_NO_RESULT,
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetNetworkPolicy", SD_BUS_ARGS("s", id, "a{sv}", policy, "a{sv}", context),
+                                SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("DeleteSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Exec", SD_BUS_ARGS("s", id, "as", argv, "a{sv}", options),

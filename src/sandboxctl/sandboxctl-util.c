@@ -642,3 +642,52 @@ int log_row_cells(json_object *row, char *ret_cells[static _LOG_COLUMN_MAX]) {
         memcpy(ret_cells, cells, sizeof(cells));
         return 0;
 }
+
+char *egress_entries_join(const EgressEntry *l, size_t n) {
+        char buf[EGRESS_ENTRY_TEXT_MAX], *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        if (n == 0)
+                return strdup("-");
+        f = open_memstream(&text, &size);
+        if (!f)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%s%s", i > 0 ? " " : "", egress_entry_to_string(&l[i], buf));
+        if (fclose(f) != 0) {
+                free(text);
+                return NULL;
+        }
+        return text;
+}
+
+static json_object *entries_json(const EgressEntry *l, size_t n) {
+        char buf[EGRESS_ENTRY_TEXT_MAX];
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && i < n; i++)
+                if (json_object_array_add(a, json_object_new_string(egress_entry_to_string(&l[i], buf))) <
+                    0) {
+                        json_object_put(a);
+                        return NULL;
+                }
+        return a;
+}
+
+json_object *egress_policy_json(const EgressPolicy *p) {
+        json_object *o = json_object_new_object(), *allow = entries_json(p->allow, p->n_allow),
+                    *deny = entries_json(p->deny, p->n_deny);
+
+        if (!o || !allow || !deny) {
+                json_object_put(o);
+                json_object_put(allow);
+                json_object_put(deny);
+                return NULL;
+        }
+        json_object_object_add(o, "default",
+                               json_object_new_string(egress_default_to_string(p->default_action)));
+        json_object_object_add(o, "allow", allow);
+        json_object_object_add(o, "deny", deny);
+        return o;
+}

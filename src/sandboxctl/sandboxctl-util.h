@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egress-policy.h"
 #include "io-util.h" /* loop_write(), which sandboxctl uses everywhere */
 
 /* Enough for "Wed 2026-12-02 15:39:31 CEST" with room for long zone names. */
@@ -126,3 +127,10 @@ uint64_t log_row_id(json_object *row);
 int log_row_cells(json_object *row, char *ret_cells[static _LOG_COLUMN_MAX]);
 
 void log_cells_free(char *cells[static _LOG_COLUMN_MAX]);
+
+/* "sandboxctl network": a policy's list as one line, canonical entries separated by spaces, "-" if empty.
+ * NULL on ENOMEM. */
+char *egress_entries_join(const EgressEntry *l, size_t n);
+/* The policy as JSON, as the REST API and the audit rows show it: {"default": "deny"|"allow", "allow": [...],
+ * "deny": [...]}, canonical entries. NULL on ENOMEM. */
+json_object *egress_policy_json(const EgressPolicy *p);

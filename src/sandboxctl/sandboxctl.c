@@ -73,6 +73,10 @@ static JsonMode arg_json = JSON_OFF;
 static const char *arg_name = NULL;
 static const char *arg_type = NULL;
 static const char *arg_network = NULL;
+/* create, network: an egress policy of the sandbox's own */
+static const char **arg_allow = NULL, **arg_deny = NULL;
+static size_t arg_n_allow = 0, arg_n_deny = 0;
+static const char *arg_egress_default = NULL;
 static bool arg_ttl_set = false;
 static uint64_t arg_ttl = 0;
 /* exec */
@@ -104,7 +108,57 @@ static void json_object_putp(json_object **j) {
 }
 #define _cleanup_json_ _cleanup_(json_object_putp)
 
+static bool arg_policy_given(void) {
+        return arg_n_allow > 0 || arg_n_deny > 0 || arg_egress_default;
+}
+
+static int add_policy_entry(const char ***list, size_t *n, const char *entry) {
+        const char **l = reallocarray(*list, *n + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        l[(*n)++] = entry;
+        *list = l;
+        return 0;
+}
+
+/* The policy a{sv} of CreateSandbox's egress_policy and of SetNetworkPolicy, from --allow, --deny and
+ * --egress-default. The entries are sandboxd's to check: its error says which one is wrong and why. */
+static int append_policy(sd_bus_message *m) {
+        int r;
+
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        if (arg_egress_default &&
+            (r = sd_bus_message_append(m, "{sv}", "default", "s", arg_egress_default)) < 0)
+                return r;
+        for (int allow = 1; allow >= 0; allow--) {
+                const char **l = allow ? arg_allow : arg_deny;
+                size_t n = allow ? arg_n_allow : arg_n_deny;
+                if (n == 0)
+                        continue;
+                if ((r = sd_bus_message_open_container(m, 'e', "sv")) < 0 ||
+                    (r = sd_bus_message_append(m, "s", allow ? "allow" : "deny")) < 0 ||
+                    (r = sd_bus_message_open_container(m, 'v', "as")) < 0 ||
+                    (r = sd_bus_message_open_container(m, 'a', "s")) < 0)
+                        return r;
+                for (size_t i = 0; i < n; i++)
+                        if ((r = sd_bus_message_append(m, "s", l[i])) < 0)
+                                return r;
+                for (int k = 0; k < 3; k++) /* as, v, e */
+                        if ((r = sd_bus_message_close_container(m)) < 0)
+                                return r;
+        }
+        return sd_bus_message_close_container(m);
+}
+
 static void env_free_all(void) {
+        free(arg_allow);
+        arg_allow = NULL;
+        arg_n_allow = 0;
+        free(arg_deny);
+        arg_deny = NULL;
+        arg_n_deny = 0;
         for (size_t i = 0; i < arg_n_env; i++) {
                 free(arg_env[i].key);
                 free(arg_env[i].value);
@@ -592,8 +646,18 @@ static int verb_create(char **args, size_t n_args) {
                 goto build_error;
         if (arg_ttl_set && (r = append_dict_uint64(m, "ttl_seconds", arg_ttl)) < 0)
                 goto build_error;
-        if (arg_network && (r = append_dict_string(m, "network", arg_network)) < 0)
+        /* --allow, --deny and --egress-default imply --network=egress (parse_argv() refused another). */
+        if ((arg_network || arg_policy_given()) &&
+            (r = append_dict_string(m, "network", arg_network ?: "egress")) < 0)
                 goto build_error;
+        if (arg_policy_given()) {
+                if ((r = sd_bus_message_open_container(m, 'e', "sv")) < 0 ||
+                    (r = sd_bus_message_append(m, "s", "egress_policy")) < 0 ||
+                    (r = sd_bus_message_open_container(m, 'v', "a{sv}")) < 0 || (r = append_policy(m)) < 0 ||
+                    (r = sd_bus_message_close_container(m)) < 0 ||
+                    (r = sd_bus_message_close_container(m)) < 0)
+                        goto build_error;
+        }
         r = sd_bus_message_close_container(m);
         if (r < 0)
                 goto build_error;
@@ -654,6 +718,114 @@ static int verb_set_ttl(char **args, size_t n_args) {
                 return log_bus_error("set-ttl", &error, r);
 
         return 0;
+}
+
+/* --- network ------------------------------------------------------------------------------------- */
+
+static int network_set(sd_bus *bus, const char *id) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "SetNetworkPolicy");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", id);
+        if (r >= 0)
+                r = append_policy(m);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "a{sv}", 0);
+        if (r < 0)
+                return log_error(r, "network", "Failed to build the call: %s", strerror(-r));
+        r = sd_bus_call(bus, m, 0, &error, NULL);
+        if (r < 0)
+                return log_bus_error("network", &error, r);
+        return 0;
+}
+
+static int get_sandbox_string(sd_bus *bus, const char *path, const char *property, sd_bus_error *error,
+                              char **ret) {
+        return sd_bus_get_property_string(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE, property,
+                                          error, ret);
+}
+
+static int network_show(sd_bus *bus, const char *id) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *policy = NULL, *counters = NULL;
+        _cleanup_(egress_policy_donep) EgressPolicy p = EGRESS_POLICY_INIT;
+        _cleanup_free_ char *network = NULL, *address = NULL, *sid = NULL;
+        uint64_t c[4];
+        const char *path;
+        int r;
+
+        r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                               "GetSandbox", &error, &reply, "s", id);
+        if (r < 0)
+                return log_bus_error("network", &error, r);
+        r = sd_bus_message_read(reply, "o", &path);
+        if (r < 0)
+                return log_error(r, "network", "Failed to parse reply: %s", strerror(-r));
+        if ((r = get_sandbox_string(bus, path, "Id", &error, &sid)) < 0 ||
+            (r = get_sandbox_string(bus, path, "Network", &error, &network)) < 0 ||
+            (r = get_sandbox_string(bus, path, "EgressAddress", &error, &address)) < 0 ||
+            (r = sd_bus_get_property(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE, "EgressPolicy",
+                                     &error, &policy, "a{sv}")) < 0 ||
+            (r = sd_bus_get_property(bus, SANDBOXD_BUS_NAME, path, SANDBOXD_SANDBOX_INTERFACE,
+                                     "EgressCounters", &error, &counters, "(tttt)")) < 0)
+                return log_bus_error("network", &error, r);
+        /* The policy's own reader: what sandboxd sends is what it would accept. */
+        r = egress_policy_from_bus(policy, &p, &error);
+        if (r >= 0)
+                r = sd_bus_message_read(counters, "(tttt)", &c[0], &c[1], &c[2], &c[3]);
+        if (r < 0)
+                return log_error(r, "network", "Failed to parse properties: %s",
+                                 sd_bus_error_is_set(&error) ? error.message : strerror(-r));
+        bool egress = streq(network, "egress");
+
+        if (arg_json != JSON_OFF) {
+                _cleanup_json_ json_object *o = json_object_new_object(), *cs = json_object_new_object();
+                if (!o || !cs)
+                        return log_error(-ENOMEM, "network", "Out of memory");
+                json_object_object_add(o, "id", json_object_new_string(sid));
+                json_object_object_add(o, "network", json_object_new_string(network));
+                json_object_object_add(o, "address", egress ? json_object_new_string(address) : NULL);
+                json_object_object_add(o, "policy", egress ? egress_policy_json(&p) : NULL);
+                json_object_object_add(cs, "allowed_packets", json_object_new_uint64(c[0]));
+                json_object_object_add(cs, "allowed_bytes", json_object_new_uint64(c[1]));
+                json_object_object_add(cs, "denied_packets", json_object_new_uint64(c[2]));
+                json_object_object_add(cs, "denied_bytes", json_object_new_uint64(c[3]));
+                json_object_object_add(o, "counters", egress ? json_object_get(cs) : NULL);
+                r = print_json(o);
+                return r < 0 ? log_error(r, "network", "%s", strerror(-r)) : 0;
+        }
+
+        print_field("Id", sid);
+        print_field("Network", network);
+        if (!egress)
+                return 0;
+        _cleanup_free_ char *allow = egress_entries_join(p.allow, p.n_allow),
+                            *deny = egress_entries_join(p.deny, p.n_deny), *allowed = NULL, *denied = NULL;
+        if (!allow || !deny ||
+            asprintf(&allowed, "%" PRIu64 " packets, %" PRIu64 " bytes", c[0], c[1]) < 0 ||
+            asprintf(&denied, "%" PRIu64 " packets, %" PRIu64 " bytes", c[2], c[3]) < 0)
+                return log_error(-ENOMEM, "network", "Out of memory");
+        print_field("Address", address);
+        print_field("Default", egress_default_to_string(p.default_action));
+        print_field("Allow", allow);
+        print_field("Deny", deny);
+        print_field("Allowed", allowed);
+        print_field("Denied", denied);
+        return 0;
+}
+
+static int verb_network(char **args, size_t n_args) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        int r;
+
+        r = acquire_bus("network", &bus);
+        if (r < 0)
+                return r;
+        return arg_policy_given() ? network_set(bus, args[1]) : network_show(bus, args[1]);
 }
 
 /* --- exec ---------------------------------------------------------------------------------------- */
@@ -1949,9 +2121,16 @@ static int help(void) {
                "  list                        List sandboxes (the default command)\n"
                "  status ID...                Show the properties of one or more sandboxes\n"
                "  create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=none|egress|host]\n"
+               "         [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
                "                              Create a sandbox and print its id\n"
                "  delete ID...                Delete one or more sandboxes\n"
                "  set-ttl ID SECONDS          Let a sandbox expire SECONDS from now\n"
+               "  network ID                  Show a sandbox's network: address, egress policy and\n"
+               "                              counters\n"
+               "  network ID [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
+               "                              Replace a running egress sandbox's policy with exactly\n"
+               "                              these (entries not given again are removed); open\n"
+               "                              connections it no longer allows are cut\n"
                "\n"
                "Command and File Commands:\n"
                "  exec ID [EXEC OPTIONS...] [--] CMD [ARGS...]\n"
@@ -1992,8 +2171,8 @@ static int help(void) {
                "     --version                Show package version\n"
                "     --no-legend              Do not show the headers and footers\n"
                "     --no-pager               Accepted for compatibility; sandboxctl never pages\n"
-               "     --json[=MODE]            Output list, status and log as JSON: short (the\n"
-               "                              default for a bare --json), pretty, off\n"
+               "     --json[=MODE]            Output list, status, network and log as JSON: short\n"
+               "                              (the default for a bare --json), pretty, off\n"
                "  -H --host=[USER@]HOST       Operate on a remote host, over ssh\n"
                "  -q --quiet                  Suppress informational messages\n"
                "\n"
@@ -2003,6 +2182,16 @@ static int help(void) {
                "     --ttl=SECONDS            Expire after this long (\"3600\", \"90min\", \"2h\")\n"
                "     --network=MODE           none (no network), egress (the type's egress policy) or host\n"
                "                              (the host's network, if sandboxd.conf allows it)\n"
+               "\n"
+               "Egress Policy Options (create, network):\n"
+               "     --allow=ENTRY            Allow a name (pypi.org), a wildcard (*.pythonhosted.org)\n"
+               "                              or a CIDR (203.0.113.0/24); may be repeated\n"
+               "     --deny=ENTRY             Deny one; may be repeated; a deny beats an allow\n"
+               "     --egress-default=deny|allow\n"
+               "                              What neither list names (default: deny)\n"
+               "                              With create they give the sandbox this policy instead of\n"
+               "                              its type's, and imply --network=egress (another\n"
+               "                              --network is refused)\n"
                "\n"
                "Exec Options:\n"
                "     --cwd=DIR                Working directory inside the sandbox\n"
@@ -2060,6 +2249,9 @@ enum {
         ARG_TYPE,
         ARG_TTL,
         ARG_NETWORK,
+        ARG_ALLOW,
+        ARG_DENY,
+        ARG_EGRESS_DEFAULT,
         ARG_CWD,
         ARG_ENV,
         ARG_TIMEOUT,
@@ -2129,6 +2321,9 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "type", required_argument, NULL, ARG_TYPE },
                 { "ttl", required_argument, NULL, ARG_TTL },
                 { "network", required_argument, NULL, ARG_NETWORK },
+                { "allow", required_argument, NULL, ARG_ALLOW },
+                { "deny", required_argument, NULL, ARG_DENY },
+                { "egress-default", required_argument, NULL, ARG_EGRESS_DEFAULT },
                 { "cwd", required_argument, NULL, ARG_CWD },
                 { "env", required_argument, NULL, ARG_ENV },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
@@ -2246,6 +2441,23 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         if (!streq(optarg, "host") && !streq(optarg, "none") && !streq(optarg, "egress"))
                                 return log_usage("--network: expected none, egress or host, got '%s'", optarg);
                         arg_network = optarg;
+                        break;
+
+                case ARG_ALLOW:
+                case ARG_DENY:
+                        if (isempty(optarg))
+                                return log_usage("--%s: empty entry", c == ARG_ALLOW ? "allow" : "deny");
+                        r = c == ARG_ALLOW ? add_policy_entry(&arg_allow, &arg_n_allow, optarg)
+                                           : add_policy_entry(&arg_deny, &arg_n_deny, optarg);
+                        if (r < 0)
+                                return r;
+                        break;
+
+                case ARG_EGRESS_DEFAULT:
+                        if (!streq(optarg, "deny") && !streq(optarg, "allow"))
+                                return log_usage("--egress-default: expected deny or allow, got '%s'",
+                                                 optarg);
+                        arg_egress_default = optarg;
                         break;
 
                 case ARG_CWD:
@@ -2385,6 +2597,10 @@ done:
                 return log_usage("--stdin and --stdin-file cannot be combined");
         if (arg_filter.since > 0 && arg_filter.until > 0 && arg_filter.since >= arg_filter.until)
                 return log_usage("--since must be earlier than --until");
+        if (arg_policy_given() && arg_network && !streq(arg_network, "egress"))
+                return log_usage("--allow, --deny and --egress-default are an egress policy: they need "
+                                 "--network=egress (which they imply), not --network=%s",
+                                 arg_network);
 
         *ret_args = TAKE_PTR(args);
         *ret_n_args = n_args;
@@ -2403,9 +2619,12 @@ static const Verb verbs[] = {
         { "list", 1, 1, EXIT_FAILURE, "list", verb_list },
         { "status", 2, SIZE_MAX, EXIT_FAILURE, "status ID...", verb_status },
         { "create", 1, 1, EXIT_FAILURE,
-          "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE]", verb_create },
+          "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE] [--allow=ENTRY...] "
+          "[--deny=ENTRY...] [--egress-default=deny|allow]", verb_create },
         { "delete", 2, SIZE_MAX, EXIT_FAILURE, "delete ID...", verb_delete },
         { "set-ttl", 3, 3, EXIT_FAILURE, "set-ttl ID SECONDS", verb_set_ttl },
+        { "network", 2, 2, EXIT_FAILURE,
+          "network ID [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]", verb_network },
         { "exec", 3, SIZE_MAX, EXIT_EXEC_FAILED, "exec ID [OPTIONS...] [--] CMD [ARGS...]", verb_exec },
         { "write", 3, 3, EXIT_FAILURE, "write ID PATH < DATA", verb_write },
         { "cat", 3, 3, EXIT_FAILURE, "cat ID PATH", verb_cat },

@@ -437,6 +437,29 @@ static void test_split_commas(void) {
         strv_free(l);
 }
 
+static void test_egress_policy_text(void) {
+        _cleanup_(egress_policy_donep) EgressPolicy p = EGRESS_POLICY_INIT;
+        _cleanup_free_ char *none = NULL, *allow = NULL;
+        json_object *j;
+
+        none = egress_entries_join(p.allow, p.n_allow);
+        CHECK_STR(none, "-");
+        CHECK_INT(egress_policy_add(&p, true, "PyPI.org.", NULL), 0);
+        CHECK_INT(egress_policy_add(&p, true, "*.pythonhosted.org", NULL), 0);
+        CHECK_INT(egress_policy_add(&p, true, "198.51.100.7", NULL), 0);
+        CHECK_INT(egress_policy_add(&p, false, "10.0.0.0/8", NULL), 0);
+        allow = egress_entries_join(p.allow, p.n_allow);
+        CHECK_STR(allow, "pypi.org *.pythonhosted.org 198.51.100.7/32");
+
+        p.default_action = EGRESS_DEFAULT_ALLOW;
+        j = egress_policy_json(&p);
+        CHECK_STR(j ? json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+                    : NULL,
+                  "{\"default\":\"allow\",\"allow\":[\"pypi.org\",\"*.pythonhosted.org\",\"198.51.100.7/32\"],"
+                  "\"deny\":[\"10.0.0.0/8\"]}");
+        json_object_put(j);
+}
+
 int main(void) {
         test_parse_uint64();
         test_parse_seconds();
@@ -455,6 +478,7 @@ int main(void) {
         test_log_row_to_json();
         test_log_row_matches();
         test_log_row_cells();
+        test_egress_policy_text();
 
         return test_finish("test-sandboxctl-util");
 }

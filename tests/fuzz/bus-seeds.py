@@ -84,6 +84,10 @@ sandboxd("create-egress-policy-without-egress", "", [], [("egress_policy", "a{sv
 sandboxd("create-egress-bad-default", "", [], [("network", "s", "egress"),
                                                ("egress_policy", "a{sv}", [("default", "s", "allow"),
                                                                            ("deny", "s", "pypi.org")])])
+# SetNetworkPolicy's policy a{sv} (the options a{sv} is read as one too)
+sandboxd("network-policy", "", [], [("default", "s", "allow"), ("allow", "as", ["example.org", "203.0.113.0/24"]),
+                                    ("deny", "as", ["*.example.com", "198.51.100.7"])])
+sandboxd("network-policy-bad", "", [], [("allow", "as", ["a.*.example.org", "10.0.0.1/8"]), ("ttl", "t", 1)])
 sandboxd("create-id-name", "", [], [("name", "s", "sb_abcdefghij")])
 sandboxd("create-ttl-overflow", "", [], [("ttl_seconds", "t", 2**64 - 1)])
 sandboxd("create-ttl-string", "", [], [("ttl_seconds", "s", "1h")])

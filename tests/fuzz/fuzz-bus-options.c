@@ -3,6 +3,7 @@
  * one message made from the input (fuzz-bus.h: an argv "as", then an options "a{sv}"), as a trusted and
  * as an untrusted caller, then the checks against the built-in configuration. What is accepted must be
  * fully valid; what is refused must say why. */
+#include "egress-policy.h"
 #include "fuzz-bus.h"
 #include "sandbox-id.h"
 #include "sandbox-options.h"
@@ -169,6 +170,36 @@ static void check_tool(sd_bus_message *m, Caller *c, ToolKind kind) {
 }
 
 /* Runs one reader over the options, positioned past the argv; as a trusted caller, then an untrusted one. */
+/* SetNetworkPolicy's policy a{sv} (egress_policy_from_bus(), CreateSandbox's egress_policy too): accepted,
+ * it is whole and within the limits, and reads back through its own a{sv} form to the same policy. */
+static void check_network_policy(sd_bus_message *m, Caller *c) {
+        _cleanup_(egress_policy_donep) EgressPolicy p = EGRESS_POLICY_INIT, again = EGRESS_POLICY_INIT;
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *copy = NULL;
+        int r;
+
+        r = egress_policy_from_bus(m, &p, &e);
+        if (r < 0) {
+                FUZZ_ASSERT_REFUSED(r, &e);
+                sd_bus_error_free(&e);
+                return;
+        }
+        FUZZ_ASSERT(p.default_action == EGRESS_DEFAULT_DENY || p.default_action == EGRESS_DEFAULT_ALLOW);
+        FUZZ_ASSERT(p.n_allow + p.n_deny <= EGRESS_POLICY_ENTRIES_MAX);
+        FUZZ_ASSERT(sd_bus_message_new_method_call(sd_bus_message_get_bus(m), &copy, "org.example", "/",
+                                                   "org.example", "M") >= 0);
+        FUZZ_ASSERT(egress_policy_append_bus(copy, &p) >= 0);
+        FUZZ_ASSERT(fuzz_bus_seal(copy) >= 0);
+        FUZZ_ASSERT(egress_policy_from_bus(copy, &again, &e) >= 0);
+        FUZZ_ASSERT(again.default_action == p.default_action && again.n_allow == p.n_allow &&
+                    again.n_deny == p.n_deny);
+        for (size_t i = 0; i < p.n_allow; i++)
+                FUZZ_ASSERT(memcmp(&p.allow[i], &again.allow[i], sizeof(EgressEntry)) == 0);
+        for (size_t i = 0; i < p.n_deny; i++)
+                FUZZ_ASSERT(memcmp(&p.deny[i], &again.deny[i], sizeof(EgressEntry)) == 0);
+        sd_bus_message_unref(copy);
+}
+
 #define OVER_OPTIONS(m, skip_argv, call)                                                \
         for (int _trusted = 1; _trusted >= 0; _trusted--) {                             \
                 Caller _c = {.uid = _trusted ? 0 : 1000, .trusted = _trusted}, _before; \
@@ -217,6 +248,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 sd_bus_error_free(&e);
         });
         OVER_OPTIONS(m, true, check_create(m, c));
+        OVER_OPTIONS(m, true, check_network_policy(m, c));
         OVER_OPTIONS(m, false, check_exec(m, c));
         OVER_OPTIONS(m, true, check_files(m, c, true, path));
         OVER_OPTIONS(m, true, check_files(m, c, false, path));

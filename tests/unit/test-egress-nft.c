@@ -73,6 +73,13 @@ static void test_render(void) {
         CHECK(one && strstr(one, "out_" SB_A " counter name \"" SB_A "_allowed\" accept"));
         CHECK(one && !strstr(one, "delete table"));
         CHECK(one && !strstr(one, "flush set inet sandboxd " SB_A "_dyn4")); /* the resolver's kept */
+        /* SetNetworkPolicy: the resolver's set emptied, in the same script (one transaction). */
+        _cleanup_free_ char *flushed = NULL;
+        EgressNftSandbox fl = s;
+        fl.flush_dynamic = true;
+        CHECK_INT(egress_nft_render_sandbox(&fl, &flushed), 0);
+        CHECK(flushed && strstr(flushed, "add set inet sandboxd " SB_A "_dyn4 { type ipv4_addr; flags timeout; }\n"
+                                         "flush set inet sandboxd " SB_A "_dyn4\n"));
         CHECK(one && strstr(one, "flush set inet sandboxd " SB_A "_allow4"));
 
         /* EgressRateMax=: a limit before the first accept; none without it */
