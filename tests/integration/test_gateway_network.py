@@ -168,6 +168,10 @@ def test_bad_input_on_put_changes_nothing(admin, upstream, made):
                  "Unknown field 'network'.")
     for pol, msg in BAD_POLICIES:
         assert_error(admin.req("PUT", url, json={"egress_policy": pol}), 400, "invalid_request", msg)
+    # a NUL would cut the entry short on the bus: refused before it gets there
+    body = assert_error(admin.req("PUT", url, data=b'{"egress_policy":{"allow":["pypi.org\\u0000.evil.test"]}}'),
+                        400, "invalid_request")
+    assert "NUL" in body["error"], body
     for pol, frag in BAD_ENTRIES:
         body = assert_error(admin.req("PUT", url, json={"egress_policy": pol}), 400, "invalid_request")
         assert frag in body["error"], (pol, body)
