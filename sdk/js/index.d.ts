@@ -26,13 +26,31 @@ export interface SandboxLimits {
         timeout_seconds_max: number | null;
 }
 
+/** An egress sandbox's policy: entries are names, "*." wildcards and CIDRs (at most 256 in both lists). */
+export interface EgressPolicy {
+        default?: "deny" | "allow";
+        allow?: string[];
+        deny?: string[];
+}
+
+/** Packets and bytes the sandbox's firewall let out and dropped, as the gateway sends them. */
+export interface EgressCounters {
+        allowed_packets: number;
+        allowed_bytes: number;
+        denied_packets: number;
+        denied_bytes: number;
+}
+
 /** The gateway's sandbox object, as sent (snake_case). */
 export interface SandboxInfo {
         id: string;
         name: string;
         type: string;
         state: "starting" | "running" | "stopping" | "failed";
-        network: "none" | "host";
+        network: "none" | "egress" | "host";
+        /** network "egress" only; all three fields */
+        egress_policy: Required<EgressPolicy> | null;
+        egress: { address: string; counters: EgressCounters } | null;
         owner: string;
         created_at: string;
         expires_at: string;
@@ -43,7 +61,9 @@ export interface CreateSandboxOptions extends RequestOptions {
         type?: string;
         ttlSeconds?: number;
         name?: string;
-        network?: "none" | "host";
+        network?: "none" | "egress" | "host";
+        /** with network "egress"; without it the type's policy */
+        egressPolicy?: EgressPolicy;
 }
 
 export interface WithSandboxOptions extends CreateSandboxOptions {
@@ -182,8 +202,14 @@ export declare class Sandbox {
         createdAt: string;
         expiresAt: string;
         limits: SandboxLimits | null;
+        egressPolicy: Required<EgressPolicy> | null;
+        egressAddress: string | null;
+        /** as of the last answer: refresh() reads them again */
+        egressCounters: EgressCounters | null;
         refresh(opts?: RequestOptions): Promise<this>;
         extend(ttlSeconds: number, opts?: RequestOptions): Promise<this>;
+        /** Replaces the whole egress policy (PUT …/network). */
+        setNetworkPolicy(policy: EgressPolicy, opts?: RequestOptions): Promise<this>;
         delete(opts?: RequestOptions): Promise<void>;
         exec(command: string | string[], opts: ExecOptions & { binary: true }): Promise<ExecResult<Uint8Array>>;
         exec(command: string | string[], opts?: ExecOptions): Promise<ExecResult<string>>;

@@ -14,6 +14,8 @@ const Route gateway_routes[] = {
           ROUTE_SANDBOX },
         { "DELETE", "/v1/sandboxes/{id}", GATEWAY_ACTION_SANDBOX_DELETE, "sandbox.delete", route_sandbox_delete,
           ROUTE_SANDBOX },
+        { "PUT", "/v1/sandboxes/{id}/network", GATEWAY_ACTION_SANDBOX_UPDATE, "sandbox.update",
+          route_sandbox_network, ROUTE_SANDBOX },
         { "POST", "/v1/sandboxes/{id}/exec", GATEWAY_ACTION_EXEC, "exec", route_exec, ROUTE_SANDBOX },
         { "PUT", "/v1/sandboxes/{id}/files", GATEWAY_ACTION_FILE_WRITE, "write", route_file_put, ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/files", GATEWAY_ACTION_FILE_READ, "read", route_file_get, ROUTE_SANDBOX },

@@ -249,14 +249,18 @@ static bool is_strv(json_object *v) {
         return true;
 }
 
-int json_check_fields(json_object *o, const JsonField *fields, size_t n_fields, char **ret_error) {
-        if (!json_object_is_type(o, json_type_object))
-                return set_error(ret_error, "The JSON body must be an object.");
+/* prefix: the names of the objects o is in ("a.b."), or "" for the body itself. */
+static int check_fields(json_object *o, const JsonField *fields, size_t n_fields, const char *prefix,
+                        char **ret_error) {
+        json_object_object_foreach(o, name, v) {
+                _cleanup_free_ char *key = NULL;
+                int k;
 
-        json_object_object_foreach(o, key, v) {
+                if (asprintf(&key, "%s%s", prefix, name) < 0)
+                        return -ENOMEM;
                 const JsonField *f = NULL;
                 for (size_t i = 0; i < n_fields; i++)
-                        if (streq(fields[i].name, key)) {
+                        if (streq(fields[i].name, name)) {
                                 f = &fields[i];
                                 break;
                         }
@@ -295,12 +299,30 @@ int json_check_fields(json_object *o, const JsonField *fields, size_t n_fields, 
                                                          key);
                         }
                         break;
+                case JSON_FIELD_OBJECT: {
+                        _cleanup_free_ char *inner = NULL;
+
+                        if (!json_object_is_type(v, json_type_object))
+                                return set_error(ret_error, "Field '%s' must be an object.", key);
+                        if (asprintf(&inner, "%s.", key) < 0)
+                                return -ENOMEM;
+                        k = check_fields(v, f->fields, f->n_fields, inner, ret_error);
+                        if (k < 0)
+                                return k;
+                        break;
+                }
                 }
         }
         for (size_t i = 0; i < n_fields; i++)
                 if (fields[i].required && !json_object_object_get_ex(o, fields[i].name, NULL))
-                        return set_error(ret_error, "Field '%s' is required.", fields[i].name);
+                        return set_error(ret_error, "Field '%s%s' is required.", prefix, fields[i].name);
         return 0;
+}
+
+int json_check_fields(json_object *o, const JsonField *fields, size_t n_fields, char **ret_error) {
+        if (!json_object_is_type(o, json_type_object))
+                return set_error(ret_error, "The JSON body must be an object.");
+        return check_fields(o, fields, n_fields, "", ret_error);
 }
 
 uint64_t json_get_uint(json_object *o, const char *name) {
@@ -419,6 +441,8 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 { SANDBOXD_ERROR_FILE_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NAME_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NOT_RUNNING, 409, "conflict" },
+                /* SetNetworkPolicy on a sandbox of network none or host: no policy to change */
+                { SANDBOXD_ERROR_NOT_EGRESS, 409, "not_egress" },
                 { SANDBOXD_ERROR_LIMIT_EXCEEDED, 422, "limit_exceeded" },
                 { SANDBOXD_ERROR_NO_MATCH, 422, "no_match" },
                 { SANDBOXD_ERROR_AMBIGUOUS_MATCH, 422, "ambiguous_match" },

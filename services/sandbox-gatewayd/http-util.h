@@ -45,16 +45,21 @@ typedef enum JsonFieldType {
         JSON_FIELD_STRV,     /* an array of strings */
         JSON_FIELD_STRMAP,   /* an object whose values are strings */
         JSON_FIELD_STRV_OR_STAR, /* "*" or an array of strings */
+        JSON_FIELD_OBJECT,   /* an object, checked in turn against the field's own fields */
 } JsonFieldType;
 
 typedef struct JsonField {
         const char *name;
         JsonFieldType type;
         bool required;
+        /* JSON_FIELD_OBJECT: what the object may hold */
+        const struct JsonField *fields;
+        size_t n_fields;
 } JsonField;
 
 /* Checks that o is an object whose members are all in fields with the right types and that every
- * required one is present. Returns 0 or -EINVAL with *ret_error (e.g. "Unknown field 'x'.",
+ * required one is present; an object field's members likewise, named "outer.inner" in the errors.
+ * Returns 0 or -EINVAL with *ret_error (e.g. "Unknown field 'x'.", "Unknown field 'egress_policy.x'.",
  * "Field 'ttl_seconds' must be a non-negative integer."). */
 int json_check_fields(json_object *o, const JsonField *fields, size_t n_fields, char **ret_error);
 

@@ -15,9 +15,75 @@
 
 /* The sandbox object's properties as GetAll gives them; the others are skipped. */
 typedef struct SandboxProps {
-        const char *id, *name, *type, *state, *network, *owner;
+        const char *id, *name, *type, *state, *network, *owner, *egress_address;
         uint64_t created_at, expires_at;
+        json_object *egress_policy; /* {"default","allow","deny"}, built from EgressPolicy */
+        uint64_t egress_counters[4]; /* EgressCounters: allowed packets, bytes, denied packets, bytes */
 } SandboxProps;
+
+/* An "as" in a variant, appended to the JSON array a. */
+static int read_strv_variant(sd_bus_message *reply, json_object *a) {
+        const char *s;
+        int k;
+
+        k = sd_bus_message_enter_container(reply, 'v', "as");
+        if (k < 0)
+                return k;
+        k = sd_bus_message_enter_container(reply, 'a', "s");
+        if (k < 0)
+                return k;
+        while ((k = sd_bus_message_read(reply, "s", &s)) > 0)
+                if (json_object_array_add(a, json_object_new_string(s)) < 0)
+                        return -ENOMEM;
+        if (k < 0)
+                return k;
+        k = sd_bus_message_exit_container(reply);
+        if (k < 0)
+                return k;
+        return sd_bus_message_exit_container(reply);
+}
+
+/* One entry of EgressPolicy: default s, allow as, deny as (what sandboxd may add later is skipped). */
+static int egress_policy_prop(const char *key, sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        json_object *policy = userdata;
+        const char *s;
+        int k;
+
+        if (streq(key, "default")) {
+                k = sd_bus_message_read(reply, "v", "s", &s);
+                if (k < 0)
+                        return k;
+                json_object_object_add(policy, "default", json_object_new_string(s));
+                return 0;
+        }
+        if (streq(key, "allow") || streq(key, "deny"))
+                return read_strv_variant(reply, json_object_object_get(policy, key));
+        return sd_bus_message_skip(reply, "v");
+}
+
+static int read_egress_policy(sd_bus_message *reply, json_object **ret) {
+        json_object *policy;
+        int k;
+
+        policy = json_object_new_object();
+        if (!policy)
+                return -ENOMEM;
+        json_object_object_add(policy, "default", json_object_new_string("deny"));
+        json_object_object_add(policy, "allow", json_object_new_array());
+        json_object_object_add(policy, "deny", json_object_new_array());
+        k = sd_bus_message_enter_container(reply, 'v', "a{sv}");
+        if (k >= 0)
+                k = bus_foreach_sv(reply, egress_policy_prop, policy, NULL);
+        if (k >= 0)
+                k = sd_bus_message_exit_container(reply);
+        if (k < 0) {
+                json_object_put(policy);
+                return k;
+        }
+        json_object_put(*ret);
+        *ret = policy;
+        return 0;
+}
 
 static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         SandboxProps *p = userdata;
@@ -36,10 +102,18 @@ static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, 
                 sp = &p->network;
         else if (streq(key, "Owner"))
                 sp = &p->owner;
+        else if (streq(key, "EgressAddress"))
+                sp = &p->egress_address;
         else if (streq(key, "CreatedAt"))
                 tp = &p->created_at;
         else if (streq(key, "ExpiresAt"))
                 tp = &p->expires_at;
+        else if (streq(key, "EgressPolicy"))
+                return read_egress_policy(reply, &p->egress_policy);
+        else if (streq(key, "EgressCounters"))
+                return sd_bus_message_read(reply, "v", "(tttt)", &p->egress_counters[0],
+                                           &p->egress_counters[1], &p->egress_counters[2],
+                                           &p->egress_counters[3]);
         if (sp)
                 return sd_bus_message_read(reply, "v", "s", sp);
         if (tp)
@@ -47,23 +121,54 @@ static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, 
         return sd_bus_message_skip(reply, "v");
 }
 
+/* "egress": the address and the firewall's counters, or null for the other networks. */
+static json_object *egress_json(const SandboxProps *p) {
+        json_object *e, *c;
+
+        e = json_object_new_object();
+        c = json_object_new_object();
+        if (!e || !c) {
+                json_object_put(e);
+                json_object_put(c);
+                return NULL;
+        }
+        json_object_object_add(c, "allowed_packets", json_object_new_uint64(p->egress_counters[0]));
+        json_object_object_add(c, "allowed_bytes", json_object_new_uint64(p->egress_counters[1]));
+        json_object_object_add(c, "denied_packets", json_object_new_uint64(p->egress_counters[2]));
+        json_object_object_add(c, "denied_bytes", json_object_new_uint64(p->egress_counters[3]));
+        json_object_object_add(e, "address", json_object_new_string(p->egress_address));
+        json_object_object_add(e, "counters", c);
+        return e;
+}
+
 int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret) {
-        SandboxProps p = { .id = "", .name = "", .type = "", .state = "", .network = "", .owner = "" };
+        SandboxProps p = { .id = "", .name = "", .type = "", .state = "", .network = "", .owner = "",
+                           .egress_address = "" };
         json_object *o, *limits;
+        bool egress;
         int r;
 
         r = bus_foreach_sv(reply, sandbox_prop, &p, NULL);
-        if (r < 0)
+        if (r < 0) {
+                json_object_put(p.egress_policy);
                 return r;
+        }
 
         o = json_object_new_object();
-        if (!o)
+        if (!o) {
+                json_object_put(p.egress_policy);
                 return -ENOMEM;
+        }
         json_object_object_add(o, "id", json_object_new_string(p.id));
         json_object_object_add(o, "name", json_object_new_string(p.name));
         json_object_object_add(o, "type", json_object_new_string(p.type));
         json_object_object_add(o, "state", json_object_new_string(p.state));
         json_object_object_add(o, "network", json_object_new_string(p.network));
+        /* The policy and the counters mean something for network egress only: null for the others. */
+        egress = streq(p.network, "egress");
+        json_object_object_add(o, "egress_policy", egress ? TAKE_PTR(p.egress_policy) : NULL);
+        json_object_object_add(o, "egress", egress ? egress_json(&p) : NULL);
+        json_object_put(p.egress_policy);
         json_object_object_add(o, "owner", json_object_new_string(p.owner));
         json_object_object_add(o, "created_at", json_time(p.created_at));
         json_object_object_add(o, "expires_at", json_time(p.expires_at));
@@ -175,6 +280,62 @@ int route_sandbox_get(Request *r) {
         return fetch_start(r, 200, NULL);
 }
 
+/* --- an egress policy: JSON in, CreateSandbox's egress_policy a{sv} out ------------------------- */
+
+/* The types only: sandboxd checks the values (default, each entry, the limits) and its InvalidArgs
+ * message, which names the entry and what is wrong with it, becomes the 400's. */
+static const JsonField egress_policy_fields[] = {
+        { "default", JSON_FIELD_STRING },
+        { "allow", JSON_FIELD_STRV },
+        { "deny", JSON_FIELD_STRV },
+};
+
+#define EGRESS_POLICY_FIELD(req)                                                                            \
+        { "egress_policy", JSON_FIELD_OBJECT, .required = (req), .fields = egress_policy_fields,          \
+          .n_fields = ELEMENTSOF(egress_policy_fields) }
+
+static int append_strv_entry(sd_bus_message *m, json_object *policy, const char *key) {
+        json_object *a;
+        int k;
+
+        if (!json_object_object_get_ex(policy, key, &a))
+                return 0;
+        k = sd_bus_message_open_container(m, 'e', "sv");
+        if (k >= 0)
+                k = sd_bus_message_append(m, "s", key);
+        if (k >= 0)
+                k = sd_bus_message_open_container(m, 'v', "as");
+        if (k >= 0)
+                k = sd_bus_message_open_container(m, 'a', "s");
+        for (size_t i = 0; k >= 0 && i < json_object_array_length(a); i++)
+                k = sd_bus_message_append(m, "s", json_object_get_string(json_object_array_get_idx(a, i)));
+        if (k >= 0)
+                k = sd_bus_message_close_container(m);
+        if (k >= 0)
+                k = sd_bus_message_close_container(m);
+        if (k >= 0)
+                k = sd_bus_message_close_container(m);
+        return k;
+}
+
+/* The checked JSON object (egress_policy_fields) as an a{sv} of only the keys it has, as sandboxd
+ * takes it: what is left out is sandboxd's default. */
+static int append_egress_policy(sd_bus_message *m, json_object *policy) {
+        const char *d;
+        int k;
+
+        k = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (k >= 0 && (d = json_get_string(policy, "default")))
+                k = sd_bus_message_append(m, "{sv}", "default", "s", d);
+        if (k >= 0)
+                k = append_strv_entry(m, policy, "allow");
+        if (k >= 0)
+                k = append_strv_entry(m, policy, "deny");
+        if (k < 0)
+                return k;
+        return sd_bus_message_close_container(m);
+}
+
 /* --- create ------------------------------------------------------------------------------------- */
 
 static const JsonField create_fields[] = {
@@ -182,6 +343,7 @@ static const JsonField create_fields[] = {
         { "type", JSON_FIELD_STRING },
         { "ttl_seconds", JSON_FIELD_UINT },
         { "network", JSON_FIELD_STRING },
+        EGRESS_POLICY_FIELD(false),
 };
 
 typedef struct Create {
@@ -214,6 +376,7 @@ static void create_free(void *p) {
 static int build_create(sd_bus_message *m, void *userdata) {
         Request *r = userdata;
         Create *c = r->data;
+        json_object *policy;
         const char *s;
         int k;
 
@@ -228,6 +391,19 @@ static int build_create(sd_bus_message *m, void *userdata) {
                 k = sd_bus_message_append(m, "{sv}", "network", "s", s);
         if (k >= 0 && json_object_object_get_ex(c->body, "ttl_seconds", NULL))
                 k = sd_bus_message_append(m, "{sv}", "ttl_seconds", "t", json_get_uint(c->body, "ttl_seconds"));
+        if (k >= 0 && json_object_object_get_ex(c->body, "egress_policy", &policy)) {
+                k = sd_bus_message_open_container(m, 'e', "sv");
+                if (k >= 0)
+                        k = sd_bus_message_append(m, "s", "egress_policy");
+                if (k >= 0)
+                        k = sd_bus_message_open_container(m, 'v', "a{sv}");
+                if (k >= 0)
+                        k = append_egress_policy(m, policy);
+                if (k >= 0)
+                        k = sd_bus_message_close_container(m);
+                if (k >= 0)
+                        k = sd_bus_message_close_container(m);
+        }
         if (k >= 0)
                 k = sd_bus_message_append(m, "{sv}{sv}{sv}", "account_id", "s", r->account_id, "request_id", "s",
                                           r->request_id, "source", "s", "agent");
@@ -459,6 +635,71 @@ int route_sandbox_update(Request *r) {
         r->data_free = fetch_free;
         return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "SetTTL",
                         build_set_ttl, on_ttl_set, 0);
+}
+
+/* --- the network policy: SetNetworkPolicy, then the object --------------------------------------- */
+
+static const JsonField network_fields[] = {
+        EGRESS_POLICY_FIELD(true),
+};
+
+typedef struct SetPolicy {
+        Fetch fetch; /* first: the fetch after the call uses r->data as a Fetch */
+        json_object *body;
+} SetPolicy;
+
+static void set_policy_free(void *p) {
+        SetPolicy *sp = p;
+        if (!sp)
+                return;
+        free(sp->fetch.path);
+        json_object_put(sp->body);
+        free(sp);
+}
+
+static int build_set_network_policy(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        SetPolicy *sp = r->data;
+        int k;
+
+        k = sd_bus_message_append(m, "s", req_param(r, 0));
+        if (k >= 0)
+                k = append_egress_policy(m, json_object_object_get(sp->body, "egress_policy"));
+        if (k < 0)
+                return k;
+        return req_append_context(r, m);
+}
+
+static void on_network_policy_set(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        int k;
+
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "GetSandbox",
+                     build_id, on_get_sandbox, 0);
+        if (k < 0)
+                req_reply_errno(r, k);
+}
+
+int route_sandbox_network(Request *r) {
+        json_object *body;
+        SetPolicy *sp;
+        int k;
+
+        k = req_parse_json(r, network_fields, ELEMENTSOF(network_fields), &body);
+        if (k < 0)
+                return 0;
+        sp = calloc(1, sizeof(SetPolicy));
+        if (!sp) {
+                json_object_put(body);
+                return -ENOMEM;
+        }
+        sp->fetch.status = 200;
+        sp->body = body;
+        r->data = sp;
+        r->data_free = set_policy_free;
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                        "SetNetworkPolicy", build_set_network_policy, on_network_policy_set, 0);
 }
 
 /* --- delete ------------------------------------------------------------------------------------- */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // End-to-end test of the gateway's dashboard in Debian's headless Chromium (playwright-core, no browser
 // download), against the live fleet: sign in, sandboxes, the live audit log, output, paging, the takeover
-// terminal and a member key's refusal. Run by tests/integration/test_dashboard.py inside the harness,
-// which passes GATEWAY_URL, ADMIN_KEY, MEMBER_KEY and ARTIFACTS (the screenshots' directory).
+// terminal, an egress sandbox's network panel and a policy edit, and a member key's refusal. Run by
+// tests/integration/test_dashboard.py inside the harness, which passes GATEWAY_URL, ADMIN_KEY, MEMBER_KEY
+// and ARTIFACTS (the screenshots' directory), with test_egress.py's fake internet up for the uplink.
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -264,6 +265,46 @@ test("the terminal takes over the sandbox: echo hi shows hi, and resizing the wi
         // the session is one audit row of the takeover, live in the log once the terminal is closed
         await page.getByRole("button", { name: "Close terminal" }).click();
         await page.locator("#log-rows tr").filter({ hasText: "takeover" }).first().waitFor({ timeout: WAIT });
+});
+
+test("an egress sandbox shows its network, address, policy and counters, and its policy is edited", async () => {
+        const sb = await api("POST", "/v1/sandboxes", { name: "e2e-egress", type: "small", ttl_seconds: 900,
+                                                        network: "egress",
+                                                        egress_policy: { allow: ["203.0.113.0/24"] } });
+        made.push(sb.id);
+        await openSandbox(sb);
+        const panel = page.locator("#network-panel");
+        await panel.waitFor({ state: "visible", timeout: WAIT });
+        const props = page.locator("#network-props");
+        await props.filter({ hasText: sb.egress.address }).waitFor({ timeout: WAIT });
+        assert.match(await props.textContent(), /default deny; allow 203\.0\.113\.0\/24; deny nothing/);
+        assert.match(await props.textContent(), /Allowed\d+ packets/);
+        assert.equal(await page.getByLabel(/^Default/).inputValue(), "deny");
+        assert.equal(await page.getByLabel(/^Allow/).inputValue(), "203.0.113.0/24");
+        await shot("egress-panel");
+
+        // one edit: another CIDR allowed, a wildcard denied
+        await page.getByLabel(/^Allow/).fill("203.0.113.0/24\n198.51.100.0/24\n");
+        await page.getByLabel(/^Deny/).fill("*.example.test");
+        await page.getByRole("button", { name: "Save policy" }).click();
+        await page.locator("#policy-status").filter({ hasText: "Saved." }).waitFor({ timeout: WAIT });
+        const want = { default: "deny", allow: ["203.0.113.0/24", "198.51.100.0/24"], deny: ["*.example.test"] };
+        assert.deepEqual((await api("GET", `/v1/sandboxes/${sb.id}`)).egress_policy, want);
+        await props.filter({ hasText: "deny *.example.test" }).waitFor({ timeout: WAIT });
+        await shot("egress-policy-saved");
+
+        // a bad entry: the gateway's sentence, and nothing changed
+        await page.getByLabel(/^Allow/).fill("10.0.0.1/8");
+        await page.getByRole("button", { name: "Save policy" }).click();
+        await page.locator("#policy-error").filter({ hasText: "host bits" }).waitFor({ timeout: WAIT });
+        assert.match(await page.locator("#policy-error").textContent(), /HTTP 400, invalid_request/);
+        assert.deepEqual((await api("GET", `/v1/sandboxes/${sb.id}`)).egress_policy, want);
+        await shot("egress-policy-refused");
+
+        // a sandbox without egress has no network panel
+        const plain = await newSandbox("e2e-no-egress");
+        await openSandbox(plain);
+        assert.equal(await panel.isVisible(), false);
 });
 
 test("a member key sees the gateway's 403 when it tries to take over", async () => {

@@ -7,7 +7,11 @@
 #include "http-util.h"
 #include "macro.h"
 
-/* One field of every type, as the routes' tables have them. */
+/* One field of every type, as the routes' tables have them (the object's as the egress policy's). */
+static const JsonField policy_fields[] = {
+        { "default", JSON_FIELD_STRING, false },
+        { "allow", JSON_FIELD_STRV, false },
+};
 static const JsonField fields[] = {
         { "command", JSON_FIELD_STRING, false },
         { "timeout", JSON_FIELD_UINT, false },
@@ -15,6 +19,7 @@ static const JsonField fields[] = {
         { "argv", JSON_FIELD_STRV, false },
         { "env", JSON_FIELD_STRMAP, false },
         { "sandboxes", JSON_FIELD_STRV_OR_STAR, false },
+        { "egress_policy", JSON_FIELD_OBJECT, false, policy_fields, ELEMENTSOF(policy_fields) },
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

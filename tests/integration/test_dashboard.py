@@ -15,6 +15,7 @@ import requests
 
 from conftest import run, wait_for
 from gateway_helpers import BASE, assert_error, gateway_config, read_to_eof  # noqa: F401 (a fixture)
+from test_egress import upstream  # noqa: F401 (the fake internet: the e2e test's egress sandbox needs an uplink)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 E2E = os.path.join(ROOT, "tests", "e2e")
@@ -145,7 +146,7 @@ def artifacts_dir(config):
     return os.path.join(ROOT, "build-test", "meson-logs", "dashboard")
 
 
-def test_dashboard_e2e(gateway, request):
+def test_dashboard_e2e(gateway, upstream, request):
     node = shutil.which("node")
     assert node, "node is not installed (scripts/install-deps installs nodejs)"
     assert os.access(CHROMIUM, os.X_OK), "Debian's chromium is not installed (scripts/install-deps installs it)"

@@ -20,7 +20,8 @@ SESSION_REQUIRED = {"event": "error",
                     "error": "Creating API keys needs a dashboard or CLI session, or an admin-scoped key.",
                     "code": "session_required", "status": 403}
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-SANDBOX_FIELDS = {"id", "name", "type", "state", "network", "owner", "created_at", "expires_at", "limits"}
+SANDBOX_FIELDS = {"id", "name", "type", "state", "network", "egress_policy", "egress", "owner", "created_at",
+                  "expires_at", "limits"}
 RESULT_FIELDS = {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "duration_ms",
                  "timed_out", "oom_killed"}
 
@@ -97,6 +98,7 @@ def test_shapes(admin, sandboxes):
     sb = sandboxes(name="shape-test", ttl_seconds=600)
     assert set(sb) == SANDBOX_FIELDS
     assert sb["name"] == "shape-test" and sb["type"] == "small" and sb["network"] == "none"
+    assert sb["egress_policy"] is None and sb["egress"] is None  # network egress only
     assert TIME_RE.match(sb["created_at"]) and TIME_RE.match(sb["expires_at"])
     assert sb["limits"]["memory_max"] == 1 << 30 and sb["limits"]["tasks_max"] == 256
 

@@ -152,6 +152,7 @@ ROUTES = [
     ("GET", "/v1/sandboxes", "sandbox.read", {}),
     ("GET", "/v1/sandboxes/{sb}", "sandbox.read", {}),
     ("PATCH", "/v1/sandboxes/{sb}", "sandbox.update", {"json": {"ttl_seconds": 60}}),
+    ("PUT", "/v1/sandboxes/{sb}/network", "sandbox.update", {"json": {"egress_policy": {"default": "allow"}}}),
     ("DELETE", "/v1/sandboxes/{sb}", "sandbox.delete", {}),
     ("POST", "/v1/sandboxes/{sb}/exec", "exec", {"json": {"argv": ["touch", "/tmp/exec-ran"]}}),
     ("PUT", "/v1/sandboxes/{sb}/files", "file.write", {"params": {"path": "/tmp/keep.txt"}, "data": b"changed\n"}),
@@ -195,7 +196,7 @@ def snapshot(w, admin):
         r = admin.req("GET", f"/v1/sandboxes/{sid}")
         assert r.status_code == 200, r.text
         d = r.json()
-        sbs[sid] = (d["state"], d["expires_at"])
+        sbs[sid] = (d["state"], d["expires_at"], d["egress_policy"])
     mgr = dbus.Interface(dbus.SystemBus().get_object("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1",
                                                      introspect=False), "org.sandboxd.sandbox1.Manager")
     ids = sorted(str(row[0]) for row in mgr.ListSandboxes())

@@ -7,3 +7,5 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from test_sdk import *  # noqa: E402,F401,F403  (the tests and their fixtures)
 from test_agent_server import *  # noqa: E402,F401,F403  (examples/agent_server.py, run for real)
+# egress sandboxes' uplink: test_egress.py's fake internet, in place of test_sdk.py's skipping stand-in
+from test_egress import upstream as sdk_uplink  # noqa: E402,F401

@@ -172,6 +172,10 @@ static void test_framing(void) {
 }
 
 static int check(const char *json, char **ret_error) {
+        static const JsonField inner[] = {
+                { "d", JSON_FIELD_STRING, .required = true },
+                { "l", JSON_FIELD_STRV },
+        };
         static const JsonField fields[] = {
                 { "s", JSON_FIELD_STRING, .required = true },
                 { "u", JSON_FIELD_UINT },
@@ -179,6 +183,7 @@ static int check(const char *json, char **ret_error) {
                 { "l", JSON_FIELD_STRV },
                 { "m", JSON_FIELD_STRMAP },
                 { "x", JSON_FIELD_STRV_OR_STAR },
+                { "o", JSON_FIELD_OBJECT, .fields = inner, .n_fields = ELEMENTSOF(inner) },
         };
         json_object *o = json_tokener_parse(json);
         int r = json_check_fields(o, fields, ELEMENTSOF(fields), ret_error);
@@ -207,6 +212,18 @@ static void test_json_fields(void) {
         CHECK_INT(check("{\"s\":\"a\",\"x\":\"all\"}", NULL), -EINVAL);
         CHECK_INT(check("[1]", &e), -EINVAL);
         CHECK_STR(e, "The JSON body must be an object.");
+        /* an object field: its own fields, named with the outer one's */
+        CHECK_INT(check("{\"s\":\"a\",\"o\":{\"d\":\"x\",\"l\":[\"y\"]}}", NULL), 0);
+        CHECK_INT(check("{\"s\":\"a\",\"o\":[]}", &e), -EINVAL);
+        CHECK_STR(e, "Field 'o' must be an object.");
+        CHECK_INT(check("{\"s\":\"a\",\"o\":null}", &e), -EINVAL);
+        CHECK_STR(e, "Field 'o' must be an object.");
+        CHECK_INT(check("{\"s\":\"a\",\"o\":{\"d\":\"x\",\"zz\":1}}", &e), -EINVAL);
+        CHECK_STR(e, "Unknown field 'o.zz'.");
+        CHECK_INT(check("{\"s\":\"a\",\"o\":{\"d\":\"x\",\"l\":\"y\"}}", &e), -EINVAL);
+        CHECK_STR(e, "Field 'o.l' must be an array of strings.");
+        CHECK_INT(check("{\"s\":\"a\",\"o\":{}}", &e), -EINVAL);
+        CHECK_STR(e, "Field 'o.d' is required.");
         free(e);
 
         json_object *o = json_tokener_parse("{\"u\":42,\"s\":\"x\",\"l\":[\"a\",\"b\"]}");

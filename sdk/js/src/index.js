@@ -149,13 +149,15 @@ export class Client {
                 }
         }
 
-        /** Creates a sandbox and answers it once it runs. */
-        async createSandbox({ type, ttlSeconds, name, network, signal } = {}) {
+        /** Creates a sandbox and answers it once it runs. egressPolicy ({default, allow, deny}) goes with
+         * network "egress". */
+        async createSandbox({ type, ttlSeconds, name, network, egressPolicy, signal } = {}) {
                 const body = {};
                 if (type !== undefined) body.type = type;
                 if (ttlSeconds !== undefined) body.ttl_seconds = ttlSeconds;
                 if (name !== undefined) body.name = name;
                 if (network !== undefined) body.network = network;
+                if (egressPolicy !== undefined) body.egress_policy = egressPolicy;
                 const info = await this._json("POST", "/v1/sandboxes", { json: body, signal });
                 return new Sandbox(this, info);
         }
@@ -495,6 +497,12 @@ export class Sandbox {
                 this.createdAt = info.created_at;
                 this.expiresAt = info.expires_at;
                 this.limits = info.limits;
+                /* network "egress" only (null for the others): {default, allow, deny}, the address, and the
+                 * firewall's counters as of this answer ({allowed_packets, allowed_bytes, denied_packets,
+                 * denied_bytes}, as the gateway sends them, like limits) */
+                this.egressPolicy = info.egress_policy ?? null;
+                this.egressAddress = info.egress?.address ?? null;
+                this.egressCounters = info.egress?.counters ?? null;
         }
 
         get _base() {
@@ -510,6 +518,15 @@ export class Sandbox {
         /** The sandbox now expires ttlSeconds from now. */
         async extend(ttlSeconds, { signal } = {}) {
                 this._update(await this.client._json("PATCH", this._base, { json: { ttl_seconds: ttlSeconds }, signal }));
+                return this;
+        }
+
+        /** Replaces the egress sandbox's whole policy ({default, allow, deny}; what it leaves out is "deny" and
+         * no entries). A bad policy: BadRequest; a sandbox whose network is not egress: Conflict, code
+         * "not_egress". */
+        async setNetworkPolicy(policy, { signal } = {}) {
+                this._update(await this.client._json("PUT", `${this._base}/network`,
+                                                     { json: { egress_policy: policy }, signal }));
                 return this;
         }
 

@@ -359,6 +359,52 @@ test("takeover the browser's way: token in the URL, DOM events, ArrayBuffer fram
         });
 });
 
+// Egress sandboxes need an uplink: tests/integration/test_sdk_js.py runs this suite with test_egress.py's
+// fake internet up (203.0.113.10 and 198.51.100.10 serving HTTP on port 8080) and says so in this variable.
+const FAKE_INTERNET = process.env.SANDBOXD_TEST_FAKE_INTERNET === "1";
+
+async function reaches(sb, addr) {
+        const r = await sb.exec(["curl", "-s", "-S", "-m", "3", `http://${addr}:8080/`]);
+        return r.exitCode === 0 && r.stdout.includes("upstream says hello");
+}
+
+test("network egress: the policy at creation, counters, setNetworkPolicy, its refusals typed",
+     { skip: !FAKE_INTERNET && "needs test_egress.py's fake internet (run through test_sdk_js.py)" }, async () => {
+        await withSandbox(admin, { type: "small", ttlSeconds: 600, network: "egress",
+                                   egressPolicy: { allow: ["203.0.113.0/24"] } }, async (sb) => {
+                assert.equal(sb.network, "egress");
+                assert.deepEqual(sb.egressPolicy, { default: "deny", allow: ["203.0.113.0/24"], deny: [] });
+                assert.match(sb.egressAddress, /^10\.237\./);
+                const before = { ...sb.egressCounters };
+                assert.ok(await reaches(sb, "203.0.113.10"));
+                assert.ok(!(await reaches(sb, "198.51.100.10")));
+                await sb.refresh();
+                assert.ok(sb.egressCounters.allowed_packets > before.allowed_packets);
+                assert.ok(sb.egressCounters.denied_packets > before.denied_packets);
+
+                assert.equal(await sb.setNetworkPolicy({ default: "deny", allow: ["198.51.100.0/24"] }), sb);
+                assert.deepEqual(sb.egressPolicy, { default: "deny", allow: ["198.51.100.0/24"], deny: [] });
+                assert.ok(await reaches(sb, "198.51.100.10"));
+                assert.ok(!(await reaches(sb, "203.0.113.10")));
+                assert.deepEqual((await admin.getSandbox(sb.id)).egressPolicy, sb.egressPolicy);
+
+                await assert.rejects(sb.setNetworkPolicy({ allow: ["10.0.0.1/8"] }),
+                                     (e) => assertTyped(e, BadRequest, 400, "invalid_request") && /host bits/.test(e.message));
+                await assert.rejects(sb.setNetworkPolicy({ allow: "pypi.org" }),
+                                     (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+                assert.deepEqual((await sb.refresh()).egressPolicy, { default: "deny", allow: ["198.51.100.0/24"], deny: [] });
+        });
+        await withSandbox(admin, { type: "small", ttlSeconds: 600 }, async (sb) => {
+                assert.equal(sb.egressPolicy, null);
+                assert.equal(sb.egressAddress, null);
+                assert.equal(sb.egressCounters, null);
+                await assert.rejects(sb.setNetworkPolicy({ default: "allow" }),
+                                     (e) => assertTyped(e, Conflict, 409, "not_egress"));
+        });
+        await assert.rejects(admin.createSandbox({ type: "small", network: "egress", egressPolicy: { bad: 1 } }),
+                             (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+});
+
 test("the key never appears in sandbox output or its log", async () => {
         await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
                 const r = await sb.exec("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; ps -ef 2>/dev/null; true");

@@ -63,6 +63,11 @@ class AsyncSandbox:
         await _run(self.sync.refresh)
         return self
 
+    async def set_network_policy(self, policy: Optional[JSON] = None, **kw: Any) -> "AsyncSandbox":
+        """Sandbox.set_network_policy: the egress policy replaced whole (a dict, or default=, allow=, deny=)."""
+        await _run(self.sync.set_network_policy, policy, **kw)
+        return self
+
     async def exec(self, command: Union[str, Sequence[str]], **kw: Any) -> ExecResult:
         """As Sandbox.exec; on_stdout/on_stderr callbacks run on the worker thread."""
         r: ExecResult = await _run(self.sync.exec, command, **kw)
@@ -112,8 +117,9 @@ class AsyncClient:
         return f"Async{self.sync!r}"
 
     async def create(self, type: Optional[str] = None, ttl_seconds: Optional[int] = None, name: Optional[str] = None,
-                     network: Optional[str] = None, on_exit: str = "delete") -> AsyncSandbox:
-        return AsyncSandbox(await _run(self.sync.create, type, ttl_seconds, name, network, on_exit))
+                     network: Optional[str] = None, on_exit: str = "delete",
+                     egress_policy: Optional[JSON] = None) -> AsyncSandbox:
+        return AsyncSandbox(await _run(self.sync.create, type, ttl_seconds, name, network, on_exit, egress_policy))
 
     async def get(self, sandbox_id: str) -> AsyncSandbox:
         return AsyncSandbox(await _run(self.sync.get, sandbox_id))

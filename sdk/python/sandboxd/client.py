@@ -227,13 +227,16 @@ class Client:
     # --- sandboxes --------------------------------------------------------------------------------------
 
     def create(self, type: Optional[str] = None, ttl_seconds: Optional[int] = None, name: Optional[str] = None,
-               network: Optional[str] = None, on_exit: str = "delete") -> "Sandbox":
+               network: Optional[str] = None, on_exit: str = "delete",
+               egress_policy: Optional[JSON] = None) -> "Sandbox":
         """Makes a sandbox and returns once it runs. Used as a context manager, a sandbox made with
-        on_exit="delete" is deleted when the block ends, whether or not the block raised."""
+        on_exit="delete" is deleted when the block ends, whether or not the block raised. network is
+        "none", "egress" or "host"; egress_policy ({"default": "deny"|"allow", "allow": [...], "deny":
+        [...]}, entries are names, "*." wildcards and CIDRs) goes with network="egress"."""
         if on_exit not in ("delete", "keep"):
             raise ValueError('on_exit must be "delete" or "keep"')
         body = {k: v for k, v in (("type", type), ("ttl_seconds", ttl_seconds), ("name", name),
-                                  ("network", network)) if v is not None}
+                                  ("network", network), ("egress_policy", egress_policy)) if v is not None}
         try:
             info = self._request("POST", "/v1/sandboxes", body)
         except (Timeout, ConnectionFailed):
@@ -458,6 +461,13 @@ class Sandbox:
         self.created_at: Optional[str] = info.get("created_at")
         self.expires_at: Optional[str] = info.get("expires_at")
         self.limits: Optional[JSON] = info.get("limits")
+        # network "egress" only (None for the others): {"default", "allow", "deny"}; the address; the
+        # firewall's counters {"allowed_packets", "allowed_bytes", "denied_packets", "denied_bytes"},
+        # as of the last answer (refresh() reads them again)
+        self.egress_policy: Optional[JSON] = info.get("egress_policy")
+        egress = info.get("egress") or {}
+        self.egress_address: Optional[str] = egress.get("address")
+        self.egress_counters: Optional[JSON] = egress.get("counters")
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, state={self.state!r})"
@@ -491,6 +501,20 @@ class Sandbox:
     def extend(self, ttl_seconds: int) -> "Sandbox":
         """The sandbox now expires ttl_seconds from now."""
         self._set(self._client._request("PATCH", self._path(), {"ttl_seconds": int(ttl_seconds)}))
+        return self
+
+    def set_network_policy(self, policy: Optional[JSON] = None, *, default: Optional[str] = None,
+                           allow: Optional[Sequence[str]] = None,
+                           deny: Optional[Sequence[str]] = None) -> "Sandbox":
+        """Replaces the egress sandbox's whole policy (what is left out is "deny" and no entries), given
+        as a dict or as keywords; effective within a second. Raises BadRequest for a bad policy and
+        Conflict (code "not_egress") for a sandbox whose network is not egress."""
+        if policy is None:
+            policy = {k: (list(v) if k != "default" else v)
+                      for k, v in (("default", default), ("allow", allow), ("deny", deny)) if v is not None}
+        elif default is not None or allow is not None or deny is not None:
+            raise ValueError("give the policy as a dict or as keywords, not both")
+        self._set(self._client._request("PUT", self._path("/network"), {"egress_policy": policy}))
         return self
 
     def exec(self, command: Union[str, Sequence[str]], cwd: Optional[str] = None,

@@ -185,6 +185,75 @@ def test_error_not_found_and_bad_input(sdk_admin, sdk_sb):
     assert ei.value.code == "conflict"
 
 
+# --- network egress: the policy at creation and while it runs ------------------------------------------
+
+@pytest.fixture(scope="module")
+def sdk_uplink():
+    """An IPv4 default route, which egress sandboxes need. In the integration suite test_sdk_python.py puts
+    test_egress.py's fake internet here (203.0.113.10 and 198.51.100.10 serving HTTP on port 8080)."""
+    pytest.skip("egress sandboxes need test_egress.py's fake internet (run through test_sdk_python.py)")
+
+
+def sdk_reaches(sb, addr):
+    r = sb.exec(["curl", "-s", "-S", "-m", "3", f"http://{addr}:8080/"])
+    return r.exit_code == 0 and "upstream says hello" in r.stdout
+
+
+def test_network_policy(sdk_admin, sdk_uplink):
+    with sdk_admin.create(type="small", ttl_seconds=600, network="egress",
+                          egress_policy={"allow": ["203.0.113.0/24"]}) as sb:
+        assert sb.network == "egress"
+        assert sb.egress_policy == {"default": "deny", "allow": ["203.0.113.0/24"], "deny": []}
+        assert sb.egress_address and sb.egress_address.startswith("10.237.")
+        before = dict(sb.egress_counters)
+        assert sdk_reaches(sb, "203.0.113.10") and not sdk_reaches(sb, "198.51.100.10")
+        sb.refresh()
+        assert sb.egress_counters["allowed_packets"] > before["allowed_packets"]
+        assert sb.egress_counters["denied_packets"] > before["denied_packets"]
+
+        # replaced whole, by keywords and by a dict
+        assert sb.set_network_policy(allow=["198.51.100.0/24"]) is sb
+        assert sb.egress_policy == {"default": "deny", "allow": ["198.51.100.0/24"], "deny": []}
+        assert sdk_reaches(sb, "198.51.100.10") and not sdk_reaches(sb, "203.0.113.10")
+        sb.set_network_policy({"default": "allow", "deny": ["198.51.100.0/24"]})
+        assert sdk_admin.get(sb.id).egress_policy == {"default": "allow", "allow": [], "deny": ["198.51.100.0/24"]}
+
+        # a bad policy: BadRequest, nothing changed
+        with pytest.raises(BadRequest) as ei:
+            sb.set_network_policy(allow=["10.0.0.1/8"])
+        assert "host bits" in str(ei.value)
+        with pytest.raises(BadRequest):
+            sb.set_network_policy({"allow": ["x.example.test"], "ports": [80]})
+        with pytest.raises(ValueError):
+            sb.set_network_policy({"default": "deny"}, allow=["x.example.test"])
+        assert sb.refresh().egress_policy == {"default": "allow", "allow": [], "deny": ["198.51.100.0/24"]}
+    with pytest.raises(BadRequest):
+        sdk_admin.create(type="small", network="egress", egress_policy={"allow": "pypi.org"})
+    # network none: no policy, and none to set
+    with sdk_admin.create(type="small", ttl_seconds=600) as sb:
+        assert sb.egress_policy is None and sb.egress_address is None and sb.egress_counters is None
+        with pytest.raises(Conflict) as ei:
+            sb.set_network_policy(default="allow")
+        assert ei.value.code == "not_egress" and ei.value.status == 409
+
+
+def test_network_policy_async(sdk_admin_secret, sdk_uplink):
+    import asyncio
+
+    from sandboxd.aio import AsyncClient
+
+    async def main():
+        client = AsyncClient(sdk_admin_secret, timeout=120)
+        async with await client.create(type="small", ttl_seconds=600, network="egress",
+                                       egress_policy={"default": "deny", "allow": ["*.example.test"]}) as sb:
+            assert sb.egress_policy["allow"] == ["*.example.test"]
+            assert await sb.set_network_policy(deny=["203.0.113.0/24"]) is sb
+            assert sb.egress_policy == {"default": "deny", "allow": [], "deny": ["203.0.113.0/24"]}
+            assert (await client.get(sb.id)).egress_policy == sb.egress_policy
+
+    asyncio.run(main())
+
+
 # --- exec ------------------------------------------------------------------------------------------------
 
 def test_exec_forms(sdk_sb):

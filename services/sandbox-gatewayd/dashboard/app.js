@@ -172,6 +172,10 @@ async function loadSandboxes() {
         const data = await api("GET", "/v1/sandboxes");
         sandboxes = data.sandboxes.sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
         renderSandboxes();
+        // the open sandbox's counters move: the list has them too
+        const open = current && sandboxes.find((s) => s.id === current.id);
+        if (open)
+                renderNetwork(open, false);
         showError("sandboxes-error", null);
 }
 
@@ -308,7 +312,80 @@ function renderDetail(sb) {
                        ["Expires", sb.expires_at ? new Date(sb.expires_at).toLocaleString() : "never"]];
         $("detail-props").replaceChildren(...props.flatMap(([k, v]) => [el("dt", { text: k }),
                                                                          el("dd", { text: v ?? "" })]));
+        renderNetwork(sb, true);
 }
+
+// --- network egress: the address, the counters, the policy and its editor ------------------------
+
+function fmtCount(packets, bytes) {
+        return `${packets} packets, ${fmtBytes(bytes)}`;
+}
+
+function fmtBytes(n) {
+        if (n < 1024)
+                return `${n} B`;
+        const units = ["KiB", "MiB", "GiB", "TiB"];
+        let v = n / 1024, i = 0;
+        while (v >= 1024 && i < units.length - 1) {
+                v /= 1024;
+                i++;
+        }
+        return `${v.toFixed(1)} ${units[i]}`;
+}
+
+// withForm: also put the policy into the editor (on opening, after a save); the list's refreshes update
+// only the figures, so that an edit in progress is kept.
+function renderNetwork(sb, withForm) {
+        const egress = sb.network === "egress" && sb.egress_policy && sb.egress;
+        $("network-panel").hidden = !egress;
+        if (!egress)
+                return;
+        const p = sb.egress_policy, c = sb.egress.counters;
+        const props = [["Address", sb.egress.address],
+                       ["Policy", `default ${p.default}; allow ${p.allow.join(", ") || "nothing"}; ` +
+                                  `deny ${p.deny.join(", ") || "nothing"}`],
+                       ["Allowed", fmtCount(c.allowed_packets, c.allowed_bytes)],
+                       ["Denied", fmtCount(c.denied_packets, c.denied_bytes)]];
+        $("network-props").replaceChildren(...props.flatMap(([k, v]) => [el("dt", { text: k }),
+                                                                          el("dd", { text: v })]));
+        if (withForm) {
+                $("policy-default").value = p.default;
+                $("policy-allow").value = p.allow.join("\n");
+                $("policy-deny").value = p.deny.join("\n");
+                $("policy-status").textContent = "";
+                showError("policy-error", null);
+        }
+}
+
+function entries(text) {
+        return text.split("\n").map((s) => s.trim()).filter((s) => s);
+}
+
+// The whole policy goes: the gateway replaces it (PUT …/network) and answers the sandbox as it now is.
+// What is wrong with an entry is the gateway's (sandboxd's) own sentence.
+$("policy-form").addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        if (!current)
+                return;
+        const id = current.id;
+        const policy = { default: $("policy-default").value, allow: entries($("policy-allow").value),
+                         deny: entries($("policy-deny").value) };
+        $("policy-save").disabled = true;
+        $("policy-status").textContent = "Saving…";
+        try {
+                const sb = await api("PUT", `/v1/sandboxes/${enc(id)}/network`, { egress_policy: policy });
+                if (!current || current.id !== id)
+                        return;
+                current = sb;
+                renderNetwork(sb, true);
+                $("policy-status").textContent = "Saved.";
+        } catch (e) {
+                $("policy-status").textContent = "";
+                showError("policy-error", e);
+        } finally {
+                $("policy-save").disabled = false;
+        }
+});
 
 // --- the audit log: a page, older pages on demand, new rows live ---------------------------------
 
