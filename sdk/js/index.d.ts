@@ -79,7 +79,8 @@ export interface ExecOptions extends RequestOptions {
         timeoutSeconds?: number;
         /** Answer stdout and stderr as bytes (the request uses "encoding":"base64"). */
         binary?: boolean;
-        /** Given either callback, the answer is streamed (SSE) and each chunk is passed as it arrives. */
+        /** Given either callback, the answer is streamed (SSE) and each chunk is passed as it arrives; the
+         * result's stdout and stderr are then the chunks joined, as the unstreamed call answers them. */
         onStdout?: (chunk: string | Uint8Array) => void | Promise<void>;
         onStderr?: (chunk: string | Uint8Array) => void | Promise<void>;
 }
@@ -210,6 +211,7 @@ export declare class Sandbox {
         extend(ttlSeconds: number, opts?: RequestOptions): Promise<this>;
         /** Replaces the whole egress policy (PUT …/network). */
         setNetworkPolicy(policy: EgressPolicy, opts?: RequestOptions): Promise<this>;
+        /** Resolves also when the sandbox is gone already (a 404 not_found is no error). */
         delete(opts?: RequestOptions): Promise<void>;
         exec(command: string | string[], opts: ExecOptions & { binary: true }): Promise<ExecResult<Uint8Array>>;
         exec(command: string | string[], opts?: ExecOptions): Promise<ExecResult<string>>;
@@ -339,6 +341,7 @@ export declare class RateLimited extends SandboxdError {
 export declare class Timeout extends SandboxdError {}
 export declare class ServerError extends SandboxdError {}
 export declare class Unavailable extends ServerError {}
+/** No answer: status 0, code "connection_error". */
 export declare class ConnectionError extends SandboxdError {}
 export declare function errorFromBody(status: number, body: ErrorBody | null, headers?: { get(name: string): string | null }): SandboxdError;
 

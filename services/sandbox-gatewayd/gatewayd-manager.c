@@ -2,6 +2,7 @@
 /* sandbox-gatewayd's state: the event loop, bus connections, the key store, the HTTP server, config. */
 #include "gatewayd-manager.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -36,6 +37,7 @@ typedef struct AuditCall {
         Manager *manager;
         char *key, *operation, *event, *session_id, *account_id, *request_id, *detail;
         char *named; /* the sandbox as a request's path named it, until it is known to exist */
+        const char *source; /* "agent" or "human_takeover": a constant, not owned */
         uint64_t started_at;
         bool escaped;
 } AuditCall;
@@ -60,7 +62,7 @@ static int audit_build(sd_bus_message *m, void *userdata) {
                 .key = c->key,
                 .session_id = c->session_id,
                 .account_id = c->account_id,
-                .source = "agent",
+                .source = c->source,
                 .operation = c->operation,
                 .event = c->event,
                 .detail = c->detail,
@@ -137,6 +139,7 @@ static AuditCall *audit_call_new(Manager *m, const char *operation, const char *
         if (!c)
                 return NULL;
         c->manager = m;
+        c->source = "agent";
         c->started_at = now_usec(CLOCK_REALTIME);
         if (text_for_bus(request_id, AUDIT_REQUEST_ID_MAX_, &c->request_id) < 0 ||
             text_for_bus(account_id, AUDIT_ACCOUNT_ID_MAX_, &c->account_id) < 0 ||
@@ -212,13 +215,17 @@ static void on_audit_sandbox(sd_bus_message *reply, const sd_bus_error *error, v
                 audit_send(c);
 }
 
-void manager_audit_sandbox(Manager *m, const char *operation, const char *event, const char *named,
-                           const char *account_id, const char *request_id, const char *detail_json) {
+void manager_audit_sandbox(Manager *m, const char *operation, const char *event, const char *source,
+                           const char *named, const char *account_id, const char *request_id,
+                           const char *detail_json) {
         AuditCall *c;
+
+        assert(source && (streq(source, "agent") || streq(source, "human_takeover")));
 
         c = audit_call_new(m, operation, event, account_id, request_id, detail_json);
         if (!c)
                 return;
+        c->source = source;
         /* Anything else names no sandbox there can be: no need to ask. */
         if (!named || !(sandbox_id_is_valid(named) || name_is_valid(named)))
                 return audit_send(c);

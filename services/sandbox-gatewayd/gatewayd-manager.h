@@ -87,9 +87,11 @@ void manager_audit(Manager *m, const char *operation, const char *event, const c
 
 /* The same for a row about a sandbox as a request's path named it (id, name, or anything at all): the
  * row has that sandbox's id as its session only if sandboxd says it exists, else no session (the path
- * is for the detail to say). Nobody writes rows into a sandbox's log by naming one that is not there. */
-void manager_audit_sandbox(Manager *m, const char *operation, const char *event, const char *named,
-                           const char *account_id, const char *request_id, const char *detail_json);
+ * is for the detail to say). Nobody writes rows into a sandbox's log by naming one that is not there.
+ * source is "agent" or "human_takeover" (a constant: the row keeps the pointer). */
+void manager_audit_sandbox(Manager *m, const char *operation, const char *event, const char *source,
+                           const char *named, const char *account_id, const char *request_id,
+                           const char *detail_json);
 
 /* Open SSE streams per key: acquire returns -EBUSY at MaxStreamsPerKey=. */
 int manager_stream_acquire(Manager *m, const char *key_id);

@@ -44,6 +44,10 @@ int route_dashboard_index(Request *r);
 int route_dashboard_file(Request *r);
 
 /* takeover (route-takeover.c) */
+/* A key without the takeover action is told this by every takeover route (the token, the WebSocket, a
+ * recording), whichever check refused it: one sentence for one rule. */
+#define TAKEOVER_FORBIDDEN_MESSAGE \
+        "This API key lacks the action 'takeover': only admin keys may take over a sandbox."
 int route_takeover_token(Request *r);
 int route_takeover(Request *r);
 int route_takeover_authenticate(Request *r);

@@ -528,8 +528,11 @@ void req_deny(Request *r, unsigned status, const char *code, const char *account
                 detail = strdup(json_text(d, NULL));
                 json_object_put(d);
         }
-        /* The sandbox the path names is the client's word: the row is that sandbox's only if it exists. */
+        /* The sandbox the path names is the client's word: the row is that sandbox's only if it exists. A
+         * refused takeover (the token, the WebSocket, a recording) was a person's attempt at a terminal:
+         * its row says so as sandboxd's row of a takeover that happens does. */
         manager_audit_sandbox(r->manager, route && route->operation ? route->operation : "read", "denied",
+                              route && route->action == GATEWAY_ACTION_TAKEOVER ? "human_takeover" : "agent",
                               route && (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL, account,
                               r->request_id, detail);
 }
@@ -555,6 +558,8 @@ static bool req_authorize(Request *r) {
                 if (sandbox && api_key_allows(r->key, route->action, NULL) && r->key->sandboxes)
                         req_deny(r, 403, "forbidden", r->account_id,
                                  "Sandbox %s is outside this API key's scope.", r->named[0] ? r->named : sandbox);
+                else if (route->action == GATEWAY_ACTION_TAKEOVER)
+                        req_deny(r, 403, "forbidden", r->account_id, "%s", TAKEOVER_FORBIDDEN_MESSAGE);
                 else
                         req_deny(r, 403, "forbidden", r->account_id, "This API key lacks the action '%s'.",
                                  gateway_action_to_string(route->action));

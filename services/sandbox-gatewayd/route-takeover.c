@@ -267,8 +267,7 @@ bool route_takeover_authorize(Request *r) {
                         req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.",
                                  req_param(r, 0));
                 else
-                        req_deny(r, 403, "forbidden", NULL,
-                                 "Taking over a sandbox needs an admin key with the action 'takeover'.");
+                        req_deny(r, 403, "forbidden", NULL, "%s", TAKEOVER_FORBIDDEN_MESSAGE);
                 return false;
         }
         return true;

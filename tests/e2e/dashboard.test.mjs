@@ -192,6 +192,26 @@ test("an exec through the API appears as a new row without a reload, and its row
         const cells = await page.locator("#log-rows tr").first().locator("td").allTextContents();
         assert.equal(cells[3], "exec");
         assert.equal(cells[5], "0");
+        // one 24-hour form for every time on the page: the log's times of day, the sandbox's dates
+        assert.match(cells[1], /^\d\d:\d\d:\d\d\.\d{3}$/);
+        const props = await page.locator("#detail-props dd").allTextContents();
+        const dates = props.filter((t) => /\d{4}-/.test(t));
+        assert.equal(dates.length, 2, props.join(" | "));
+        for (const d of dates)
+                assert.match(d, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+        assert.ok(!/\b(AM|PM)\b/i.test(await page.locator("#detail").textContent()));
+        // an argv shell-quoted, so that its argument boundaries show
+        await api("POST", `/v1/sandboxes/${sb.id}/exec`, { argv: ["echo", "two words", "it's", "", "a/b=c"] });
+        const quoted = page.locator("#log-rows tr").filter({ hasText: "two words" });
+        await quoted.waitFor({ timeout: WAIT });
+        assert.equal(await quoted.locator("td.detail-cell").textContent(), "echo 'two words' 'it'\\''s' '' a/b=c");
+        // the create row's detail as key: value text, not JSON
+        const create = page.locator("#log-rows tr").filter({ hasText: "sandbox.create" });
+        const createDetail = await create.locator("td.detail-cell").getAttribute("title");
+        assert.match(createDetail, /(^| · )name: e2e-live( · |$)/);
+        assert.match(createDetail, /(^| · )type: small( · |$)/);
+        assert.match(createDetail, /(^| · )expires_at: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d( · |$)/);
+        assert.ok(!/[{}"]/.test(createDetail), createDetail);
         await shot("live-row");
 
         await row.click();
@@ -264,7 +284,37 @@ test("the terminal takes over the sandbox: echo hi shows hi, and resizing the wi
 
         // the session is one audit row of the takeover, live in the log once the terminal is closed
         await page.getByRole("button", { name: "Close terminal" }).click();
-        await page.locator("#log-rows tr").filter({ hasText: "takeover" }).first().waitFor({ timeout: WAIT });
+        const row = page.locator("#log-rows tr").filter({ hasText: "takeover" }).first();
+        await row.waitFor({ timeout: WAIT });
+        // closing the terminal is how a takeover ends: the hung-up shell's exit 129 reads "closed", not red
+        const entry = (await api("GET", `/v1/sandboxes/${sb.id}/log?operation=takeover`)).entries[0];
+        assert.equal(entry.exit_code, 129);
+        assert.equal(entry.detail.ended_by, "client");
+        const cells = await row.locator("td").allTextContents();
+        assert.equal(cells[2], "human");
+        assert.equal(cells[3], "takeover");
+        assert.equal(cells[5], "closed");
+        const exitCell = row.locator("td").nth(5);
+        assert.ok(!(await exitCell.getAttribute("class")).includes("bad"));
+        const colours = await page.evaluate(() => {
+                const probe = document.createElement("span");
+                probe.style.color = getComputedStyle(document.documentElement).getPropertyValue("--bad");
+                document.body.append(probe);
+                const bad = getComputedStyle(probe).color;
+                probe.remove();
+                return bad;
+        });
+        assert.notEqual(await exitCell.evaluate((e) => getComputedStyle(e).color), colours);
+        assert.match(await exitCell.getAttribute("title"), /exit 129/);
+        // its detail as key: value text, not JSON
+        const detail = await row.locator("td.detail-cell").getAttribute("title");
+        assert.match(detail, /(^| · )ended_by: client( · |$)/);
+        assert.match(detail, /(^| · )recording: asciicast-v2( · |$)/);
+        assert.ok(!/[{}"]/.test(detail), detail);
+        await row.click();
+        await page.locator("#output-detail").filter({ hasText: "ended_by: client" }).waitFor({ timeout: WAIT });
+        await shot("takeover-closed");
+        await page.getByRole("button", { name: "Close output" }).click();
 });
 
 test("an egress sandbox shows its network, address, policy and counters, and its policy is edited", async () => {
@@ -325,6 +375,16 @@ test("a member key sees the gateway's 403 when it tries to take over", async () 
         assert.ok(text.includes(body.error), `${text} lacks ${body.error}`);
         assert.equal(await page.locator("#terminal-panel").isVisible(), false);
         assert.ok(!page.url().includes(MEMBER), page.url());
+        // the refusal is in the log, live, as a person's takeover: source human, not agent
+        const denied = page.locator("#log-rows tr").filter({ hasText: "takeover (denied)" }).first();
+        await denied.waitFor({ timeout: WAIT });
+        const cells = await denied.locator("td").allTextContents();
+        assert.equal(cells[2], "human");
+        assert.equal(cells[5], "", "a refusal ran nothing: no exit status");
+        assert.equal(await denied.locator("td").nth(2).getAttribute("title"), "human_takeover");
+        const detail = await denied.locator("td.detail-cell").getAttribute("title");
+        assert.match(detail, /(^| · )status: 403( · |$)/);
+        assert.ok(detail.includes(`reason: ${body.error}`), detail);
         await shot("member-403");
 });
 

@@ -214,6 +214,38 @@ def test_member_and_anonymous_are_refused_before_the_upgrade(mgr, sandbox, gatew
     assert len(rows) >= 5
 
 
+def test_member_refusal_is_one_sentence_and_a_human_takeover_row(mgr, sandbox, gateway):
+    """Issue 25: a member asking for a token and a member opening the WebSocket are refused with the same
+    body text, and both denied rows say what they were, a person's takeover (as sandboxd's own row of a
+    takeover that happens does), not "agent"."""
+    sid, _ = sandbox()
+    member = json.loads(run("sandboxctl", "api-key", "create", "--preset=member", "--json").stdout)
+    auth = {"Authorization": f"Bearer {member['secret']}"}
+    r = requests.post(f"{GW}/v1/sandboxes/{sid}/takeover-token", headers=auth, timeout=60)
+    assert r.status_code == 403 and r.json()["code"] == "forbidden", r.text
+    token_body = r.json()
+    # the WebSocket route's upgrade request, as a client library sends it (python3-websocket keeps no body)
+    r = requests.get(f"{GW}/v1/sandboxes/{sid}/takeover", timeout=60, headers={
+        **auth, "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode()})
+    assert r.status_code == 403 and r.json()["code"] == "forbidden", r.text
+    ws_body = r.json()
+    assert token_body["error"] == ws_body["error"] == \
+        "This API key lacks the action 'takeover': only admin keys may take over a sandbox."
+    account = f"key:{member['apiKey']['id']}"
+    rids = {token_body["requestId"], ws_body["requestId"]}
+
+    def both_rows():
+        rows = [r for r in takeover_rows(sid) if str(r["request_id"]) in rids]
+        return rows if len(rows) == 2 else None
+
+    rows = wait_for(both_rows, timeout=60, what="both denied rows")
+    for row in rows:
+        assert str(row["event"]) == "denied" and str(row["account_id"]) == account, row
+        assert str(row["source"]) == "human_takeover", row
+    assert shell_units(sid) == []
+
+
 def test_token_is_single_use_across_gateways(mgr, sandbox, gateway, second_gateway):
     sid, _ = sandbox()
     other, _ = sandbox()

@@ -409,6 +409,22 @@ class ApiKeys {
         }
 }
 
+/* A streamed exec's chunks of one stream as one string (or bytes with binary); with no chunks, what
+ * the exit event had. */
+function joinChunks(chunks, fallback, binary) {
+        if (chunks.length === 0)
+                return fallback;
+        if (!binary)
+                return chunks.join("");
+        const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+        let at = 0;
+        for (const c of chunks) {
+                out.set(c, at);
+                at += c.length;
+        }
+        return out;
+}
+
 function normalizeResult(r, binary) {
         const out = {
                 exitCode: r.exit_code,
@@ -530,9 +546,15 @@ export class Sandbox {
                 return this;
         }
 
-        /** Deletes the sandbox; resolves once every process of it is gone. */
+        /** Deletes the sandbox; resolves once every process of it is gone. Deleting a sandbox that is
+         * gone already (deleted before, expired) resolves too, as in the Python SDK. */
         async delete({ signal } = {}) {
-                await this.client._json("DELETE", this._base, { signal });
+                try {
+                        await this.client._json("DELETE", this._base, { signal });
+                } catch (e) {
+                        if (!(e instanceof errors.NotFound && e.code === "not_found"))
+                                throw e;
+                }
         }
 
         /**
@@ -569,14 +591,22 @@ export class Sandbox {
                         json: body, timeoutMs, signal, headers: { Accept: "text/event-stream" },
                 });
                 const decodeChunk = (d) => (base64 ? (binary ? b64decode(d) : bytesToText(b64decode(d))) : d);
+                /* The exit event carries no output (it went out as it came): the result's stdout and stderr
+                 * are the chunks joined, so that they are what the unstreamed call answers. */
+                const chunks = { stdout: [], stderr: [] };
                 try {
                         for await (const ev of parseSse(res.body)) {
                                 if (ev.event === "stdout" || ev.event === "stderr") {
+                                        const chunk = decodeChunk(JSON.parse(ev.data).data);
+                                        chunks[ev.event].push(chunk);
                                         const cb = ev.event === "stdout" ? onStdout : onStderr;
                                         if (cb)
-                                                await cb(decodeChunk(JSON.parse(ev.data).data));
+                                                await cb(chunk);
                                 } else if (ev.event === "exit") {
-                                        return normalizeResult(JSON.parse(ev.data), binary);
+                                        const r = normalizeResult(JSON.parse(ev.data), binary);
+                                        r.stdout = joinChunks(chunks.stdout, r.stdout, binary);
+                                        r.stderr = joinChunks(chunks.stderr, r.stderr, binary);
+                                        return r;
                                 } else if (ev.event === "error") {
                                         const b = JSON.parse(ev.data);
                                         throw errorFromBody(b.status || 500, b, res.headers);

@@ -8,7 +8,7 @@ import NodeWebSocket from "ws";
 
 import {
         Client, withSandbox, SandboxdError, BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Unprocessable,
-        LimitExceeded,
+        LimitExceeded, ConnectionError, Sandbox,
 } from "../src/index.js";
 
 const BASE = process.env.SANDBOXD_URL || "http://127.0.0.1:8790";
@@ -158,8 +158,71 @@ test("streamed exec: callbacks get output as it arrives, then the result", async
                 assert.equal(err.join(""), "two\n");
                 assert.equal(r.exitCode, 5);
                 assert.equal(r.timedOut, false);
+                /* issue 25: the result holds what the callbacks got, as the unstreamed call answers it */
+                assert.equal(r.stdout, "one\nthree\n");
+                assert.equal(r.stderr, "two\n");
+                const plain = await sb.exec("echo one; echo two >&2; echo three; exit 5");
+                assert.equal(plain.stdout, r.stdout);
+                assert.equal(plain.stderr, r.stderr);
+                /* one callback: the other stream is in the result all the same */
+                const half = await sb.exec("echo a; echo b >&2", { onStdout: () => {} });
+                assert.equal(half.stdout, "a\n");
+                assert.equal(half.stderr, "b\n");
+                /* bytes, in chunks of their own */
+                const chunks = [];
+                const bin = await sb.exec("printf '\\001\\002'; sleep 0.2; printf '\\003'",
+                                          { binary: true, onStdout: (d) => chunks.push(d) });
+                assert.ok(bin.stdout instanceof Uint8Array);
+                assert.deepEqual([...bin.stdout], [1, 2, 3]);
+                assert.deepEqual(chunks.flatMap((c) => [...c]), [1, 2, 3]);
                 await assert.rejects(sb.exec("true", { onStdout: () => {}, timeoutSeconds: 0 }), BadRequest);
         });
+});
+
+test("behaviour shared with the Python SDK: connection_error, idempotent delete, $SANDBOXD_API_KEY and $SANDBOXD_URL", async () => {
+        /* nothing listens on loopback port 1: no answer at all */
+        const nowhere = new Client({ apiKey: adminSecret, baseUrl: "http://127.0.0.1:1" });
+        await assert.rejects(nowhere.listSandboxes(), (e) => {
+                assert.ok(e instanceof ConnectionError, `${e && e.name}: ${e && e.message}`);
+                assert.equal(e.status, 0);
+                assert.equal(e.code, "connection_error");
+                return true;
+        });
+        /* deleting twice: the second finds it gone and resolves */
+        const sb = await admin.createSandbox({ ttlSeconds: 120 });
+        await sb.delete();
+        await sb.delete();
+        await assert.rejects(admin.getSandbox(sb.id), (e) => assertTyped(e, NotFound, 404, "not_found"));
+        /* other refusals of a delete still throw */
+        const other = await admin.createSandbox({ ttlSeconds: 120 });
+        try {
+                const bad = new Client({ apiKey: "sbx_live_" + "a".repeat(52), baseUrl: BASE });
+                await assert.rejects(new Sandbox(bad, other.info).delete(),
+                                     (e) => assertTyped(e, Unauthorized, 401, "unauthorized"));
+                assert.equal((await admin.getSandbox(other.id)).state, "running");
+        } finally {
+                await other.delete();
+        }
+        /* the environment, when the options leave the key and the URL out */
+        const saved = { key: process.env.SANDBOXD_API_KEY, url: process.env.SANDBOXD_URL };
+        try {
+                process.env.SANDBOXD_API_KEY = adminSecret;
+                process.env.SANDBOXD_URL = `${BASE}/`;
+                const fromEnv = new Client();
+                assert.equal(fromEnv.baseUrl, BASE);
+                assert.ok(Array.isArray(await fromEnv.listSandboxes()));
+                process.env.SANDBOXD_URL = "http://127.0.0.1:1";
+                await assert.rejects(new Client().listSandboxes(), ConnectionError);
+                delete process.env.SANDBOXD_API_KEY;
+                assert.throws(() => new Client({ baseUrl: BASE }), TypeError);
+                assert.throws(() => new Client({ apiKey: "", baseUrl: BASE }), TypeError);
+        } finally {
+                for (const [k, v] of [["SANDBOXD_API_KEY", saved.key], ["SANDBOXD_URL", saved.url]])
+                        if (v === undefined)
+                                delete process.env[k];
+                        else
+                                process.env[k] = v;
+        }
 });
 
 function rowText(row) {

@@ -6,7 +6,7 @@ import asyncio
 import functools
 from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
 
-from .client import DEFAULT_BASE_URL, Client, CreatedKey, ExecResult, Sandbox, Watch
+from .client import Client, CreatedKey, ExecResult, Sandbox, Watch
 
 JSON = Dict[str, Any]
 
@@ -109,7 +109,7 @@ class AsyncApiKeys:
 class AsyncClient:
     """Client for asyncio: `async with await client.create(...) as sb: r = await sb.exec(...)`."""
 
-    def __init__(self, api_key: str, base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0) -> None:
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, timeout: float = 60.0) -> None:
         self.sync = Client(api_key, base_url, timeout)
         self.api_keys = AsyncApiKeys(self.sync)
 

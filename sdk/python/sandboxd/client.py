@@ -100,7 +100,15 @@ class Client:
     """A connection to sandbox-gatewayd with one API key. Thread-safe: each thread keeps its own
     keep-alive HTTP connection; streams (watch, streamed exec) get one of their own."""
 
-    def __init__(self, api_key: str, base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0) -> None:
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, timeout: float = 60.0) -> None:
+        """api_key defaults to $SANDBOXD_API_KEY, base_url to $SANDBOXD_URL or http://127.0.0.1:8790
+        (as in the JS SDK); no key at all is a TypeError."""
+        if api_key is None:
+            api_key = os.environ.get("SANDBOXD_API_KEY")
+        if not api_key:
+            raise TypeError("Client: api_key is required (or set $SANDBOXD_API_KEY)")
+        if base_url is None:
+            base_url = os.environ.get("SANDBOXD_URL") or DEFAULT_BASE_URL
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port], not {base_url!r}")
@@ -258,7 +266,13 @@ class Client:
         return [Sandbox(self, s, on_exit="keep") for s in self._request("GET", "/v1/sandboxes")["sandboxes"]]
 
     def delete(self, sandbox_id: str) -> None:
-        self._request("DELETE", f"/v1/sandboxes/{_q(sandbox_id)}", timeout=max(self.timeout, 120.0))
+        """Deletes a sandbox by id or name; one that is gone already (deleted, expired) is no error, as
+        Sandbox.delete() and the JS SDK's sb.delete()."""
+        try:
+            self._request("DELETE", f"/v1/sandboxes/{_q(sandbox_id)}", timeout=max(self.timeout, 120.0))
+        except NotFound as e:
+            if e.code != "not_found":
+                raise
 
     # --- audit log --------------------------------------------------------------------------------------
 
@@ -492,11 +506,7 @@ class Sandbox:
 
     def delete(self) -> None:
         """Deletes the sandbox (returns once its processes are gone); deleting a deleted one is no error."""
-        from .errors import NotFound
-        try:
-            self._client.delete(self.id)
-        except NotFound:
-            pass
+        self._client.delete(self.id)
 
     def extend(self, ttl_seconds: int) -> "Sandbox":
         """The sandbox now expires ttl_seconds from now."""

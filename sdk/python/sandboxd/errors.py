@@ -24,7 +24,12 @@ class SandboxdError(Exception):
 
 
 class ConnectionFailed(SandboxdError):
-    """The gateway could not be reached, or the connection broke before an answer."""
+    """The gateway could not be reached, or the connection broke before an answer: status 0, code
+    "connection_error" (as the JS SDK's ConnectionError)."""
+
+    def __init__(self, message: str, status: int = 0, code: str = "connection_error",
+                 request_id: Optional[str] = None, body: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message, status=status, code=code, request_id=request_id, body=body)
 
 
 class BadRequest(SandboxdError):

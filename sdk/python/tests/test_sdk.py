@@ -145,6 +145,46 @@ def test_error_unauthorized():
         Client("not-a-key").create(type="small")
 
 
+def test_behaviour_shared_with_the_js_sdk(sdk_admin_secret, sdk_admin, monkeypatch):
+    """Issue 25: what both SDKs do alike. No answer at all is ConnectionFailed with status 0 and code
+    "connection_error"; deleting a sandbox that is gone is no error (by object and by id), other refusals
+    of a delete still raise; $SANDBOXD_API_KEY and $SANDBOXD_URL when the arguments leave them out."""
+    base = sdk_admin.base_url
+    # nothing listens on loopback port 1
+    with pytest.raises(sandboxd.ConnectionFailed) as ei:
+        Client(sdk_admin_secret, "http://127.0.0.1:1").list()
+    assert ei.value.status == 0 and ei.value.code == "connection_error"
+    # deleting twice, by the object and by id
+    sb = sdk_admin.create(type="small", ttl_seconds=120, on_exit="keep")
+    sb.delete()
+    sb.delete()
+    sdk_admin.delete(sb.id)
+    assert_gone(sdk_admin, sb.id)
+    other = sdk_admin.create(type="small", ttl_seconds=120, on_exit="keep")
+    try:
+        with pytest.raises(Unauthorized):
+            Client("sbx_live_" + "a" * 52, base).delete(other.id)
+        assert sdk_admin.get(other.id).state == "running"
+    finally:
+        other.delete()
+    # the environment
+    monkeypatch.setenv("SANDBOXD_API_KEY", sdk_admin_secret)
+    monkeypatch.setenv("SANDBOXD_URL", base + "/")
+    c = Client()
+    assert c.base_url == base and isinstance(c.list(), list)
+    monkeypatch.setenv("SANDBOXD_URL", "http://127.0.0.1:1")
+    with pytest.raises(sandboxd.ConnectionFailed):
+        Client().list()
+    monkeypatch.delenv("SANDBOXD_API_KEY")
+    with pytest.raises(TypeError):
+        Client(base_url=base)
+    with pytest.raises(TypeError):
+        Client("", base)
+    from sandboxd.aio import AsyncClient
+    with pytest.raises(TypeError):
+        AsyncClient(base_url=base)
+
+
 def test_error_forbidden(sdk_admin, sdk_sb):
     member = Client(sdk_admin.api_keys.create(name="sdk-member", preset="member", ttl_seconds=3600).secret)
     runner = Client(sdk_admin.api_keys.create(name="sdk-runner", preset="runner", ttl_seconds=3600).secret)

@@ -64,12 +64,55 @@ const enc = encodeURIComponent;
 
 // --- formatting ------------------------------------------------------------------------------------
 
+// One form for every date and time on the page, 24-hour, in the browser's time zone, whatever its
+// locale: "2026-12-04 14:21:29"; log rows show the time of day with milliseconds, "14:21:29.123".
+function pad(n, width = 2) {
+        return String(n).padStart(width, "0");
+}
+
+function fmtDate(d) {
+        return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+function fmtClock(d) {
+        return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+function fmtDateTime(iso) {
+        if (!iso)
+                return "";
+        const d = new Date(iso);
+        return isNaN(d) ? iso : `${fmtDate(d)} ${fmtClock(d)}`;
+}
+
 function fmtTime(iso) {
         if (!iso)
                 return "";
         const d = new Date(iso);
-        return isNaN(d) ? iso : d.toLocaleTimeString([], { hour12: false }) + "." +
-                String(d.getMilliseconds()).padStart(3, "0");
+        return isNaN(d) ? iso : `${fmtClock(d)}.${pad(d.getMilliseconds(), 3)}`;
+}
+
+// An argv as one shell-quoted line, so that argument boundaries show: the rule of the run-session
+// export's "command" (audit-api.md): words of A-Za-z0-9_@%+=:,./- as they are, others in single quotes,
+// a ' as '\''.
+function shellQuote(argv) {
+        return argv.map((a) => {
+                const w = String(a);
+                return /^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`;
+        }).join(" ");
+}
+
+// A detail value as text: nested objects in parentheses, lists comma-separated, null as "none".
+function fmtValue(v) {
+        if (v === null || v === undefined)
+                return "none";
+        if (typeof v === "boolean")
+                return v ? "yes" : "no";
+        if (Array.isArray(v))
+                return v.length ? v.map(fmtValue).join(", ") : "none";
+        if (typeof v === "object")
+                return `(${Object.entries(v).map(([k, x]) => `${k}: ${fmtValue(x)}`).join(", ")})`;
+        return String(v);
 }
 
 function fmtDetail(row) {
@@ -79,12 +122,40 @@ function fmtDetail(row) {
         if (typeof d !== "object")
                 return String(d);
         if (Array.isArray(d.argv))
-                return d.argv.join(" ");
+                return shellQuote(d.argv);
         if (typeof d.command === "string")
                 return d.command;
         if (typeof d.path === "string" && Object.keys(d).length <= 2)
                 return d.path;
-        return JSON.stringify(d);
+        // everything else (a create, a takeover, a refusal, …) as "key: value" pairs, in the row's order;
+        // times (…_at: µs since the epoch, as sandboxd writes them, or RFC 3339) in the page's one form
+        return Object.entries(d).map(([k, v]) => `${k}: ${k.endsWith("_at") ? fmtDetailTime(v) : fmtValue(v)}`)
+                .join(" · ");
+}
+
+function fmtDetailTime(v) {
+        if (typeof v === "number" && v > 0)
+                return fmtDateTime(new Date(v / 1000).toISOString());
+        if (typeof v === "string" && !isNaN(new Date(v)))
+                return fmtDateTime(v);
+        return fmtValue(v);
+}
+
+// A takeover the person ended by closing the terminal (or that ShellIdleSec= hung up) is no failure:
+// sandboxd hangs the shell up, which dies of SIGHUP (signal 1, exit 129). Its exit cell says "closed"
+// (or "idle") in the neutral colour; any other non-zero exit is red; a denied or blocked row's is empty.
+// → [text, class, title]
+function fmtExit(row) {
+        // a refused request ran nothing: its row's 0 is no exit status
+        if (row.exit_code == null || row.event === "denied" || row.event === "blocked")
+                return ["", "num", ""];
+        const d = row.detail && typeof row.detail === "object" ? row.detail : {};
+        if (row.operation === "takeover" && row.event === "finished" && (d.ended_by === "client" || d.ended_by === "idle") &&
+            (d.signal === 1 || row.exit_code === 129))
+                return [d.ended_by === "idle" ? "idle" : "closed", "num closed",
+                        `exit ${row.exit_code}: the shell was hung up when the terminal ${d.ended_by === "idle" ? "sat idle" : "was closed"}`];
+        const exit = String(row.exit_code);
+        return [exit, exit === "0" ? "num" : "num bad", ""];
 }
 
 function fmtDuration(ms) {
@@ -308,8 +379,8 @@ function closeSandbox() {
 function renderDetail(sb) {
         $("detail-title").textContent = sb.name ? `${sb.name} (${sb.id})` : sb.id;
         const props = [["State", sb.state], ["Type", sb.type], ["Network", sb.network], ["Owner", sb.owner],
-                       ["Created", new Date(sb.created_at).toLocaleString()],
-                       ["Expires", sb.expires_at ? new Date(sb.expires_at).toLocaleString() : "never"]];
+                       ["Created", fmtDateTime(sb.created_at)],
+                       ["Expires", sb.expires_at ? fmtDateTime(sb.expires_at) : "never"]];
         $("detail-props").replaceChildren(...props.flatMap(([k, v]) => [el("dt", { text: k }),
                                                                          el("dd", { text: v ?? "" })]));
         renderNetwork(sb, true);
@@ -394,17 +465,18 @@ let olderDone = false;
 
 function rowElement(row) {
         const open = () => showOutput(row);
-        const exit = row.exit_code == null ? "" : String(row.exit_code);
+        const [exit, exitClass, exitTitle] = fmtExit(row);
         const tr = el("tr", { "data-id": String(row.id), class: `ev-${row.event}`, onclick: open },
                       el("td", {}, el("button", { type: "button", class: "link", text: `${row.id}`,
                                                   "aria-label": `Show the output of row ${row.id}`,
                                                   onclick: (e) => { e.stopPropagation(); open(); } })),
-                      el("td", { text: fmtTime(row.started_at), title: row.started_at || "" }),
-                      el("td", { text: row.source === "human_takeover" ? "takeover" : row.source }),
+                      el("td", { text: fmtTime(row.started_at), title: fmtDateTime(row.started_at) }),
+                      el("td", { text: row.source === "human_takeover" ? "human" : row.source,
+                                 title: row.source || "" }),
                       el("td", { text: row.event && row.event !== "finished" ? `${row.operation} (${row.event})`
                                                                              : row.operation }),
                       el("td", { class: "detail-cell", text: fmtDetail(row), title: fmtDetail(row) }),
-                      el("td", { class: exit && exit !== "0" ? "num bad" : "num", text: exit }),
+                      el("td", { class: exitClass, text: exit, title: exitTitle }),
                       el("td", { class: "num", text: fmtDuration(row.duration_ms) }));
         return tr;
 }
@@ -615,8 +687,7 @@ $("open-terminal").addEventListener("click", async () => {
                 token = (await api("POST", `/v1/sandboxes/${enc(id)}/takeover-token`, {})).token;
         } catch (e) {
                 $("terminal-error").textContent = e instanceof ApiError && e.status === 403 ?
-                        `The gateway refused the takeover: ${e.describe()}. Taking over a sandbox needs an ` +
-                        "admin key." : `Cannot open a terminal: ${showMessage(e)}`;
+                        `The gateway refused the takeover: ${e.describe()}` : `Cannot open a terminal: ${showMessage(e)}`;
                 return;
         }
         let xtermLib;
