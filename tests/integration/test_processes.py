@@ -1,0 +1,328 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Issue 25: background processes over the bus (StartProcess, ListProcesses, SignalProcess, WaitProcess,
+# ReadProcessOutput, WriteProcessStdin, the Process objects), their limits, their end with the sandbox and
+# with sandboxd, and their audit rows.
+import json
+import signal
+
+import dbus
+import pytest
+
+from conftest import BUS_NAME, LONG, Manager, audit_log, dbus_error, run, wait_for
+from test_sandboxd import scope_units, uid_processes, wait_sandboxd_active
+
+PROCESS_IFACE = "org.sandboxd.sandbox1.Process"
+PORT = 8123
+
+
+def start(mgr, sid, argv, **opts):
+    o = {}
+    for k, v in opts.items():
+        if k in ("timeout_seconds", "memory_max", "tasks_max"):
+            o[k] = dbus.UInt64(v)
+        elif k == "env":
+            o[k] = dbus.Dictionary(v, signature="ss")
+        else:
+            o[k] = v
+    pid, path = mgr.iface.StartProcess(sid, dbus.Array(argv, signature="s"), dbus.Dictionary(o, signature="sv"),
+                                       timeout=LONG)
+    return str(pid), str(path)
+
+
+def wait(mgr, sid, pid):
+    code, info = mgr.iface.WaitProcess(sid, pid, timeout=LONG)
+    return int(code), {str(k): v for k, v in info.items()}
+
+
+def read(mgr, sid, pid, stream="stdout", offset=0, max=0):
+    data, nxt, first, ended = mgr.iface.ReadProcessOutput(sid, pid, stream, dbus.UInt64(offset), dbus.UInt32(max),
+                                                          byte_arrays=True)
+    return bytes(data), int(nxt), int(first), bool(ended)
+
+
+def write(mgr, sid, pid, data, close=False):
+    mgr.iface.WriteProcessStdin(sid, pid, dbus.ByteArray(data), dbus.Boolean(close))
+
+
+def kill(mgr, sid, pid, sig, **ctx):
+    mgr.iface.SignalProcess(sid, pid, dbus.Int32(sig), dbus.Dictionary(ctx, signature="sv"))
+
+
+def props(mgr, path):
+    o = mgr.bus.get_object(BUS_NAME, path)
+    return {str(k): v for k, v in o.GetAll(PROCESS_IFACE, dbus_interface=dbus.PROPERTIES_IFACE).items()}
+
+
+def listing(mgr, sid):
+    return [(str(i), str(st), int(code), int(pid), int(t), [str(a) for a in argv], str(unit), str(path))
+            for i, st, code, pid, t, argv, unit, path in mgr.iface.ListProcesses(sid)]
+
+
+def output_until(mgr, sid, pid, want, stream="stdout"):
+    return wait_for(lambda: want in read(mgr, sid, pid, stream)[0] and read(mgr, sid, pid, stream),
+                    what=f"{want!r} in {pid}'s {stream}")
+
+
+def process_units(sid):
+    return [u for u in scope_units(sid) if "-process-" in u]
+
+
+def rows(sid, operation, n=1):
+    return wait_for(lambda: (r := audit_log(sid, operation=operation)) and len(r) >= n and r,
+                    what=f"{n} {operation} row(s)")
+
+
+def test_server_in_background_answers_exec(mgr, sandbox):
+    sid, spath = sandbox()
+    pid, path = start(mgr, sid, ["python3", "-m", "http.server", str(PORT), "--bind", "127.0.0.1"],
+                      cwd="/tmp")
+    assert path == f"{spath}/process/{pid}" and pid.startswith("p")
+    mgr.write(sid, "/tmp/hello.txt", b"served from the sandbox\n")
+    fetch = ["python3", "-c", f"import urllib.request; print(urllib.request.urlopen("
+             f"'http://127.0.0.1:{PORT}/hello.txt', timeout=5).read().decode(), end='')"]
+    # the server listens a moment after it starts: the Exec is retried until it answers
+    out = wait_for(lambda: (r := mgr.exec(sid, fetch))[0] == 0 and r[1], what="the server to answer")
+    assert out == b"served from the sandbox\n"
+
+    p = props(mgr, path)
+    assert p["Id"] == pid and p["State"] == "running" and p["ExitCode"] == -1 and p["Sandbox"] == sid
+    assert list(p["Argv"]) == ["python3", "-m", "http.server", str(PORT), "--bind", "127.0.0.1"]
+    assert p["Unit"].startswith(f"sandbox-{sid}-process-") and p["Unit"] in process_units(sid)
+    assert p["StartedAt"] > 0
+    # Pid is the sandbox's view: the process it names there is the server
+    code, cmdline, _, _ = mgr.exec(sid, ["cat", f"/proc/{int(p['Pid'])}/cmdline"])
+    assert code == 0 and b"http.server" in cmdline
+    assert run("systemctl", "is-active", p["Unit"], check=False).stdout.strip() == "active"
+    # its requests are logged on stderr, readable while it runs
+    assert b"GET /hello.txt" in output_until(mgr, sid, pid, b"GET /hello.txt", "stderr")[0]
+
+    [row] = listing(mgr, sid)
+    assert row[0] == pid and row[1] == "running" and row[2] == -1 and row[6] == p["Unit"] and row[7] == path
+
+    kill(mgr, sid, pid, signal.SIGTERM)
+    code, info = wait(mgr, sid, pid)
+    assert code == 128 + signal.SIGTERM and info["signal"] == signal.SIGTERM and info["state"] == "killed"
+    assert info["unit"] == p["Unit"] and not info["timed_out"]
+    assert props(mgr, path)["State"] == "killed" and props(mgr, path)["ExitCode"] == code
+    wait_for(lambda: p["Unit"] not in process_units(sid), what="its scope to go")
+    # an ended process stays readable until its sandbox goes
+    assert listing(mgr, sid)[0][1] == "killed"
+
+
+def test_output_from_an_offset_and_after_overflow(mgr, sandbox):
+    sid, _ = sandbox()
+    # the small type keeps 1 MiB per stream (ProcessOutputMax=)
+    pid, _ = start(mgr, sid, ["sh", "-c", "printf hello; printf oops >&2; head -c 3000000 /dev/zero | tr '\\0' x;"
+                                          " printf END"])
+    code, info = wait(mgr, sid, pid)
+    assert code == 0 and info["state"] == "exited" and info["stdout_truncated"] and not info["stderr_truncated"]
+    total = 5 + 3000000 + 3
+    data, nxt, first, ended = read(mgr, sid, pid)
+    assert nxt == total and first == total - (1 << 20) and ended
+    assert len(data) == 1 << 20 and data.endswith(b"xxxEND") and set(data[:-3]) == {ord("x")}
+    # from before what is kept: it starts at first_offset
+    data, nxt, first, ended = read(mgr, sid, pid, offset=0, max=10)
+    assert (data, nxt, first, ended) == (b"x" * 10, total - (1 << 20) + 10, total - (1 << 20), False)
+    # from an offset inside it, and at its end
+    kept = total - (1 << 20)
+    assert read(mgr, sid, pid, offset=total - 4) == (b"xEND", total, kept, True)
+    assert read(mgr, sid, pid, offset=total) == (b"", total, kept, True)
+    assert read(mgr, sid, pid, "stderr") == (b"oops", 4, 0, True)
+    assert read(mgr, sid, pid, "stderr", offset=2, max=1) == (b"p", 3, 0, False)
+    with pytest.raises(dbus.DBusException) as e:
+        read(mgr, sid, pid, offset=total + 1)
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs" and "past the end" in dbus_error(e)[1]
+    with pytest.raises(dbus.DBusException) as e:
+        read(mgr, sid, pid, "stdin")
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs"
+
+
+def test_stdin_round_trip(mgr, sandbox):
+    sid, _ = sandbox()
+    pid, path = start(mgr, sid, ["cat"])
+    write(mgr, sid, pid, b"hello\n")
+    output_until(mgr, sid, pid, b"hello\n")
+    assert read(mgr, sid, pid)[3] is False  # not ended: cat still runs
+    write(mgr, sid, pid, b"world\n", close=True)
+    code, info = wait(mgr, sid, pid)
+    assert code == 0 and info["state"] == "exited"
+    assert read(mgr, sid, pid) == (b"hello\nworld\n", 12, 0, True)
+    with pytest.raises(dbus.DBusException) as e:
+        write(mgr, sid, pid, b"more")
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NotRunning"
+
+    # closing without data; and a second close refused while it still runs
+    pid, _ = start(mgr, sid, ["sh", "-c", "cat; echo eof; sleep 1000"])
+    write(mgr, sid, pid, b"", close=True)
+    output_until(mgr, sid, pid, b"eof\n")
+    with pytest.raises(dbus.DBusException) as e:
+        write(mgr, sid, pid, b"late")
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NotRunning" and "stdin" in dbus_error(e)[1]
+    kill(mgr, sid, pid, signal.SIGKILL)
+    assert wait(mgr, sid, pid)[0] == 128 + signal.SIGKILL
+
+
+def test_sigterm_and_sigkill(mgr, sandbox):
+    sid, _ = sandbox()
+    pid, path = start(mgr, sid, ["sleep", "1000"])
+    kill(mgr, sid, pid, signal.SIGTERM)
+    code, info = wait(mgr, sid, pid)
+    assert (code, info["signal"], info["state"]) == (143, signal.SIGTERM, "killed")
+    # a second WaitProcess answers at once, the same
+    assert wait(mgr, sid, pid)[0] == 143
+    with pytest.raises(dbus.DBusException) as e:
+        kill(mgr, sid, pid, signal.SIGTERM)
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NotRunning"
+
+    # one that ignores SIGTERM: still running after it, ended by SIGKILL
+    pid, path = start(mgr, sid, ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"])
+    output_until(mgr, sid, pid, b"ready\n")
+    kill(mgr, sid, pid, signal.SIGTERM)
+    code, _, _, _ = mgr.exec(sid, ["true"])  # a round trip through sandboxd after the signal
+    assert props(mgr, path)["State"] == "running"
+    kill(mgr, sid, pid, signal.SIGKILL)
+    code, info = wait(mgr, sid, pid)
+    assert (code, info["signal"], info["state"]) == (137, signal.SIGKILL, "killed")
+
+
+def test_runtime_limit(mgr, sandbox):
+    sid, _ = sandbox()
+    pid, path = start(mgr, sid, ["sleep", "1000"], timeout_seconds=2)
+    code, info = wait(mgr, sid, pid)
+    assert info["timed_out"] and info["state"] == "timed-out" and code == 128 + info["signal"]
+    assert props(mgr, path)["State"] == "timed-out"
+    # over the type's maximum: refused, nothing started
+    with pytest.raises(dbus.DBusException) as e:
+        start(mgr, sid, ["sleep", "1"], timeout_seconds=7200)
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.LimitExceeded"
+    assert [r[0] for r in listing(mgr, sid)] == [pid]
+
+
+def test_delete_ends_processes(mgr, sandbox):
+    sid, _ = sandbox()
+    uid = int(mgr.props(mgr.iface.GetSandbox(sid))["Uid"])
+    pids = [start(mgr, sid, ["sh", "-c", "sleep 1000 & sleep 1000"])[0] for _ in range(3)]
+    assert len(process_units(sid)) == 3
+    mgr.delete(sid)
+    wait_for(lambda: process_units(sid) == [], what="the process scopes to go")
+    assert uid_processes(uid) == []
+    exits = rows(sid, "process.exit", 3)
+    for r in exits:
+        d = json.loads(str(r["detail"]))
+        assert d["process"] in pids and d["state"] == "killed" and d["sandbox_gone"] is True
+
+
+def test_restart_stops_and_records_them(mgr, sandbox):
+    sid, _ = sandbox()
+    pid, _ = start(mgr, sid, ["sleep", "1000"])
+    [unit] = process_units(sid)
+    run("systemctl", "restart", "sandboxd")
+    wait_sandboxd_active()
+    m2 = Manager()
+    # the sandbox is re-adopted, its process is not: stopped, and recorded as interrupted
+    assert sid in [r[0] for r in m2.list()]
+    wait_for(lambda: unit not in process_units(sid), what="its scope to be stopped")
+    assert listing(m2, sid) == []
+    with pytest.raises(dbus.DBusException) as e:
+        wait(m2, sid, pid)
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NoSuchProcess"
+    [row] = rows(sid, "process.exit")
+    d = json.loads(str(row["detail"]))
+    assert row["event"] == "failed" and d["process"] == pid and d["error"] == "org.sandboxd.sandbox1.Interrupted"
+    # a new one gets a new id
+    pid2, _ = start(m2, sid, ["true"])
+    assert pid2 != pid
+
+
+def test_hundred_processes_and_the_limit(mgr, sandbox):
+    sid, _ = sandbox()
+    pids = [start(mgr, sid, ["sleep", "1000"])[0] for _ in range(100)]
+    assert len(set(pids)) == 100
+    rows_ = listing(mgr, sid)
+    assert [r[0] for r in rows_] == pids and all(r[1] == "running" for r in rows_)
+    assert len(process_units(sid)) == 100
+    # up to 128 running; the 129th is refused, with nothing started
+    pids += [start(mgr, sid, ["sleep", "1000"])[0] for _ in range(28)]
+    with pytest.raises(dbus.DBusException) as e:
+        start(mgr, sid, ["sleep", "1000"])
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.LimitExceeded"
+    assert len(listing(mgr, sid)) == 128 and len(process_units(sid)) == 128
+    # an ended one makes room: the oldest ended one goes
+    kill(mgr, sid, pids[5], signal.SIGKILL)
+    wait(mgr, sid, pids[5])
+    start(mgr, sid, ["sleep", "1000"])
+    with pytest.raises(dbus.DBusException) as e:
+        wait(mgr, sid, pids[5])
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NoSuchProcess"
+
+
+def test_bad_input_changes_nothing(mgr, sandbox):
+    sid, _ = sandbox()
+    bad = [
+        (["sh"], {"stdin": dbus.ByteArray(b"x")}, "org.freedesktop.DBus.Error.InvalidArgs"),
+        ([], {}, "org.freedesktop.DBus.Error.InvalidArgs"),
+        (["true"], {"cwd": dbus.String("/nonexistent")}, "org.freedesktop.DBus.Error.InvalidArgs"),
+        (["/no/such/program"], {}, "org.sandboxd.sandbox1.NoSuchFile"),
+        (["true"], {"tasks_max": dbus.UInt64(100000)}, "org.sandboxd.sandbox1.LimitExceeded"),
+        (["true"], {"timeout_seconds": dbus.String("1")}, "org.freedesktop.DBus.Error.InvalidArgs"),
+    ]
+    for argv, opts, name in bad:
+        with pytest.raises(dbus.DBusException) as e:
+            mgr.iface.StartProcess(sid, dbus.Array(argv, signature="s"), dbus.Dictionary(opts, signature="sv"),
+                                   timeout=LONG)
+        assert dbus_error(e)[0] == name, (argv, opts, dbus_error(e))
+    with pytest.raises(dbus.DBusException) as e:
+        start(mgr, "sb_nosuchsandb", ["true"])
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NoSuchSandbox"
+    assert listing(mgr, sid) == [] and process_units(sid) == []
+
+    pid, _ = start(mgr, sid, ["sleep", "1000"])
+    for sig in (0, -1, 1000):
+        with pytest.raises(dbus.DBusException) as e:
+            kill(mgr, sid, pid, sig)
+        assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs"
+    for call in (lambda: kill(mgr, sid, "p999999", 15), lambda: wait(mgr, sid, "p999999"),
+                 lambda: read(mgr, sid, "nope"), lambda: write(mgr, sid, "", b"x")):
+        with pytest.raises(dbus.DBusException) as e:
+            call()
+        assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NoSuchProcess"
+    with pytest.raises(dbus.DBusException) as e:
+        kill(mgr, sid, pid, 15, source=dbus.String("robot"))
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs"
+    [(i, state, *_)] = listing(mgr, sid)
+    assert (i, state) == (pid, "running")
+
+
+def test_audit_rows(mgr, sandbox):
+    sid, _ = sandbox()
+    pid, _ = start(mgr, sid, ["sh", "-c", "echo started; read x; echo got $x; echo bye >&2; sleep 1000"],
+                   env={"FOO": "bar"})
+    write(mgr, sid, pid, b"line\n")
+    output_until(mgr, sid, pid, b"got line\n")
+    kill(mgr, sid, pid, signal.SIGTERM, request_id=dbus.String("req_sig1"))
+    wait(mgr, sid, pid)
+    with pytest.raises(dbus.DBusException):
+        start(mgr, sid, ["/no/such/program"])
+
+    starts = rows(sid, "process.start", 2)
+    ok = [r for r in starts if r["event"] == "finished"]
+    failed = [r for r in starts if r["event"] == "failed"]
+    assert len(ok) == 1 and len(failed) == 1
+    d = json.loads(str(ok[0]["detail"]))
+    assert d["process"] == pid and d["argv"][0] == "sh" and d["unit"].startswith(f"sandbox-{sid}-process-")
+    assert json.loads(str(failed[0]["detail"]))["error"] == "org.sandboxd.sandbox1.NoSuchFile"
+    [sig] = rows(sid, "process.signal")
+    d = json.loads(str(sig["detail"]))
+    assert (d["process"], d["signal"], sig["event"], str(sig["request_id"])) == (pid, 15, "finished", "req_sig1")
+    [ex] = rows(sid, "process.exit")
+    d = json.loads(str(ex["detail"]))
+    assert ex["event"] == "finished" and int(ex["exit_code"]) == 143 and d["state"] == "killed"
+    assert d["stdout_bytes"] == len(b"started\ngot line\n") and d["stderr_bytes"] == 4
+    out = json.loads(str(ex["output_truncated"]))
+    assert out["stdout"] == "started\ngot line\n" and out["stderr"] == "bye\n"
+    # a refused signal has its row too
+    with pytest.raises(dbus.DBusException):
+        kill(mgr, sid, pid, 15)
+    failed_sig = wait_for(lambda: [r for r in audit_log(sid, operation="process.signal") if r["event"] == "failed"],
+                          what="the refused signal's row")
+    assert json.loads(str(failed_sig[0]["detail"]))["error"] == "org.sandboxd.sandbox1.NotRunning"
