@@ -326,3 +326,84 @@ def test_audit_rows(mgr, sandbox):
     failed_sig = wait_for(lambda: [r for r in audit_log(sid, operation="process.signal") if r["event"] == "failed"],
                           what="the refused signal's row")
     assert json.loads(str(failed_sig[0]["detail"]))["error"] == "org.sandboxd.sandbox1.NotRunning"
+
+
+def test_xml_contract_is_what_is_served(mgr, sandbox):
+    """dbus/org.sandboxd.sandbox1.xml is what sandboxd serves: the process methods and the Process object."""
+    import os
+    import xml.etree.ElementTree as ET
+
+    def members(root, iface_name):
+        [iface] = [i for i in root.iter("interface") if i.get("name") == iface_name]
+        methods = {m.get("name"): [(a.get("direction", "in"), a.get("type"), a.get("name")) for a in m.iter("arg")]
+                   for m in iface.iter("method")}
+        props = {p.get("name"): p.get("type") for p in iface.iter("property")}
+        return methods, props
+
+    src = ET.parse(os.path.join(os.path.dirname(__file__), "..", "..", "dbus", "org.sandboxd.sandbox1.xml")).getroot()
+    obj = mgr.bus.get_object(BUS_NAME, "/org/sandboxd/sandbox1", introspect=False)
+    served = ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
+    want, got = members(src, "org.sandboxd.sandbox1.Manager")[0], members(served, "org.sandboxd.sandbox1.Manager")[0]
+    for name in ("StartProcess", "ListProcesses", "SignalProcess", "WaitProcess", "ReadProcessOutput",
+                 "WriteProcessStdin"):
+        assert got[name] == want[name], name
+
+    sid, spath = sandbox()
+    pid, path = start(mgr, sid, ["sleep", "1000"])
+    pobj = mgr.bus.get_object(BUS_NAME, path, introspect=False)
+    served = ET.fromstring(str(pobj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
+    assert members(served, PROCESS_IFACE)[1] == members(src, PROCESS_IFACE)[1]
+    # the process is a child node of its sandbox's object, and in GetManagedObjects
+    sobj = mgr.bus.get_object(BUS_NAME, spath, introspect=False)
+    sx = ET.fromstring(str(sobj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
+    # (sd-bus names the enumerated descendant by its relative path)
+    assert f"process/{pid}" in [n.get("name") for n in sx.findall("node")]
+    managed = obj.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager")
+    assert str(managed[dbus.ObjectPath(path)][PROCESS_IFACE]["State"]) == "running"
+
+
+def ctl(*args, check=True):
+    import subprocess
+    r = subprocess.run(["sandboxctl", *args], capture_output=True)
+    if check:
+        assert r.returncode == 0, (args, r.returncode, r.stderr)
+    return r
+
+
+def test_sandboxctl_start_ps_kill_attach(mgr, sandbox):
+    sid, _ = sandbox()
+    r = ctl("start", sid, "--cwd=/tmp", "--env=GREETING=hi there", "--timeout=600", "--", "sh", "-c",
+            'echo "$GREETING from $(pwd)"; echo to-stderr >&2; exec sleep 1000')
+    pid = r.stdout.decode().strip()
+    assert pid.startswith("p")
+    output_until(mgr, sid, pid, b"hi there from /tmp\n")
+
+    table = ctl("ps", sid).stdout.decode().splitlines()
+    assert table[0].split()[:5] == ["ID", "STATE", "EXIT", "PID", "STARTED"]
+    row = [line for line in table[1:] if line.split()[0] == pid][0]
+    assert row.split()[1] == "running" and row.split()[2] == "-"
+    # the command shell-quoted: its arguments' boundaries stay visible
+    assert "sh -c 'echo" in row
+    [j] = json.loads(ctl("ps", "--json", sid).stdout)["processes"]
+    assert j["id"] == pid and j["state"] == "running" and j["exit_code"] == -1 and j["argv"][0] == "sh"
+
+    ctl("kill", "--signal=KILL", sid, pid)
+    r = ctl("attach", sid, pid, check=False)
+    # attach prints everything so far and exits as exec would: 128 + SIGKILL
+    assert r.returncode == 137
+    assert r.stdout == b"hi there from /tmp\n" and r.stderr == b"to-stderr\n"
+    assert json.loads(ctl("ps", "--json", sid).stdout)["processes"][0]["state"] == "killed"
+
+    # attach follows a running process to its end, and exits with its status
+    pid = ctl("start", sid, "sh", "-c", "for i in 1 2 3; do echo $i; sleep 0.2; done; exit 3").stdout.decode().strip()
+    r = ctl("attach", sid, pid, check=False)
+    assert (r.returncode, r.stdout) == (3, b"1\n2\n3\n")
+
+    # errors: a bad signal, an ended process, no such process, no command
+    assert ctl("kill", "--signal=NOPE", sid, pid, check=False).returncode == 2
+    r = ctl("kill", sid, pid, check=False)
+    assert r.returncode == 1 and b"exited" in r.stderr
+    r = ctl("attach", sid, "p999999", check=False)
+    assert r.returncode == 1 and b"no process" in r.stderr
+    assert ctl("start", sid, check=False).returncode == 2
+    assert b"start ID" in ctl("start", "--help").stdout
