@@ -212,6 +212,16 @@ def test_delete_ends_processes(mgr, sandbox):
         assert d["process"] in pids and d["state"] == "killed" and d["sandbox_gone"] is True
 
 
+def test_ttl_expiry_ends_processes(mgr, sandbox):
+    sid, _ = sandbox(ttl_seconds=3)
+    pid, _ = start(mgr, sid, ["sleep", "1000"])
+    wait_for(lambda: sid not in [r[0] for r in mgr.list()], what="the sandbox to expire")
+    wait_for(lambda: process_units(sid) == [], what="its process scope to go")
+    [row] = rows(sid, "process.exit")
+    d = json.loads(str(row["detail"]))
+    assert d["process"] == pid and d["state"] == "killed" and d["sandbox_gone"] is True
+
+
 def test_restart_stops_and_records_them(mgr, sandbox):
     sid, _ = sandbox()
     pid, _ = start(mgr, sid, ["sleep", "1000"])
