@@ -14,6 +14,9 @@
  * nothing it started outlives it. Its output goes into a ring per stream (the type's ProcessOutputMax=),
  * its stdin is a pipe that WriteProcessStdin feeds without blocking the loop.
  *
+ * An OOM kill in its scope is told apart as an Exec's is (oom.c): oom_killed in WaitProcess's info, and
+ * its exit row's event "oom_killed".
+ *
  * Audit rows: "process.start" when it runs (or failed to), "process.signal" per signal sent, and
  * "process.exit" at its end with the last output of each stream. The exit row is noted in the spool
  * while it runs (manager_audit_begin()): should sandboxd stop meanwhile, the next one records it as
@@ -101,6 +104,8 @@ static Process *process_free(Process *p) {
         p->stdin_fd = safe_close(p->stdin_fd);
         free(p->stdin_pending);
         p->deadline_source = sd_event_source_disable_unref(p->deadline_source);
+        p->oom_source = sd_event_source_disable_unref(p->oom_source);
+        oom_watch_done(&p->oom);
         sd_bus_message_unref(p->request);
         for (size_t i = 0; i < p->n_waiters; i++)
                 sd_bus_message_unref(p->waiters[i]);
@@ -290,7 +295,7 @@ int process_append_info(sd_bus_message *m, Process *p) {
                                      "stderr_truncated", "b", (int) (output_ring_first_offset(&p->err.ring) > 0),
                                      "timed_out", "b", (int) p->timed_out,
                                      "cancelled", "b", 0,
-                                     "oom_killed", "b", 0,
+                                     "oom_killed", "b", (int) p->oom_killed,
                                      "signal", "i", p->signal,
                                      "unit", "s", p->child.unit,
                                      "state", "s", process_state_to_string(p->state),
@@ -398,6 +403,9 @@ static void process_ended(Process *p) {
                 p->signal = si->si_status;
                 p->exit_code = 128 + p->signal;
         }
+        p->oom_killed = oom_watch_check(&p->oom, p->signal == SIGKILL);
+        p->oom_source = sd_event_source_disable_unref(p->oom_source);
+        oom_watch_done(&p->oom); /* its fds: an ended process may be kept a long time */
         p->state = p->timed_out ? PROCESS_TIMED_OUT : p->signal ? PROCESS_KILLED : PROCESS_EXITED;
         /* What it wrote before it ended is in the pipes now; what it left behind writing more is
          * stopped with its scope. */
@@ -415,6 +423,7 @@ static void process_ended(Process *p) {
         if (extra) {
                 json_object_object_add(extra, "state", json_object_new_string(process_state_to_string(p->state)));
                 json_object_object_add(extra, "signal", json_object_new_int(p->signal));
+                json_object_object_add(extra, "oom_killed", json_object_new_boolean(p->oom_killed));
                 json_object_object_add(extra, "stdout_first_offset",
                                        json_object_new_uint64(p->out.ring.total - out_n));
                 json_object_object_add(extra, "stderr_first_offset",
@@ -428,7 +437,7 @@ static void process_ended(Process *p) {
         AuditRow row = {
                 .session_id = p->session_id,
                 .operation = "process.exit",
-                .event = p->timed_out ? "timed_out" : "finished",
+                .event = p->timed_out ? "timed_out" : p->oom_killed ? "oom_killed" : "finished",
                 .detail = detail,
                 .exit_code = p->exit_code,
                 .out = out,
@@ -590,6 +599,28 @@ static void process_child_go(ScopeChild *c) {
                 scope_child_kill(c);
 }
 
+static int on_oom_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Process *p = userdata;
+        oom_watch_poll(&p->oom);
+        return 0;
+}
+
+/* Its scope is up: watch it for OOM kills, as an Exec's (systemd does not report them on every host). */
+static void process_child_scope_up(ScopeChild *c) {
+        Process *p = c->userdata;
+        Manager *m = p->manager;
+        char slice_path[512], unit_path[768];
+
+        if (!p->sandbox)
+                return;
+        snprintf(slice_path, sizeof(slice_path), "sandbox.slice/%s", p->sandbox->slice);
+        snprintf(unit_path, sizeof(unit_path), "%s/%s", slice_path, c->unit);
+        if (oom_watch_start(&p->oom, m->memory_layout, m->memory_prefix, slice_path, unit_path) >= 0 &&
+            p->oom.event_fd >= 0 &&
+            sd_event_add_io(m->event, &p->oom_source, p->oom.event_fd, EPOLLIN, on_oom_event, p) >= 0)
+                (void) sd_event_source_set_priority(p->oom_source, SD_EVENT_PRIORITY_IMPORTANT);
+}
+
 static void process_child_scope_failed(ScopeChild *c, int error, const sd_bus_error *bus_error) {
         Process *p = c->userdata;
         p->scope_error = error;
@@ -597,6 +628,7 @@ static void process_child_scope_failed(ScopeChild *c, int error, const sd_bus_er
 
 static const ScopeChildOps process_child_ops = {
         .report = process_child_report,
+        .scope_up = process_child_scope_up,
         .go = process_child_go,
         .scope_failed = process_child_scope_failed,
         .exited = process_child_exited,
@@ -651,6 +683,7 @@ int process_start(Sandbox *s, const ProcessSpec *spec, sd_bus_message *request) 
                 return -ENOMEM;
         p->manager = m;
         p->stdin_fd = p->out.fd = p->err.fd = -EBADF;
+        p->oom = (OomWatch) OOM_WATCH_INIT;
         scope_child_setup(&p->child, m, &process_child_ops, p);
         snprintf(p->session_id, sizeof(p->session_id), "%s", s->id);
         uint64_t n = sandbox_next_unit_number(s);

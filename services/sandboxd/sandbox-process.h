@@ -14,6 +14,7 @@
 #include "audit-row.h"
 #include "caller.h"
 #include "macro.h"
+#include "oom.h"
 #include "process-output.h"
 #include "scope-child.h"
 
@@ -32,7 +33,7 @@ typedef enum ProcessState {
         PROCESS_STARTING,   /* not on the bus yet: StartProcess has not been answered */
         PROCESS_RUNNING,
         PROCESS_EXITED,     /* its main process exited (exit_code is its status) */
-        PROCESS_KILLED,     /* a signal ended it (exit_code 128 + the signal) */
+        PROCESS_KILLED,     /* a signal ended it (exit_code 128 + the signal), the OOM killer's too */
         PROCESS_TIMED_OUT,  /* its runtime limit ended it */
         _PROCESS_STATE_MAX,
         _PROCESS_STATE_INVALID = -EINVAL,
@@ -74,6 +75,9 @@ struct Process {
         uint64_t start_mono, end_mono;
         int exit_code, signal;
         bool timed_out;
+        bool oom_killed;       /* the kernel's OOM killer ended it (oom.c, as for an Exec) */
+        OomWatch oom;
+        sd_event_source *oom_source;
         ProcessOutput out, err;
         int stdin_fd;          /* our end of its stdin pipe, or -1 once closed */
         sd_event_source *stdin_source;

@@ -198,6 +198,20 @@ def test_runtime_limit(mgr, sandbox):
     assert [r[0] for r in listing(mgr, sid)] == [pid]
 
 
+def test_memory_bomb_oom_killed(mgr, sandbox):
+    sid, _ = sandbox()
+    pid, _ = start(mgr, sid, ["python3", "-c", "b = bytearray(512 * 1024 * 1024); print('survived')"],
+                   memory_max=64 * 1024 * 1024)
+    code, info = wait(mgr, sid, pid)
+    assert info["oom_killed"] and code == 128 + signal.SIGKILL and info["state"] == "killed", (code, info)
+    assert read(mgr, sid, pid)[0] == b""
+    [row] = rows(sid, "process.exit")
+    assert row["event"] == "oom_killed" and json.loads(str(row["detail"]))["oom_killed"] is True
+    # and a process that ends normally is not
+    pid, _ = start(mgr, sid, ["true"])
+    assert not wait(mgr, sid, pid)[1]["oom_killed"]
+
+
 def test_delete_ends_processes(mgr, sandbox):
     sid, _ = sandbox()
     uid = int(mgr.props(mgr.iface.GetSandbox(sid))["Uid"])
