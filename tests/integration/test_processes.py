@@ -431,3 +431,30 @@ def test_sandboxctl_start_ps_kill_attach(mgr, sandbox):
     assert r.returncode == 1 and b"no process" in r.stderr
     assert ctl("start", sid, check=False).returncode == 2
     assert b"start ID" in ctl("start", "--help").stdout
+
+
+def test_state_change_is_signalled(mgr, sandbox):
+    """PropertiesChanged on the process's object with State and ExitCode when it ends."""
+    import dbus.mainloop.glib
+    from gi.repository import GLib
+
+    sid, _ = sandbox()
+    pid, path = start(mgr, sid, ["sleep", "1000"])
+    bus = dbus.SystemBus(mainloop=dbus.mainloop.glib.DBusGMainLoop(), private=True)
+    changes, loop = [], GLib.MainLoop()
+
+    def on_changed(iface, changed, invalidated):
+        if iface == PROCESS_IFACE:
+            changes.append({str(k): v for k, v in changed.items()})
+            loop.quit()
+
+    match = bus.add_signal_receiver(on_changed, signal_name="PropertiesChanged",
+                                    dbus_interface="org.freedesktop.DBus.Properties", bus_name=BUS_NAME, path=path)
+    try:
+        GLib.idle_add(lambda: kill(mgr, sid, pid, signal.SIGTERM) and False)
+        GLib.timeout_add_seconds(30, loop.quit)  # only bounds a hang
+        loop.run()
+    finally:
+        match.remove()
+        bus.close()
+    assert changes and str(changes[0]["State"]) == "killed" and int(changes[0]["ExitCode"]) == 143, changes
