@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,7 +74,130 @@ static const char *const process_stream_table[_PROCESS_STREAM_MAX] = {
 
 DEFINE_STRING_TABLE(process_stream, ProcessStream, _PROCESS_STREAM_MAX);
 
+struct ProcessAttach {
+        ProcessOutput *output;
+        ProcessAttach *next;
+        int fd;
+        uint64_t pos;              /* the stream's offset of the next byte for fd */
+        sd_event_source *source;
+};
+
+/* A pipe that polls writable takes this much without blocking (as Exec's relay writes). */
+#define ATTACH_CHUNK 4096
+
+static ProcessAttach *attach_free(ProcessAttach *a) {
+        if (!a)
+                return NULL;
+        for (ProcessAttach **i = &a->output->attaches; *i; i = &(*i)->next)
+                if (*i == a) {
+                        *i = a->next;
+                        break;
+                }
+        a->source = sd_event_source_disable_unref(a->source);
+        safe_close(a->fd); /* the reader sees EOF */
+        free(a);
+        return NULL;
+}
+
+/* There is something to write, or the stream's end to pass on, or nothing (wait for output). */
+static void attach_kick(ProcessAttach *a) {
+        OutputRing *r = &a->output->ring;
+
+        if (a->pos < output_ring_first_offset(r))
+                a->pos = output_ring_first_offset(r); /* the reader fell behind the ring: dropped */
+        if (a->pos < r->total) {
+                (void) sd_event_source_set_enabled(a->source, SD_EVENT_ON);
+                return;
+        }
+        if (r->ended) {
+                attach_free(a);
+                return;
+        }
+        (void) sd_event_source_set_enabled(a->source, SD_EVENT_OFF);
+}
+
+static void output_kick_attaches(ProcessOutput *o) {
+        for (ProcessAttach *a = o->attaches, *next; a; a = next) {
+                next = a->next;
+                attach_kick(a);
+        }
+}
+
+static int on_attach_writable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        ProcessAttach *a = userdata;
+        char buf[ATTACH_CHUNK];
+        uint64_t start;
+        size_t n;
+
+        if (revents & (EPOLLERR | EPOLLHUP)) {
+                attach_free(a); /* the reader went */
+                return 0;
+        }
+        if (output_ring_read(&a->output->ring, a->pos, buf, sizeof(buf), &start, &n) < 0) {
+                attach_free(a);
+                return 0;
+        }
+        a->pos = start;
+        if (n > 0) {
+                ssize_t k = write(a->fd, buf, n);
+                if (k < 0 && errno != EAGAIN && errno != EINTR) {
+                        attach_free(a);
+                        return 0;
+                }
+                if (k > 0)
+                        a->pos += k;
+        }
+        attach_kick(a);
+        return 0;
+}
+
+int process_attach_output(Process *p, ProcessStream stream, uint64_t offset, int fd, uint64_t *ret_start) {
+        ProcessOutput *o = stream == PROCESS_STDOUT ? &p->out : &p->err;
+        ProcessAttach *a;
+        struct stat st;
+        size_t n = 0;
+        int r;
+
+        if (offset > o->ring.total)
+                return -ERANGE;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        /* Only these poll and hang up; a file or a device might do neither. */
+        if (!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
+                return -ENOTSOCK;
+        for (ProcessAttach *i = p->out.attaches; i; i = i->next)
+                n++;
+        for (ProcessAttach *i = p->err.attaches; i; i = i->next)
+                n++;
+        if (n >= PROCESS_ATTACH_MAX)
+                return -EUSERS;
+        a = calloc(1, sizeof(ProcessAttach));
+        if (!a)
+                return -ENOMEM;
+        a->output = o;
+        a->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (a->fd < 0) {
+                r = -errno;
+                free(a);
+                return r;
+        }
+        a->pos = MAX(offset, output_ring_first_offset(&o->ring));
+        r = sd_event_add_io(p->manager->event, &a->source, a->fd, EPOLLOUT, on_attach_writable, a);
+        if (r < 0) {
+                safe_close(a->fd);
+                free(a);
+                return r;
+        }
+        a->next = o->attaches;
+        o->attaches = a;
+        *ret_start = a->pos;
+        attach_kick(a);
+        return 0;
+}
+
 static void output_done(ProcessOutput *o) {
+        while (o->attaches)
+                attach_free(o->attaches);
         o->source = sd_event_source_disable_unref(o->source);
         o->fd = safe_close(o->fd);
         output_ring_done(&o->ring);
@@ -203,6 +327,7 @@ static int output_read_some(ProcessOutput *o) {
                 if (n == 0)
                         return 1;
                 (void) output_ring_append(&o->ring, tmp, n);
+                output_kick_attaches(o);
         }
         return 0;
 }
@@ -211,6 +336,7 @@ static void output_close(ProcessOutput *o) {
         o->source = sd_event_source_disable_unref(o->source);
         o->fd = safe_close(o->fd);
         o->ring.ended = true;
+        output_kick_attaches(o); /* those at the end get EOF now */
 }
 
 static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {

@@ -51,12 +51,17 @@ typedef enum ProcessStream {
 DECLARE_STRING_TABLE(process_stream, ProcessStream);
 
 typedef struct Process Process;
+typedef struct ProcessAttach ProcessAttach;
+
+/* Callers' fds that a stream is copied to (AttachProcessOutput), at most this many per process. */
+#define PROCESS_ATTACH_MAX 8
 
 typedef struct ProcessOutput {
         Process *process;
         OutputRing ring;
         int fd;
         sd_event_source *source;
+        ProcessAttach *attaches;  /* fds it is copied to as it comes */
 } ProcessOutput;
 
 struct Process {
@@ -125,6 +130,11 @@ int process_wait(Process *p, sd_bus_message *request);
  * (by an earlier close, or the process closed its end); -E2BIG: more than PROCESS_STDIN_PENDING_MAX
  * would be pending (nothing is queued then). */
 int process_write_stdin(Process *p, const void *data, size_t size, bool close);
+
+/* Copies stream from offset (or from what the ring still holds, if that is later: *ret_start says) to fd, a
+ * pipe or socket of the caller's (dup'd), then what comes, until the stream ends (fd then gets EOF) or the
+ * reader goes. -ERANGE: offset is past the end; -ENOTSOCK: fd is no pipe or socket; -EUSERS: too many. */
+int process_attach_output(Process *p, ProcessStream stream, uint64_t offset, int fd, uint64_t *ret_start);
 
 /* Appends the info a{sv} of WaitProcess (Exec's keys, and state). */
 int process_append_info(sd_bus_message *m, Process *p);

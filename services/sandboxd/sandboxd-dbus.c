@@ -77,6 +77,7 @@ typedef union MethodArgs {
                 const void *data;   /* WriteProcessStdin */
                 size_t size;
                 int close;
+                int fd;             /* AttachProcessOutput */
         } process;
 } MethodArgs;
 
@@ -777,6 +778,40 @@ static int run_read_process_output(Call *call, Sandbox *s, MethodArgs *a, sd_bus
         return sd_bus_send(NULL, reply, NULL);
 }
 
+static int read_attach_process_output(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return sd_bus_message_read(call->msg, "ssth", &a->process.id, &a->process.stream, &a->process.offset,
+                                   &a->process.fd);
+}
+
+static int run_attach_process_output(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        ProcessStream stream = process_stream_from_string(a->process.stream);
+        uint64_t start;
+        Process *p;
+        int r;
+
+        if (stream < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Stream '%s' is not stdout or stderr.",
+                                         a->process.stream);
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        r = process_attach_output(p, stream, a->process.offset, a->process.fd, &start);
+        if (r == -ERANGE)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Offset %" PRIu64 " is past the end of %s (%" PRIu64 " bytes so far).",
+                                         a->process.offset, a->process.stream,
+                                         (stream == PROCESS_STDOUT ? &p->out : &p->err)->ring.total);
+        if (r == -ENOTSOCK)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "The fd must be a pipe or a socket.");
+        if (r == -EUSERS)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Process %s has %d attached fds already, the maximum.", p->id,
+                                         PROCESS_ATTACH_MAX);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not attach to process %s: %s", p->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, "t", start);
+}
+
 static int read_write_process_stdin(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
         int r;
 
@@ -866,6 +901,8 @@ static const MethodRow manager_methods[] = {
         { "WaitProcess", NULL, METHOD_ANY_SANDBOX, 0, read_process_id, run_wait_process },
         { "ReadProcessOutput", NULL, METHOD_ANY_SANDBOX, 0, read_read_process_output, run_read_process_output },
         { "WriteProcessStdin", NULL, METHOD_RUNNING_SANDBOX, 0, read_write_process_stdin, run_write_process_stdin },
+        { "AttachProcessOutput", NULL, METHOD_ANY_SANDBOX, 0, read_attach_process_output,
+          run_attach_process_output },
         TOOL_ROW("FileCreate", "file_create", TOOL_FILE_CREATE),
         TOOL_ROW("View", "view", TOOL_VIEW),
         TOOL_ROW("StrReplace", "str_replace", TOOL_STR_REPLACE),
@@ -1014,6 +1051,9 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_ARGS("s", id, "s", process, "s", stream, "t", offset, "u", max),
                                 SD_BUS_RESULT("ay", data, "t", next_offset, "t", first_offset, "b", ended),
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("AttachProcessOutput",
+                                SD_BUS_ARGS("s", id, "s", process, "s", stream, "t", offset, "h", fd),
+                                SD_BUS_RESULT("t", start_offset), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("WriteProcessStdin", SD_BUS_ARGS("s", id, "s", process, "ay", data, "b", close),
                                 SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("FileCreate", SD_BUS_ARGS("s", id, "s", path, "ay", content, "a{sv}", options),

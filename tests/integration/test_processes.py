@@ -137,6 +137,81 @@ def test_output_from_an_offset_and_after_overflow(mgr, sandbox):
     assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs"
 
 
+def attach(mgr, sid, pid, stream="stdout", offset=0):
+    """AttachProcessOutput into a new pipe; returns (start_offset, the pipe's read end). Every copy of
+    the write end here is closed, so reading sees EOF once sandboxd lets go of it."""
+    import os
+    r, w = os.pipe()
+    ufd = dbus.types.UnixFd(w)
+    os.close(w)
+    start_offset = mgr.iface.AttachProcessOutput(sid, pid, stream, dbus.UInt64(offset), ufd)
+    os.close(ufd.take())
+    return int(start_offset), r
+
+
+def read_to_eof(fd):
+    import os
+    data = b""
+    while chunk := os.read(fd, 1 << 16):
+        data += chunk
+    os.close(fd)
+    return data
+
+
+def test_attach_output_to_a_pipe(mgr, sandbox):
+    sid, _ = sandbox()
+    # attached while it runs, before most of its output: all of it, then EOF at its end
+    pid, _ = start(mgr, sid, ["sh", "-c", "cat >/dev/null; seq 1 50000; echo done"])
+    start_offset, fd = attach(mgr, sid, pid)
+    assert start_offset == 0
+    _, fd_err = attach(mgr, sid, pid, "stderr")
+    write(mgr, sid, pid, b"", close=True)
+    want = "".join(f"{i}\n" for i in range(1, 50001)).encode() + b"done\n"
+    assert read_to_eof(fd) == want and read_to_eof(fd_err) == b""
+    assert wait(mgr, sid, pid)[0] == 0
+    # after its end, from an offset: the rest, then EOF at once
+    start_offset, fd = attach(mgr, sid, pid, offset=len(want) - 5)
+    assert start_offset == len(want) - 5 and read_to_eof(fd) == want[-5:]
+    # bad input: past the end, not a pipe, bad stream, no such process
+    import tempfile
+    with pytest.raises(dbus.DBusException) as e:
+        attach(mgr, sid, pid, offset=len(want) + 1)
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs"
+    with tempfile.TemporaryFile() as f, pytest.raises(dbus.DBusException) as e:
+        mgr.iface.AttachProcessOutput(sid, pid, "stdout", dbus.UInt64(0), dbus.types.UnixFd(f.fileno()))
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs" and "pipe or a socket" in dbus_error(e)[1]
+    with pytest.raises(dbus.DBusException) as e:
+        attach(mgr, sid, pid, "stdin")
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs"
+    with pytest.raises(dbus.DBusException) as e:
+        attach(mgr, sid, "p999999")
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NoSuchProcess"
+
+
+def test_attach_reader_that_goes_away(mgr, sandbox):
+    """A reader that closes its end is dropped; the process and sandboxd go on."""
+    import os
+    sid, _ = sandbox()
+    pid, _ = start(mgr, sid, ["sh", "-c", "while :; do echo tick; sleep 0.05; done"])
+    _, fd = attach(mgr, sid, pid)
+    assert os.read(fd, 5) == b"tick\n"
+    os.close(fd)
+    output_until(mgr, sid, pid, b"tick\ntick\ntick\ntick\n")
+    # room for PROCESS_ATTACH_MAX again: the dropped one does not count once its write failed
+    fds = []
+    try:
+        for _ in range(8):
+            fds.append(attach(mgr, sid, pid)[1])
+        with pytest.raises(dbus.DBusException) as e:
+            attach(mgr, sid, pid, "stderr")
+        assert dbus_error(e)[0] == "org.sandboxd.sandbox1.LimitExceeded"
+    finally:
+        for f in fds:
+            os.close(f)
+    kill(mgr, sid, pid, signal.SIGKILL)
+    assert wait(mgr, sid, pid)[0] == 137
+
+
 def test_stdin_round_trip(mgr, sandbox):
     sid, _ = sandbox()
     pid, path = start(mgr, sid, ["cat"])
@@ -369,7 +444,7 @@ def test_xml_contract_is_what_is_served(mgr, sandbox):
     served = ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
     want, got = members(src, "org.sandboxd.sandbox1.Manager")[0], members(served, "org.sandboxd.sandbox1.Manager")[0]
     for name in ("StartProcess", "ListProcesses", "SignalProcess", "WaitProcess", "ReadProcessOutput",
-                 "WriteProcessStdin"):
+                 "AttachProcessOutput", "WriteProcessStdin"):
         assert got[name] == want[name], name
 
     sid, spath = sandbox()
