@@ -311,11 +311,18 @@ def test_ttl_expiry_ends_processes(mgr, sandbox):
     assert d["process"] == pid and d["state"] == "killed" and d["sandbox_gone"] is True
 
 
-def test_restart_stops_and_records_them(mgr, sandbox):
+@pytest.mark.parametrize("how", ["restart", "kill9"])
+def test_restart_stops_and_records_them(mgr, sandbox, how):
     sid, _ = sandbox()
     pid, _ = start(mgr, sid, ["sleep", "1000"])
     [unit] = process_units(sid)
-    run("systemctl", "restart", "sandboxd")
+    if how == "restart":
+        run("systemctl", "restart", "sandboxd")
+    else:
+        before = run("systemctl", "show", "-p", "NRestarts", "--value", "sandboxd").stdout.strip()
+        run("systemctl", "kill", "-s", "KILL", "sandboxd")
+        wait_for(lambda: run("systemctl", "show", "-p", "NRestarts", "--value", "sandboxd").stdout.strip() != before,
+                 what="sandboxd to be restarted")
     wait_sandboxd_active()
     m2 = Manager()
     # the sandbox is re-adopted, its process is not: stopped, and recorded as interrupted
