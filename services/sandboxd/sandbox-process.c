@@ -240,6 +240,8 @@ static Process *process_free(Process *p) {
         return NULL;
 }
 
+static void process_evict(Sandbox *s);
+
 char *process_bus_path(const Process *p) {
         _cleanup_free_ char *sandbox = NULL;
         char *path = NULL;
@@ -629,6 +631,8 @@ static void process_running(Process *p) {
 
         p->state = PROCESS_RUNNING;
         p->started_at = now_usec(CLOCK_REALTIME);
+        if (p->sandbox)
+                process_evict(p->sandbox);
         /* Its pid as the sandbox sees it: the last of NSpid. */
         p->ns_pid = p->child.pid;
         snprintf(status, sizeof(status), "/proc/%i/status", (int) p->child.pid);
@@ -763,19 +767,28 @@ static const ScopeChildOps process_child_ops = {
 
 /* --- starting ------------------------------------------------------------------------------------ */
 
-/* Room for one more: an ended process, the oldest, makes it. */
-static int process_make_room(Sandbox *s) {
-        Process *oldest = NULL;
+/* Whether one more may start: not with PROCESS_MAX_PER_SANDBOX running or starting (ended ones make room,
+ * but only once the new one runs: a start that fails changes nothing). */
+static int process_check_room(Sandbox *s) {
+        unsigned live = 0;
 
-        if (s->n_processes < PROCESS_MAX_PER_SANDBOX)
-                return 0;
         for (Process *p = s->processes; p; p = p->next)
-                if (p->state != PROCESS_STARTING && p->state != PROCESS_RUNNING)
-                        oldest = p; /* newest first: the last one found is the oldest */
-        if (!oldest)
-                return -EUSERS;
-        process_free(oldest);
-        return 0;
+                if (p->state == PROCESS_STARTING || p->state == PROCESS_RUNNING)
+                        live++;
+        return live >= PROCESS_MAX_PER_SANDBOX ? -EUSERS : 0;
+}
+
+/* A new one runs: the oldest ended ones go while there are more than PROCESS_MAX_PER_SANDBOX. */
+static void process_evict(Sandbox *s) {
+        while (s->n_processes > PROCESS_MAX_PER_SANDBOX) {
+                Process *oldest = NULL;
+                for (Process *p = s->processes; p; p = p->next)
+                        if (p->state != PROCESS_STARTING && p->state != PROCESS_RUNNING)
+                                oldest = p; /* newest first: the last one found is the oldest */
+                if (!oldest)
+                        return;
+                process_free(oldest);
+        }
 }
 
 static int output_init(Process *p, ProcessOutput *o, int fd, size_t cap) {
@@ -795,7 +808,7 @@ int process_start(Sandbox *s, const ProcessSpec *spec, sd_bus_message *request) 
         pid_t pid;
         int r;
 
-        r = process_make_room(s);
+        r = process_check_room(s);
         if (r < 0)
                 return r;
         const SandboxType *t = sandboxd_config_find_type(&m->config, s->type);

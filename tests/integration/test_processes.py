@@ -353,9 +353,14 @@ def test_hundred_processes_and_the_limit(mgr, sandbox):
         start(mgr, sid, ["sleep", "1000"])
     assert dbus_error(e)[0] == "org.sandboxd.sandbox1.LimitExceeded"
     assert len(listing(mgr, sid)) == 128 and len(process_units(sid)) == 128
-    # an ended one makes room: the oldest ended one goes
+    # an ended one makes room: the oldest ended one goes, once the new one runs (not for a start
+    # that fails)
     kill(mgr, sid, pids[5], signal.SIGKILL)
     wait(mgr, sid, pids[5])
+    with pytest.raises(dbus.DBusException) as e:
+        start(mgr, sid, ["/no/such/program"])
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NoSuchFile"
+    assert wait(mgr, sid, pids[5])[0] == 137
     start(mgr, sid, ["sleep", "1000"])
     with pytest.raises(dbus.DBusException) as e:
         wait(mgr, sid, pids[5])
