@@ -21,8 +21,8 @@
 typedef struct Sandbox Sandbox;
 typedef struct Manager Manager;
 
-/* Processes a sandbox keeps (running, and ended ones whose output is still readable): an ended one makes
- * room for a new one, a running one does not. The type's TasksMax= bounds their tasks besides. */
+/* Processes a sandbox runs or starts at once; ended ones (whose output is still readable) are kept up to
+ * this many in all, the oldest going when a new one runs. The type's TasksMax= bounds their tasks besides. */
 #define PROCESS_MAX_PER_SANDBOX 128
 /* Bytes written to a process's stdin that it has not read yet, at most. */
 #define PROCESS_STDIN_PENDING_MAX (1024 * 1024)
