@@ -545,3 +545,19 @@ def test_state_change_is_signalled(mgr, sandbox):
         match.remove()
         bus.close()
     assert changes and str(changes[0]["State"]) == "killed" and int(changes[0]["ExitCode"]) == 143, changes
+
+
+def test_unprivileged_caller_denied(mgr, sandbox):
+    """Neither the methods nor a process's properties are for callers outside sandbox-admin."""
+    sid, _ = sandbox()
+    pid, path = start(mgr, sid, ["sleep", "1000"])
+    nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "busctl")
+    for args in (("StartProcess", "sasa{sv}", sid, "1", "true", "0"), ("ListProcesses", "s", sid),
+                 ("SignalProcess", "ssia{sv}", sid, pid, "9", "0"), ("ReadProcessOutput", "ssstu", sid, pid,
+                                                                      "stdout", "0", "0")):
+        r = run(*nobody, "call", BUS_NAME, "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager", *args,
+                check=False)
+        assert r.returncode != 0 and ("Access denied" in r.stderr or "AccessDenied" in r.stderr), (args, r.stderr)
+    r = run(*nobody, "get-property", BUS_NAME, path, PROCESS_IFACE, "State", check=False)
+    assert r.returncode != 0 and ("Access denied" in r.stderr or "AccessDenied" in r.stderr), r.stderr
+    assert [(i, st) for i, st, *_ in listing(mgr, sid)] == [(pid, "running")]
