@@ -683,7 +683,7 @@ static char *signal_detail(MethodArgs *a, Process *p) {
 }
 
 static int run_signal_process(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
-        Process *p;
+        Process *p = NULL;
         int r;
 
         if (a->process.signal < 1 || a->process.signal > SIGRTMAX)
@@ -721,7 +721,7 @@ static char *signal_failure_detail(MethodArgs *a, const sd_bus_error *error) {
 }
 
 static int run_wait_process(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
-        Process *p;
+        Process *p = NULL;
         int r;
 
         r = call_process(s, a->process.id, &p, error);
@@ -744,7 +744,7 @@ static int run_read_process_output(Call *call, Sandbox *s, MethodArgs *a, sd_bus
         ProcessStream stream = process_stream_from_string(a->process.stream);
         uint64_t start;
         size_t n;
-        Process *p;
+        Process *p = NULL;
         int r;
 
         if (stream < 0)
@@ -786,7 +786,7 @@ static int read_attach_process_output(const MethodRow *row, Call *call, MethodAr
 static int run_attach_process_output(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
         ProcessStream stream = process_stream_from_string(a->process.stream);
         uint64_t start;
-        Process *p;
+        Process *p = NULL;
         int r;
 
         if (stream < 0)
@@ -825,7 +825,7 @@ static int read_write_process_stdin(const MethodRow *row, Call *call, MethodArgs
 }
 
 static int run_write_process_stdin(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
-        Process *p;
+        Process *p = NULL;
         int r;
 
         r = call_process(s, a->process.id, &p, error);
