@@ -349,7 +349,24 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* An attached stdin source is read while less than this waits for the process. */
+#define STDIN_SRC_HIGH_WATER (64 * 1024)
+
+static void stdin_src_close(Process *p) {
+        p->stdin_src_source = sd_event_source_disable_unref(p->stdin_src_source);
+        p->stdin_src_fd = safe_close(p->stdin_src_fd);
+}
+
+static void stdin_src_update(Process *p) {
+        /* Backpressure: the caller's writes wait while the process does not read. */
+        if (p->stdin_src_source)
+                (void) sd_event_source_set_enabled(p->stdin_src_source,
+                                                   p->stdin_pending_len < STDIN_SRC_HIGH_WATER ? SD_EVENT_ON
+                                                                                               : SD_EVENT_OFF);
+}
+
 static void stdin_close_now(Process *p) {
+        stdin_src_close(p);
         p->stdin_source = sd_event_source_disable_unref(p->stdin_source);
         p->stdin_fd = safe_close(p->stdin_fd);
         free(p->stdin_pending);
@@ -379,6 +396,7 @@ static void stdin_flush(Process *p) {
         if (p->stdin_source)
                 (void) sd_event_source_set_enabled(p->stdin_source,
                                                    p->stdin_pending_len > 0 ? SD_EVENT_ON : SD_EVENT_OFF);
+        stdin_src_update(p);
 }
 
 static int on_stdin_writable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -409,6 +427,60 @@ int process_write_stdin(Process *p, const void *data, size_t size, bool close) {
         }
         p->stdin_close = close;
         stdin_flush(p);
+        return 0;
+}
+
+static int on_stdin_src(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Process *p = userdata;
+        char buf[STDIN_SRC_HIGH_WATER];
+        ssize_t n;
+
+        /* One read per wake-up: after EPOLLIN it returns at once, blocking or not. */
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0) {
+                /* EOF (or the caller's end failed): the process's stdin ends once the rest is written */
+                stdin_src_close(p);
+                p->stdin_close = true;
+                stdin_flush(p);
+                return 0;
+        }
+        char *np = realloc(p->stdin_pending, p->stdin_pending_len + n);
+        if (!np) {
+                stdin_src_close(p);
+                return 0;
+        }
+        p->stdin_pending = np;
+        memcpy(p->stdin_pending + p->stdin_pending_len, buf, n);
+        p->stdin_pending_len += n;
+        stdin_flush(p);
+        return 0;
+}
+
+int process_attach_stdin(Process *p, int fd) {
+        struct stat st;
+        int r;
+
+        if (p->state != PROCESS_RUNNING)
+                return -ESRCH;
+        if (p->stdin_fd < 0 || p->stdin_close)
+                return -EPIPE;
+        if (p->stdin_src_fd >= 0)
+                return -EBUSY;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
+                return -ENOTSOCK;
+        p->stdin_src_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (p->stdin_src_fd < 0)
+                return -errno;
+        r = sd_event_add_io(p->manager->event, &p->stdin_src_source, p->stdin_src_fd, EPOLLIN, on_stdin_src, p);
+        if (r < 0) {
+                p->stdin_src_fd = safe_close(p->stdin_src_fd);
+                return r;
+        }
+        stdin_src_update(p);
         return 0;
 }
 
@@ -821,7 +893,7 @@ int process_start(Sandbox *s, const ProcessSpec *spec, sd_bus_message *request) 
         if (!p)
                 return -ENOMEM;
         p->manager = m;
-        p->stdin_fd = p->out.fd = p->err.fd = -EBADF;
+        p->stdin_fd = p->stdin_src_fd = p->out.fd = p->err.fd = -EBADF;
         p->oom = (OomWatch) OOM_WATCH_INIT;
         scope_child_setup(&p->child, m, &process_child_ops, p);
         snprintf(p->session_id, sizeof(p->session_id), "%s", s->id);

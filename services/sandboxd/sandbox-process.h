@@ -89,6 +89,8 @@ struct Process {
         char *stdin_pending;
         size_t stdin_pending_len;
         bool stdin_close;      /* close stdin once what is pending is written */
+        int stdin_src_fd;      /* a caller's pipe or socket whose bytes go to stdin (AttachProcessStdin), or -1 */
+        sd_event_source *stdin_src_source;
         sd_event_source *deadline_source;
         sd_bus_message *request;   /* StartProcess, until answered */
         sd_bus_message **waiters;  /* WaitProcess calls */
@@ -135,6 +137,11 @@ int process_write_stdin(Process *p, const void *data, size_t size, bool close);
  * pipe or socket of the caller's (dup'd), then what comes, until the stream ends (fd then gets EOF) or the
  * reader goes. -ERANGE: offset is past the end; -ENOTSOCK: fd is no pipe or socket; -EUSERS: too many. */
 int process_attach_output(Process *p, ProcessStream stream, uint64_t offset, int fd, uint64_t *ret_start);
+
+/* Feeds what the caller writes into fd (a pipe or socket, dup'd) to the process's stdin, and closes its
+ * stdin at fd's EOF. -ESRCH: not running; -EPIPE: its stdin is closed; -ENOTSOCK: fd is no pipe or
+ * socket; -EBUSY: one is attached already. */
+int process_attach_stdin(Process *p, int fd);
 
 /* Appends the info a{sv} of WaitProcess (Exec's keys, and state). */
 int process_append_info(sd_bus_message *m, Process *p);

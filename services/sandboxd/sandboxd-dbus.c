@@ -812,6 +812,34 @@ static int run_attach_process_output(Call *call, Sandbox *s, MethodArgs *a, sd_b
         return sd_bus_reply_method_return(call->msg, "t", start);
 }
 
+static int read_attach_process_stdin(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return sd_bus_message_read(call->msg, "sh", &a->process.id, &a->process.fd);
+}
+
+static int run_attach_process_stdin(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        Process *p = NULL;
+        int r;
+
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        r = process_attach_stdin(p, a->process.fd);
+        if (r == -ESRCH)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Process %s of sandbox %s is %s.", p->id,
+                                         s->id, process_state_to_string(p->state));
+        if (r == -EPIPE)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "The stdin of process %s is closed.",
+                                         p->id);
+        if (r == -EBUSY)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Process %s has an fd attached to its stdin already.", p->id);
+        if (r == -ENOTSOCK)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "The fd must be a pipe or a socket.");
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not attach to process %s: %s", p->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, NULL);
+}
+
 static int read_write_process_stdin(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
         int r;
 
@@ -903,6 +931,8 @@ static const MethodRow manager_methods[] = {
         { "WriteProcessStdin", NULL, METHOD_RUNNING_SANDBOX, 0, read_write_process_stdin, run_write_process_stdin },
         { "AttachProcessOutput", NULL, METHOD_ANY_SANDBOX, 0, read_attach_process_output,
           run_attach_process_output },
+        { "AttachProcessStdin", NULL, METHOD_RUNNING_SANDBOX, 0, read_attach_process_stdin,
+          run_attach_process_stdin },
         TOOL_ROW("FileCreate", "file_create", TOOL_FILE_CREATE),
         TOOL_ROW("View", "view", TOOL_VIEW),
         TOOL_ROW("StrReplace", "str_replace", TOOL_STR_REPLACE),
@@ -1054,6 +1084,8 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("AttachProcessOutput",
                                 SD_BUS_ARGS("s", id, "s", process, "s", stream, "t", offset, "h", fd),
                                 SD_BUS_RESULT("t", start_offset), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("AttachProcessStdin", SD_BUS_ARGS("s", id, "s", process, "h", fd),
+                                SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("WriteProcessStdin", SD_BUS_ARGS("s", id, "s", process, "ay", data, "b", close),
                                 SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("FileCreate", SD_BUS_ARGS("s", id, "s", path, "ay", content, "a{sv}", options),

@@ -237,6 +237,39 @@ def test_stdin_round_trip(mgr, sandbox):
     assert wait(mgr, sid, pid)[0] == 128 + signal.SIGKILL
 
 
+def test_stdin_from_a_pipe(mgr, sandbox):
+    import os
+    sid, _ = sandbox()
+    pid, _ = start(mgr, sid, ["cat"])
+    r, w = os.pipe()
+    ufd = dbus.types.UnixFd(r)
+    os.close(r)
+    mgr.iface.AttachProcessStdin(sid, pid, ufd)
+    os.close(ufd.take())
+    os.write(w, b"hello\n")
+    output_until(mgr, sid, pid, b"hello\n")
+    # one at a time; WriteProcessStdin still works beside it
+    r2, w2 = os.pipe()
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.iface.AttachProcessStdin(sid, pid, dbus.types.UnixFd(r2))
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.LimitExceeded"
+    os.close(r2)
+    os.close(w2)
+    write(mgr, sid, pid, b"from the bus\n")
+    output_until(mgr, sid, pid, b"from the bus\n")
+    # more than the pipe and sandboxd's high water hold at once: it all arrives, in order
+    big = b"".join(b"%06d\n" % i for i in range(60000))
+    os.write(w, big[:30000])
+    with os.fdopen(w, "wb") as f:
+        f.write(big[30000:])  # blocks while cat and sandboxd catch up; its close is cat's EOF
+    code, _ = wait(mgr, sid, pid)
+    assert code == 0
+    assert read(mgr, sid, pid)[0] == b"hello\nfrom the bus\n" + big
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.iface.AttachProcessStdin(sid, pid, dbus.types.UnixFd(0))
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.NotRunning"
+
+
 def test_sigterm_and_sigkill(mgr, sandbox):
     sid, _ = sandbox()
     pid, path = start(mgr, sid, ["sleep", "1000"])
@@ -456,7 +489,7 @@ def test_xml_contract_is_what_is_served(mgr, sandbox):
     served = ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
     want, got = members(src, "org.sandboxd.sandbox1.Manager")[0], members(served, "org.sandboxd.sandbox1.Manager")[0]
     for name in ("StartProcess", "ListProcesses", "SignalProcess", "WaitProcess", "ReadProcessOutput",
-                 "AttachProcessOutput", "WriteProcessStdin"):
+                 "AttachProcessOutput", "AttachProcessStdin", "WriteProcessStdin"):
         assert got[name] == want[name], name
 
     sid, spath = sandbox()
