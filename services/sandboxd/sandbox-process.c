@@ -630,8 +630,8 @@ static void process_ended(Process *p) {
                                        json_object_new_uint64(p->err.ring.total - err_n));
                 json_object_object_add(extra, "stdout_bytes", json_object_new_uint64(p->out.ring.total));
                 json_object_object_add(extra, "stderr_bytes", json_object_new_uint64(p->err.ring.total));
-                json_object_object_add(extra, "sandbox_gone", json_object_new_boolean(!p->sandbox ||
-                                                                                       p->sandbox->state != SANDBOX_RUNNING));
+                bool gone = !p->sandbox || p->sandbox->state != SANDBOX_RUNNING;
+                json_object_object_add(extra, "sandbox_gone", json_object_new_boolean(gone));
         }
         detail = process_detail(p, extra);
         AuditRow row = {
