@@ -46,6 +46,9 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_API_KEY_LIST] = "api_key.list",
         [AUDIT_OPERATION_AUTH] = "auth",
         [AUDIT_OPERATION_NETWORK_DENIED] = "network.denied",
+        [AUDIT_OPERATION_PROCESS_START] = "process.start",
+        [AUDIT_OPERATION_PROCESS_SIGNAL] = "process.signal",
+        [AUDIT_OPERATION_PROCESS_EXIT] = "process.exit",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

@@ -36,6 +36,9 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_API_KEY_LIST,
         AUDIT_OPERATION_AUTH, /* the gateway: a client's refusals over its budget, summed up */
         AUDIT_OPERATION_NETWORK_DENIED, /* sandboxd: an egress sandbox's refused name or dropped address */
+        AUDIT_OPERATION_PROCESS_START,  /* sandboxd: a background process (issue 25) started, or failed to */
+        AUDIT_OPERATION_PROCESS_SIGNAL, /* sandboxd: a signal sent to one */
+        AUDIT_OPERATION_PROCESS_EXIT,   /* sandboxd: its end, with the last of its output */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

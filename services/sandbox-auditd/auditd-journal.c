@@ -18,7 +18,8 @@ const char *auditd_journal_message_id(const char *operation) {
         static const char *const file_ops[] = { "file_create", "write", "read", "view", "str_replace",
                                                 "insert", "ls", "glob", "grep" };
 
-        if (streq(operation, "exec"))
+        /* a background process's rows are about a command run too (issue 25) */
+        if (streq(operation, "exec") || strncmp(operation, "process.", 8) == 0)
                 return AUDITD_MESSAGE_EXEC;
         if (streq(operation, "takeover"))
                 return AUDITD_MESSAGE_TAKEOVER;

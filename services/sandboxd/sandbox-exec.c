@@ -826,7 +826,7 @@ static const ScopeChildOps exec_child_ops = {
         .done = exec_child_done,
 };
 
-static char **build_env(Sandbox *s, char **extra) {
+char **exec_build_env(Sandbox *s, char **extra) {
         static const char *const base[] = {
                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME=" SANDBOXD_SANDBOX_HOME,
@@ -988,7 +988,7 @@ static int exec_start_at(Sandbox *s, const ExecSpec *spec, sd_bus_message *reque
                 return -errno;
         if (spec->stderr_fd >= 0 && (spawn->relay_err = fcntl(spec->stderr_fd, F_DUPFD_CLOEXEC, 3)) < 0)
                 return -errno;
-        spawn->env = build_env(s, spec->env);
+        spawn->env = exec_build_env(s, spec->env);
         if (!spawn->env)
                 return -ENOMEM;
 

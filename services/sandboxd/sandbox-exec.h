@@ -32,3 +32,7 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request);
 
 /* The sandbox is going away: forget it, but keep waiting for the process. */
 void exec_detach_all(Sandbox *s);
+
+/* The environment of a command of s: the sandbox's defaults (PATH, HOME, USER, …), with extra's
+ * KEY=VALUE entries added or overriding them. NULL on ENOMEM. StartProcess's too. */
+char **exec_build_env(Sandbox *s, char **extra);

@@ -360,6 +360,26 @@ int exec_options_read(sd_bus_message *msg, Caller *c, ExecOptions *ret, sd_bus_e
         return 0;
 }
 
+static int process_entry(const char *key, sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        if (!streq(key, "cwd") && !streq(key, "env") && !streq(key, "timeout_seconds") && !streq(key, "memory_max") &&
+            !streq(key, "tasks_max"))
+                return unknown_option(error, "StartProcess", key);
+        return exec_entry(key, msg, userdata, error);
+}
+
+int process_options_read(sd_bus_message *msg, Caller *c, ExecOptions *ret, sd_bus_error *error) {
+        ExecOptions o = {.stdout_fd = -1, .stderr_fd = -1, .cancel_fd = -1};
+        int r;
+
+        r = read_options(msg, c, "StartProcess", process_entry, &o, error);
+        if (r < 0) {
+                exec_options_done(&o);
+                return finish(r, "StartProcess", error);
+        }
+        *ret = o;
+        return 0;
+}
+
 void exec_limits_done(ExecLimits *l) {
         free(l->cwd);
         l->cwd = NULL;

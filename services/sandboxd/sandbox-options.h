@@ -88,6 +88,13 @@ void exec_limits_done(ExecLimits *l);
 int exec_options_check(const ExecOptions *o, char **argv, const SandboxType *t, uint64_t stdin_max,
                        ExecLimits *ret, sd_bus_error *error);
 
+/* --- StartProcess (issue 25) -------------------------------------------------------------------- */
+
+/* Exec's options that a background process takes: cwd, env, timeout_seconds (its runtime limit),
+ * memory_max, tasks_max and the context; not stdin, stdout_fd, stderr_fd or cancel_fd (WriteProcessStdin
+ * and ReadProcessOutput are its stdin and output). Checked with exec_options_check(). */
+int process_options_read(sd_bus_message *msg, Caller *c, ExecOptions *ret, sd_bus_error *error);
+
 /* --- WriteFile, ReadFile ----------------------------------------------------------------------- */
 
 typedef struct WriteFileOptions {

@@ -33,6 +33,7 @@
 #include "offload.h"
 #include "sandbox-egress.h"
 #include "sandbox-exec.h"
+#include "sandbox-process.h"
 #include "sandbox-files.h"
 #include "sandbox-tools.h"
 #include "sandbox-store.h"
@@ -146,6 +147,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                         }
         }
         exec_detach_all(s);
+        process_detach_all(s);
         warm_scope_free_all(s);
         job_wait_cancel(s->job);
         scope_child_release(&s->child);

@@ -80,6 +80,8 @@ typedef struct Sandbox {
         WarmScope *warm;  /* the next Execs' scopes made ahead, oldest first (warm-scope.c) */
         unsigned n_warm;
         unsigned n_execs; /* Execs running (the list above), to size the warm scopes to */
+        struct Process *processes; /* its background processes, newest first (sandbox-process.c) */
+        unsigned n_processes;
         ExecQueued *exec_queue; /* Execs waiting for a warm scope in the making (sandbox-exec.c) */
         unsigned n_exec_queued;
 } Sandbox;

@@ -20,6 +20,7 @@
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
 #include "sandbox-options.h"
+#include "sandbox-process.h"
 #include "sandbox-shell.h"
 #include "sandbox-id.h"
 #include "sandbox-tools.h"
@@ -65,6 +66,19 @@ typedef union MethodArgs {
                 uint32_t cols, rows;
         } shell;
         ToolCall *tool;
+        struct {
+                const char *id;     /* the process's id: all but StartProcess */
+                char **argv;        /* StartProcess */
+                ExecOptions o;      /* StartProcess */
+                int32_t signal;     /* SignalProcess */
+                const char *stream; /* ReadProcessOutput */
+                uint64_t offset;
+                uint32_t max;
+                const void *data;   /* WriteProcessStdin */
+                size_t size;
+                int close;
+                int fd;             /* AttachProcessOutput */
+        } process;
 } MethodArgs;
 
 typedef enum MethodSandbox {
@@ -531,6 +545,336 @@ static int run_wait_shell(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_err
         return 1;
 }
 
+/* --- background processes (sandbox-process.c) ----------------------------------------------------- */
+
+static int read_start_process(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_read_strv(call->msg, &a->process.argv);
+        if (r < 0)
+                return r;
+        return process_options_read(call->msg, &call->caller, &a->process.o, error);
+}
+
+static void done_start_process(MethodArgs *a) {
+        strv_free(a->process.argv);
+        exec_options_done(&a->process.o);
+}
+
+static int run_start_process(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        _cleanup_(exec_limits_done) ExecLimits l = {};
+        Manager *m = call->manager;
+        ExecOptions *o = &a->process.o;
+        int r;
+
+        const SandboxType *t = sandboxd_config_find_type(&m->config, s->type);
+        if (!t)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                         "Sandbox %s has type '%s', which the configuration no longer defines.",
+                                         s->id, s->type);
+        /* Without a timeout_seconds, a process may run as long as the type lets any command run. */
+        if (!o->have_timeout) {
+                o->have_timeout = true;
+                o->timeout_seconds = t->max_timeout_usec / USEC_PER_SEC;
+        }
+        r = exec_options_check(o, a->process.argv, t, 0, &l, error);
+        if (r < 0)
+                return r;
+
+        ProcessSpec spec = {
+                .argv = a->process.argv,
+                .env = o->env,
+                .cwd = l.cwd,
+                .timeout_usec = l.timeout_usec,
+                .memory_max = l.memory_max,
+                .tasks_max = l.tasks_max,
+                .caller = &call->caller,
+                .started_at = call->started_at,
+                .call_mono = call->mono,
+        };
+        r = process_start(s, &spec, call->msg);
+        if (r == -EUSERS)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Sandbox %s has %d processes running, the maximum.", s->id,
+                                         PROCESS_MAX_PER_SANDBOX);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not start the process: %s", strerror(-r));
+        return 1; /* answered once it runs */
+}
+
+static int run_list_processes(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(call->msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssiutasso)");
+        if (r < 0)
+                return r;
+        /* Oldest first, as they were started: the list is newest first. */
+        size_t n = 0;
+        for (Process *p = s->processes; p; p = p->next)
+                n++;
+        for (size_t i = n; i > 0; i--) {
+                Process *p = s->processes;
+                for (size_t k = 1; k < i; k++)
+                        p = p->next;
+                if (p->state == PROCESS_STARTING)
+                        continue;
+                _cleanup_free_ char *path = process_bus_path(p);
+                if (!path)
+                        return -ENOMEM;
+                r = sd_bus_message_open_container(reply, 'r', "ssiutasso");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "ssiut", p->id, process_state_to_string(p->state),
+                                                  p->state == PROCESS_RUNNING ? -1 : p->exit_code,
+                                                  (uint32_t) p->ns_pid, p->started_at);
+                if (r >= 0)
+                        r = sd_bus_message_append_strv(reply, p->argv);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "so", p->child.unit, path);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int read_process_id(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return sd_bus_message_read(call->msg, "s", &a->process.id);
+}
+
+static int call_process(Sandbox *s, const char *id, Process **ret, sd_bus_error *error) {
+        Process *p = process_find(s, id);
+        if (!p)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_PROCESS, "Sandbox %s has no process '%s'.",
+                                         s->id, id);
+        *ret = p;
+        return 0;
+}
+
+static int read_signal_process(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_read(call->msg, "si", &a->process.id, &a->process.signal);
+        if (r < 0)
+                return r;
+        return context_options_read(call->msg, &call->caller, "SignalProcess", error);
+}
+
+static char *signal_detail(MethodArgs *a, Process *p) {
+        json_object *o = json_object_new_object();
+        char *s;
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "process", json_object_new_string(a->process.id));
+        json_object_object_add(o, "signal", json_object_new_int(a->process.signal));
+        if (p)
+                json_object_object_add(o, "unit", json_object_new_string(p->child.unit));
+        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        return s;
+}
+
+static int run_signal_process(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        Process *p = NULL;
+        int r;
+
+        if (a->process.signal < 1 || a->process.signal > SIGRTMAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Signal %" PRIi32 " is not 1 to %d.",
+                                         a->process.signal, SIGRTMAX);
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        r = process_signal(p, a->process.signal);
+        if (r == -ESRCH)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Process %s of sandbox %s is %s.", p->id,
+                                         s->id, process_state_to_string(p->state));
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not signal process %s: %s", p->id, strerror(-r));
+        _cleanup_free_ char *detail = signal_detail(a, p);
+        manager_audit(call->manager, &call->caller,
+                      &(AuditRow) { .session_id = s->id, .operation = "process.signal", .event = "finished",
+                                    .detail = detail, .started_at = call->started_at,
+                                    .duration_usec = now_usec(CLOCK_MONOTONIC) - call->mono });
+        return sd_bus_reply_method_return(call->msg, NULL);
+}
+
+static char *signal_failure_detail(MethodArgs *a, const sd_bus_error *error) {
+        _cleanup_free_ char *base = signal_detail(a, NULL);
+        json_object *o = base ? json_tokener_parse(base) : NULL;
+        char *s;
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "error", json_object_new_string(error->name));
+        json_object_object_add(o, "message", json_object_new_string(strempty(error->message)));
+        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        return s;
+}
+
+static int run_wait_process(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        Process *p = NULL;
+        int r;
+
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        r = process_wait(p, call->msg);
+        if (r < 0)
+                return r;
+        return 1;
+}
+
+static int read_read_process_output(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return sd_bus_message_read(call->msg, "sstu", &a->process.id, &a->process.stream, &a->process.offset,
+                                   &a->process.max);
+}
+
+static int run_read_process_output(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *buf = NULL;
+        ProcessStream stream = process_stream_from_string(a->process.stream);
+        uint64_t start;
+        size_t n;
+        Process *p = NULL;
+        int r;
+
+        if (stream < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Stream '%s' is not stdout or stderr.",
+                                         a->process.stream);
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        OutputRing *ring = stream == PROCESS_STDOUT ? &p->out.ring : &p->err.ring;
+        if (a->process.offset > ring->total)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Offset %" PRIu64 " is past the end of %s (%" PRIu64 " bytes so far).",
+                                         a->process.offset, a->process.stream, ring->total);
+        size_t max = a->process.max == 0 ? ring->cap : MIN((size_t) a->process.max, ring->cap);
+        buf = malloc(MAX(max, (size_t) 1));
+        if (!buf)
+                return -ENOMEM;
+        r = output_ring_read(ring, a->process.offset, buf, max, &start, &n);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_return(call->msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append_array(reply, 'y', buf, n);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(reply, "ttb", start + n, output_ring_first_offset(ring),
+                                  (int) (ring->ended && start + n == ring->total));
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int read_attach_process_output(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return sd_bus_message_read(call->msg, "ssth", &a->process.id, &a->process.stream, &a->process.offset,
+                                   &a->process.fd);
+}
+
+static int run_attach_process_output(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        ProcessStream stream = process_stream_from_string(a->process.stream);
+        uint64_t start;
+        Process *p = NULL;
+        int r;
+
+        if (stream < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Stream '%s' is not stdout or stderr.",
+                                         a->process.stream);
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        r = process_attach_output(p, stream, a->process.offset, a->process.fd, &start);
+        if (r == -ERANGE)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Offset %" PRIu64 " is past the end of %s (%" PRIu64 " bytes so far).",
+                                         a->process.offset, a->process.stream,
+                                         (stream == PROCESS_STDOUT ? &p->out : &p->err)->ring.total);
+        if (r == -ENOTSOCK)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "The fd must be a pipe or a socket.");
+        if (r == -EUSERS)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Process %s has %d attached fds already, the maximum.", p->id,
+                                         PROCESS_ATTACH_MAX);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not attach to process %s: %s", p->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, "t", start);
+}
+
+static int read_attach_process_stdin(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return sd_bus_message_read(call->msg, "sh", &a->process.id, &a->process.fd);
+}
+
+static int run_attach_process_stdin(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        Process *p = NULL;
+        int r;
+
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        r = process_attach_stdin(p, a->process.fd);
+        if (r == -ESRCH)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Process %s of sandbox %s is %s.", p->id,
+                                         s->id, process_state_to_string(p->state));
+        if (r == -EPIPE)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "The stdin of process %s is closed.",
+                                         p->id);
+        if (r == -EBUSY)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Process %s has an fd attached to its stdin already.", p->id);
+        if (r == -ENOTSOCK)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "The fd must be a pipe or a socket.");
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not attach to process %s: %s", p->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, NULL);
+}
+
+static int read_write_process_stdin(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_read(call->msg, "s", &a->process.id);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read_array(call->msg, 'y', &a->process.data, &a->process.size);
+        if (r < 0)
+                return r;
+        return sd_bus_message_read(call->msg, "b", &a->process.close);
+}
+
+static int run_write_process_stdin(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        Process *p = NULL;
+        int r;
+
+        r = call_process(s, a->process.id, &p, error);
+        if (r < 0)
+                return r;
+        r = process_write_stdin(p, a->process.data, a->process.size, a->process.close);
+        if (r == -ESRCH)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Process %s of sandbox %s is %s.", p->id,
+                                         s->id, process_state_to_string(p->state));
+        if (r == -EPIPE)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "The stdin of process %s is closed.",
+                                         p->id);
+        if (r == -E2BIG)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                         "Process %s has %zu bytes of stdin not read yet; at most %d may wait.",
+                                         p->id, p->stdin_pending_len, PROCESS_STDIN_PENDING_MAX);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not write to process %s: %s", p->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, NULL);
+}
+
 /* --- the file tools (sandbox-tools.c) ------------------------------------------------------------- */
 
 static int read_tool(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
@@ -577,6 +921,18 @@ static const MethodRow manager_methods[] = {
         { "OpenShell", "takeover", METHOD_RUNNING_SANDBOX, 0, read_open_shell, run_open_shell },
         { "ResizeShell", NULL, METHOD_NO_SANDBOX, 0, read_resize_shell, run_resize_shell },
         { "WaitShell", NULL, METHOD_NO_SANDBOX, 0, read_wait_shell, run_wait_shell },
+        { "StartProcess", "process.start", METHOD_RUNNING_SANDBOX, 0, read_start_process, run_start_process,
+          done_start_process },
+        { "ListProcesses", NULL, METHOD_ANY_SANDBOX, 0, NULL, run_list_processes },
+        { "SignalProcess", "process.signal", METHOD_RUNNING_SANDBOX, 0, read_signal_process, run_signal_process,
+          NULL, signal_failure_detail },
+        { "WaitProcess", NULL, METHOD_ANY_SANDBOX, 0, read_process_id, run_wait_process },
+        { "ReadProcessOutput", NULL, METHOD_ANY_SANDBOX, 0, read_read_process_output, run_read_process_output },
+        { "WriteProcessStdin", NULL, METHOD_RUNNING_SANDBOX, 0, read_write_process_stdin, run_write_process_stdin },
+        { "AttachProcessOutput", NULL, METHOD_ANY_SANDBOX, 0, read_attach_process_output,
+          run_attach_process_output },
+        { "AttachProcessStdin", NULL, METHOD_RUNNING_SANDBOX, 0, read_attach_process_stdin,
+          run_attach_process_stdin },
         TOOL_ROW("FileCreate", "file_create", TOOL_FILE_CREATE),
         TOOL_ROW("View", "view", TOOL_VIEW),
         TOOL_ROW("StrReplace", "str_replace", TOOL_STR_REPLACE),
@@ -711,6 +1067,27 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("WaitShell", SD_BUS_ARGS("s", unit), SD_BUS_RESULT("i", exit_code, "a{sv}", info),
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("StartProcess", SD_BUS_ARGS("s", id, "as", argv, "a{sv}", options),
+                                SD_BUS_RESULT("s", process, "o", path), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListProcesses", SD_BUS_ARGS("s", id), SD_BUS_RESULT("a(ssiutasso)", processes),
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SignalProcess",
+                                SD_BUS_ARGS("s", id, "s", process, "i", signal, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("WaitProcess", SD_BUS_ARGS("s", id, "s", process),
+                                SD_BUS_RESULT("i", exit_code, "a{sv}", info), method_dispatch,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ReadProcessOutput",
+                                SD_BUS_ARGS("s", id, "s", process, "s", stream, "t", offset, "u", max),
+                                SD_BUS_RESULT("ay", data, "t", next_offset, "t", first_offset, "b", ended),
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("AttachProcessOutput",
+                                SD_BUS_ARGS("s", id, "s", process, "s", stream, "t", offset, "h", fd),
+                                SD_BUS_RESULT("t", start_offset), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("AttachProcessStdin", SD_BUS_ARGS("s", id, "s", process, "h", fd),
+                                SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("WriteProcessStdin", SD_BUS_ARGS("s", id, "s", process, "ay", data, "b", close),
+                                SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("FileCreate", SD_BUS_ARGS("s", id, "s", path, "ay", content, "a{sv}", options),
                                 SD_BUS_RESULT("a{sv}", info), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("View", SD_BUS_ARGS("s", id, "s", path, "a{sv}", options),
@@ -745,6 +1122,9 @@ int manager_bus_setup(Manager *m) {
         if (r < 0)
                 return r;
         r = sandbox_bus_register(m);
+        if (r < 0)
+                return r;
+        r = process_bus_register(m);
         if (r < 0)
                 return r;
         r = sd_bus_add_object_manager(m->bus, NULL, SANDBOXD_BUS_PATH);

@@ -318,6 +318,8 @@ int unit_name_parse(const char *name, char ret_id[static SANDBOX_ID_LEN + 1], Un
                 kind = UNIT_KIND_EXEC;
         else if (strncmp(rest, "-shell-", 7) == 0 && parse_number_suffix(rest + 7, ".scope") == 0)
                 kind = UNIT_KIND_SHELL;
+        else if (strncmp(rest, "-process-", 9) == 0 && parse_number_suffix(rest + 9, ".scope") == 0)
+                kind = UNIT_KIND_PROCESS;
         else
                 return -EINVAL;
         memcpy(ret_id, id, sizeof(id));
@@ -355,9 +357,10 @@ int unit_reconcile(Manager *m, bool (*known)(Manager *m, const char *id)) {
                 if (unit_name_parse(name, id, &kind) < 0 || streq(active, "inactive"))
                         continue;
                 if (known(m, id)) {
-                        if (kind != UNIT_KIND_SHELL)
+                        if (kind != UNIT_KIND_SHELL && kind != UNIT_KIND_PROCESS)
                                 continue; /* the sandbox's own, and its commands' background processes */
-                        log_sandbox(LOG_NOTICE, id, "Stopping %s: its shell's relay was an earlier sandboxd.", name);
+                        log_sandbox(LOG_NOTICE, id, "Stopping %s: its %s was an earlier sandboxd.", name,
+                                    kind == UNIT_KIND_SHELL ? "shell's relay" : "process's output reader");
                         if (unit_stop_nowait(m, name) >= 0)
                                 n++;
                         continue;

@@ -41,12 +41,13 @@ void manager_free_jobs(Manager *m);
 #define UNIT_NAME_MAX 256
 
 /* The units sandboxd makes, by name: sandbox-<id>.slice, sandbox-<id>-init.scope,
- * sandbox-<id>-exec-<n>.scope, sandbox-<id>-shell-<n>.scope. */
+ * sandbox-<id>-exec-<n>.scope, sandbox-<id>-shell-<n>.scope, sandbox-<id>-process-<n>.scope. */
 typedef enum UnitKind {
         UNIT_KIND_SLICE,
         UNIT_KIND_INIT,
         UNIT_KIND_EXEC,
         UNIT_KIND_SHELL,
+        UNIT_KIND_PROCESS,
         _UNIT_KIND_MAX,
 } UnitKind;
 
@@ -57,6 +58,7 @@ int unit_name_parse(const char *name, char ret_id[static SANDBOX_ID_LEN + 1], Un
 /* At start-up, before the bus name is ours: asks systemd for every unit of ours and stops those that
  * nobody will ever stop otherwise — everything of a sandbox we do not know (its background stop was
  * still queued when an earlier sandboxd died, or its creation never finished), and the shell scopes of
- * known sandboxes (their relay was the earlier sandboxd). Returns how many stops it queued, or a
+ * known sandboxes (their relay was the earlier sandboxd), and the background processes' scopes of known
+ * sandboxes (their output and stdin were the earlier sandboxd's pipes: they are not re-adopted). Returns how many stops it queued, or a
  * negative errno if systemd could not be asked. */
 int unit_reconcile(Manager *m, bool (*known)(Manager *m, const char *id));

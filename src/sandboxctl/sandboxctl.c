@@ -26,6 +26,7 @@
 #include "sandboxctl-api-key.h"
 #include "sandboxctl-export.h"
 #include "sandboxctl-shell.h"
+#include "sandboxctl-process.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
@@ -2143,6 +2144,13 @@ static int help(void) {
                "  shell [-q] [--term=TERM] ID Open an interactive login shell in a sandbox (recorded;\n"
                "                              see sandboxctl shell --help)\n"
                "\n"
+               "Background Process Commands (sandboxctl COMMAND --help for their options):\n"
+               "  start ID [OPTIONS...] [--] CMD [ARGS...]\n"
+               "                              Start a command in the background; print its id\n"
+               "  ps ID                       List a sandbox's background processes\n"
+               "  kill ID PROCESS             Signal one (--signal=SIGNAL, default TERM)\n"
+               "  attach ID PROCESS           Print its output so far and follow it to its end\n"
+               "\n"
                "File Tool Commands (sandboxctl COMMAND --help for their options):\n"
                "  file-create ID PATH         Create a file from stdin (--overwrite, --mkdir, --mode)\n"
                "  view ID PATH                Print a file with line numbers (--range=A:B), or a\n"
@@ -2650,6 +2658,9 @@ int main(int argc, char *argv[]) {
         /* so do the file tools (sandboxctl-tools.c) */
         if (argc >= 2 && is_tool_verb(argv[1]))
                 return verb_tool(argc - 1, argv + 1);
+        /* and the background processes' verbs (sandboxctl-process.c) */
+        if (argc >= 2 && is_process_verb(argv[1]))
+                return verb_process(argc - 1, argv + 1);
 
         r = parse_argv(argc, argv, &args, &n_args);
         if (r < 0) {

@@ -13,6 +13,8 @@
 #define SANDBOXD_BUS_PATH "/org/sandboxd/sandbox1"
 #define SANDBOXD_MANAGER_INTERFACE "org.sandboxd.sandbox1.Manager"
 #define SANDBOXD_SANDBOX_INTERFACE "org.sandboxd.sandbox1.Sandbox"
+/* A background process's object (StartProcess): its sandbox's path + "/process/" + its id. */
+#define SANDBOXD_PROCESS_INTERFACE "org.sandboxd.sandbox1.Process"
 /* A sandbox's object: this prefix + "/" + sd_bus_path_encode(id); clients take paths from the replies. */
 #define SANDBOXD_SANDBOX_PATH_PREFIX "/org/sandboxd/sandbox1/sandbox"
 
@@ -34,6 +36,9 @@
 #define SANDBOXD_ERROR_NOT_EGRESS "org.sandboxd.sandbox1.NotEgress"
 /* ResizeShell and WaitShell: no such shell of the caller's. Not in the errno map. */
 #define SANDBOXD_ERROR_NO_SUCH_SHELL "org.sandboxd.sandbox1.NoSuchShell"
+/* SignalProcess, WaitProcess, ReadProcessOutput, WriteProcessStdin: the sandbox has no such process (ended
+ * ones stay until their sandbox goes, or make room for new ones). Not in the errno map, as NoSuchShell. */
+#define SANDBOXD_ERROR_NO_SUCH_PROCESS "org.sandboxd.sandbox1.NoSuchProcess"
 /* Never a reply: the "error" in the detail of an audit row whose operation sandboxd's death cut off
  * (audit-spool.c). Not in the errno map. */
 #define SANDBOXD_ERROR_INTERRUPTED "org.sandboxd.sandbox1.Interrupted"

@@ -27,6 +27,7 @@ static const SandboxType builtin_types[] = {
                 .pool_size = 2,
                 .disk_max = UINT64_C(4) << 30,
                 .shell_idle_usec = SANDBOX_SHELL_IDLE_DEFAULT_USEC,
+                .process_output_max = SANDBOX_PROCESS_OUTPUT_DEFAULT,
         },
         {
                 .name = "medium",
@@ -37,6 +38,7 @@ static const SandboxType builtin_types[] = {
                 .default_timeout_usec = 60 * USEC_PER_SEC,
                 .disk_max = UINT64_C(16) << 30,
                 .shell_idle_usec = SANDBOX_SHELL_IDLE_DEFAULT_USEC,
+                .process_output_max = SANDBOX_PROCESS_OUTPUT_DEFAULT,
         },
         {
                 .name = "large",
@@ -47,6 +49,7 @@ static const SandboxType builtin_types[] = {
                 .default_timeout_usec = 120 * USEC_PER_SEC,
                 .disk_max = UINT64_C(64) << 30,
                 .shell_idle_usec = SANDBOX_SHELL_IDLE_DEFAULT_USEC,
+                .process_output_max = SANDBOX_PROCESS_OUTPUT_DEFAULT,
         },
 };
 
@@ -401,6 +404,17 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                         return ini_bad_value(l->error, at, key, value, r,
                                              "a time from 1s to 7d such as 30min, or infinity");
                 t->shell_idle_usec = v;
+                return 0;
+        }
+
+        /* Issue 25: a background process's output ring, per stream. */
+        if (streq(key, "ProcessOutputMax")) {
+                r = parse_size(value, &v);
+                if (r >= 0 && (v < SANDBOX_PROCESS_OUTPUT_MIN || v > SANDBOX_PROCESS_OUTPUT_MAX))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "a size from 4K to 16M such as 1M");
+                t->process_output_max = v;
                 return 0;
         }
 

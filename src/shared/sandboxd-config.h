@@ -62,7 +62,15 @@ typedef struct SandboxType {
          * NULL: default deny, no entries. Owned by the SandboxdConfig (sandboxd_config_done()). */
         EgressPolicy *egress;
         uint64_t egress_rate_max;      /* EgressRateMax=: bytes per second out of one sandbox; 0: no limit */
+        /* Issue 25. ProcessOutputMax=: bytes a background process's output ring keeps per stream. */
+        uint64_t process_output_max;
 } SandboxType;
+
+/* ProcessOutputMax= of every built-in type, and its bounds (the upper one keeps a ReadProcessOutput
+ * reply well below the bus's 32 MiB per message). */
+#define SANDBOX_PROCESS_OUTPUT_DEFAULT (UINT64_C(1) << 20)
+#define SANDBOX_PROCESS_OUTPUT_MIN (UINT64_C(4) << 10)
+#define SANDBOX_PROCESS_OUTPUT_MAX (UINT64_C(16) << 20)
 
 /* ShellIdleSec= of every built-in type. */
 #define SANDBOX_SHELL_IDLE_DEFAULT_USEC (30 * USEC_PER_MINUTE)

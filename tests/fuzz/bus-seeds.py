@@ -109,6 +109,11 @@ sandboxd("write", "/tmp/x", [], [("mode", "u", 0o600), ("create_dirs", "b", 1), 
                                  ("fd", "h", None)])
 sandboxd("write-mode", "../../etc/passwd", [], [("mode", "u", 0o4755)])
 sandboxd("read", "work/dir", [], [("offset", "t", 2**63), ("length", "t", 2**40)])
+# StartProcess (issue 25): Exec's options but stdin and the fds
+sandboxd("process", "", ["python3", "-m", "http.server"],
+         [("cwd", "s", "/tmp"), ("env", "a{ss}", [("A", "1")]), ("timeout_seconds", "t", 600),
+          ("memory_max", "t", 64 << 20), ("tasks_max", "t", 16)] + ctx)
+sandboxd("process-stdin", "", ["cat"], [("stdin", "ay", b"input\n")])
 sandboxd("shell", "", [], [("cols", "u", 132), ("rows", "u", 50), ("term", "s", "xterm")])
 sandboxd("shell-bad", "", [], [("cols", "u", 0), ("rows", "u", 100000), ("term", "s", "bad;term")])
 sandboxd("tools", "", [], [("path", "s", "/tmp/x"), ("glob", "s", "*.c"), ("ignore_case", "b", 1),

@@ -93,6 +93,37 @@ static void check_exec(sd_bus_message *m, Caller *c) {
         exec_options_done(&o);
 }
 
+/* StartProcess (issue 25): Exec's options without stdin and the fds; accepted, they pass Exec's checks as
+ * a call with the type's maximal timeout would. */
+static void check_process(sd_bus_message *m, Caller *c) {
+        _cleanup_strv_free_ char **argv = NULL;
+        const SandboxType *t = sandboxd_config_find_type(&config, "small");
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        ExecOptions o;
+        ExecLimits l;
+        int r;
+
+        if (sd_bus_message_read_strv(m, &argv) < 0)
+                return;
+        r = process_options_read(m, c, &o, &e);
+        if (r < 0) {
+                FUZZ_ASSERT_REFUSED(r, &e);
+                sd_bus_error_free(&e);
+                return;
+        }
+        FUZZ_ASSERT(o.stdin_size == 0 && o.stdout_fd == -1 && o.stderr_fd == -1 && o.cancel_fd == -1);
+        r = exec_options_check(&o, argv, t, 0, &l, &e);
+        if (r < 0) {
+                FUZZ_ASSERT_REFUSED(r, &e);
+                sd_bus_error_free(&e);
+        } else {
+                FUZZ_ASSERT(argv && argv[0] && argv[0][0]);
+                FUZZ_ASSERT(l.timeout_usec > 0 && l.timeout_usec <= t->max_timeout_usec);
+                exec_limits_done(&l);
+        }
+        exec_options_done(&o);
+}
+
 static void check_files(sd_bus_message *m, Caller *c, bool write, const char *path) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         char *resolved = NULL;
@@ -250,6 +281,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         OVER_OPTIONS(m, true, check_create(m, c));
         OVER_OPTIONS(m, true, check_network_policy(m, c));
         OVER_OPTIONS(m, false, check_exec(m, c));
+        OVER_OPTIONS(m, false, check_process(m, c));
         OVER_OPTIONS(m, true, check_files(m, c, true, path));
         OVER_OPTIONS(m, true, check_files(m, c, false, path));
         OVER_OPTIONS(m, true, check_shell(m, c));

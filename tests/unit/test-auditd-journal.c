@@ -18,6 +18,7 @@ static void test_message_ids(void) {
                         CHECK(!streq(ids[i], ids[j]));
         }
         CHECK_STR(auditd_journal_message_id("exec"), AUDITD_MESSAGE_EXEC);
+        CHECK_STR(auditd_journal_message_id("process.exit"), AUDITD_MESSAGE_EXEC);
         CHECK_STR(auditd_journal_message_id("str_replace"), AUDITD_MESSAGE_FILE);
         CHECK_STR(auditd_journal_message_id("grep"), AUDITD_MESSAGE_FILE);
         CHECK_STR(auditd_journal_message_id("takeover"), AUDITD_MESSAGE_TAKEOVER);

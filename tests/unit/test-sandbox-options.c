@@ -628,6 +628,53 @@ static void test_tools(void) {
         sd_bus_message_unref(m);
 }
 
+/* Issue 25: StartProcess takes Exec's options except the ones about stdin and output. */
+static void test_process(const SandboxdConfig *config) {
+        const SandboxType *small = sandboxd_config_find_type(config, "small");
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        Caller c = trusted();
+        ExecOptions o;
+        ExecLimits l;
+        sd_bus_message *m;
+        char *argv[] = {(char *) "sleep", (char *) "100", NULL};
+        int r;
+
+        m = new_msg();
+        CHECK(sd_bus_message_append(m, "a{sv}", 6, "cwd", "s", "/tmp", "env", "a{ss}", 1, "A", "1",
+                                    "timeout_seconds", "t", (uint64_t) 30, "memory_max", "t", (uint64_t) (64 << 20),
+                                    "tasks_max", "t", (uint64_t) 10, "request_id", "s", "req_1") >= 0);
+        done(m);
+        CHECK_INT(process_options_read(m, &c, &o, &e), 0);
+        CHECK_STR(o.cwd, "/tmp");
+        CHECK(o.env && o.env[0] && !o.env[1]);
+        CHECK_STR(c.request_id, "req_1");
+        CHECK_INT(exec_options_check(&o, argv, small, 0, &l, &e), 0);
+        CHECK_U64(l.timeout_usec, 30 * USEC_PER_SEC);
+        CHECK_U64(l.tasks_max, 10);
+        exec_limits_done(&l);
+        exec_options_done(&o);
+        sd_bus_message_unref(m);
+
+        const char *refused[] = {"stdin", "stdout_fd", "stderr_fd", "cancel_fd", "cols"};
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                m = new_msg();
+                CHECK(sd_bus_message_append(m, "a{sv}", 1, refused[i], "s", "x") >= 0);
+                done(m);
+                r = process_options_read(m, &c, &o, &e);
+                CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "StartProcess: unknown option");
+                sd_bus_error_free(&e);
+                sd_bus_message_unref(m);
+        }
+
+        m = new_msg();
+        CHECK(sd_bus_message_append(m, "a{sv}", 1, "timeout_seconds", "s", "soon") >= 0);
+        done(m);
+        r = process_options_read(m, &c, &o, &e);
+        CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "Option 'timeout_seconds' must be of type 't'");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+}
+
 int main(void) {
         SandboxdConfig config;
 
@@ -636,6 +683,7 @@ int main(void) {
         test_context();
         test_create(&config);
         test_exec(&config);
+        test_process(&config);
         test_files();
         test_shell();
         test_tools();

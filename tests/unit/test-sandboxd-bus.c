@@ -24,6 +24,7 @@ static const struct {
 }, interfaces[] = {
         { SANDBOXD_MANAGER_INTERFACE, "org.sandboxd.sandbox1.Manager" },
         { SANDBOXD_SANDBOX_INTERFACE, "org.sandboxd.sandbox1.Sandbox" },
+        { SANDBOXD_PROCESS_INTERFACE, "org.sandboxd.sandbox1.Process" },
         { AUDITD_LOG_INTERFACE, "org.sandboxd.audit1.Log" },
         { GATEWAY_KEYS_INTERFACE, "org.sandboxd.gateway1.Keys" },
 };
@@ -47,6 +48,7 @@ static const struct {
           sandboxd_bus_errors },
         { SANDBOXD_ERROR_BINARY_FILE, "org.sandboxd.sandbox1.BinaryFile", EMEDIUMTYPE, sandboxd_bus_errors },
         { SANDBOXD_ERROR_NO_SUCH_SHELL, "org.sandboxd.sandbox1.NoSuchShell", 0, NULL },
+        { SANDBOXD_ERROR_NO_SUCH_PROCESS, "org.sandboxd.sandbox1.NoSuchProcess", 0, NULL },
         { SANDBOXD_ERROR_INTERRUPTED, "org.sandboxd.sandbox1.Interrupted", 0, NULL },
         { AUDITD_ERROR_NO_SUCH_ENTRY, "org.sandboxd.audit1.NoSuchEntry", ENXIO, auditd_bus_errors },
         { AUDITD_ERROR_STORAGE_FULL, "org.sandboxd.audit1.StorageFull", ENOSPC, auditd_bus_errors },

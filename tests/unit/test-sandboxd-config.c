@@ -587,6 +587,31 @@ static void test_shell_idle(void) {
                             "such as 30min, or infinity)");
 }
 
+/* Issue 25: ProcessOutputMax= per type. */
+static void test_process_output_max(void) {
+        SandboxdConfig c;
+        const SandboxType *t;
+
+        sandboxd_config_defaults(&c);
+        for (size_t i = 0; i < c.n_types; i++)
+                CHECK_U64(c.types[i].process_output_max, 1024 * 1024);
+
+        reset_dir();
+        write_file("etc/main.conf", "[Type:small]\nProcessOutputMax=64K\n[Type:quiet]\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->process_output_max == 64 * 1024);
+        t = sandboxd_config_find_type(&c, "quiet");
+        CHECK(t && t->process_output_max == 1024 * 1024);
+
+        write_file("etc/main.conf", "[Type:small]\nProcessOutputMax=1K\n");
+        CHECK_MAIN_ERROR(2, "Invalid ProcessOutputMax=1K: out of range (expected a size from 4K to 16M such as "
+                            "1M)");
+        write_file("etc/main.conf", "[Type:small]\nProcessOutputMax=17M\n");
+        CHECK_MAIN_ERROR(2, "Invalid ProcessOutputMax=17M: out of range (expected a size from 4K to 16M such "
+                            "as 1M)");
+}
+
 static void test_network(void) {
         SandboxdConfig c;
         const SandboxType *t;
@@ -718,6 +743,7 @@ int main(void) {
 
         test_defaults();
         test_shell_idle();
+        test_process_output_max();
         test_documented_example();
         test_dropins();
         test_type_limit();

@@ -33,6 +33,9 @@ int main(void) {
         check_parse("sandbox-sb_abcdefgh23-exec-0.scope", 0, "sb_abcdefgh23", UNIT_KIND_EXEC);
         check_parse("sandbox-sb_abcdefgh23-exec-18446744073709551615.scope", 0, "sb_abcdefgh23", UNIT_KIND_EXEC);
         check_parse("sandbox-sb_abcdefgh23-shell-7.scope", 0, "sb_abcdefgh23", UNIT_KIND_SHELL);
+        check_parse("sandbox-sb_abcdefgh23-process-12.scope", 0, "sb_abcdefgh23", UNIT_KIND_PROCESS);
+        check_parse("sandbox-sb_abcdefgh23-process-.scope", -EINVAL, NULL, 0);
+        check_parse("sandbox-sb_abcdefgh23-process-p3.scope", -EINVAL, NULL, 0);
 
         /* our services and the parent slice share the prefix */
         check_parse("sandbox.slice", -EINVAL, NULL, 0);
