@@ -331,7 +331,7 @@ static bool is_active(const char *unit) {
 static void empty_dir(const char *dir, bool remove_dir) {
         _cleanup_(closedirp) DIR *d = opendir(dir);
         struct dirent *de;
-        char p[PATH_MAX];
+        char p[PATH_MAX + NAME_MAX + 2];
 
         while (d && (de = readdir(d)))
                 if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
@@ -345,7 +345,7 @@ static void empty_dir(const char *dir, bool remove_dir) {
 static void chown_dir(const char *dir, uid_t uid, gid_t gid) {
         _cleanup_(closedirp) DIR *d = opendir(dir);
         struct dirent *de;
-        char p[PATH_MAX];
+        char p[PATH_MAX + NAME_MAX + 2];
 
         (void) chown(dir, uid, gid);
         while (d && (de = readdir(d)))
@@ -1433,6 +1433,7 @@ static int jsonl_session(int fd, const char *session, unsigned want) {
 
 static int phase_getlog(Run *run, unsigned rows, unsigned queries, GetLogResult *res) {
         _cleanup_free_ char *db = NULL;
+        _cleanup_close_ int fd = -EBADF; /* here, not at its open(): the gotos above it reach its cleanup */
         AuditStore *store = NULL;
         uint64_t bytes = 0, pages = 0;
         int r;
@@ -1489,7 +1490,7 @@ static int phase_getlog(Run *run, unsigned rows, unsigned queries, GetLogResult 
         res->reply_kib = pages > 0 ? (double) bytes / (double) pages / 1024.0 : NAN;
 
         /* the baseline: the same rows in a JSON-lines file */
-        _cleanup_close_ int fd = open(run->jsonl, O_RDONLY | O_CLOEXEC);
+        fd = open(run->jsonl, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
                 fprintf(stderr, "GetLog's baseline: the JSON-lines file...\n");
                 for (unsigned q = 0; q < queries && !interrupted; q++) {

@@ -69,7 +69,7 @@ static int user_version(sqlite3 *db, int *ret) {
 
 int sqlite_migrate(sqlite3 *db, const char *const *migrations, size_t n) {
         char pragma[64];
-        int version, rc, r;
+        int version = 0, rc, r; /* user_version() sets it; -O3 cannot see that it always does */
 
         /* Up to date is the common case: it needs no write lock. */
         r = user_version(db, &version);
