@@ -354,6 +354,17 @@ static int run_delete_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_erro
         return 1;
 }
 
+/* A command's limits come from its sandbox's type, which a reload may have removed: Exec and
+ * StartProcess then fail with this error rather than run with no limits. */
+static const SandboxType *sandbox_type_or_error(Manager *m, Sandbox *s, sd_bus_error *error) {
+        const SandboxType *t = sandboxd_config_find_type(&m->config, s->type);
+        if (!t)
+                (void) sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                         "Sandbox %s has type '%s', which the configuration no longer defines.",
+                                         s->id, s->type);
+        return t;
+}
+
 static int read_exec(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
         int r;
 
@@ -374,11 +385,9 @@ static int run_exec(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) 
         ExecOptions *o = &a->exec.o;
         int r;
 
-        const SandboxType *t = sandboxd_config_find_type(&m->config, s->type);
+        const SandboxType *t = sandbox_type_or_error(m, s, error);
         if (!t)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
-                                         "Sandbox %s has type '%s', which the configuration no longer defines.",
-                                         s->id, s->type);
+                return -ENOENT;
         r = exec_options_check(o, a->exec.argv, t, m->config.stdin_max, &l, error);
         if (r < 0)
                 return r;
@@ -567,11 +576,9 @@ static int run_start_process(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error
         ExecOptions *o = &a->process.o;
         int r;
 
-        const SandboxType *t = sandboxd_config_find_type(&m->config, s->type);
+        const SandboxType *t = sandbox_type_or_error(m, s, error);
         if (!t)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
-                                         "Sandbox %s has type '%s', which the configuration no longer defines.",
-                                         s->id, s->type);
+                return -ENOENT;
         /* Without a timeout_seconds, a process may run as long as the type lets any command run. */
         if (!o->have_timeout) {
                 o->have_timeout = true;
