@@ -28,7 +28,8 @@ const Route gateway_routes[] = {
           route_process_delete, ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/processes/{p}/output", GATEWAY_ACTION_SANDBOX_READ, "sandbox.read",
           route_process_output, ROUTE_SANDBOX },
-        { "POST", "/v1/sandboxes/{id}/processes/{p}/stdin", GATEWAY_ACTION_EXEC, "process.stdin",
+        /* sandboxd records no row per stdin write; a refused one is recorded as its action */
+        { "POST", "/v1/sandboxes/{id}/processes/{p}/stdin", GATEWAY_ACTION_EXEC, "exec",
           route_process_stdin, ROUTE_SANDBOX },
         { "POST", "/v1/sandboxes/{id}/processes/{p}/signal", GATEWAY_ACTION_EXEC, "process.signal",
           route_process_signal, ROUTE_SANDBOX },

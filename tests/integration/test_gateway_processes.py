@@ -153,6 +153,10 @@ def test_unknown_process_and_sandbox(admin, sandboxes):  # noqa: F811
     assert_error(admin.post(base + "/stdin", {"data": "x"}), 404, "not_found")
     assert_error(admin.post(base + "/signal", {"signal": "TERM"}), 404, "not_found")
     assert_error(admin.delete(base), 404, "not_found")
+    # an argv[0] that is not there: sandboxd's NoSuchFile, nothing started
+    before = admin.get(f"/v1/sandboxes/{sid}/processes").json()
+    assert_error(admin.post(f"/v1/sandboxes/{sid}/processes", {"argv": ["/no/such/program"]}), 404, "not_found")
+    assert admin.get(f"/v1/sandboxes/{sid}/processes").json() == before
     assert_error(admin.get("/v1/sandboxes/sb_nosuchsandbox/processes"), 404, "not_found")
     assert_error(admin.post("/v1/sandboxes/sb_nosuchsandbox/processes", {"argv": ["true"]}), 404, "not_found")
 
