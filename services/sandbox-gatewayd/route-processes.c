@@ -326,8 +326,9 @@ static void on_read_output(Request *r, sd_bus_message *reply, const sd_bus_error
                 /* An incomplete character at the end is left for the next read (next_offset before it),
                  * unless nothing more will come, or it is all there is. */
                 k = utf8_sanitize(data, size, ended ? 0 : UTF8_KEEP_TAIL, &text, &len, &used);
-                if (k >= 0 && used == 0 && size > 0) {
-                        /* less than one character asked for (max < 4): U+FFFD rather than no progress */
+                if (k >= 0 && used == 0 && size > 0 && size == op->max) {
+                        /* less than one character asked for (max < 4): U+FFFD rather than no progress;
+                         * a character the process has not finished writing waits for the rest */
                         free(text);
                         text = NULL;
                         k = utf8_sanitize(data, size, 0, &text, &len, &used);

@@ -6,7 +6,7 @@ import base64
 import pytest
 
 from conftest import wait_for
-from gateway_helpers import admin, assert_error, up  # noqa: F401,F811
+from gateway_helpers import admin, assert_error, gateway_config, up  # noqa: F401,F811
 
 PROCESS_FIELDS = {"id", "sandbox", "state", "exit_code", "pid", "started_at", "argv", "unit"}
 
@@ -229,3 +229,20 @@ def test_who_may(admin, sandboxes):  # noqa: F811
 
     # none of it changed the process
     assert admin.get(f"/v1/sandboxes/{other}/processes").json() == before
+
+
+def test_starts_count_as_exec_starts(admin, sandboxes, gateway_config):  # noqa: F811
+    """A start is a new scope, as an Exec's: past the key's budget of Exec starts it is 429
+    too_many_execs, and nothing is started."""
+    gateway_config("ExecBurstPerMemberKey=3\nExecsPerSecPerMemberKey=1\n")
+    sid = sandboxes()
+    member, _ = admin.mint(preset="member", ttl_seconds=600, name="proc-budget")
+    ok = 0
+    for _ in range(30):
+        r = member.post(f"/v1/sandboxes/{sid}/processes", {"argv": ["true"]})
+        if r.status_code != 201:
+            break
+        ok += 1
+    body = assert_error(r, 429, "too_many_execs")
+    assert ok >= 3 and "ExecBurstPerMemberKey=" in body["error"], (ok, body)
+    assert len(admin.get(f"/v1/sandboxes/{sid}/processes").json()["processes"]) == ok
