@@ -32,7 +32,8 @@ int route_process_get(Request *r);
 int route_process_output(Request *r);
 int route_process_stdin(Request *r);
 int route_process_signal(Request *r);
-/* SIGTERM, then SIGKILL if it still runs 5 s later; answers once it has ended */
+/* SIGTERM, then SIGKILL if it still runs 5 s later (also when the client has left); answers once it has
+ * ended */
 int route_process_delete(Request *r);
 
 /* files */

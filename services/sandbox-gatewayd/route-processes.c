@@ -9,6 +9,7 @@
 
 #include "gatewayd-routes.h"
 #include "ini-util.h"
+#include "log.h"
 #include "time-util.h"
 
 /* DELETE: how long a process has after SIGTERM before it gets SIGKILL. */
@@ -549,6 +550,89 @@ static int stop_send(Request *r, int sig) {
                         build_signal, on_stop_signal, 0);
 }
 
+/* The rest of a DELETE whose client left: the grace, then SIGKILL, sent all the same with the request's
+ * context, on no request (nobody reads the answers). */
+typedef struct DetachedStop {
+        Manager *manager;
+        char *sandbox, *process, *account_id, *request_id;
+} DetachedStop;
+
+static void detached_stop_free(DetachedStop *s) {
+        if (!s)
+                return;
+        free(s->sandbox);
+        free(s->process);
+        free(s->account_id);
+        free(s->request_id);
+        free(s);
+}
+
+static int build_detached_wait(sd_bus_message *m, void *userdata) {
+        DetachedStop *s = userdata;
+        return sd_bus_message_append(m, "ss", s->sandbox, s->process);
+}
+
+static int build_detached_kill(sd_bus_message *m, void *userdata) {
+        DetachedStop *s = userdata;
+        return sd_bus_message_append(m, "ssia{sv}", s->sandbox, s->process, SIGKILL, 3, "account_id", "s",
+                                     s->account_id, "request_id", "s", s->request_id, "source", "s", "agent");
+}
+
+static void on_detached_kill(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        DetachedStop *s = userdata;
+
+        if (sd_bus_error_is_set(error) && !sd_bus_error_has_name(error, SANDBOXD_ERROR_NOT_RUNNING))
+                log_msg(LOG_WARNING, "Cannot send SIGKILL to process %s of sandbox %s (request %s): %s", s->process,
+                        s->sandbox, s->request_id, error->message ?: error->name);
+        detached_stop_free(s);
+}
+
+static int detached_kill(DetachedStop *s) {
+        return bus_pool_call(s->manager->pool, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                             "SignalProcess", build_detached_kill, on_detached_kill, s, 0);
+}
+
+static void on_detached_wait(sd_bus_message *reply, const sd_bus_error *error, void *userdata) {
+        DetachedStop *s = userdata;
+        int k;
+
+        /* ended within the grace (or no such process any more): done */
+        if (!sd_bus_error_has_name(error, SD_BUS_ERROR_NO_REPLY))
+                return detached_stop_free(s);
+        k = detached_kill(s);
+        if (k < 0) {
+                log_msg(LOG_ERR, "Cannot send SIGKILL to process %s of sandbox %s (request %s): %s", s->process,
+                        s->sandbox, s->request_id, strerror(-k));
+                detached_stop_free(s);
+        }
+}
+
+/* Goes on with r's stop without r: the grace first (wait), or SIGKILL now. */
+static void stop_detach(Request *r, bool wait) {
+        ProcessOp *op = r->data;
+        DetachedStop *s;
+        int k = -ENOMEM;
+
+        s = calloc(1, sizeof(DetachedStop));
+        if (s) {
+                s->manager = r->manager;
+                s->sandbox = strdup(req_param(r, 0));
+                s->process = strdup(op->process);
+                s->account_id = strdup(strempty(r->account_id));
+                s->request_id = strdup(r->request_id);
+        }
+        if (s && s->sandbox && s->process && s->account_id && s->request_id)
+                k = wait ? bus_pool_call_full(r->manager->pool, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                              SANDBOXD_MANAGER_INTERFACE, "WaitProcess", build_detached_wait,
+                                              on_detached_wait, s, PROCESS_STOP_GRACE_USEC, BUS_POOL_LONG)
+                         : detached_kill(s);
+        if (k < 0) {
+                log_msg(LOG_ERR, "Cannot finish stopping process %s of sandbox %s (request %s): %s", op->process,
+                        req_param(r, 0), r->request_id, strerror(-k));
+                detached_stop_free(s);
+        }
+}
+
 /* WaitProcess after SIGTERM: it ended, or the grace ran out (the call's timeout) and SIGKILL follows. */
 static void on_stop_wait(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
         ProcessOp *op = r->data;
@@ -556,10 +640,16 @@ static void on_stop_wait(Request *r, sd_bus_message *reply, const sd_bus_error *
 
         if (sd_bus_error_has_name(error, SD_BUS_ERROR_NO_REPLY) && !op->killed) {
                 k = stop_send(r, SIGKILL);
+                if (k == -ECANCELED)
+                        /* the client left during the grace: the process is stopped all the same */
+                        return stop_detach(r, false);
                 if (k < 0 && k != -EBUSY)
                         req_reply_errno(r, k);
                 return;
         }
+        if (sd_bus_error_get_errno(error) == ECANCELED && !op->killed)
+                /* the client left while the wait still waited for bus room: it was never sent */
+                return stop_detach(r, true);
         if (sd_bus_error_is_set(error))
                 return req_reply_bus_error(r, error);
         reply_process(r);
@@ -577,6 +667,9 @@ static void on_stop_signal(Request *r, sd_bus_message *reply, const sd_bus_error
         /* long: the grace must not take the bus room that short calls need */
         k = req_call_full(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "WaitProcess",
                           build_id_process, on_stop_wait, op->killed ? 0 : PROCESS_STOP_GRACE_USEC, BUS_POOL_LONG);
+        if (k == -ECANCELED && !op->killed)
+                /* the client left once SIGTERM was sent: the grace and SIGKILL follow all the same */
+                return stop_detach(r, true);
         if (k < 0 && k != -EBUSY)
                 req_reply_errno(r, k);
 }

@@ -2,11 +2,13 @@
 # Issue 25, the gateway's step: background processes over REST (…/processes: start, list, get, output
 # from an offset, stdin with close, signal, DELETE = SIGTERM then SIGKILL), their errors, and who may.
 import base64
+import json
 
 import pytest
 
-from conftest import wait_for
-from gateway_helpers import admin, assert_error, gateway_config, up  # noqa: F401,F811
+from conftest import audit_log, wait_for
+from gateway_helpers import (admin, assert_error, gateway_config, raw_request,  # noqa: F401,F811
+                             up)
 
 PROCESS_FIELDS = {"id", "sandbox", "state", "exit_code", "pid", "started_at", "argv", "unit"}
 
@@ -143,6 +145,25 @@ def test_delete_terminates_then_kills(admin, sandboxes):  # noqa: F811
     assert r2.status_code == 200 and r2.json() == r.json()
     # it stays listed
     assert pid in [p["id"] for p in admin.get(f"/v1/sandboxes/{sid}/processes").json()["processes"]]
+
+
+def test_delete_whose_client_leaves_still_kills(admin, sandboxes):  # noqa: F811
+    """A client that leaves once the SIGTERM is sent: the grace and the SIGKILL follow all the same, both
+    signals recorded under the DELETE's request id."""
+    sid = sandboxes()
+    pid = start(admin, sid, ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"])["id"]
+    output_until(admin, sid, pid, "ready\n")
+    sock = raw_request("DELETE", f"/v1/sandboxes/{sid}/processes/{pid}", secret=admin.secret)
+
+    def signals():
+        return [(json.loads(str(r["detail"]))["signal"], str(r["request_id"]))
+                for r in audit_log(sid, operation="process.signal")]
+    [(sig, request_id)] = wait_for(signals, what="the SIGTERM's row")
+    assert sig == 15
+    sock.close()
+    done = ended(admin, sid, pid)
+    assert (done["state"], done["exit_code"]) == ("killed", 137)
+    assert sorted(signals()) == [(9, request_id), (15, request_id)]
 
 
 def test_unknown_process_and_sandbox(admin, sandboxes):  # noqa: F811
