@@ -198,9 +198,10 @@ def test_bad_input_changes_nothing(admin, sandboxes):  # noqa: F811
     assert_error(admin.post(procs, {"argv": ["true"], "cwd": "/no/such/dir"}), 400, "invalid_request")
 
     for body in ({}, {"data": 1}, {"close": "yes"}, {"data": "x", "encoding": "latin1"},
-                 {"data": "!!", "encoding": "base64"}, {"data": "x", "more": 1}):
+                 {"data": "!!", "encoding": "base64"}, {"data": "x", "more": 1}, {"data": "a\u0000b"}):
         assert_error(admin.post(base + "/stdin", body), 400, "invalid_request")
-    for body in ({}, {"signal": "FOO"}, {"signal": 0}, {"signal": 1000}, {"signal": -9}, {"signal": True},
+    for body in ({}, {"signal": "FOO"}, {"signal": "TE\u0000RM"}, {"signal": 0}, {"signal": 1000}, {"signal": -9},
+                 {"signal": True},
                  {"signal": "TERM", "x": 1}, []):
         assert_error(admin.post(base + "/signal", body), 400, "invalid_request")
     for params in ({"stream": "stdin"}, {"offset": "abc"}, {"offset": "-1"}, {"max": "4294967296"},
