@@ -25,6 +25,17 @@ int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object 
 /* exec */
 int route_exec(Request *r);
 
+/* background processes (route-processes.c); param 1 is the process's id */
+int route_process_start(Request *r);
+int route_process_list(Request *r);
+int route_process_get(Request *r);
+int route_process_output(Request *r);
+int route_process_stdin(Request *r);
+int route_process_signal(Request *r);
+/* SIGTERM, then SIGKILL if it still runs 5 s later (also when the client has left); answers once it has
+ * ended */
+int route_process_delete(Request *r);
+
 /* files */
 int route_file_put(Request *r);
 int route_file_get(Request *r);

@@ -438,6 +438,7 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
         } map[] = {
                 { SANDBOXD_ERROR_NO_SUCH_SANDBOX, 404, "not_found" },
                 { SANDBOXD_ERROR_NO_SUCH_FILE, 404, "not_found" },
+                { SANDBOXD_ERROR_NO_SUCH_PROCESS, 404, "not_found" },
                 { SANDBOXD_ERROR_FILE_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NAME_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NOT_RUNNING, 409, "conflict" },

@@ -84,14 +84,28 @@ def gateway_up():
         return False
 
 
+# The matrix alone is some 370 refusals from 127.0.0.1 within seconds, the module's other tests add
+# theirs: more than the default RefusalBurst= (600) holds with its refill. The refusal budget is
+# test_gateway.py's subject; here every refusal must be answered (and audited) one by one.
+REFUSAL_DROPIN = "/etc/sandboxd/sandbox-gatewayd.conf.d/40-test-auth-matrix.conf"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def gateway():
     run("systemctl", "start", "sandbox-auditd.service")
+    os.makedirs(os.path.dirname(REFUSAL_DROPIN), exist_ok=True)
+    with open(REFUSAL_DROPIN, "w") as f:
+        f.write("[Gateway]\nRefusalBurst=100000\nRefusalBurstTotal=100000\n")
     run("systemctl", "start", "sandbox-gatewayd.socket", check=False)
-    if not gateway_up():
+    if gateway_up():
+        restart_gateway()
+    else:
         run("systemctl", "start", "sandbox-gatewayd.service")
     wait_for(gateway_up, timeout=30, what="the gateway answering")
     yield
+    os.unlink(REFUSAL_DROPIN)
+    restart_gateway()
+    wait_for(gateway_up, timeout=30, what="the gateway answering")
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +148,8 @@ def world(admin):
     ra.ok("PUT", f"/v1/sandboxes/{w['sb']}/files", params={"path": "/tmp/keep.txt"}, data=b"untouched\n")
     ra.ok("POST", f"/v1/sandboxes/{w['sb']}/exec", json={"argv": ["true"]})
     w["row"] = wait_for(lambda: audit_log(session_id=w["sb"], operation="exec"), what="an exec row")[0]["id"]
+    # a background cat: a refused stdin, signal or DELETE would echo, end or kill it
+    w["process"] = ra.ok("POST", f"/v1/sandboxes/{w['sb']}/processes", json={"argv": ["cat"]})["id"]
     w["victim_secret"], w["victim"] = mint(preset="member", name="victim")
     yield w
     for sid in (w["sb"], w["sb_other"]):
@@ -146,7 +162,8 @@ UPGRADE = {"headers": {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-Web
                        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}}
 
 # Every route of DESIGN.md's table: (method, path template, action, request). Bodies are valid, so
-# that only the credentials decide. {sb} is runner A's sandbox, {row} an audit row, {victim} a key.
+# that only the credentials decide. {sb} is runner A's sandbox, {row} an audit row, {victim} a key,
+# {p} a background process in {sb}.
 ROUTES = [
     ("POST", "/v1/sandboxes", "sandbox.create", {"json": {"type": "small"}}),
     ("GET", "/v1/sandboxes", "sandbox.read", {}),
@@ -155,6 +172,13 @@ ROUTES = [
     ("PUT", "/v1/sandboxes/{sb}/network", "sandbox.update", {"json": {"egress_policy": {"default": "allow"}}}),
     ("DELETE", "/v1/sandboxes/{sb}", "sandbox.delete", {}),
     ("POST", "/v1/sandboxes/{sb}/exec", "exec", {"json": {"argv": ["touch", "/tmp/exec-ran"]}}),
+    ("POST", "/v1/sandboxes/{sb}/processes", "exec", {"json": {"argv": ["touch", "/tmp/process-ran"]}}),
+    ("GET", "/v1/sandboxes/{sb}/processes", "sandbox.read", {}),
+    ("GET", "/v1/sandboxes/{sb}/processes/{p}", "sandbox.read", {}),
+    ("GET", "/v1/sandboxes/{sb}/processes/{p}/output", "sandbox.read", {}),
+    ("POST", "/v1/sandboxes/{sb}/processes/{p}/stdin", "exec", {"json": {"data": "x", "close": True}}),
+    ("POST", "/v1/sandboxes/{sb}/processes/{p}/signal", "exec", {"json": {"signal": "KILL"}}),
+    ("DELETE", "/v1/sandboxes/{sb}/processes/{p}", "exec", {}),
     ("PUT", "/v1/sandboxes/{sb}/files", "file.write", {"params": {"path": "/tmp/keep.txt"}, "data": b"changed\n"}),
     ("GET", "/v1/sandboxes/{sb}/files", "file.read", {"params": {"path": "/tmp/keep.txt"}}),
     ("POST", "/v1/sandboxes/{sb}/tools/file_create", "file.write",
@@ -186,7 +210,7 @@ DENIED = []
 
 
 def fill(w, template):
-    return template.format(sb=w["sb"], row=int(w["row"]), victim=w["victim"]["id"])
+    return template.format(sb=w["sb"], row=int(w["row"]), victim=w["victim"]["id"], p=w["process"])
 
 
 def snapshot(w, admin):
@@ -203,7 +227,11 @@ def snapshot(w, admin):
     _, out, _, _ = mgr.Exec(w["sb"], ["sh", "-c", "cat /tmp/keep.txt; ls /tmp"], dbus.Dictionary({}, signature="sv"),
                             timeout=LONG, byte_arrays=True)
     keys = sorted((k["id"], k["revokedAt"]) for k in list_keys())
-    return {"sandboxes": sbs, "ids": ids, "files": bytes(out), "keys": keys}
+    procs = sorted((str(p[0]), str(p[1])) for p in mgr.ListProcesses(w["sb"]))
+    cat_out = bytes(mgr.ReadProcessOutput(w["sb"], w["process"], "stdout", dbus.UInt64(0), dbus.UInt32(0),
+                                          byte_arrays=True)[0])
+    return {"sandboxes": sbs, "ids": ids, "files": bytes(out), "keys": keys, "processes": procs,
+            "process_output": cat_out}
 
 
 def refused(api, method, path, kw, status, code=None):

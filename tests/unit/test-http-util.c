@@ -286,6 +286,8 @@ static void test_bus_errors(void) {
 
         http_status_from_bus_error("org.sandboxd.sandbox1.NoSuchSandbox", &status, &code);
         CHECK(status == 404 && streq(code, "not_found"));
+        http_status_from_bus_error("org.sandboxd.sandbox1.NoSuchProcess", &status, &code);
+        CHECK(status == 404 && streq(code, "not_found"));
         http_status_from_bus_error("org.freedesktop.DBus.Error.InvalidArgs", &status, &code);
         CHECK(status == 400 && streq(code, "invalid_request"));
         http_status_from_bus_error("org.sandboxd.sandbox1.LimitExceeded", &status, &code);
