@@ -24,6 +24,9 @@ int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object 
 
 /* exec */
 int route_exec(Request *r);
+/* Into an open a{sv} of Exec's or StartProcess's options: the body's "cwd" and "env" (types checked
+ * by the route's field table). Returns 0 or a negative errno from sd-bus. */
+int exec_append_cwd_env(sd_bus_message *m, json_object *body);
 
 /* background processes (route-processes.c); param 1 is the process's id */
 int route_process_start(Request *r);

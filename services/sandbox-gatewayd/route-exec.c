@@ -67,21 +67,14 @@ static void exec_free(void *p) {
         free(e);
 }
 
-static int build_exec(sd_bus_message *m, void *userdata) {
-        Request *r = userdata;
-        Exec *e = r->data;
-        json_object *env;
+int exec_append_cwd_env(sd_bus_message *m, json_object *body) {
         const char *cwd;
-        int k;
+        json_object *env;
+        int k = 0;
 
-        k = sd_bus_message_append(m, "s", req_param(r, 0));
-        if (k >= 0)
-                k = sd_bus_message_append_strv(m, e->argv);
-        if (k >= 0)
-                k = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (k >= 0 && (cwd = json_get_string(e->body, "cwd")))
+        if ((cwd = json_get_string(body, "cwd")))
                 k = sd_bus_message_append(m, "{sv}", "cwd", "s", cwd);
-        if (k >= 0 && json_object_object_get_ex(e->body, "env", &env)) {
+        if (k >= 0 && json_object_object_get_ex(body, "env", &env)) {
                 k = sd_bus_message_open_container(m, 'e', "sv");
                 if (k >= 0)
                         k = sd_bus_message_append(m, "s", "env");
@@ -96,6 +89,21 @@ static int build_exec(sd_bus_message *m, void *userdata) {
                 for (int i = 0; i < 3 && k >= 0; i++)
                         k = sd_bus_message_close_container(m);
         }
+        return k < 0 ? k : 0;
+}
+
+static int build_exec(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        Exec *e = r->data;
+        int k;
+
+        k = sd_bus_message_append(m, "s", req_param(r, 0));
+        if (k >= 0)
+                k = sd_bus_message_append_strv(m, e->argv);
+        if (k >= 0)
+                k = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (k >= 0)
+                k = exec_append_cwd_env(m, e->body);
         if (k >= 0 && e->stdin_data) {
                 k = sd_bus_message_open_container(m, 'e', "sv");
                 if (k >= 0)

@@ -214,8 +214,6 @@ int route_process_get(Request *r) {
 static int build_start(sd_bus_message *m, void *userdata) {
         Request *r = userdata;
         ProcessOp *op = r->data;
-        const char *cwd;
-        json_object *env;
         int k;
 
         k = sd_bus_message_append(m, "s", req_param(r, 0));
@@ -223,23 +221,8 @@ static int build_start(sd_bus_message *m, void *userdata) {
                 k = sd_bus_message_append_strv(m, op->argv);
         if (k >= 0)
                 k = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (k >= 0 && (cwd = json_get_string(op->body, "cwd")))
-                k = sd_bus_message_append(m, "{sv}", "cwd", "s", cwd);
-        if (k >= 0 && json_object_object_get_ex(op->body, "env", &env)) {
-                k = sd_bus_message_open_container(m, 'e', "sv");
-                if (k >= 0)
-                        k = sd_bus_message_append(m, "s", "env");
-                if (k >= 0)
-                        k = sd_bus_message_open_container(m, 'v', "a{ss}");
-                if (k >= 0)
-                        k = sd_bus_message_open_container(m, 'a', "{ss}");
-                json_object_object_foreach(env, key, val) {
-                        if (k >= 0)
-                                k = sd_bus_message_append(m, "{ss}", key, json_object_get_string(val));
-                }
-                for (int i = 0; i < 3 && k >= 0; i++)
-                        k = sd_bus_message_close_container(m);
-        }
+        if (k >= 0)
+                k = exec_append_cwd_env(m, op->body);
         if (k >= 0 && json_object_object_get_ex(op->body, "timeout_seconds", NULL))
                 k = sd_bus_message_append(m, "{sv}", "timeout_seconds", "t",
                                           json_get_uint(op->body, "timeout_seconds"));
