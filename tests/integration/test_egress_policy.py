@@ -189,6 +189,11 @@ def echo(upstream, tmp_path):
         p.wait()
 
 
+# What sandboxd's row says when the kernel has no conntrack netlink subsystem (nfnetlink_conntrack).
+CONNTRACK_ABSENT = {"Operation not supported", "Protocol not supported",
+                    "Address family not supported by protocol"}
+
+
 def test_an_open_connection_is_cut(mgr, egress, echo):
     sid, path = egress(allow=["203.0.113.0/24", "198.51.100.0/24"])
     mgr.write(sid, "/tmp/client.py", CLIENT_PY.encode())
@@ -204,6 +209,12 @@ def test_an_open_connection_is_cut(mgr, egress, echo):
     wait_for(lambda: "got first" in log("cut") and "got first" in log("kept"), what="both connections open")
     # 198.51.100.0/24 goes: the open connection to it is cut; the one to 203.0.113.10 stays
     set_policy(mgr, sid, policy(allow=["203.0.113.0/24"]))
+    rows = wait_for(lambda: [r for r in audit_log(session=sid, operation="sandbox.update")
+                             if str(r["event"]) == "finished"], what="the update's row")
+    why = json.loads(str(rows[0]["detail"])).get("connections_cut_error")
+    # sandboxd's own probe: a kernel without conntrack over netlink cannot cut; any other error fails below
+    if why in CONNTRACK_ABSENT:
+        pytest.skip(f"conntrack over netlink: {why} (this kernel cannot cut open connections)")
     denied_before = int(mgr.props(path)["EgressCounters"][2])
     mgr.write(sid, "/tmp/go", b"")
     wait_for(lambda: "done" in log("cut") and "done" in log("kept"), what="both clients' second lines")
@@ -212,8 +223,6 @@ def test_an_open_connection_is_cut(mgr, egress, echo):
     assert (echo / "203.0.113.10.log").read_text() == "first\nsecond\n"
     assert (echo / "198.51.100.10.log").read_text() == "first\n"  # the second line never arrived
     assert int(mgr.props(path)["EgressCounters"][2]) > denied_before  # dropped by the firewall, counted
-    rows = wait_for(lambda: [r for r in audit_log(session=sid, operation="sandbox.update")
-                             if str(r["event"]) == "finished"], what="the update's row")
     assert json.loads(str(rows[0]["detail"]))["connections_cut"] >= 1, rows[0]
 
 
