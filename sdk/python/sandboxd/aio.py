@@ -7,6 +7,7 @@ import functools
 from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
 
 from .client import Client, CreatedKey, ExecResult, Sandbox, Watch
+from .processes import OutputChunk, Process, Processes, ProcessExit
 
 JSON = Dict[str, Any]
 
@@ -33,12 +34,85 @@ class AsyncFiles:
         return dict(await _run(self._files.tool, name, **args))
 
 
+class AsyncProcess:
+    """A background process's handle for asyncio: Process's calls as coroutines, its output as an async
+    iterator (`async for chunk in proc`)."""
+
+    def __init__(self, proc: Process) -> None:
+        self.sync = proc
+
+    def __getattr__(self, name: str) -> Any:  # id, state, exit_code, pid, argv, …
+        return getattr(self.sync, name)
+
+    def __repr__(self) -> str:
+        return f"Async{self.sync!r}"
+
+    async def refresh(self) -> "AsyncProcess":
+        await _run(self.sync.refresh)
+        return self
+
+    async def wait(self, timeout: Optional[float] = None) -> ProcessExit:
+        r: ProcessExit = await _run(self.sync.wait, timeout)
+        return r
+
+    async def kill(self, signal: Union[str, int] = "TERM") -> "AsyncProcess":
+        await _run(self.sync.kill, signal)
+        return self
+
+    async def stop(self) -> "AsyncProcess":
+        await _run(self.sync.stop)
+        return self
+
+    async def write(self, data: Union[str, bytes]) -> None:
+        await _run(self.sync.write, data)
+
+    async def close_stdin(self) -> None:
+        await _run(self.sync.close_stdin)
+
+    async def output(self, stream: str = "stdout", binary: bool = False) -> Union[str, bytes]:
+        r: Union[str, bytes] = await _run(self.sync.output, stream, binary)
+        return r
+
+    async def follow(self, stream: str = "both", binary: bool = False, offset: Any = None,
+                     **kw: Any) -> AsyncIterator[OutputChunk]:
+        """Process.follow's chunks, resuming after dropped connections the same way."""
+        f = self.sync.follow(stream, binary, offset, **kw)
+        it = iter(f)
+        done = object()
+        try:
+            while True:
+                chunk = await _run(next, it, done)
+                if chunk is done:
+                    return
+                yield chunk
+        finally:
+            f.close()
+
+    def __aiter__(self) -> AsyncIterator[OutputChunk]:
+        return self.follow()
+
+
+class AsyncProcesses:
+    def __init__(self, processes: Processes) -> None:
+        self._p = processes
+
+    async def start(self, command: Union[str, Sequence[str]], **kw: Any) -> AsyncProcess:
+        return AsyncProcess(await _run(self._p.start, command, **kw))
+
+    async def list(self) -> List[AsyncProcess]:
+        return [AsyncProcess(p) for p in await _run(self._p.list)]
+
+    async def get(self, process_id: str) -> AsyncProcess:
+        return AsyncProcess(await _run(self._p.get, process_id))
+
+
 class AsyncSandbox:
     """A sandbox for asyncio code; `async with` deletes it at the end when on_exit is "delete"."""
 
     def __init__(self, sb: Sandbox) -> None:
         self.sync = sb
         self.files = AsyncFiles(sb)
+        self.processes = AsyncProcesses(sb.processes)
 
     def __getattr__(self, name: str) -> Any:  # id, name, state, expires_at, …
         return getattr(self.sync, name)

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .errors import ConnectionFailed, NotFound, SandboxdError, Timeout, error_for
+from .processes import Processes
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8790"
 JSON = Dict[str, Any]
@@ -64,12 +65,15 @@ class CreatedKey:
         return str(self.api_key.get("id", ""))
 
 
-def _iter_sse(resp: http.client.HTTPResponse) -> Iterator[SseEvent]:
-    """Parses an SSE stream line by line as it arrives (comments, such as heartbeats, are skipped)."""
+def _iter_sse(resp: http.client.HTTPResponse, before_line: Optional[Callable[[], None]] = None) -> Iterator[SseEvent]:
+    """Parses an SSE stream line by line as it arrives (comments, such as heartbeats, are skipped);
+    before_line runs before each line is read (a deadline's check)."""
     ev_id: Optional[str] = None
     ev_name = ""
     data: List[str] = []
     while True:
+        if before_line is not None:
+            before_line()
         try:
             raw = resp.readline()
         except (AttributeError, ValueError) as e:
@@ -462,6 +466,7 @@ class Sandbox:
         self._client = client
         self.on_exit = on_exit
         self.files = Files(self)
+        self.processes = Processes(self)
         self._set(info)
 
     def _set(self, info: JSON) -> None:
