@@ -646,6 +646,59 @@ export class Sandbox {
         }
 }
 
+/*
+ * An SSE GET that is reopened after a dropped connection (or a gateway that is away: 5xx from 502 on)
+ * from resumeId(), sent as Last-Event-ID: yields each event but the error event, which ends it with the
+ * typed error, as a refusal (4xx) does. ctrl aborts it; after maxRetries consecutive failed reconnects
+ * it throws ConnectionError; onReconnect() runs before each reconnect.
+ */
+async function* resumingSse(client, path, { resumeId, ctrl, retryDelayMs = 500, maxRetries = 10, what, onReconnect }) {
+        let failures = 0;
+        for (;;) {
+                const headers = { Accept: "text/event-stream" };
+                const id = resumeId();
+                if (id !== null)
+                        headers["Last-Event-ID"] = id;
+                try {
+                        let res;
+                        try {
+                                res = await client._raw("GET", path, { headers, timeoutMs: null, signal: ctrl.signal });
+                        } catch (e) {
+                                /* Refusals (4xx) are final; an unreachable gateway is retried. */
+                                if (e instanceof ConnectionError || (e instanceof SandboxdError && e.status >= 502))
+                                        throw Object.assign(e, { _retry: true });
+                                throw e;
+                        }
+                        for await (const ev of parseSse(res.body)) {
+                                if (ev.event === "error") {
+                                        const b = JSON.parse(ev.data);
+                                        throw errorFromBody(b.status || 500, b, res.headers);
+                                }
+                                failures = 0;
+                                yield ev;
+                        }
+                        /* The server ended the stream: reconnect, as EventSource does. */
+                } catch (e) {
+                        if (ctrl.signal.aborted)
+                                return;
+                        if (e instanceof SandboxdError && !e._retry)
+                                throw e;
+                        if (e instanceof SyntaxError)
+                                throw e;
+                }
+                if (ctrl.signal.aborted)
+                        return;
+                if (++failures > maxRetries)
+                        throw new ConnectionError(`${what}: gave up after ${maxRetries} reconnects`, { code: "connection_error" });
+                onReconnect();
+                try {
+                        await sleep(retryDelayMs * Math.min(failures, 8), ctrl.signal);
+                } catch {
+                        return;
+                }
+        }
+}
+
 class Watch {
         constructor(sb, opts) {
                 this._sb = sb;
@@ -663,56 +716,16 @@ class Watch {
         }
 
         async *[Symbol.asyncIterator]() {
-                const { retryDelayMs = 500, maxRetries = 10 } = this._opts;
-                const path = `${this._sb._base}/watch`;
-                let failures = 0;
-                for (;;) {
-                        const headers = { Accept: "text/event-stream" };
-                        if (this.lastEventId !== null)
-                                headers["Last-Event-ID"] = this.lastEventId;
-                        try {
-                                let res;
-                                try {
-                                        res = await this._sb.client._raw("GET", path, {
-                                                headers, timeoutMs: null, signal: this._ctrl.signal,
-                                        });
-                                } catch (e) {
-                                        /* Refusals (4xx) are final; an unreachable gateway is retried. */
-                                        if (e instanceof ConnectionError || (e instanceof SandboxdError && e.status >= 502))
-                                                throw Object.assign(e, { _retry: true });
-                                        throw e;
-                                }
-                                for await (const ev of parseSse(res.body)) {
-                                        if (ev.event === "error") {
-                                                const b = JSON.parse(ev.data);
-                                                throw errorFromBody(b.status || 500, b, res.headers);
-                                        }
-                                        if (ev.event !== "entry")
-                                                continue;
-                                        failures = 0;
-                                        if (ev.id !== null)
-                                                this.lastEventId = ev.id;
-                                        yield JSON.parse(ev.data);
-                                }
-                                /* The server ended the stream cleanly: reconnect, as EventSource does. */
-                        } catch (e) {
-                                if (this._ctrl.signal.aborted)
-                                        return;
-                                if (e instanceof SandboxdError && !e._retry)
-                                        throw e;
-                                if (e instanceof SyntaxError)
-                                        throw e;
-                        }
-                        if (this._ctrl.signal.aborted)
-                                return;
-                        if (++failures > maxRetries)
-                                throw new ConnectionError(`watch: gave up after ${maxRetries} reconnects`, { code: "connection_error" });
-                        this.reconnects++;
-                        try {
-                                await sleep(retryDelayMs * Math.min(failures, 8), this._ctrl.signal);
-                        } catch {
-                                return;
-                        }
+                const { retryDelayMs, maxRetries } = this._opts;
+                for await (const ev of resumingSse(this._sb.client, `${this._sb._base}/watch`, {
+                        resumeId: () => this.lastEventId, ctrl: this._ctrl, retryDelayMs, maxRetries, what: "watch",
+                        onReconnect: () => this.reconnects++,
+                })) {
+                        if (ev.event !== "entry")
+                                continue;
+                        if (ev.id !== null)
+                                this.lastEventId = ev.id;
+                        yield JSON.parse(ev.data);
                 }
         }
 }
@@ -895,62 +908,22 @@ class OutputFollow {
         }
 
         async *[Symbol.asyncIterator]() {
-                const { retryDelayMs = 500, maxRetries = 10 } = this._opts;
+                const { retryDelayMs, maxRetries } = this._opts;
                 const q = query({ follow: "true", stream: this.stream, encoding: this.binary ? "base64" : undefined });
-                const path = `${this._proc._base}/output${q}`;
-                let failures = 0;
-                for (;;) {
-                        const headers = { Accept: "text/event-stream" };
-                        if (this.position !== null)
-                                headers["Last-Event-ID"] = this.position;
-                        try {
-                                let res;
-                                try {
-                                        res = await this._proc._sb.client._raw("GET", path, {
-                                                headers, timeoutMs: null, signal: this._ctrl.signal,
-                                        });
-                                } catch (e) {
-                                        /* Refusals (4xx) are final; an unreachable gateway is retried. */
-                                        if (e instanceof ConnectionError || (e instanceof SandboxdError && e.status >= 502))
-                                                throw Object.assign(e, { _retry: true });
-                                        throw e;
-                                }
-                                for await (const ev of parseSse(res.body)) {
-                                        if (ev.event === "error") {
-                                                const b = JSON.parse(ev.data);
-                                                throw errorFromBody(b.status || 500, b, res.headers);
-                                        }
-                                        if (ev.event === "stdout" || ev.event === "stderr") {
-                                                failures = 0;
-                                                const d = JSON.parse(ev.data);
-                                                if (ev.id !== null)
-                                                        this.position = ev.id;
-                                                yield { stream: ev.event, data: this.binary ? b64decode(d.data) : d.data, offset: d.offset };
-                                        } else if (ev.event === "exit") {
-                                                if (ev.id !== null)
-                                                        this.position = ev.id;
-                                                this._proc._update(JSON.parse(ev.data));
-                                                this.exit = { exitCode: this._proc.exitCode, state: this._proc.state };
-                                                return;
-                                        }
-                                }
-                                /* ended before the exit event: the connection broke */
-                        } catch (e) {
-                                if (this._ctrl.signal.aborted)
-                                        return;
-                                if (e instanceof SandboxdError && !e._retry)
-                                        throw e;
-                                if (e instanceof SyntaxError)
-                                        throw e;
-                        }
-                        if (this._ctrl.signal.aborted)
-                                return;
-                        if (++failures > maxRetries)
-                                throw new ConnectionError(`follow: gave up after ${maxRetries} reconnects`, { code: "connection_error" });
-                        this.reconnects++;
-                        try {
-                                await sleep(retryDelayMs * Math.min(failures, 8), this._ctrl.signal);
-                        } catch {
+                for await (const ev of resumingSse(this._proc._sb.client, `${this._proc._base}/output${q}`, {
+                        resumeId: () => this.position, ctrl: this._ctrl, retryDelayMs, maxRetries, what: "follow",
+                        onReconnect: () => this.reconnects++,
+                })) {
+                        if (ev.event === "stdout" || ev.event === "stderr") {
+                                const d = JSON.parse(ev.data);
+                                if (ev.id !== null)
+                                        this.position = ev.id;
+                                yield { stream: ev.event, data: this.binary ? b64decode(d.data) : d.data, offset: d.offset };
+                        } else if (ev.event === "exit") {
+                                if (ev.id !== null)
+                                        this.position = ev.id;
+                                this._proc._update(JSON.parse(ev.data));
+                                this.exit = { exitCode: this._proc.exitCode, state: this._proc.state };
                                 return;
                         }
                 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from .client import Client, CreatedKey, ExecResult, Sandbox, Watch
 from .processes import OutputChunk, Process, Processes, ProcessExit
@@ -15,6 +15,19 @@ JSON = Dict[str, Any]
 async def _run(fn: Any, *args: Any, **kw: Any) -> Any:
     # http.client blocks; a worker thread (each with its own keep-alive connection) keeps the loop free
     return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kw))
+
+
+async def _aiter(it: Iterator[Any], close: Callable[[], Any]) -> AsyncIterator[Any]:
+    """A blocking iterator's items, each taken on a worker thread; close() when the iteration ends."""
+    done = object()
+    try:
+        while True:
+            item = await _run(next, it, done)
+            if item is done:
+                return
+            yield item
+    finally:
+        await _run(close)
 
 
 class AsyncFiles:
@@ -77,16 +90,8 @@ class AsyncProcess:
                      **kw: Any) -> AsyncIterator[OutputChunk]:
         """Process.follow's chunks, resuming after dropped connections the same way."""
         f = self.sync.follow(stream, binary, offset, **kw)
-        it = iter(f)
-        done = object()
-        try:
-            while True:
-                chunk = await _run(next, it, done)
-                if chunk is done:
-                    return
-                yield chunk
-        finally:
-            f.close()
+        async for chunk in _aiter(iter(f), f.close):
+            yield chunk
 
     def __aiter__(self) -> AsyncIterator[OutputChunk]:
         return self.follow()
@@ -153,16 +158,8 @@ class AsyncSandbox:
     async def watch(self, last_event_id: Optional[int] = None, **kw: Any) -> AsyncIterator[JSON]:
         """New audit rows as they are written, resuming after dropped connections like Sandbox.watch."""
         w: Watch = self.sync.watch(last_event_id, **kw)
-        it = iter(w)
-        done = object()
-        try:
-            while True:
-                entry = await _run(next, it, done)
-                if entry is done:
-                    return
-                yield entry
-        finally:
-            w.close()
+        async for entry in _aiter(iter(w), w.close):
+            yield entry
 
 
 class AsyncApiKeys:
@@ -211,12 +208,5 @@ class AsyncClient:
                      dir: Optional[str] = None, **kw: Any) -> AsyncIterator[JSON]:
         """The run-session export's events as they stream, like Client.export (dir: written as well)."""
         it = self.sync.export(since, sandbox, dir, **kw)
-        done = object()
-        try:
-            while True:
-                ev = await _run(next, it, done)
-                if ev is done:
-                    return
-                yield ev
-        finally:
-            await _run(it.close)
+        async for ev in _aiter(it, it.close):
+            yield ev

@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
+from .client import _error_from_event, _iter_sse, _q, _ResumingStream
 from .errors import ConnectionFailed, Timeout
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class ProcessExit:
     state: str
 
 
-class OutputFollow:
+class OutputFollow(_ResumingStream):
     """An iterator over a process's output chunks as it writes them (GET …/output?follow=true): what is
     kept from the start position on, then live, until the process ends. A dropped connection is reopened
     from the last chunk's position (Last-Event-ID), so nothing is repeated or left out. After the end,
@@ -46,47 +46,19 @@ class OutputFollow:
                  timeout: Optional[float] = None) -> None:
         if stream not in ("stdout", "stderr", "both"):
             raise ValueError('stream must be "stdout", "stderr" or "both"')
+        super().__init__(proc._client, reconnect, read_timeout, retry_for)
         self._proc = proc
         self.stream = stream
         self.binary = binary
         # "<stdout offset>:<stderr offset>", as the gateway's event ids
         self.position: Optional[str] = None if offset is None else str(offset)
-        self.reconnect = reconnect
-        self.read_timeout = read_timeout  # > the gateway's heartbeat (15 s): silence this long is a dead link
-        self.retry_for = retry_for
-        self.reconnects = 0
         self.exit: Optional[ProcessExit] = None
         # with timeout: Timeout (code "client_timeout") once that many seconds passed before the end
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._timeout = timeout
-        self._conn: Optional[http.client.HTTPConnection] = None
-        self._closed = False
 
     def __iter__(self) -> Iterator[OutputChunk]:
         return self._chunks()
-
-    def close(self) -> None:
-        self._closed = True
-        self._drop()
-
-    def drop_connection(self) -> None:
-        """Breaks the current connection (as a network failure would); iteration resumes on a new one."""
-        conn = self._conn
-        if conn is not None and conn.sock is not None:
-            try:
-                conn.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            if conn.sock is not None:
-                try:
-                    conn.sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            conn.close()
 
     def _before_line(self) -> None:
         """Before each line read: the deadline, if any, bounds the wait for it (heartbeats included)."""
@@ -103,19 +75,14 @@ class OutputFollow:
         return Timeout(f"process {self._proc.id} still runs after {self._timeout} s", code="client_timeout")
 
     def _chunks(self) -> Iterator[OutputChunk]:
-        from .client import _error_from_event, _iter_sse
-        client = self._proc._client
-        failing_since: Optional[float] = None
-        delay = 0.1
+        client = self._client
+        q = {"follow": True, "stream": self.stream, "encoding": "base64" if self.binary else None}
+        path = client._url(self._proc._path("/output"), q)[len(client._prefix):]
         while not self._closed:
             self._before_line()
-            q = {"follow": True, "stream": self.stream, "encoding": "base64" if self.binary else None}
             headers = {} if self.position is None else {"Last-Event-ID": self.position}
             try:
-                self._conn, resp = client._open_stream("GET", client._url(self._proc._path("/output"), q)[
-                    len(client._prefix):], headers=headers, timeout=self.read_timeout)
-                failing_since, delay = None, 0.1
-                for ev in _iter_sse(resp, self._before_line):
+                for ev in _iter_sse(self._open(path, headers), self._before_line):
                     if ev.event == "error":
                         raise _error_from_event(ev.data)
                     if ev.event in ("stdout", "stderr"):
@@ -133,18 +100,10 @@ class OutputFollow:
                 # ended without the exit event: the connection broke
                 raise ConnectionFailed("the output stream ended before the process did")
             except (ConnectionFailed, Timeout, OSError, http.client.HTTPException) as e:
-                if self._closed:
-                    return
-                if self._deadline is not None and time.monotonic() >= self._deadline:
+                if self._deadline is not None and not self._closed and time.monotonic() >= self._deadline:
                     raise self._timed_out() from e
-                if not self.reconnect:
-                    raise ConnectionFailed(f"output stream broke: {e}") from e
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since > self.retry_for:
-                    raise ConnectionFailed(f"output stream broke and could not be resumed: {e}") from e
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                if not self._broke(e, "output"):
+                    return
             finally:
                 self._drop()
             self.reconnects += 1
@@ -178,7 +137,6 @@ class Process:
         return iter(self.follow())
 
     def _path(self, sub: str = "") -> str:
-        from .client import _q
         return self._sb._path(f"/processes/{_q(self.id)}{sub}")
 
     @property
@@ -269,7 +227,6 @@ class Processes:
         return [Process(self._sb, p) for p in d["processes"]]
 
     def get(self, process_id: str) -> Process:
-        from .client import _q
         return Process(self._sb, self._sb._client._request("GET", self._sb._path(f"/processes/{_q(process_id)}")))
 
 
