@@ -469,13 +469,15 @@ test("background processes are listed live, attached to (kept output, then live,
 
 test("a key without exec sees the processes and their output, but no controls; the gateway still refuses", async () => {
         assert.ok(procSandbox, "the processes test ran first");
-        const minted = await api("POST", "/v1/api-keys", { name: "e2e-watcher", role: "member", ttl_seconds: 900,
-                                                           actions: ["sandbox.read", "log.read"] });
+        // sandbox.read alone: no exec, and no log.read either, so no watch stream to follow the list by
+        const minted = await api("POST", "/v1/api-keys", { name: "e2e-reader", role: "member", ttl_seconds: 900,
+                                                           actions: ["sandbox.read"] });
         const watcher = minted.secret;
         try {
                 await signOut();
                 await signIn(watcher);
-                await openSandbox(procSandbox);
+                await page.getByRole("button", { name: "Refresh the sandbox list" }).click();
+                await page.locator(`a.sandbox-link[data-id="${procSandbox.id}"]`).click();
                 const first = (await api("GET", `/v1/sandboxes/${procSandbox.id}/processes`)).processes[0];
                 await (await processRow(first, "exited")).click();
                 await waitForStream("bye");
@@ -483,12 +485,17 @@ test("a key without exec sees the processes and their output, but no controls; t
                 assert.equal(await page.locator("#proc-start-form").isVisible(), false);
                 assert.equal(await page.getByRole("button", { name: "Send SIGTERM" }).isVisible(), false);
                 assert.equal(await page.getByRole("button", { name: "Stop" }).isVisible(), false);
+                // the log is refused to this key, so the list is reloaded on its own: a new process shows
+                await page.locator("#log-error").filter({ hasText: "403" }).waitFor({ timeout: WAIT });
+                const late = await api("POST", `/v1/sandboxes/${procSandbox.id}/processes`, { argv: ["sleep", "30"] });
+                await processRow(late, "running");
                 await shot("process-read-only");
                 // hidden is a courtesy: the gateway is what refuses
                 const r = await fetch(`${BASE}/v1/sandboxes/${procSandbox.id}/processes/${first.id}/signal`, {
                         method: "POST", headers: { Authorization: `Bearer ${watcher}`, "Content-Type": "application/json" },
                         body: JSON.stringify({ signal: "TERM" }) });
                 assert.equal(r.status, 403);
+                await api("DELETE", `/v1/sandboxes/${procSandbox.id}/processes/${late.id}`);
         } finally {
                 await api("DELETE", `/v1/api-keys/${minted.apiKey.id}`).catch(() => {});
                 await signOut().catch(() => {});

@@ -693,7 +693,7 @@ function keyMay(action) {
         return !keyActions || keyActions.has(action);
 }
 
-const procs = { list: [], loading: false, again: false };
+const procs = { list: [], loading: null, again: false }; // loading: the sandbox whose list is on its way
 let follow = null; // the attached process's output: { sandbox, id, abort, lastId, pos, retry, ended, … }
 const FOLLOW_CHARS_MAX = 4 << 20; // what the page keeps shown of one process's output
 
@@ -732,16 +732,17 @@ function renderProcesses() {
         renderProcessControls();
 }
 
-// Loads the list; calls that come while one is on its way make one more load after it.
+// Loads the list; calls that come while the same sandbox's is on its way make one more load after it
+// (a load for a sandbox no longer open drops its answer).
 async function loadProcesses() {
         if (!current)
                 return;
-        if (procs.loading) {
+        const id = current.id;
+        if (procs.loading === id) {
                 procs.again = true;
                 return;
         }
-        const id = current.id;
-        procs.loading = true;
+        procs.loading = id;
         try {
                 do {
                         procs.again = false;
@@ -756,7 +757,8 @@ async function loadProcesses() {
                 if (current && current.id === id)
                         showError("proc-error", e);
         } finally {
-                procs.loading = false;
+                if (procs.loading === id)
+                        procs.loading = null;
         }
 }
 
@@ -765,6 +767,13 @@ function onLiveRow(row) {
         if (typeof row.operation === "string" && row.operation.startsWith("process."))
                 loadProcesses();
 }
+
+// A key without `log.read` has no watch stream to say when the list changes: for it, and only for it, the
+// list is loaded again every few seconds while the tab is visible.
+setInterval(() => {
+        if (apiKey() && current && keyActions && !keyActions.has("log.read") && document.visibilityState === "visible")
+                loadProcesses();
+}, 5000);
 
 function updateProcess(p) {
         const i = procs.list.findIndex((x) => x.id === p.id);
