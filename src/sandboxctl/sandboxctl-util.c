@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,19 @@
 #include "sandboxctl-util.h"
 #include "time-util.h"
 #include "utf8-util.h"
+
+int fail_usage(const char *verb, const char *fmt, ...) {
+        va_list ap;
+
+        fputs("sandboxctl: ", stderr);
+        if (verb)
+                fprintf(stderr, "%s: ", verb);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return EXIT_USAGE;
+}
 
 int parse_uint64(const char *s, uint64_t *ret) {
         uint64_t v = 0;

@@ -9,6 +9,14 @@
 
 #include "egress-policy.h"
 #include "io-util.h" /* loop_write(), which sandboxctl uses everywhere */
+#include "macro.h"
+
+/* sandboxctl's exit status for bad usage: an unknown option, a missing or malformed argument. */
+#define EXIT_USAGE 2
+
+/* "sandboxctl: VERB: message" (just "sandboxctl: message" when verb is NULL) on stderr; returns
+ * EXIT_USAGE, for "return fail_usage(...)". */
+_printf_(2, 3) int fail_usage(const char *verb, const char *fmt, ...);
 
 /* Enough for "Wed 2026-12-02 15:39:31 CEST" with room for long zone names. */
 #define FORMAT_TIMESTAMP_MAX 64
