@@ -17,7 +17,6 @@
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
-
 typedef enum JsonMode {
         JSON_NONE,
         JSON_SHORT,
@@ -126,7 +125,8 @@ int verb_api_key(int argc, char *argv[]) {
                         break;
                 case ARG_TTL:
                         if (parse_sec(optarg, &ttl_usec) < 0 || ttl_usec < USEC_PER_SEC)
-                                return fail_usage("api-key", "--ttl: expected a time such as 30min, 2h or 1d");
+                                return fail_usage("api-key",
+                                                  "--ttl: expected a time such as 30min, 2h or 1d");
                         break;
                 case ARG_NAME:
                         name = optarg;
@@ -147,7 +147,8 @@ int verb_api_key(int argc, char *argv[]) {
                 }
         /* GNU getopt permutes: options may come before or after the sub-verb and its id */
         if (optind >= argc)
-                return fail_usage("api-key", "expected create, list or revoke (see sandboxctl api-key --help)");
+                return fail_usage("api-key",
+                                  "expected create, list or revoke (see sandboxctl api-key --help)");
         const char *verb = argv[optind];
         int rest = argc - optind;
         if (rest > 1 && !streq(verb, "revoke"))

@@ -591,7 +591,8 @@ int verb_tool(int argc, char *argv[]) {
                         else if (streq(optarg, "off"))
                                 arg_json = JSON_NONE;
                         else
-                                return fail_usage(arg_verb, "--json: expected short, pretty or off, got '%s'", optarg);
+                                return fail_usage(arg_verb,
+                                                  "--json: expected short, pretty or off, got '%s'", optarg);
                         break;
                 case ARG_OVERWRITE:
                         o.overwrite = true;
@@ -606,7 +607,8 @@ int verb_tool(int argc, char *argv[]) {
                         break;
                 case ARG_RANGE:
                         if (parse_range(optarg, &o.start, &o.end) < 0)
-                                return fail_usage(arg_verb, 
+                                return fail_usage(
+                                        arg_verb,
                                         "--range: expected A:B with 1 <= A <= B (either may be empty), "
                                         "got '%s'",
                                         optarg);
@@ -622,7 +624,8 @@ int verb_tool(int argc, char *argv[]) {
                         break;
                 case ARG_MAX:
                         if (parse_uint64(optarg, &u) < 0 || u == 0 || u > 1000000)
-                                return fail_usage(arg_verb, "--max-results: expected 1 to 1000000, got '%s'", optarg);
+                                return fail_usage(arg_verb, "--max-results: expected 1 to 1000000, got '%s'",
+                                                  optarg);
                         o.max_results = (uint32_t) u;
                         break;
                 default:

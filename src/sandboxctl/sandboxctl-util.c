@@ -103,6 +103,57 @@ int parse_env_assignment(const char *s, char **ret_key, char **ret_value) {
         return 0;
 }
 
+int env_list_add(EnvVar **list, size_t *n, const char *assignment) {
+        _cleanup_free_ char *k = NULL, *v = NULL;
+        EnvVar *l;
+        int r;
+
+        r = parse_env_assignment(assignment, &k, &v);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*list)[i].key, k)) {
+                        free((*list)[i].value);
+                        (*list)[i].value = TAKE_PTR(v);
+                        return 0;
+                }
+        l = reallocarray(*list, *n + 1, sizeof(EnvVar));
+        if (!l)
+                return -ENOMEM;
+        *list = l;
+        l[(*n)++] = (EnvVar) { .key = TAKE_PTR(k), .value = TAKE_PTR(v) };
+        return 0;
+}
+
+void env_list_free(EnvVar **list, size_t *n) {
+        for (size_t i = 0; i < *n; i++) {
+                free((*list)[i].key);
+                free((*list)[i].value);
+        }
+        free(*list);
+        *list = NULL;
+        *n = 0;
+}
+
+int bus_append_env(sd_bus_message *m, const EnvVar *env, size_t n) {
+        int r;
+
+        if (n == 0)
+                return 0;
+        r = sd_bus_message_open_container(m, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", "env");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'v', "a{ss}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "{ss}");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(m, "{ss}", env[i].key, env[i].value);
+        for (unsigned i = 0; r >= 0 && i < 3; i++)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
 char **split_commas(const char *s) {
         size_t n = 1;
         for (const char *p = s; *p; p++)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <systemd/sd-bus.h>
 
 #include "egress-policy.h"
 #include "io-util.h" /* loop_write(), which sandboxctl uses everywhere */
@@ -34,6 +35,21 @@ int parse_mode(const char *s, uint32_t *ret);
 /* "KEY=VALUE" with a non-empty KEY free of '=' and NUL-free by construction; VALUE may be empty.
  * Returns 0 and fresh copies, -EINVAL for bad syntax, -ENOMEM. */
 int parse_env_assignment(const char *s, char **ret_key, char **ret_value);
+
+/* --env=KEY=VALUE options (exec, start), in the order given. */
+typedef struct EnvVar {
+        char *key;
+        char *value;
+} EnvVar;
+
+/* Adds "KEY=VALUE" (as parse_env_assignment() takes it) to *list; a KEY given again replaces its value,
+ * as in a shell. Returns 0, -EINVAL for bad syntax (the list unchanged), or -ENOMEM. */
+int env_list_add(EnvVar **list, size_t *n, const char *assignment);
+void env_list_free(EnvVar **list, size_t *n);
+
+/* Appends the entry {"env": a{ss}} to the a{sv} of options open in m (Exec's and StartProcess's);
+ * nothing if n is 0. Returns 0 or a negative errno. */
+int bus_append_env(sd_bus_message *m, const EnvVar *env, size_t n);
 
 /* A comma-separated list ("--actions=exec,file.read") as a NULL-terminated list, empty items dropped.
  * NULL on ENOMEM. */

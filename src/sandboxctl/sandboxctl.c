@@ -60,11 +60,6 @@ typedef enum JsonMode {
         JSON_PRETTY,
 } JsonMode;
 
-typedef struct EnvVar {
-        char *key;
-        char *value;
-} EnvVar;
-
 static bool arg_legend = true;
 static bool arg_quiet = false;
 static const char *arg_host = NULL;
@@ -159,13 +154,7 @@ static void env_free_all(void) {
         free(arg_deny);
         arg_deny = NULL;
         arg_n_deny = 0;
-        for (size_t i = 0; i < arg_n_env; i++) {
-                free(arg_env[i].key);
-                free(arg_env[i].value);
-        }
-        free(arg_env);
-        arg_env = NULL;
-        arg_n_env = 0;
+        env_list_free(&arg_env, &arg_n_env);
 }
 
 /* "sandboxctl: VERB: message", returning r (a negative errno) for "return log_error(...)". */
@@ -919,21 +908,9 @@ static int append_exec_options(sd_bus_message *m, const char *stdin_data, size_t
         if (arg_cwd && (r = append_dict_string(m, "cwd", arg_cwd)) < 0)
                 return r;
 
-        if (arg_n_env > 0) {
-                r = sd_bus_message_open_container(m, 'e', "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", "env");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'v', "a{ss}");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'a', "{ss}");
-                for (size_t i = 0; r >= 0 && i < arg_n_env; i++)
-                        r = sd_bus_message_append(m, "{ss}", arg_env[i].key, arg_env[i].value);
-                for (unsigned i = 0; r >= 0 && i < 3; i++)
-                        r = sd_bus_message_close_container(m);
-                if (r < 0)
-                        return r;
-        }
+        r = bus_append_env(m, arg_env, arg_n_env);
+        if (r < 0)
+                return r;
 
         if (have_stdin) {
                 r = sd_bus_message_open_container(m, 'e', "sv");
@@ -1367,8 +1344,8 @@ static int path_join_basename(const char *verb, const char *dir, const char *oth
         char *joined;
 
         if (!base || streq(base, "-"))
-                return fail_usage(NULL, "%s: cannot derive a file name from '%s'; name the target file", verb,
-                                 other);
+                return fail_usage(NULL, "%s: cannot derive a file name from '%s'; name the target file",
+                                  verb, other);
 
         if (asprintf(&joined, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", base) < 0)
                 return log_error(-ENOMEM, verb, "Out of memory");
@@ -1388,11 +1365,12 @@ static int verb_cp(char **args, size_t n_args) {
         if (src_remote < 0 || dst_remote < 0)
                 return log_error(-ENOMEM, "cp", "Out of memory");
         if (src_remote && dst_remote)
-                return fail_usage(NULL, "cp: copying from one sandbox to another is not supported; go through a "
-                                 "local file");
+                return fail_usage(NULL,
+                                  "cp: copying from one sandbox to another is not supported; go through a "
+                                  "local file");
         if (!src_remote && !dst_remote)
                 return fail_usage(NULL, "cp: one of SRC and DST must be ID:PATH (ID being a sandbox id like "
-                                 "sb_abcdefghij)");
+                                        "sb_abcdefghij)");
 
         if (dst_remote) {
                 _cleanup_free_ char *data = NULL, *target = NULL;
@@ -1978,20 +1956,22 @@ static int verb_log(char **args, size_t n_args) {
         if (arg_output > 0 &&
             (n_args > 1 || arg_follow || arg_filter.operation || arg_filter.event || arg_filter.account_id ||
              arg_filter.source || arg_filter.since || arg_filter.until))
-                return fail_usage(NULL, "log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
-                                 "or filters");
+                return fail_usage(NULL,
+                                  "log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
+                                  "or filters");
 
         if (arg_verify &&
             (arg_output > 0 || n_args > 1 || arg_follow || arg_export || arg_filter.operation ||
              arg_filter.event || arg_filter.account_id || arg_filter.source || arg_filter.since ||
              arg_filter.until))
                 return fail_usage(NULL, "log: --verify checks the whole log; it takes no SANDBOX, --output, "
-                                 "--export, --follow or filters");
+                                        "--export, --follow or filters");
         if (arg_export &&
             (arg_output > 0 || arg_filter.operation || arg_filter.event || arg_filter.account_id ||
              arg_filter.source || arg_filter.since || arg_filter.until || arg_json != JSON_OFF))
-                return fail_usage(NULL, "log: --export=DIR takes only SANDBOX and --follow (it exports every row "
-                                 "of the log, or of SANDBOX, as JSON lines)");
+                return fail_usage(NULL,
+                                  "log: --export=DIR takes only SANDBOX and --follow (it exports every row "
+                                  "of the log, or of SANDBOX, as JSON lines)");
 
         r = acquire_bus("log", &bus);
         if (r < 0)
@@ -2270,28 +2250,12 @@ enum {
 };
 
 static int add_env(const char *assignment) {
-        _cleanup_free_ char *k = NULL, *v = NULL;
-        int r;
+        int r = env_list_add(&arg_env, &arg_n_env, assignment);
 
-        r = parse_env_assignment(assignment, &k, &v);
         if (r == -ENOMEM)
                 return log_error(r, "exec", "Out of memory");
         if (r < 0)
                 return fail_usage(NULL, "--env: expected KEY=VALUE, got '%s'", assignment);
-
-        /* A repeated key replaces the earlier value, as in a shell. */
-        for (size_t i = 0; i < arg_n_env; i++)
-                if (streq(arg_env[i].key, k)) {
-                        free(arg_env[i].value);
-                        arg_env[i].value = TAKE_PTR(v);
-                        return 0;
-                }
-
-        EnvVar *n = reallocarray(arg_env, arg_n_env + 1, sizeof(EnvVar));
-        if (!n)
-                return log_error(-ENOMEM, "exec", "Out of memory");
-        arg_env = n;
-        arg_env[arg_n_env++] = (EnvVar) { .key = TAKE_PTR(k), .value = TAKE_PTR(v) };
         return 0;
 }
 
@@ -2402,7 +2366,8 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                                 puts("short\npretty\noff");
                                 return 0;
                         } else
-                                return fail_usage(NULL, "--json: expected short, pretty or off, got '%s'", optarg);
+                                return fail_usage(NULL, "--json: expected short, pretty or off, got '%s'",
+                                                  optarg);
                         break;
 
                 case 'H':
@@ -2415,9 +2380,10 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_NAME:
                         if (!name_is_valid(optarg))
-                                return fail_usage(NULL, "--name: invalid name '%s' (1..%d characters of "
-                                                 "A-Z a-z 0-9 . _ -, not starting with . or -)",
-                                                 optarg, SANDBOX_NAME_MAX);
+                                return fail_usage(NULL,
+                                                  "--name: invalid name '%s' (1..%d characters of "
+                                                  "A-Z a-z 0-9 . _ -, not starting with . or -)",
+                                                  optarg, SANDBOX_NAME_MAX);
                         arg_name = optarg;
                         break;
 
@@ -2435,14 +2401,16 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_NETWORK:
                         if (!streq(optarg, "host") && !streq(optarg, "none") && !streq(optarg, "egress"))
-                                return fail_usage(NULL, "--network: expected none, egress or host, got '%s'", optarg);
+                                return fail_usage(NULL, "--network: expected none, egress or host, got '%s'",
+                                                  optarg);
                         arg_network = optarg;
                         break;
 
                 case ARG_ALLOW:
                 case ARG_DENY:
                         if (isempty(optarg))
-                                return fail_usage(NULL, "--%s: empty entry", c == ARG_ALLOW ? "allow" : "deny");
+                                return fail_usage(NULL, "--%s: empty entry",
+                                                  c == ARG_ALLOW ? "allow" : "deny");
                         r = c == ARG_ALLOW ? add_policy_entry(&arg_allow, &arg_n_allow, optarg)
                                            : add_policy_entry(&arg_deny, &arg_n_deny, optarg);
                         if (r < 0)
@@ -2452,7 +2420,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 case ARG_EGRESS_DEFAULT:
                         if (!streq(optarg, "deny") && !streq(optarg, "allow"))
                                 return fail_usage(NULL, "--egress-default: expected deny or allow, got '%s'",
-                                                 optarg);
+                                                  optarg);
                         arg_egress_default = optarg;
                         break;
 
@@ -2478,9 +2446,10 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 case ARG_MEMORY_MAX:
                         r = parse_size(optarg, &arg_memory_max);
                         if (r < 0 || arg_memory_max == 0)
-                                return fail_usage(NULL, "--memory-max: invalid size '%s' (bytes, or with a K, M, "
-                                                 "G, T suffix)",
-                                                 optarg);
+                                return fail_usage(NULL,
+                                                  "--memory-max: invalid size '%s' (bytes, or with a K, M, "
+                                                  "G, T suffix)",
+                                                  optarg);
                         break;
 
                 case ARG_TASKS_MAX:
@@ -2553,7 +2522,8 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         uint64_t *t = c == ARG_SINCE ? &arg_filter.since : &arg_filter.until;
 
                         if (parse_rfc3339_usec(optarg, t) < 0 || *t == 0)
-                                return fail_usage(NULL, 
+                                return fail_usage(
+                                        NULL,
                                         "--%s: expected an RFC 3339 time like "
                                         "2026-12-02T15:39:31Z or 2026-12-02T16:39:31.5+01:00, got '%s'",
                                         c == ARG_SINCE ? "since" : "until", optarg);
@@ -2594,9 +2564,10 @@ done:
         if (arg_filter.since > 0 && arg_filter.until > 0 && arg_filter.since >= arg_filter.until)
                 return fail_usage(NULL, "--since must be earlier than --until");
         if (arg_policy_given() && arg_network && !streq(arg_network, "egress"))
-                return fail_usage(NULL, "--allow, --deny and --egress-default are an egress policy: they need "
-                                 "--network=egress (which they imply), not --network=%s",
-                                 arg_network);
+                return fail_usage(NULL,
+                                  "--allow, --deny and --egress-default are an egress policy: they need "
+                                  "--network=egress (which they imply), not --network=%s",
+                                  arg_network);
 
         *ret_args = TAKE_PTR(args);
         *ret_n_args = n_args;
@@ -2674,7 +2645,7 @@ int main(int argc, char *argv[]) {
                 r = fail_usage(NULL, "unknown command '%s' (see sandboxctl --help)", a[0]);
         else if (n < verb->min_args || n > verb->max_args)
                 r = fail_usage(NULL, "%s: too %s arguments; usage: sandboxctl %s", verb->name,
-                              n < verb->min_args ? "few" : "many", verb->usage);
+                               n < verb->min_args ? "few" : "many", verb->usage);
         else {
                 r = verb->dispatch(a, n);
                 if (fflush(stdout) != 0 && r >= 0)
