@@ -19,6 +19,7 @@
 #include "audit-export.h"
 #include "io-util.h"
 #include "macro.h"
+#include "sandboxctl-util.h"
 #include "sandboxd-bus.h"
 
 #define JSONL_NAME    "audit.jsonl"
@@ -504,10 +505,6 @@ static int on_entry_added(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
         return 0;
 }
 
-static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        return sd_event_exit(sd_event_source_get_event(s), 0);
-}
-
 int log_export(sd_bus *bus, const char *dir, const char *session_id, bool follow, bool quiet) {
         _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
@@ -542,30 +539,11 @@ int log_export(sd_bus *bus, const char *dir, const char *session_id, bool follow
                 return fail(-errno, "%s/%s: %m", dir, JSONL_NAME);
 
         if (follow) {
-                sigset_t mask;
-
                 /* Subscribe before catching up: a row stored in between arrives as a signal. */
-                r = sd_bus_match_signal(bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
-                                        "EntryAdded", on_entry_added, &e);
+                r = follow_log_entries(bus, on_entry_added, &e, &slot, &event);
                 if (r < 0)
-                        return fail(r, "Failed to subscribe to EntryAdded: %s", strerror(-r));
-                r = sd_event_default(&event);
-                if (r >= 0)
-                        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-                if (r >= 0)
-                        r = sd_bus_set_exit_on_disconnect(bus, true);
-                if (r >= 0) {
-                        sigemptyset(&mask);
-                        sigaddset(&mask, SIGINT);
-                        sigaddset(&mask, SIGTERM);
-                        r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
-                }
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGINT, on_signal, NULL);
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGTERM, on_signal, NULL);
-                if (r < 0)
-                        return fail(r, "Failed to set up the event loop: %s", strerror(-r));
+                        return fail(r, "Failed to follow the audit log (EntryAdded, event loop): %s",
+                                    strerror(-r));
         }
 
         r = catch_up(&e, 0);

@@ -2,6 +2,7 @@
 /* sandboxctl's pure helpers: argument syntax, output formatting and plain fd I/O (no bus, testable). */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 
 #include "macro.h"
 #include "sandbox-id.h"
+#include "sandboxd-bus.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
 #include "utf8-util.h"
@@ -755,4 +757,45 @@ json_object *egress_policy_json(const EgressPolicy *p) {
         json_object_object_add(o, "allow", allow);
         json_object_object_add(o, "deny", deny);
         return o;
+}
+
+static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+int follow_log_entries(sd_bus *bus, sd_bus_message_handler_t on_entry, void *userdata,
+                       sd_bus_slot **ret_slot, sd_event **ret_event) {
+        sd_bus_slot *slot = NULL;
+        sd_event *event = NULL;
+        sigset_t mask;
+        int r;
+
+        r = sd_bus_match_signal(bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
+                                "EntryAdded", on_entry, userdata);
+        if (r >= 0)
+                r = sd_event_default(&event);
+        if (r >= 0)
+                r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = sd_bus_set_exit_on_disconnect(bus, true);
+        if (r >= 0) {
+                sigemptyset(&mask);
+                sigaddset(&mask, SIGINT);
+                sigaddset(&mask, SIGTERM);
+                r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
+        }
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGINT, on_stop_signal, NULL);
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGTERM, on_stop_signal, NULL);
+        if (r < 0) {
+                if (event)
+                        (void) sd_bus_detach_event(bus);
+                sd_event_unref(event);
+                sd_bus_slot_unref(slot);
+                return r;
+        }
+        *ret_slot = slot;
+        *ret_event = event;
+        return 0;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 
 #include "egress-policy.h"
 #include "io-util.h" /* loop_write(), which sandboxctl uses everywhere */
@@ -85,6 +86,13 @@ int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size);
 int exec_exit_status(int32_t exit_code, int32_t signal, bool timed_out, bool oom_killed);
 
 /* --- log ----------------------------------------------------------------------------------------- */
+
+/* "log --follow" and "log --export --follow": subscribes on_entry to the logger's EntryAdded (do it before
+ * catching up with GetLog: a row stored in between then arrives as a signal, and is not lost), and makes
+ * the default event loop for the bus, which SIGINT and SIGTERM (blocked, for the loop) end with 0 and
+ * the bus's disconnection ends too. Returns 0, or a negative errno with the outputs untouched. */
+int follow_log_entries(sd_bus *bus, sd_bus_message_handler_t on_entry, void *userdata,
+                       sd_bus_slot **ret_slot, sd_event **ret_event);
 
 /* "Dec 02 16:03:09.590". */
 #define FORMAT_LOG_TIME_MAX 32

@@ -1785,10 +1785,6 @@ static int on_entry_added(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
         return 0;
 }
 
-static int on_log_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        return sd_event_exit(sd_event_source_get_event(s), 0);
-}
-
 /* Returned by the event loop when sd-bus saw the connection close (sd_bus_set_exit_on_disconnect()). */
 #define LOG_EXIT_DISCONNECTED 1
 
@@ -1999,32 +1995,13 @@ static int verb_log(char **args, size_t n_args) {
         }
 
         if (arg_follow) {
-                sigset_t mask;
-
                 /* Subscribe before asking for the page: a row stored in between then arrives as a signal
                  * and is not lost; one in both is printed once, by id. */
-                r = sd_bus_match_signal(bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
-                                        "EntryAdded", on_entry_added, &printer);
+                r = follow_log_entries(bus, on_entry_added, &printer, &slot, &event);
                 if (r < 0)
-                        return log_error(r, "log", "Failed to subscribe to EntryAdded: %s", strerror(-r));
-
-                r = sd_event_default(&event);
-                if (r >= 0)
-                        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-                if (r >= 0)
-                        r = sd_bus_set_exit_on_disconnect(bus, true);
-                if (r >= 0) {
-                        sigemptyset(&mask);
-                        sigaddset(&mask, SIGINT);
-                        sigaddset(&mask, SIGTERM);
-                        r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
-                }
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGINT, on_log_signal, NULL);
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGTERM, on_log_signal, NULL);
-                if (r < 0)
-                        return log_error(r, "log", "Failed to set up the event loop: %s", strerror(-r));
+                        return log_error(r, "log",
+                                         "Failed to follow the audit log (EntryAdded, event loop): %s",
+                                         strerror(-r));
         }
 
         rows = json_object_new_array();
