@@ -199,8 +199,27 @@ static int call(sd_bus *bus, sd_bus_message *m, sd_bus_message **reply) {
         return 0;
 }
 
+/* Calls m, whose reply is one a{sv} of info (the tools that change a file), and prints it with --json. */
+static int call_print_info(sd_bus *bus, sd_bus_message *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        json_object *info;
+        int r;
+
+        r = call(bus, m, &reply);
+        if (r < 0)
+                return r;
+        info = json_object_new_object();
+        if (!info)
+                return -ENOMEM;
+        r = read_info(reply, info);
+        if (r >= 0 && arg_json)
+                print_json(info);
+        json_object_put(info);
+        return r;
+}
+
 static int verb_file_create(sd_bus *bus, char **args, const Options *o) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         _cleanup_free_ char *data = NULL;
         _cleanup_close_ int memfd = -EBADF;
         size_t size = 0;
@@ -235,15 +254,7 @@ static int verb_file_create(sd_bus *bus, char **args, const Options *o) {
                 r = sd_bus_message_close_container(m);
         if (r < 0)
                 return r;
-        r = call(bus, m, &reply);
-        if (r < 0)
-                return r;
-        json_object *info = json_object_new_object();
-        r = read_info(reply, info);
-        if (r >= 0 && arg_json)
-                print_json(info);
-        json_object_put(info);
-        return r;
+        return call_print_info(bus, m);
 }
 
 static int verb_view(sd_bus *bus, char **args, const Options *o) {
@@ -286,7 +297,7 @@ static int verb_view(sd_bus *bus, char **args, const Options *o) {
 }
 
 static int verb_str_replace_or_insert(sd_bus *bus, char **args, bool insert) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         uint64_t line = 0;
         int r;
 
@@ -305,15 +316,7 @@ static int verb_str_replace_or_insert(sd_bus *bus, char **args, bool insert) {
                 r = sd_bus_message_append(m, "a{sv}", 0);
         if (r < 0)
                 return r;
-        r = call(bus, m, &reply);
-        if (r < 0)
-                return r;
-        json_object *info = json_object_new_object();
-        r = read_info(reply, info);
-        if (r >= 0 && arg_json)
-                print_json(info);
-        json_object_put(info);
-        return r;
+        return call_print_info(bus, m);
 }
 
 static int append_list_options(sd_bus_message *m, const Options *o, bool grep) {
