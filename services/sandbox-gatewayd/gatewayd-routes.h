@@ -75,4 +75,5 @@ int route_takeover_recording(Request *r);
 /* API keys */
 int route_key_create(Request *r);
 int route_key_list(Request *r);
+int route_key_self(Request *r);
 int route_key_revoke(Request *r);
