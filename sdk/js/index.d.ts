@@ -190,9 +190,100 @@ export declare class Files {
         insert(args: Record<string, unknown>, opts?: RequestOptions): Promise<any>;
 }
 
+/** The gateway's process object (GET …/processes/{p}). */
+export interface ProcessInfo {
+        id: string;
+        sandbox: string;
+        state: "running" | "exited" | "killed" | "timed-out";
+        /** null while it runs; 128 + the signal for one ended by a signal */
+        exit_code: number | null;
+        pid: number;
+        started_at: string;
+        argv: string[];
+        unit: string;
+}
+
+export interface StartProcessOptions extends RequestOptions {
+        cwd?: string;
+        env?: Record<string, string>;
+        /** Its runtime limit in seconds (default the type's longest). */
+        timeout?: number;
+}
+
+/** A piece of output as the process wrote it; offset: where it starts in its stream (bytes). */
+export interface OutputChunk<T = string> {
+        stream: "stdout" | "stderr";
+        data: T;
+        offset: number;
+}
+
+export interface ProcessExit {
+        exitCode: number;
+        state: "exited" | "killed" | "timed-out";
+}
+
+export interface FollowOptions {
+        stream?: "both" | "stdout" | "stderr";
+        binary?: boolean;
+        /** A number, or a position "<stdout offset>:<stderr offset>" (an earlier follow's position). */
+        offset?: number | string;
+        signal?: AbortSignal;
+        /** Base delay between reconnects (default 500 ms, growing with consecutive failures). */
+        retryDelayMs?: number;
+        /** Consecutive failed reconnects before giving up with ConnectionError (default 10). */
+        maxRetries?: number;
+}
+
+export declare class OutputFollow<T = string> implements AsyncIterable<OutputChunk<T>> {
+        stream: "both" | "stdout" | "stderr";
+        binary: boolean;
+        /** After the last chunk: "<stdout offset>:<stderr offset>", sent as Last-Event-ID when reconnecting. */
+        position: string | null;
+        /** How it ended, once the iteration finished at its end. */
+        exit: ProcessExit | null;
+        reconnects: number;
+        close(): void;
+        [Symbol.asyncIterator](): AsyncIterator<OutputChunk<T>>;
+}
+
+export declare class Process implements AsyncIterable<OutputChunk<string>> {
+        info: ProcessInfo;
+        id: string;
+        sandboxId: string;
+        state: ProcessInfo["state"];
+        exitCode: number | null;
+        pid: number;
+        startedAt: string;
+        argv: string[];
+        unit: string;
+        readonly running: boolean;
+        refresh(opts?: RequestOptions): Promise<this>;
+        follow(opts: FollowOptions & { binary: true }): OutputFollow<Uint8Array>;
+        follow(opts?: FollowOptions): OutputFollow<string>;
+        /** Both streams from the start until it ends: `for await (const chunk of proc)`. */
+        [Symbol.asyncIterator](): AsyncIterator<OutputChunk<string>>;
+        output(stream: "stdout" | "stderr", opts: RequestOptions & { binary: true }): Promise<Uint8Array>;
+        output(stream?: "stdout" | "stderr", opts?: RequestOptions & { binary?: false }): Promise<string>;
+        /** timeout in seconds: past it, Timeout (code "client_timeout"), and the process goes on. */
+        wait(opts?: RequestOptions & { timeout?: number }): Promise<ProcessExit>;
+        kill(signal?: string | number, opts?: RequestOptions): Promise<this>;
+        /** SIGTERM, then SIGKILL 5 s later if it still runs; resolves once it has ended. */
+        stop(opts?: RequestOptions): Promise<this>;
+        write(data: string | Uint8Array | ArrayBuffer, opts?: RequestOptions): Promise<void>;
+        closeStdin(opts?: RequestOptions): Promise<void>;
+}
+
+export declare class Processes {
+        /** A string runs by /bin/sh -c; an array is the argv. */
+        start(command: string | string[], opts?: StartProcessOptions): Promise<Process>;
+        list(opts?: RequestOptions): Promise<Process[]>;
+        get(id: string, opts?: RequestOptions): Promise<Process>;
+}
+
 export declare class Sandbox {
         readonly client: Client;
         readonly files: Files;
+        readonly processes: Processes;
         info: SandboxInfo;
         id: string;
         name: string;

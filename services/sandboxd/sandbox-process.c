@@ -106,14 +106,17 @@ static void attach_kick(ProcessAttach *a) {
         if (a->pos < output_ring_first_offset(r))
                 a->pos = output_ring_first_offset(r); /* the reader fell behind the ring: dropped */
         if (a->pos < r->total) {
-                (void) sd_event_source_set_enabled(a->source, SD_EVENT_ON);
+                (void) sd_event_source_set_io_events(a->source, EPOLLOUT);
                 return;
         }
         if (r->ended) {
                 attach_free(a);
                 return;
         }
-        (void) sd_event_source_set_enabled(a->source, SD_EVENT_OFF);
+        /* Nothing to write: not EPOLLOUT (it would spin), but still watched, as epoll reports EPOLLERR
+         * without being asked: a reader that goes while the process is quiet is dropped at once, not at
+         * its next write, and does not hold one of the PROCESS_ATTACH_MAX places meanwhile. */
+        (void) sd_event_source_set_io_events(a->source, 0);
 }
 
 static void output_kick_attaches(ProcessOutput *o) {

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # A revoked or expired API key loses its open streams (issue 21, items 4 and 5): takeover WebSockets close
-# with 1008 and SSE streams (watch, streamed exec) end with an error event within a second, whether the
-# revocation came through the same gateway process (REST, or the Keys bus interface that sandboxctl uses)
-# or through another one sharing keys.db.
+# with 1008 and SSE streams (watch, streamed exec, a process's output follow) end with an error event within
+# a second, whether the revocation came through the same gateway process (REST, or the Keys bus interface
+# that sandboxctl uses) or through another one sharing keys.db.
 import json
 import selectors
 import socket
@@ -240,19 +240,43 @@ def test_expired_key_ends_its_watch(mgr, sandbox, gateway):
     assert_cut(w, "The API key has expired.")
 
 
+def revoke_after_output(rd, key):
+    """Once rd (a streamed exec or a process follow) has output, the key is revoked: the stream is cut
+    within BOUND by the 401 error event, with no exit event."""
+    read_until(rd, lambda: any(e["event"] == "stdout" for e in rd.events))
+    t0 = time.monotonic()
+    ctl_revoke(key["id"])
+    t1 = read_until(rd, lambda: rd.events[-1]["event"] == "error")
+    assert t1 - t0 < BOUND, f"ended {t1 - t0:.3f} s after the revocation"
+    assert_cut(rd, "The API key has been revoked.")
+    assert not any(e["event"] == "exit" for e in rd.events)
+
+
 def test_revoked_key_ends_a_streamed_exec(mgr, sandbox, gateway):
     sid, _ = sandbox()
     secret, key = admin_key()
     body = json.dumps({"command": "echo started; sleep 30; echo never"}).encode()
     x = open_sse(8790, "POST", f"/v1/sandboxes/{sid}/exec?stream=true", secret, body)
-    read_until(x, lambda: any(e["event"] == "stdout" for e in x.events))
-    t0 = time.monotonic()
-    ctl_revoke(key["id"])
-    t1 = read_until(x, lambda: x.events[-1]["event"] == "error")
-    assert t1 - t0 < BOUND, f"ended {t1 - t0:.3f} s after the revocation"
-    assert_cut(x, "The API key has been revoked.")
-    assert not any(e["event"] == "exit" for e in x.events)
+    revoke_after_output(x, key)
     # nobody reads it any more: the command is cancelled
     rows = wait_for(lambda: [r for r in audit_log(sid, operation="exec") if r["event"] == "cancelled"],
                     timeout=10, what="the streamed Exec's row saying cancelled")
     assert len(rows) == 1 and json.loads(rows[0]["detail"])["streamed"], rows
+
+
+def test_revoked_key_ends_a_process_follow(mgr, sandbox, gateway):
+    """A follow of a process's output is cut like a watch; the process itself goes on."""
+    sid, _ = sandbox()
+    secret, key = admin_key()
+    auth = {"Authorization": f"Bearer {secret}"}
+    r = requests.post(f"{GW}/v1/sandboxes/{sid}/processes", json={"argv": ["sh", "-c", "echo up; exec cat"]},
+                      headers=auth, timeout=60)
+    assert r.status_code == 201, r.text
+    pid = r.json()["id"]
+    f = open_sse(8790, "GET", f"/v1/sandboxes/{sid}/processes/{pid}/output?follow=true&stream=both", secret)
+    revoke_after_output(f, key)
+    r = requests.get(f"{GW}/v1/sandboxes/{sid}/processes/{pid}",
+                     headers={"Authorization": f"Bearer {gateway['admin']}"}, timeout=60)
+    assert r.status_code == 200 and r.json()["state"] == "running", r.text
+    r = requests.get(f"{GW}/v1/sandboxes/{sid}/processes/{pid}/output", headers=auth, timeout=60)
+    assert r.status_code == 401

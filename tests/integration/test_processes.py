@@ -212,6 +212,36 @@ def test_attach_reader_that_goes_away(mgr, sandbox):
     assert wait(mgr, sid, pid)[0] == 137
 
 
+def test_attach_readers_that_go_while_it_is_quiet(mgr, sandbox):
+    """Readers that close their ends while the process writes nothing are dropped at once: their places
+    among the 8 are free again before it writes another byte."""
+    import os
+    sid, _ = sandbox()
+    pid, _ = start(mgr, sid, ["sh", "-c", "echo up; exec cat"])
+    output_until(mgr, sid, pid, b"up\n")
+    fds = [attach(mgr, sid, pid)[1] for _ in range(8)]
+    for fd in fds:
+        assert os.read(fd, 3) == b"up\n"
+    with pytest.raises(dbus.DBusException) as e:
+        attach(mgr, sid, pid)
+    assert dbus_error(e)[0] == "org.sandboxd.sandbox1.LimitExceeded"
+    for fd in fds:
+        os.close(fd)
+
+    def attached():
+        try:
+            return attach(mgr, sid, pid)[1]
+        except dbus.DBusException as e:
+            assert e.get_dbus_name() == "org.sandboxd.sandbox1.LimitExceeded", e
+            return None
+    fd = wait_for(attached, what="a place among the 8 again")
+    # still quiet, and the new reader gets what follows
+    assert read(mgr, sid, pid)[0] == b"up\n"
+    write(mgr, sid, pid, b"more\n", close=True)
+    assert read_to_eof(fd) == b"up\nmore\n"
+    assert wait(mgr, sid, pid)[0] == 0
+
+
 def test_stdin_round_trip(mgr, sandbox):
     sid, _ = sandbox()
     pid, path = start(mgr, sid, ["cat"])

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// The sandbox-gatewayd client: sandboxes, exec (plain and streamed), files and file tools, the audit log,
-// watch (SSE with resume), takeover (WebSocket) and API keys, over fetch() in Node 18+ and browsers.
+// The sandbox-gatewayd client: sandboxes, exec (plain and streamed), background processes, files and file tools,
+// the audit log, watch (SSE with resume), takeover (WebSocket) and API keys, over fetch() in Node 18+ and browsers.
 
 import * as errors from "./errors.js";
 import { ConnectionError, SandboxdError, Timeout, errorFromBody } from "./errors.js";
@@ -592,6 +592,7 @@ export class Sandbox {
                 Object.defineProperty(this, "client", { value: client, enumerable: false });
                 this._update(info);
                 Object.defineProperty(this, "files", { value: new Files(this), enumerable: false });
+                Object.defineProperty(this, "processes", { value: new Processes(this), enumerable: false });
         }
 
         _update(info) {
@@ -737,6 +738,59 @@ export class Sandbox {
         }
 }
 
+/*
+ * An SSE GET that is reopened after a dropped connection (or a gateway that is away: 5xx from 502 on)
+ * from resumeId(), sent as Last-Event-ID: yields each event but the error event, which ends it with the
+ * typed error, as a refusal (4xx) does. ctrl aborts it; after maxRetries consecutive failed reconnects
+ * it throws ConnectionError; onReconnect() runs before each reconnect.
+ */
+async function* resumingSse(client, path, { resumeId, ctrl, retryDelayMs = 500, maxRetries = 10, what, onReconnect }) {
+        let failures = 0;
+        for (;;) {
+                const headers = { Accept: "text/event-stream" };
+                const id = resumeId();
+                if (id !== null)
+                        headers["Last-Event-ID"] = id;
+                try {
+                        let res;
+                        try {
+                                res = await client._raw("GET", path, { headers, timeoutMs: null, signal: ctrl.signal });
+                        } catch (e) {
+                                /* Refusals (4xx) are final; an unreachable gateway is retried. */
+                                if (e instanceof ConnectionError || (e instanceof SandboxdError && e.status >= 502))
+                                        throw Object.assign(e, { _retry: true });
+                                throw e;
+                        }
+                        for await (const ev of parseSse(res.body)) {
+                                if (ev.event === "error") {
+                                        const b = JSON.parse(ev.data);
+                                        throw errorFromBody(b.status || 500, b, res.headers);
+                                }
+                                failures = 0;
+                                yield ev;
+                        }
+                        /* The server ended the stream: reconnect, as EventSource does. */
+                } catch (e) {
+                        if (ctrl.signal.aborted)
+                                return;
+                        if (e instanceof SandboxdError && !e._retry)
+                                throw e;
+                        if (e instanceof SyntaxError)
+                                throw e;
+                }
+                if (ctrl.signal.aborted)
+                        return;
+                if (++failures > maxRetries)
+                        throw new ConnectionError(`${what}: gave up after ${maxRetries} reconnects`, { code: "connection_error" });
+                onReconnect();
+                try {
+                        await sleep(retryDelayMs * Math.min(failures, 8), ctrl.signal);
+                } catch {
+                        return;
+                }
+        }
+}
+
 class Watch {
         constructor(sb, opts) {
                 this._sb = sb;
@@ -754,54 +808,214 @@ class Watch {
         }
 
         async *[Symbol.asyncIterator]() {
-                const { retryDelayMs = 500, maxRetries = 10 } = this._opts;
-                const path = `${this._sb._base}/watch`;
-                let failures = 0;
-                for (;;) {
-                        const headers = { Accept: "text/event-stream" };
-                        if (this.lastEventId !== null)
-                                headers["Last-Event-ID"] = this.lastEventId;
-                        try {
-                                let res;
-                                try {
-                                        res = await this._sb.client._raw("GET", path, {
-                                                headers, timeoutMs: null, signal: this._ctrl.signal,
-                                        });
-                                } catch (e) {
-                                        /* Refusals (4xx) are final; an unreachable gateway is retried. */
-                                        if (e instanceof ConnectionError || (e instanceof SandboxdError && e.status >= 502))
-                                                throw Object.assign(e, { _retry: true });
-                                        throw e;
-                                }
-                                for await (const ev of parseSse(res.body)) {
-                                        if (ev.event === "error") {
-                                                const b = JSON.parse(ev.data);
-                                                throw errorFromBody(b.status || 500, b, res.headers);
-                                        }
-                                        if (ev.event !== "entry")
-                                                continue;
-                                        failures = 0;
-                                        if (ev.id !== null)
-                                                this.lastEventId = ev.id;
-                                        yield JSON.parse(ev.data);
-                                }
-                                /* The server ended the stream cleanly: reconnect, as EventSource does. */
-                        } catch (e) {
-                                if (this._ctrl.signal.aborted)
-                                        return;
-                                if (e instanceof SandboxdError && !e._retry)
-                                        throw e;
-                                if (e instanceof SyntaxError)
-                                        throw e;
-                        }
-                        if (this._ctrl.signal.aborted)
-                                return;
-                        if (++failures > maxRetries)
-                                throw new ConnectionError(`watch: gave up after ${maxRetries} reconnects`, { code: "connection_error" });
-                        this.reconnects++;
-                        try {
-                                await sleep(retryDelayMs * Math.min(failures, 8), this._ctrl.signal);
-                        } catch {
+                const { retryDelayMs, maxRetries } = this._opts;
+                for await (const ev of resumingSse(this._sb.client, `${this._sb._base}/watch`, {
+                        resumeId: () => this.lastEventId, ctrl: this._ctrl, retryDelayMs, maxRetries, what: "watch",
+                        onReconnect: () => this.reconnects++,
+                })) {
+                        if (ev.event !== "entry")
+                                continue;
+                        if (ev.id !== null)
+                                this.lastEventId = ev.id;
+                        yield JSON.parse(ev.data);
+                }
+        }
+}
+
+/* --- background processes ------------------------------------------------------------------------- */
+
+class Processes {
+        constructor(sb) {
+                Object.defineProperty(this, "_sb", { value: sb, enumerable: false });
+        }
+
+        /**
+         * Starts a command in the background (a string for /bin/sh -c, or an argv array) and resolves to
+         * its handle once it runs. timeout: its runtime limit in seconds (default the type's longest).
+         */
+        async start(command, { cwd, env, timeout, signal } = {}) {
+                let argv;
+                if (typeof command === "string")
+                        argv = ["/bin/sh", "-c", command];
+                else if (Array.isArray(command))
+                        argv = command.map(String);
+                else
+                        throw new TypeError("processes.start: command must be a string or an array of strings");
+                const body = { argv };
+                if (cwd !== undefined) body.cwd = cwd;
+                if (env !== undefined) body.env = env;
+                if (timeout !== undefined) body.timeout_seconds = timeout;
+                return new Process(this._sb, await this._sb.client._json("POST", `${this._sb._base}/processes`,
+                                                                         { json: body, signal }));
+        }
+
+        /** All of them, oldest first, the ended ones too. */
+        async list({ signal } = {}) {
+                const r = await this._sb.client._json("GET", `${this._sb._base}/processes`, { signal });
+                return r.processes.map((p) => new Process(this._sb, p));
+        }
+
+        async get(id, { signal } = {}) {
+                return new Process(this._sb, await this._sb.client._json("GET", `${this._sb._base}/processes/${enc(id)}`,
+                                                                         { signal }));
+        }
+}
+
+/** A background process's handle; fields mirror the gateway's process object as of the last answer. */
+export class Process {
+        constructor(sb, info) {
+                Object.defineProperty(this, "_sb", { value: sb, enumerable: false });
+                this._update(info);
+        }
+
+        _update(info) {
+                this.info = info;
+                this.id = info.id;
+                this.sandboxId = info.sandbox ?? this._sb.id;
+                this.state = info.state;
+                this.exitCode = info.exit_code ?? null;
+                this.pid = info.pid;
+                this.startedAt = info.started_at;
+                this.argv = info.argv;
+                this.unit = info.unit;
+        }
+
+        get running() {
+                return this.state === "running";
+        }
+
+        get _base() {
+                return `${this._sb._base}/processes/${enc(this.id)}`;
+        }
+
+        async refresh({ signal } = {}) {
+                this._update(await this._sb.client._json("GET", this._base, { signal }));
+                return this;
+        }
+
+        /**
+         * The output as the process writes it: an async iterator of {stream, data, offset} (data a string,
+         * or bytes with binary), what is kept from offset (a number, or "<stdout offset>:<stderr offset>")
+         * on, then live, until the process ends. A dropped connection is reopened from the last chunk's
+         * position. opts: stream ("both", "stdout", "stderr"), binary, offset, signal, retryDelayMs,
+         * maxRetries.
+         */
+        follow(opts = {}) {
+                return new OutputFollow(this, opts);
+        }
+
+        [Symbol.asyncIterator]() {
+                return this.follow()[Symbol.asyncIterator]();
+        }
+
+        /** All of the stream that is kept so far (a string, or bytes with binary). */
+        async output(stream = "stdout", { binary = false, signal } = {}) {
+                if (stream !== "stdout" && stream !== "stderr")
+                        throw new TypeError('output: stream must be "stdout" or "stderr"');
+                const r = await this._sb.client._json("GET", `${this._base}/output${query({
+                        stream, encoding: binary ? "base64" : undefined,
+                })}`, { signal });
+                return binary ? b64decode(r.data) : r.data;
+        }
+
+        /**
+         * Resolves once the process has ended (the follow stream's exit event; the output on the way is
+         * dropped) to {exitCode, state}; the handle's fields are then its end's. With timeout (seconds)
+         * and the process still running then: Timeout, code "client_timeout" (it goes on).
+         */
+        async wait({ timeout, signal } = {}) {
+                const ctrl = new AbortController();
+                let timedOut = false;
+                const timer = timeout != null ? setTimeout(() => { timedOut = true; ctrl.abort(); }, timeout * 1000) : null;
+                const onAbort = () => ctrl.abort(signal.reason);
+                if (signal)
+                        signal.addEventListener("abort", onAbort, { once: true });
+                const f = this.follow({ signal: ctrl.signal });
+                try {
+                        for await (const chunk of f) // eslint-disable-line no-unused-vars
+                                ;
+                } finally {
+                        if (timer)
+                                clearTimeout(timer);
+                        if (signal)
+                                signal.removeEventListener("abort", onAbort);
+                }
+                if (f.exit)
+                        return f.exit;
+                if (timedOut)
+                        throw new Timeout(`process ${this.id} still runs after ${timeout} s`, { code: "client_timeout" });
+                throw new ConnectionError(`waiting for process ${this.id} was ended`, { code: "connection_error" });
+        }
+
+        /** Sends a signal by name ("TERM", "SIGKILL") or number; an ended process: Conflict. */
+        async kill(sig = "TERM", { signal } = {}) {
+                this._update(await this._sb.client._json("POST", `${this._base}/signal`, { json: { signal: sig }, signal }));
+                return this;
+        }
+
+        /** SIGTERM, then SIGKILL if it still runs 5 s later; resolves once it has ended. */
+        async stop({ signal } = {}) {
+                this._update(await this._sb.client._json("DELETE", this._base, {
+                        signal, timeoutMs: Math.max(this._sb.client.timeoutMs, 30000),
+                }));
+                return this;
+        }
+
+        /** Queues data (a string as UTF-8, or bytes) for its stdin; a closed stdin: Conflict. */
+        async write(data, { signal } = {}) {
+                const json = typeof data === "string" ? { data } : { data: b64encode(toBytes(data)), encoding: "base64" };
+                await this._sb.client._json("POST", `${this._base}/stdin`, { json, signal });
+        }
+
+        /** Closes its stdin once what was written is read (EOF for the process). */
+        async closeStdin({ signal } = {}) {
+                await this._sb.client._json("POST", `${this._base}/stdin`, { json: { close: true }, signal });
+        }
+}
+
+class OutputFollow {
+        constructor(proc, opts) {
+                const { stream = "both", binary = false, offset } = opts;
+                if (!["stdout", "stderr", "both"].includes(stream))
+                        throw new TypeError('follow: stream must be "stdout", "stderr" or "both"');
+                this._proc = proc;
+                this.stream = stream;
+                this.binary = binary;
+                /* "<stdout offset>:<stderr offset>", as the gateway's event ids */
+                this.position = offset != null ? String(offset) : null;
+                this.exit = null;
+                this.reconnects = 0;
+                this._opts = opts;
+                this._ctrl = new AbortController();
+                if (opts.signal) {
+                        if (opts.signal.aborted)
+                                this._ctrl.abort(opts.signal.reason);
+                        opts.signal.addEventListener("abort", () => this._ctrl.abort(opts.signal.reason), { once: true });
+                }
+        }
+
+        /** Ends the iteration. */
+        close() {
+                this._ctrl.abort();
+        }
+
+        async *[Symbol.asyncIterator]() {
+                const { retryDelayMs, maxRetries } = this._opts;
+                const q = query({ follow: "true", stream: this.stream, encoding: this.binary ? "base64" : undefined });
+                for await (const ev of resumingSse(this._proc._sb.client, `${this._proc._base}/output${q}`, {
+                        resumeId: () => this.position, ctrl: this._ctrl, retryDelayMs, maxRetries, what: "follow",
+                        onReconnect: () => this.reconnects++,
+                })) {
+                        if (ev.event === "stdout" || ev.event === "stderr") {
+                                const d = JSON.parse(ev.data);
+                                if (ev.id !== null)
+                                        this.position = ev.id;
+                                yield { stream: ev.event, data: this.binary ? b64decode(d.data) : d.data, offset: d.offset };
+                        } else if (ev.event === "exit") {
+                                if (ev.id !== null)
+                                        this.position = ev.id;
+                                this._proc._update(JSON.parse(ev.data));
+                                this.exit = { exitCode: this._proc.exitCode, state: this._proc.state };
                                 return;
                         }
                 }

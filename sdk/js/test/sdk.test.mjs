@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The JS SDK against the live fleet (run inside the harness, as root): reference flow, typed errors,
-// streamed exec, files, watch live and resumed after a real dropped connection, takeover, API keys.
+// streamed exec, files, watch live and resumed after a real dropped connection, takeover, API keys, background
+// processes (output followed live and resumed after a drop, stdin, kill, wait, list).
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -8,7 +9,7 @@ import NodeWebSocket from "ws";
 
 import {
         Client, withSandbox, SandboxdError, BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Unprocessable,
-        LimitExceeded, ConnectionError, Sandbox,
+        LimitExceeded, ConnectionError, Sandbox, Timeout, Process,
 } from "../src/index.js";
 
 const BASE = process.env.SANDBOXD_URL || "http://127.0.0.1:8790";
@@ -539,5 +540,140 @@ test("the key never appears in sandbox output or its log", async () => {
                 assert.ok(!JSON.stringify(rows).includes(adminSecret));
                 assert.ok(!JSON.stringify(admin).includes(adminSecret), "the client does not serialise its key");
                 assert.ok(!JSON.stringify(sb).includes(adminSecret));
+        });
+});
+
+/* --- background processes ------------------------------------------------------------------------- */
+
+/* Reads chunks from an iterator until the joined text of each stream is what want says. */
+async function readUntil(it, chunks, want) {
+        const joined = (s) => chunks.filter((c) => c.stream === s).map((c) => c.data).join("");
+        while (Object.entries(want).some(([s, text]) => joined(s) !== text)) {
+                const { value, done } = await it.next();
+                assert.equal(done, false, `the stream ended at ${JSON.stringify(chunks)}`);
+                chunks.push(value);
+        }
+}
+
+function checkOffsets(chunks) {
+        const pos = { stdout: 0, stderr: 0 };
+        for (const c of chunks) {
+                assert.equal(c.offset, pos[c.stream], JSON.stringify(chunks));
+                pos[c.stream] += Buffer.byteLength(c.data);
+        }
+        return pos;
+}
+
+test("processes: a server's output live, stdin, list and get, kill, wait", async () => {
+        await withSandbox(admin, { type: "small", ttlSeconds: 600 }, async (sb) => {
+                const server = await sb.processes.start(["python3", "-u", "-c", [
+                        "import http.server",
+                        "class H(http.server.BaseHTTPRequestHandler):",
+                        "    def do_GET(self):",
+                        "        self.send_response(200); self.end_headers(); self.wfile.write(b'pong')",
+                        "    def log_message(self, *a):",
+                        "        print('served', self.path, flush=True)",
+                        "s = http.server.HTTPServer(('127.0.0.1', 8124), H)",
+                        "print('listening', flush=True)",
+                        "s.serve_forever()",
+                ].join("\n")], { cwd: "/tmp", env: { SDK: "js" }, timeout: 600 });
+                assert.ok(server instanceof Process);
+                assert.match(server.id, /^p\d+$/);
+                assert.equal(server.state, "running");
+                assert.equal(server.running, true);
+                assert.equal(server.exitCode, null);
+                assert.equal(server.sandboxId, sb.id);
+                assert.ok(server.pid > 0);
+                const f = server.follow({ stream: "stdout" });
+                const it = f[Symbol.asyncIterator]();
+                const chunks = [];
+                await readUntil(it, chunks, { stdout: "listening\n" });
+                /* live: a request made after the follow began shows up in it */
+                const r = await sb.exec(`python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8124/x').read().decode())"`);
+                assert.equal(r.stdout, "pong\n");
+                await readUntil(it, chunks, { stdout: "listening\nserved /x\n" });
+                checkOffsets(chunks);
+                assert.equal(f.position, `${"listening\nserved /x\n".length}:0`);
+                f.close();
+                assert.equal((await it.next()).done, true);
+                assert.equal(await server.output(), "listening\nserved /x\n");
+                assert.equal(await server.output("stderr"), "");
+
+                /* stdin through cat; list and get */
+                const cat = await sb.processes.start("exec cat");
+                await cat.write("hello\n");
+                await cat.write(new Uint8Array([0xc3, 0xa9, 0x0a]));
+                const ids = (await sb.processes.list()).map((p) => p.id);
+                assert.ok(ids.indexOf(server.id) >= 0 && ids.indexOf(server.id) < ids.indexOf(cat.id));
+                assert.deepEqual((await sb.processes.get(cat.id)).argv, ["/bin/sh", "-c", "exec cat"]);
+                await cat.closeStdin();
+                assert.deepEqual(await cat.wait(), { exitCode: 0, state: "exited" });
+                assert.equal(cat.state, "exited");
+                assert.equal(cat.exitCode, 0);
+                assert.equal(await cat.output(), "hello\né\n");
+                assert.deepEqual(await cat.output("stdout", { binary: true }),
+                                 new Uint8Array([...Buffer.from("hello\n"), 0xc3, 0xa9, 0x0a]));
+                await assert.rejects(cat.write("late\n"), (e) => assertTyped(e, Conflict, 409, "conflict"));
+
+                /* kill: SIGTERM ends the server; wait says so; refresh agrees */
+                assert.equal((await server.kill()).id, server.id);
+                assert.deepEqual(await server.wait({ timeout: 60 }), { exitCode: 143, state: "killed" });
+                assert.equal((await server.refresh()).exitCode, 143);
+                await assert.rejects(server.kill("KILL"), (e) => assertTyped(e, Conflict, 409, "conflict"));
+        });
+});
+
+test("processes: both streams to the end, resumed after a real dropped connection", async () => {
+        await withSandbox(admin, { type: "small", ttlSeconds: 600 }, async (sb) => {
+                const p = await sb.processes.start("for i in 1 2 3; do echo out$i; echo err$i >&2; read x; done; exit 7");
+                const f = p.follow({ retryDelayMs: 200 });
+                const it = f[Symbol.asyncIterator]();
+                const chunks = [];
+                await readUntil(it, chunks, { stdout: "out1\n", stderr: "err1\n" });
+                /* A real drop: the gateway goes away under the open stream. What the process writes
+                 * meanwhile (its stdin written over the bus, not through the gateway) must come after
+                 * the follow reconnects, once, in order. */
+                sh("systemctl", "stop", "sandbox-gatewayd.service");
+                sh("busctl", "call", "org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager",
+                   "WriteProcessStdin", "ssayb", sb.id, p.id, "4", "97", "10", "98", "10", "false");
+                await readUntil(it, chunks, { stdout: "out1\nout2\nout3\n", stderr: "err1\nerr2\nerr3\n" });
+                assert.ok(f.reconnects >= 1, "the follow reconnected");
+                assert.deepEqual(checkOffsets(chunks), { stdout: 15, stderr: 15 });
+                await p.write("c\n");
+                assert.equal((await it.next()).done, true);
+                assert.deepEqual(f.exit, { exitCode: 7, state: "exited" });
+                assert.deepEqual(await p.wait(), { exitCode: 7, state: "exited" });
+
+                /* from a position; the whole with for await … of p; bytes */
+                let text = "";
+                for await (const c of p.follow({ stream: "stdout", offset: "5:0" }))
+                        text += c.data;
+                assert.equal(text, "out2\nout3\n");
+                const all = [];
+                for await (const c of p)
+                        all.push(c);
+                checkOffsets(all);
+                const err = [];
+                for await (const c of p.follow({ binary: true }))
+                        if (c.stream === "stderr")
+                                err.push(...c.data);
+                assert.equal(Buffer.from(err).toString(), "err1\nerr2\nerr3\n");
+        });
+});
+
+test("processes: wait's timeout, stop, errors", async () => {
+        await withSandbox(admin, { type: "small", ttlSeconds: 600 }, async (sb) => {
+                const p = await sb.processes.start(["sh", "-c", "trap '' TERM; echo up; while :; do sleep 1; done"]);
+                await assert.rejects(p.wait({ timeout: 0.5 }), (e) => e instanceof Timeout && e.code === "client_timeout" && e.status === 0);
+                assert.equal((await p.refresh()).running, true);
+                const stopped = await p.stop();
+                assert.equal(stopped.state, "killed");
+                assert.equal(stopped.exitCode, 137);
+                assert.deepEqual(await p.wait(), { exitCode: 137, state: "killed" });
+                await assert.rejects(sb.processes.get("p999999"), (e) => assertTyped(e, NotFound, 404, "not_found"));
+                await assert.rejects(sb.processes.start(["/no/such/program"]), (e) => assertTyped(e, NotFound, 404, "not_found"));
+                await assert.rejects(sb.processes.start([]), (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+                await assert.rejects(p.kill("NOSUCHSIGNAL"), (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+                assert.throws(() => p.follow({ stream: "stdin" }), TypeError);
         });
 });

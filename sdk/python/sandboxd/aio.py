@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from .client import Client, CreatedKey, ExecResult, Sandbox, Watch
+from .processes import OutputChunk, Process, Processes, ProcessExit
 
 JSON = Dict[str, Any]
 
@@ -14,6 +15,19 @@ JSON = Dict[str, Any]
 async def _run(fn: Any, *args: Any, **kw: Any) -> Any:
     # http.client blocks; a worker thread (each with its own keep-alive connection) keeps the loop free
     return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kw))
+
+
+async def _aiter(it: Iterator[Any], close: Callable[[], Any]) -> AsyncIterator[Any]:
+    """A blocking iterator's items, each taken on a worker thread; close() when the iteration ends."""
+    done = object()
+    try:
+        while True:
+            item = await _run(next, it, done)
+            if item is done:
+                return
+            yield item
+    finally:
+        await _run(close)
 
 
 class AsyncFiles:
@@ -33,12 +47,77 @@ class AsyncFiles:
         return dict(await _run(self._files.tool, name, **args))
 
 
+class AsyncProcess:
+    """A background process's handle for asyncio: Process's calls as coroutines, its output as an async
+    iterator (`async for chunk in proc`)."""
+
+    def __init__(self, proc: Process) -> None:
+        self.sync = proc
+
+    def __getattr__(self, name: str) -> Any:  # id, state, exit_code, pid, argv, …
+        return getattr(self.sync, name)
+
+    def __repr__(self) -> str:
+        return f"Async{self.sync!r}"
+
+    async def refresh(self) -> "AsyncProcess":
+        await _run(self.sync.refresh)
+        return self
+
+    async def wait(self, timeout: Optional[float] = None) -> ProcessExit:
+        r: ProcessExit = await _run(self.sync.wait, timeout)
+        return r
+
+    async def kill(self, signal: Union[str, int] = "TERM") -> "AsyncProcess":
+        await _run(self.sync.kill, signal)
+        return self
+
+    async def stop(self) -> "AsyncProcess":
+        await _run(self.sync.stop)
+        return self
+
+    async def write(self, data: Union[str, bytes]) -> None:
+        await _run(self.sync.write, data)
+
+    async def close_stdin(self) -> None:
+        await _run(self.sync.close_stdin)
+
+    async def output(self, stream: str = "stdout", binary: bool = False) -> Union[str, bytes]:
+        r: Union[str, bytes] = await _run(self.sync.output, stream, binary)
+        return r
+
+    async def follow(self, stream: str = "both", binary: bool = False, offset: Any = None,
+                     **kw: Any) -> AsyncIterator[OutputChunk]:
+        """Process.follow's chunks, resuming after dropped connections the same way."""
+        f = self.sync.follow(stream, binary, offset, **kw)
+        async for chunk in _aiter(iter(f), f.close):
+            yield chunk
+
+    def __aiter__(self) -> AsyncIterator[OutputChunk]:
+        return self.follow()
+
+
+class AsyncProcesses:
+    def __init__(self, processes: Processes) -> None:
+        self._p = processes
+
+    async def start(self, command: Union[str, Sequence[str]], **kw: Any) -> AsyncProcess:
+        return AsyncProcess(await _run(self._p.start, command, **kw))
+
+    async def list(self) -> List[AsyncProcess]:
+        return [AsyncProcess(p) for p in await _run(self._p.list)]
+
+    async def get(self, process_id: str) -> AsyncProcess:
+        return AsyncProcess(await _run(self._p.get, process_id))
+
+
 class AsyncSandbox:
     """A sandbox for asyncio code; `async with` deletes it at the end when on_exit is "delete"."""
 
     def __init__(self, sb: Sandbox) -> None:
         self.sync = sb
         self.files = AsyncFiles(sb)
+        self.processes = AsyncProcesses(sb.processes)
 
     def __getattr__(self, name: str) -> Any:  # id, name, state, expires_at, …
         return getattr(self.sync, name)
@@ -79,16 +158,8 @@ class AsyncSandbox:
     async def watch(self, last_event_id: Optional[int] = None, **kw: Any) -> AsyncIterator[JSON]:
         """New audit rows as they are written, resuming after dropped connections like Sandbox.watch."""
         w: Watch = self.sync.watch(last_event_id, **kw)
-        it = iter(w)
-        done = object()
-        try:
-            while True:
-                entry = await _run(next, it, done)
-                if entry is done:
-                    return
-                yield entry
-        finally:
-            w.close()
+        async for entry in _aiter(iter(w), w.close):
+            yield entry
 
 
 class AsyncApiKeys:
@@ -137,12 +208,5 @@ class AsyncClient:
                      dir: Optional[str] = None, **kw: Any) -> AsyncIterator[JSON]:
         """The run-session export's events as they stream, like Client.export (dir: written as well)."""
         it = self.sync.export(since, sandbox, dir, **kw)
-        done = object()
-        try:
-            while True:
-                ev = await _run(next, it, done)
-                if ev is done:
-                    return
-                yield ev
-        finally:
-            await _run(it.close)
+        async for ev in _aiter(it, it.close):
+            yield ev

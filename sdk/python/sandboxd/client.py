@@ -64,12 +64,15 @@ class CreatedKey:
         return str(self.api_key.get("id", ""))
 
 
-def _iter_sse(resp: http.client.HTTPResponse) -> Iterator[SseEvent]:
-    """Parses an SSE stream line by line as it arrives (comments, such as heartbeats, are skipped)."""
+def _iter_sse(resp: http.client.HTTPResponse, before_line: Optional[Callable[[], None]] = None) -> Iterator[SseEvent]:
+    """Parses an SSE stream line by line as it arrives (comments, such as heartbeats, are skipped);
+    before_line runs before each line is read (a deadline's check)."""
     ev_id: Optional[str] = None
     ev_name = ""
     data: List[str] = []
     while True:
+        if before_line is not None:
+            before_line()
         try:
             raw = resp.readline()
         except (AttributeError, ValueError) as e:
@@ -376,25 +379,20 @@ class Files:
                          max_results=max_results)
 
 
-class Watch:
-    """An iterator over a sandbox's new audit rows as they are written (SSE). A dropped connection
-    is reopened with Last-Event-ID, so no row is missed or repeated; an `event: error` of the stream
-    (e.g. too_far_behind) raises its typed error. close() ends it from any thread."""
+class _ResumingStream:
+    """An SSE stream that is reopened after a dropped connection from where it was (the subclass's
+    Last-Event-ID): the connection, close() from any thread, drop_connection(), and the back-off."""
 
-    def __init__(self, client: Client, path: str, last_event_id: Optional[int] = None, reconnect: bool = True,
-                 read_timeout: float = 60.0, retry_for: float = 60.0) -> None:
+    def __init__(self, client: Client, reconnect: bool, read_timeout: float, retry_for: float) -> None:
         self._client = client
-        self._path = path
-        self.last_event_id = last_event_id
         self.reconnect = reconnect
         self.read_timeout = read_timeout  # > the gateway's heartbeat (15 s): silence this long is a dead link
         self.retry_for = retry_for
         self.reconnects = 0
         self._conn: Optional[http.client.HTTPConnection] = None
         self._closed = False
-
-    def __iter__(self) -> Iterator[JSON]:
-        return self._entries()
+        self._failing_since: Optional[float] = None
+        self._delay = 0.1
 
     def close(self) -> None:
         self._closed = True
@@ -419,16 +417,46 @@ class Watch:
                     pass
             conn.close()
 
+    def _open(self, path: str, headers: Dict[str, str]) -> http.client.HTTPResponse:
+        self._conn, resp = self._client._open_stream("GET", path, headers=headers, timeout=self.read_timeout)
+        self._failing_since, self._delay = None, 0.1
+        return resp
+
+    def _broke(self, e: BaseException, what: str) -> bool:
+        """After the connection broke with e: False to stop (closed), True to reconnect (after a pause),
+        or raises ConnectionFailed when reconnecting is off or has failed for retry_for seconds."""
+        if self._closed:
+            return False
+        if not self.reconnect:
+            raise ConnectionFailed(f"{what} stream broke: {e}") from e
+        now = time.monotonic()
+        self._failing_since = self._failing_since or now
+        if now - self._failing_since > self.retry_for:
+            raise ConnectionFailed(f"{what} stream broke and could not be resumed: {e}") from e
+        time.sleep(self._delay)
+        self._delay = min(self._delay * 2, 2.0)
+        return True
+
+
+class Watch(_ResumingStream):
+    """An iterator over a sandbox's new audit rows as they are written (SSE). A dropped connection
+    is reopened with Last-Event-ID, so no row is missed or repeated; an `event: error` of the stream
+    (e.g. too_far_behind) raises its typed error. close() ends it from any thread."""
+
+    def __init__(self, client: Client, path: str, last_event_id: Optional[int] = None, reconnect: bool = True,
+                 read_timeout: float = 60.0, retry_for: float = 60.0) -> None:
+        super().__init__(client, reconnect, read_timeout, retry_for)
+        self._path = path
+        self.last_event_id = last_event_id
+
+    def __iter__(self) -> Iterator[JSON]:
+        return self._entries()
+
     def _entries(self) -> Iterator[JSON]:
-        failing_since: Optional[float] = None
-        delay = 0.1
         while not self._closed:
             headers = {} if self.last_event_id is None else {"Last-Event-ID": str(self.last_event_id)}
             try:
-                self._conn, resp = self._client._open_stream("GET", self._path, headers=headers,
-                                                             timeout=self.read_timeout)
-                failing_since, delay = None, 0.1
-                for ev in _iter_sse(resp):
+                for ev in _iter_sse(self._open(self._path, headers)):
                     if ev.event == "error":
                         raise _error_from_event(ev.data)
                     if ev.event != "entry":
@@ -438,16 +466,8 @@ class Watch:
                         self.last_event_id = int(ev.id)
                     yield entry
             except (ConnectionFailed, Timeout, OSError, http.client.HTTPException) as e:
-                if self._closed:
+                if not self._broke(e, "watch"):
                     return
-                if not self.reconnect:
-                    raise ConnectionFailed(f"watch stream broke: {e}") from e
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since > self.retry_for:
-                    raise ConnectionFailed(f"watch stream broke and could not be resumed: {e}") from e
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
             finally:
                 self._drop()
             if self._closed or not self.reconnect:
@@ -462,6 +482,8 @@ class Sandbox:
         self._client = client
         self.on_exit = on_exit
         self.files = Files(self)
+        from .processes import Processes  # it builds on this module
+        self.processes = Processes(self)
         self._set(info)
 
     def _set(self, info: JSON) -> None:

@@ -618,6 +618,143 @@ def test_key_never_in_sandbox_output(sdk_admin_secret, sdk_admin):
         assert sdk_admin_secret not in log
 
 
+# --- background processes ---------------------------------------------------------------------------------
+
+def test_processes_server_output_stdin_kill_wait_list(sdk_sb):
+    """A server started in the background: its output read live (it answers a request made after the
+    follow began), stdin written, list and get, kill, wait."""
+    server = sdk_sb.processes.start(
+        ["python3", "-u", "-c",
+         "import http.server, sys\n"
+         "class H(http.server.BaseHTTPRequestHandler):\n"
+         "    def do_GET(self):\n"
+         "        self.send_response(200); self.end_headers(); self.wfile.write(b'pong')\n"
+         "    def log_message(self, *a):\n"
+         "        print('served', self.path, flush=True)\n"
+         "s = http.server.HTTPServer(('127.0.0.1', 8123), H)\n"
+         "print('listening', flush=True)\n"
+         "s.serve_forever()\n"], cwd="/tmp", env={"SDK": "1"}, timeout=600)
+    assert isinstance(server, sandboxd.Process)
+    assert server.id.startswith("p") and server.state == "running" and server.running and server.exit_code is None
+    assert server.sandbox_id == sdk_sb.id and server.argv[0] == "python3" and server.pid > 0
+    follow = server.follow(stream="stdout")
+    it = iter(follow)
+    got = ""
+
+    def read_until(text):
+        nonlocal got
+        while text not in got:
+            c = next(it)
+            # chunks come as the process wrote them (python -u writes "listening" and "\n" apart)
+            assert c.stream == "stdout" and c.offset == len(got.encode()), (c, got)
+            got += c.data
+    read_until("listening\n")
+    assert got == "listening\n"
+    # live: a request after the follow began shows up in it
+    r = sdk_sb.exec("python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8123/x').read().decode())\"")
+    assert r.exit_code == 0 and r.stdout == "pong\n", r
+    read_until("served /x\n")
+    assert got == "listening\nserved /x\n" and follow.position == f"{len(got)}:0"
+    follow.close()
+    assert server.output() == got and server.output("stderr") == ""
+
+    # stdin through cat; list and get
+    cat = sdk_sb.processes.start("exec cat")
+    cat.write("hello\n")
+    cat.write(b"\xc3\xa9\n")
+    assert {p.id for p in sdk_sb.processes.list()} >= {server.id, cat.id}
+    assert [p.id for p in sdk_sb.processes.list()].index(server.id) < [p.id for p in sdk_sb.processes.list()].index(cat.id)
+    assert sdk_sb.processes.get(cat.id).argv == ["/bin/sh", "-c", "exec cat"]
+    cat.close_stdin()
+    assert cat.wait() == sandboxd.ProcessExit(0, "exited")
+    assert cat.state == "exited" and cat.exit_code == 0 and not cat.running
+    assert cat.output() == "hello\né\n" and cat.output(binary=True) == b"hello\n\xc3\xa9\n"
+    with pytest.raises(Conflict):
+        cat.write("late\n")
+
+    # kill: the server ends by SIGTERM; wait says so; refresh agrees
+    assert server.kill().id == server.id
+    assert server.wait(timeout=60) == sandboxd.ProcessExit(143, "killed")
+    assert server.refresh().exit_code == 143
+    with pytest.raises(Conflict):
+        server.kill("KILL")
+
+
+def test_processes_follow_both_streams_resumes_after_a_drop(sdk_sb):
+    """Iterating a process gives both streams' chunks with their offsets until it ends; a connection
+    broken mid-stream is reopened from the last chunk's position: nothing twice, nothing lost."""
+    p = sdk_sb.processes.start("for i in 1 2 3; do echo out$i; echo err$i >&2; read x; done; exit 7")
+    follow = p.follow()
+    chunks = []
+    it = iter(follow)
+    while "".join(c.data for c in chunks if c.stream == "stderr") != "err1\n" or \
+            "".join(c.data for c in chunks if c.stream == "stdout") != "out1\n":
+        chunks.append(next(it))
+    follow.drop_connection()
+    p.write("a\nb\n")
+    # it has not ended: its last read waits for a third line
+    while "".join(c.data for c in chunks if c.stream == "stderr") != "err1\nerr2\nerr3\n" or \
+            "".join(c.data for c in chunks if c.stream == "stdout") != "out1\nout2\nout3\n":
+        chunks.append(next(it))
+    assert follow.reconnects >= 1
+    p.write("c\n")
+    assert list(it) == [] and follow.exit == sandboxd.ProcessExit(7, "exited")
+    assert "".join(c.data for c in chunks if c.stream == "stdout") == "out1\nout2\nout3\n"
+    assert "".join(c.data for c in chunks if c.stream == "stderr") == "err1\nerr2\nerr3\n"
+    pos = {"stdout": 0, "stderr": 0}
+    for c in chunks:
+        assert c.offset == pos[c.stream], chunks
+        pos[c.stream] += len(c.data)
+    assert p.wait() == sandboxd.ProcessExit(7, "exited")
+    # from a position, and the whole thing with `for … in p`, in bytes
+    assert "".join(c.data for c in p.follow(stream="stdout", offset="5:0")) == "out2\nout3\n"
+    assert b"".join(c.data for c in p.follow(binary=True) if c.stream == "stderr") == b"err1\nerr2\nerr3\n"
+    assert [c.stream for c in p].count("stdout") >= 1
+
+
+def test_processes_wait_timeout_stop_and_errors(sdk_sb):
+    p = sdk_sb.processes.start(["sh", "-c", "trap '' TERM; echo up; while :; do sleep 1; done"])
+    with pytest.raises(sandboxd.Timeout) as ei:
+        p.wait(timeout=0.5)
+    assert ei.value.code == "client_timeout" and p.refresh().running
+    # stop: TERM is ignored, KILL follows
+    assert p.stop().state == "killed" and p.exit_code == 137
+    assert p.wait() == sandboxd.ProcessExit(137, "killed")
+    # unknown process, bad input: the SDK's typed errors
+    with pytest.raises(NotFound) as ei:
+        sdk_sb.processes.get("p999999")
+    assert ei.value.code == "not_found"
+    with pytest.raises(NotFound):
+        sdk_sb.processes.start(["/no/such/program"])
+    with pytest.raises(BadRequest):
+        sdk_sb.processes.start([])
+    with pytest.raises(BadRequest):
+        p.kill("NOSUCHSIGNAL")
+    with pytest.raises(ValueError):
+        p.follow(stream="stdin")
+
+
+def test_processes_async(sdk_admin_secret):
+    import asyncio
+    from sandboxd.aio import AsyncClient
+
+    async def main():
+        c = AsyncClient(sdk_admin_secret, timeout=120)
+        async with await c.create(type="small", ttl_seconds=600) as sb:
+            p = await sb.processes.start("echo one; read x; echo two")
+            seen = []
+            async for chunk in p:
+                seen.append(chunk)
+                if chunk.data == "one\n":
+                    await p.write("go\n")
+            assert "".join(c.data for c in seen) == "one\ntwo\n"
+            assert await p.wait() == sandboxd.ProcessExit(0, "exited")
+            assert [q.id for q in await sb.processes.list()] == [p.id]
+            assert (await sb.processes.get(p.id)).state == "exited"
+            assert await p.output() == "one\ntwo\n"
+    asyncio.run(main())
+
+
 # --- asyncio ---------------------------------------------------------------------------------------------
 
 def test_async_variant(sdk_admin_secret, sdk_admin):
