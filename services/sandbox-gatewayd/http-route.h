@@ -17,6 +17,8 @@ typedef int (*route_handler_t)(Request *req);
 typedef enum RouteFlags {
         ROUTE_PUBLIC = 1 << 0,          /* no API key needed */
         ROUTE_SANDBOX = 1 << 1,         /* param 0 is a sandbox id; the key's sandbox scope applies */
+        ROUTE_ANY_KEY = 1 << 2,         /* action -1: any valid key; each thing the handler does is checked as
+                                         * its own route (/mcp runs its tools as inner requests) */
 } RouteFlags;
 
 typedef struct Route {

@@ -102,7 +102,9 @@ static void test_gateway_table(void) {
                 if (r->flags & ROUTE_SANDBOX)
                         CHECK(strncmp(r->pattern, "/v1/sandboxes/{", 15) == 0);
                 if (r->action < 0)
-                        CHECK(r->flags & ROUTE_PUBLIC);
+                        CHECK(r->flags & (ROUTE_PUBLIC | ROUTE_ANY_KEY));
+                if (r->flags & ROUTE_ANY_KEY)
+                        CHECK(r->action < 0 && !(r->flags & ROUTE_PUBLIC));
         }
         CHECK_INT(n_own, 1);
 }
