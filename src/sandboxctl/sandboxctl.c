@@ -26,6 +26,7 @@
 #include "sandboxctl-api-key.h"
 #include "sandboxctl-export.h"
 #include "sandboxctl-shell.h"
+#include "sandboxctl-mcp.h"
 #include "sandboxctl-process.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
@@ -2658,6 +2659,9 @@ int main(int argc, char *argv[]) {
         /* so do the file tools (sandboxctl-tools.c) */
         if (argc >= 2 && is_tool_verb(argv[1]))
                 return verb_tool(argc - 1, argv + 1);
+        /* and "mcp", the MCP server on stdio (sandboxctl-mcp.c) */
+        if (argc >= 2 && streq(argv[1], "mcp"))
+                return verb_mcp(argc - 1, argv + 1);
         /* and the background processes' verbs (sandboxctl-process.c) */
         if (argc >= 2 && is_process_verb(argv[1]))
                 return verb_process(argc - 1, argv + 1);

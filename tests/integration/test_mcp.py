@@ -3,6 +3,7 @@
 # (tests/mcp/mcp-client.mjs), and the transport's wire contract checked with plain HTTP requests.
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -19,8 +20,8 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 TASK = "print(sum(range(10)))\n"
 
 
-def mcp_client(args, plan):
-    """Runs the SDK's client on a plan; its one JSON line."""
+def mcp_client(args, plan, with_stderr=False):
+    """Runs the SDK's client on a plan; its one JSON line (and its stderr)."""
     node = shutil.which("node")
     assert node, "node is not installed (scripts/install-deps installs nodejs)"
     assert os.path.isdir(os.path.join(MCP_DIR, "node_modules", "@modelcontextprotocol", "sdk")), \
@@ -28,7 +29,8 @@ def mcp_client(args, plan):
     p = subprocess.run([node, os.path.join(MCP_DIR, "mcp-client.mjs"), *args], input=json.dumps(plan),
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return (out, p.stderr) if with_stderr else out
 
 
 def http_client(secret, plan, origin=None):
@@ -252,3 +254,86 @@ def test_wire_contract(admin):
     # no GET stream, no sessions to delete
     assert requests.get(URL, headers={"Authorization": f"Bearer {k}", "Accept": "text/event-stream"},
                         timeout=30).status_code == 405
+
+
+# --- sandboxctl mcp: the same tools over stdio ------------------------------------------------------------
+
+def session_id(stderr):
+    m = re.search(r"created sandbox (sb_[a-z2-7]{10}) for this session", stderr)
+    assert m, stderr
+    return m[1]
+
+
+def sandbox_exists(sid):
+    return subprocess.run(["sandboxctl", "status", sid], capture_output=True).returncode == 0
+
+
+def test_stdio_seed_flow():
+    plan = [{"op": "tools"}] + json.loads(json.dumps(seed_plan()).replace('"sandbox": "{sid}", ', ""))
+    plan.append(call("log_read", limit=10))
+    out, err = mcp_client(["stdio", "sandboxctl", "mcp"], plan, with_stderr=True)
+    assert "connectError" not in out, (out, err)
+    assert out["protocolVersion"] is None or out["protocolVersion"] == "2025-11-25"
+    s = out["steps"]
+    assert s[0]["schemaErrors"] == [] and "sandbox" not in s[0]["tools"][3]["inputSchema"].get("required", [])
+    assert structured(s[1]) == {"path": "/tmp/task.py", "bytes": len(TASK)}
+    assert structured(s[2])["stdout"] == "45\n"
+    assert "1\tprint(sum(range(10)))" in structured(s[3])["text"]
+    assert s[4]["isError"] is False
+    assert structured(s[5])["stdout"] == "4950\n"
+    sid = session_id(err)
+    # the session's sandbox is gone with the session, and its rows are those of the HTTP flow
+    assert not sandbox_exists(sid)
+    rows = audit_log(session=sid)
+    assert [(r["operation"], r["event"]) for r in reversed(rows)] == [
+        ("sandbox.create", "finished"), ("write", "finished"), ("exec", "finished"), ("view", "finished"),
+        ("str_replace", "finished"), ("exec", "finished"), ("sandbox.delete", "finished")], ops(rows)
+    assert all(r["source"] == "agent" and r["account_id"] == "uid:0" for r in rows), rows
+    assert [e["operation"] for e in structured(s[6])["entries"]][:2] == ["exec", "str_replace"]
+
+
+def test_stdio_keep_and_adopt():
+    out, err = mcp_client(["stdio", "sandboxctl", "mcp", "--keep", "--type", "small"],
+                          [call("exec", command="echo kept > /tmp/k")], with_stderr=True)
+    sid = session_id(err)
+    assert structured(out["steps"][0])["exit_code"] == 0
+    try:
+        assert sandbox_exists(sid)
+        out, err = mcp_client(["stdio", "sandboxctl", "mcp", "--sandbox", sid],
+                              [call("read_file", path="/tmp/k"), call("exec", sandbox="sb_aaaaaaaaaa", command="true")],
+                              with_stderr=True)
+        assert structured(out["steps"][0])["content"] == "kept\n"
+        assert out["steps"][1]["isError"] and "sb_aaaaaaaaaa" in out["steps"][1]["content"][0]["text"]
+        assert "created sandbox" not in err
+        assert sandbox_exists(sid)  # adopted, not the session's to delete
+    finally:
+        subprocess.run(["sandboxctl", "delete", sid], capture_output=True)
+    p = subprocess.run(["sandboxctl", "mcp", "--sandbox", "sb_aaaaaaaaaa"], input="", capture_output=True, text=True)
+    assert p.returncode == 1 and "sb_aaaaaaaaaa" in p.stderr
+    p = subprocess.run(["sandboxctl", "mcp", "--sandbox", "x", "--type", "small"], capture_output=True, text=True)
+    assert p.returncode == 2
+
+
+def test_stdio_wire_contract():
+    lines = [
+        "not json",
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-03-26", "capabilities": {}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "nope"}),
+        json.dumps([{"jsonrpc": "2.0", "id": 3, "method": "ping"}, {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}]),
+        json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "view", "arguments": {}}}),
+    ]
+    p = subprocess.run(["sandboxctl", "mcp"], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    answers = [json.loads(x) for x in p.stdout.splitlines()]
+    assert len(answers) == 5, answers  # the notification has none
+    assert answers[0]["error"]["code"] == -32700 and answers[0]["id"] is None
+    assert answers[1]["result"]["protocolVersion"] == "2025-03-26"
+    assert answers[2]["error"]["code"] == -32601
+    assert [a["id"] for a in answers[3]] == [3, 4]
+    assert not any("outputSchema" in t for t in answers[3][1]["result"]["tools"])  # 2025-03-26
+    assert answers[4]["result"]["isError"] and answers[4]["result"]["content"][0]["text"] == \
+        "Argument 'path' is required."
+    assert "created sandbox" not in p.stderr  # nothing was run that needed one
