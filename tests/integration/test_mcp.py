@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import requests
 
-from conftest import audit_log
-from gateway_helpers import BASE, Client, admin, assert_error, up  # noqa: F401,F811
+from conftest import audit_log, wait_for
+from gateway_helpers import BASE, Client, admin, assert_error, raw_request, up  # noqa: F401,F811
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MCP_DIR = os.path.join(ROOT, "tests", "mcp")
@@ -182,6 +182,42 @@ def test_scope_refusal_changes_nothing(admin):
         assert admin.get(f"/v1/sandboxes/{sid}/files?path=/tmp/keep.txt").text == "original"
         denied = [r for r in audit_log(session=sid) if r["event"] == "denied"]
         assert {r["operation"] for r in denied} >= {"write", "exec", "view"}, denied
+    finally:
+        admin.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_client_that_leaves_cancels_its_calls(admin):
+    """The POST's client closes its socket while its exec runs (answered as JSON, and as an SSE stream
+    with progress): the commands are cancelled and recorded so, as a REST client's would be."""
+    r = admin.post("/v1/sandboxes", {"type": "small"})
+    sid = r.json()["id"]
+    try:
+        held = []
+        for i, progress in enumerate((False, True)):
+            params = {"name": "exec", "arguments": {"sandbox": sid, "argv": ["sleep", f"6{i}"],
+                                                    "timeout_seconds": 90}}
+            if progress:
+                params["_meta"] = {"progressToken": "t"}
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+            held.append(raw_request("POST", "/mcp", admin.secret,
+                                    ["Content-Type: application/json", "Accept: application/json, text/event-stream",
+                                     "MCP-Protocol-Version: 2025-11-25"], body))
+        # the stream's first notification is there at once
+        held[1].settimeout(30)
+        first = held[1].recv(65536)
+        assert b"200 OK" in first and b"text/event-stream" in first, first
+        wait_for(lambda: admin.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["pgrep", "-c", "-x", "sleep"]},
+                                    timeout=30).json()["stdout"] == "2\n", what="both commands to run")
+        for s in held:
+            s.close()
+
+        def cancelled():
+            rows = [r for r in audit_log(sid, operation="exec") if r["event"] == "cancelled"]
+            return rows if len(rows) >= 2 else None
+        rows = wait_for(cancelled, timeout=10, what="both execs' rows saying cancelled")
+        assert {json.loads(r["detail"])["argv"][1] for r in rows} == {"60", "61"}, rows
+        r = admin.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["pgrep", "-x", "sleep"]}, timeout=30)
+        assert r.json()["exit_code"] == 1, r.text
     finally:
         admin.delete(f"/v1/sandboxes/{sid}")
 
