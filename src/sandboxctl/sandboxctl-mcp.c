@@ -57,56 +57,6 @@ static void usage(FILE *f) {
 
 /* --- bus helpers ------------------------------------------------------------------------------------ */
 
-/* Reads an a{sv} of t, u, i, b and s values into o (others are skipped). */
-static int read_dict(sd_bus_message *m, json_object *o) {
-        const char *key, *contents;
-        int r;
-
-        r = sd_bus_message_enter_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(m, "s", &key);
-                if (r >= 0)
-                        r = sd_bus_message_peek_type(m, NULL, &contents);
-                if (r >= 0)
-                        r = sd_bus_message_enter_container(m, 'v', contents);
-                if (r < 0)
-                        return r;
-                if (streq(contents, "t")) {
-                        uint64_t v;
-                        r = sd_bus_message_read(m, "t", &v);
-                        json_object_object_add(o, key, json_object_new_uint64(v));
-                } else if (streq(contents, "u")) {
-                        uint32_t v;
-                        r = sd_bus_message_read(m, "u", &v);
-                        json_object_object_add(o, key, json_object_new_uint64(v));
-                } else if (streq(contents, "i")) {
-                        int32_t v;
-                        r = sd_bus_message_read(m, "i", &v);
-                        json_object_object_add(o, key, json_object_new_int(v));
-                } else if (streq(contents, "b")) {
-                        int v;
-                        r = sd_bus_message_read(m, "b", &v);
-                        json_object_object_add(o, key, json_object_new_boolean(v));
-                } else if (streq(contents, "s") || streq(contents, "o")) {
-                        const char *v;
-                        r = sd_bus_message_read(m, contents, &v);
-                        json_object_object_add(o, key, json_object_new_string(v));
-                } else
-                        r = sd_bus_message_skip(m, contents);
-                if (r >= 0)
-                        r = sd_bus_message_exit_container(m);
-                if (r >= 0)
-                        r = sd_bus_message_exit_container(m);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        return sd_bus_message_exit_container(m);
-}
-
 static json_object *bytes_json(const void *p, size_t n) {
         _cleanup_free_ char *text = NULL;
         size_t len = 0, used = 0;
@@ -164,7 +114,7 @@ static json_object *sandbox_object(sd_bus *bus, const char *id, sd_bus_error *er
         if (r < 0)
                 return NULL;
         o = json_object_new_object();
-        if (!o || read_dict(props, o) < 0) {
+        if (!o || bus_read_dict(props, o) < 0) {
                 json_object_put(o);
                 return NULL;
         }
@@ -308,7 +258,7 @@ static int exec_result(sd_bus_message *reply, json_object **ret) {
                 return r;
         info = json_object_new_object();
         o = json_object_new_object();
-        if (!info || !o || read_dict(reply, info) < 0) {
+        if (!info || !o || bus_read_dict(reply, info) < 0) {
                 json_object_put(info);
                 json_object_put(o);
                 return -ENOMEM;
@@ -458,7 +408,7 @@ static int file_tool_result(const McpTool *t, sd_bus_message *reply, json_object
                 json_object_object_add(o, "matches", list);
         }
         if (r >= 0)
-                r = read_dict(reply, o);
+                r = bus_read_dict(reply, o);
         if (r < 0) {
                 json_object_put(o);
                 return r;
@@ -476,7 +426,7 @@ static int log_rows(sd_bus_message *reply, json_object **ret) {
         r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
         while (r >= 0 && (r = sd_bus_message_at_end(reply, false)) == 0) {
                 json_object *raw = json_object_new_object(), *row;
-                r = raw ? read_dict(reply, raw) : -ENOMEM;
+                r = raw ? bus_read_dict(reply, raw) : -ENOMEM;
                 if (r < 0) {
                         json_object_put(raw);
                         break;
