@@ -162,7 +162,9 @@ static int on_progress_timer(sd_event_source *s, uint64_t usec, void *userdata) 
         McpCallState *c = userdata;
 
         send_progress(c);
+        /* a time source is off once it fired: on again for the next second */
         (void) sd_event_source_set_time_relative(s, MCP_PROGRESS_INTERVAL_USEC);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
 }
 
