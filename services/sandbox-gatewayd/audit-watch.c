@@ -11,6 +11,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "http-server.h"
+#include "process-follow.h"
 #include "sse.h"
 
 /* Catching up after Last-Event-ID reads pages of this many rows. */
@@ -292,14 +293,16 @@ static int on_entry_added(sd_bus_message *msg, void *userdata, sd_bus_error *ret
 
 static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
-        size_t n = 0;
+        size_t n = 0, f;
 
         for (Watcher *w = m->watchers; w; w = w->next, n++)
                 if (!sse_dropped(w->req->sse))
                         (void) sse_comment(w->req->sse, "heartbeat");
+        f = follows_heartbeat(m);
         /* systemctl status shows it */
-        (void) sd_notifyf(false, "STATUS=Serving HTTP: %zu watch streams, %zu bus calls waiting for a connection.",
-                          n, bus_pool_queued(m->pool));
+        (void) sd_notifyf(false,
+                          "STATUS=Serving HTTP: %zu watch streams, %zu output follows, %zu bus calls waiting for "
+                          "a connection.", n, f, bus_pool_queued(m->pool));
         (void) sd_event_source_set_time_relative(s, m->config.heartbeat_usec);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;

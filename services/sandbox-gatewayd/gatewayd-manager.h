@@ -26,6 +26,7 @@ typedef struct HttpServer HttpServer;
 typedef struct KeySession KeySession;
 typedef struct RefusalLimit RefusalLimit;
 typedef struct Watcher Watcher;
+typedef struct Follow Follow;
 
 typedef struct Manager {
         sd_event *event;
@@ -44,6 +45,7 @@ typedef struct Manager {
         Hashmap *calls;   /* key id → bus calls in flight for its requests */
         SandboxQuota *sandbox_quota;      /* sandboxes per key, creations in flight (MaxSandboxesPerKey=) */
         Watcher *watchers;
+        Follow *follows;  /* GET …/output?follow=true streams (process-follow.c) */
         /* SSE streams and takeovers, each ended when its key is revoked or expires (key-sessions.c) */
         KeySession *key_sessions;
         sd_event_source *key_check;       /* runs while key_sessions is not empty */

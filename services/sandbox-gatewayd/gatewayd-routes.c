@@ -53,6 +53,8 @@ const Route gateway_routes[] = {
         { "GET", "/v1/log/export", GATEWAY_ACTION_LOG_READ, "log.read", route_log_export, 0 },
         { "POST", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.create", route_key_create, 0 },
         { "GET", "/v1/api-keys", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.list", route_key_list, 0 },
+        /* the calling key's own object: what it may do, so a client (the dashboard) can offer only that */
+        { "GET", "/v1/api-keys/self", -1, "api_key.list", route_key_self, ROUTE_ANY_KEY },
         { "DELETE", "/v1/api-keys/{id}", GATEWAY_ACTION_API_KEY_ADMIN, "api_key.revoke", route_key_revoke, 0 },
         { "POST", "/v1/sandboxes/{id}/takeover-token", GATEWAY_ACTION_TAKEOVER, "takeover", route_takeover_token,
           ROUTE_SANDBOX },

@@ -32,7 +32,11 @@ int exec_append_cwd_env(sd_bus_message *m, json_object *body);
 int route_process_start(Request *r);
 int route_process_list(Request *r);
 int route_process_get(Request *r);
+/* the JSON read, or with follow=true the SSE stream (process-follow.c) */
 int route_process_output(Request *r);
+/* One (ssiutasso) row of ListProcesses as the REST process object: 1, or 0 at the array's end (the message
+ * is left after the row), or a negative errno. */
+int process_json(Request *r, sd_bus_message *m, json_object **ret);
 int route_process_stdin(Request *r);
 int route_process_signal(Request *r);
 /* SIGTERM, then SIGKILL if it still runs 5 s later (also when the client has left); answers once it has
@@ -74,4 +78,5 @@ int route_mcp(Request *r);
 /* API keys */
 int route_key_create(Request *r);
 int route_key_list(Request *r);
+int route_key_self(Request *r);
 int route_key_revoke(Request *r);

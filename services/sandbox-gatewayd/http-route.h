@@ -17,15 +17,15 @@ typedef int (*route_handler_t)(Request *req);
 typedef enum RouteFlags {
         ROUTE_PUBLIC = 1 << 0,          /* no API key needed */
         ROUTE_SANDBOX = 1 << 1,         /* param 0 is a sandbox id; the key's sandbox scope applies */
-        ROUTE_ANY_KEY = 1 << 2,         /* action -1: any valid key; each thing the handler does is checked as
-                                         * its own route (/mcp runs its tools as inner requests) */
+        ROUTE_ANY_KEY = 1 << 2,         /* any active key, whatever its actions (action -1): a key's own object;
+                                         * /mcp, whose tool calls are each checked as their REST route */
 } RouteFlags;
 
 typedef struct Route {
         const char *method;    /* "GET", "POST", … */
         const char *pattern;   /* "/v1/sandboxes/{id}/exec": a {…} segment matches one non-empty segment;
                                 * a last "{…*}" segment matches the non-empty rest ("/ui/{path*}") */
-        int action;            /* GatewayAction, or -1 with ROUTE_PUBLIC */
+        int action;            /* GatewayAction, or -1 with ROUTE_PUBLIC or ROUTE_ANY_KEY */
         const char *operation; /* the audit operation a denied request of this route is recorded as */
         route_handler_t handler;
         unsigned flags;

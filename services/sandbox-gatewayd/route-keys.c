@@ -128,6 +128,19 @@ int route_key_list(Request *r) {
         return 0;
 }
 
+/* GET /v1/api-keys/self: any active key may read its own object; it tells the key nothing it does not
+ * already hold, and lets a client show only what the key may do (the gateway still checks each request). */
+int route_key_self(Request *r) {
+        json_object *o;
+        int e;
+
+        e = api_key_to_json(r->key, &o);
+        if (e < 0)
+                return e;
+        req_reply_json(r, 200, o);
+        return 0;
+}
+
 int route_key_revoke(Request *r) {
         _cleanup_(api_key_freep) ApiKey *k = NULL;
         const char *id = req_param(r, 0);

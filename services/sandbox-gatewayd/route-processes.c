@@ -10,6 +10,8 @@
 #include "gatewayd-routes.h"
 #include "ini-util.h"
 #include "log.h"
+#include "process-follow.h"
+#include "sse.h"
 #include "time-util.h"
 
 /* DELETE: how long a process has after SIGTERM before it gets SIGKILL. */
@@ -82,8 +84,7 @@ static int process_op_new(Request *r, json_object *body, ProcessOp **ret) {
 
 /* --- the process object ------------------------------------------------------------------------- */
 
-/* One (ssiutasso) row of ListProcesses as the REST object; the message is left after the row. */
-static int process_json(Request *r, sd_bus_message *m, json_object **ret) {
+int process_json(Request *r, sd_bus_message *m, json_object **ret) {
         const char *id, *state, *unit, *path;
         json_object *o, *argv;
         uint64_t started;
@@ -336,21 +337,88 @@ static void on_read_output(Request *r, sd_bus_message *reply, const sd_bus_error
         req_reply_json(r, 200, o);
 }
 
+static bool wants_follow(Request *r, int *ret) {
+        const char *q = req_query(r, "follow"), *accept = req_header(r, "Accept");
+
+        if (q) {
+                if (streq(q, "true") || streq(q, "1"))
+                        *ret = 1;
+                else if (streq(q, "false") || streq(q, "0"))
+                        *ret = 0;
+                else
+                        return false;
+                return true;
+        }
+        *ret = accept && strstr(accept, "text/event-stream");
+        return true;
+}
+
+/* GET …/output?follow=true (or Accept: text/event-stream): SSE from offset (or Last-Event-ID) on. */
+static int route_process_follow(Request *r, ProcessOp *op) {
+        const char *v, *last = req_header(r, "Last-Event-ID");
+        uint64_t pos[2] = {};
+        unsigned streams;
+        int k;
+
+        streams = streq(op->stream, "both") ? FOLLOW_STDOUT | FOLLOW_STDERR :
+                  streq(op->stream, "stderr") ? FOLLOW_STDERR : FOLLOW_STDOUT;
+        if (req_query(r, "max")) {
+                req_reply_error(r, 400, "invalid_request",
+                                "The query parameter 'max' is for a read, not for follow=true.");
+                return 0;
+        }
+        if ((v = req_query(r, "offset")) && (k = follow_position_parse(v, pos)) < 0) {
+                if (k == -ENOMEM)
+                        return k;
+                req_reply_error(r, 400, "invalid_request",
+                                "The query parameter 'offset' must be a number, or \"<stdout offset>:<stderr "
+                                "offset>\" (an event's id).");
+                return 0;
+        }
+        /* a reconnecting client goes on after the last event it has */
+        if (last && (k = follow_position_parse(last, pos)) < 0) {
+                if (k == -ENOMEM)
+                        return k;
+                req_reply_error(r, 400, "invalid_request",
+                                "Last-Event-ID must be an event's id: \"<stdout offset>:<stderr offset>\".");
+                return 0;
+        }
+        k = req_stream_acquire(r);
+        if (k < 0)
+                return k == -EBUSY ? 0 : k; /* -EBUSY: answered 429 */
+        return follow_start(r, req_param(r, 1), streams, pos, op->base64);
+}
+
 int route_process_output(Request *r) {
         const char *v, *enc;
         ProcessOp *op;
         uint64_t max = 0;
-        int k;
+        int follow, k;
 
         k = process_op_new(r, NULL, &op);
         if (k < 0)
                 return k;
-        op->stream = req_query(r, "stream") ?: "stdout";
-        if (!streq(op->stream, "stdout") && !streq(op->stream, "stderr")) {
-                req_reply_error(r, 400, "invalid_request",
-                                "The query parameter 'stream' must be \"stdout\" or \"stderr\".");
+        if (!wants_follow(r, &follow)) {
+                req_reply_error(r, 400, "invalid_request", "The query parameter 'follow' must be true or false.");
                 return 0;
         }
+        op->stream = req_query(r, "stream") ?: "stdout";
+        if (!streq(op->stream, "stdout") && !streq(op->stream, "stderr") && !(follow && streq(op->stream, "both"))) {
+                req_reply_error(r, 400, "invalid_request",
+                                follow ? "The query parameter 'stream' must be \"stdout\", \"stderr\" or \"both\"." :
+                                         "The query parameter 'stream' must be \"stdout\" or \"stderr\" "
+                                         "(\"both\" needs follow=true).");
+                return 0;
+        }
+        enc = req_query(r, "encoding");
+        if (enc && !streq(enc, "base64") && !streq(enc, "utf-8")) {
+                req_reply_error(r, 400, "invalid_request",
+                                "The query parameter 'encoding' must be \"utf-8\" or \"base64\".");
+                return 0;
+        }
+        op->base64 = enc && streq(enc, "base64");
+        if (follow)
+                return route_process_follow(r, op);
         if ((v = req_query(r, "offset")) && parse_decimal(v, &op->offset) < 0) {
                 req_reply_error(r, 400, "invalid_request", "The query parameter 'offset' must be a number.");
                 return 0;
@@ -362,13 +430,6 @@ int route_process_output(Request *r) {
                 return 0;
         }
         op->max = (uint32_t) max;
-        enc = req_query(r, "encoding");
-        if (enc && !streq(enc, "base64") && !streq(enc, "utf-8")) {
-                req_reply_error(r, 400, "invalid_request",
-                                "The query parameter 'encoding' must be \"utf-8\" or \"base64\".");
-                return 0;
-        }
-        op->base64 = enc && streq(enc, "base64");
         return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "ReadProcessOutput",
                         build_read_output, on_read_output, 0);
 }

@@ -17,8 +17,6 @@
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
-#define EXIT_USAGE 2
-
 typedef enum JsonMode {
         JSON_NONE,
         JSON_SHORT,
@@ -35,11 +33,6 @@ static void usage(FILE *f) {
               "NAME: at most 64 bytes, no control or format characters (such as U+202E). list escapes\n"
               "what a terminal would act on (\\x1b, \\u202e); --json keeps it raw.\n",
               f);
-}
-
-static int fail_usage(const char *msg) {
-        fprintf(stderr, "sandboxctl: api-key: %s\n", msg);
-        return EXIT_USAGE;
 }
 
 static int bus_failed(const char *what, const sd_bus_error *e, int r) {
@@ -132,7 +125,8 @@ int verb_api_key(int argc, char *argv[]) {
                         break;
                 case ARG_TTL:
                         if (parse_sec(optarg, &ttl_usec) < 0 || ttl_usec < USEC_PER_SEC)
-                                return fail_usage("--ttl: expected a time such as 30min, 2h or 1d");
+                                return fail_usage("api-key",
+                                                  "--ttl: expected a time such as 30min, 2h or 1d");
                         break;
                 case ARG_NAME:
                         name = optarg;
@@ -145,7 +139,7 @@ int verb_api_key(int argc, char *argv[]) {
                         else if (streq(optarg, "off"))
                                 json = JSON_NONE;
                         else
-                                return fail_usage("--json: expected short, pretty or off");
+                                return fail_usage("api-key", "--json: expected short, pretty or off");
                         break;
                 default:
                         usage(stderr);
@@ -153,11 +147,12 @@ int verb_api_key(int argc, char *argv[]) {
                 }
         /* GNU getopt permutes: options may come before or after the sub-verb and its id */
         if (optind >= argc)
-                return fail_usage("expected create, list or revoke (see sandboxctl api-key --help)");
+                return fail_usage("api-key",
+                                  "expected create, list or revoke (see sandboxctl api-key --help)");
         const char *verb = argv[optind];
         int rest = argc - optind;
         if (rest > 1 && !streq(verb, "revoke"))
-                return fail_usage("unexpected argument");
+                return fail_usage("api-key", "unexpected argument");
 
         r = sd_bus_open_system(&bus);
         if (r < 0) {
@@ -244,12 +239,12 @@ int verb_api_key(int argc, char *argv[]) {
 
         if (streq(verb, "revoke")) {
                 if (rest != 2)
-                        return fail_usage("revoke takes exactly one key id");
+                        return fail_usage("api-key", "revoke takes exactly one key id");
                 r = sd_bus_call_method(bus, GATEWAY_BUS_NAME, GATEWAY_BUS_PATH, GATEWAY_KEYS_INTERFACE,
                                        "RevokeKey", &error, NULL, "s", argv[optind + 1]);
                 if (r < 0)
                         return bus_failed("revoke", &error, r);
                 return 0;
         }
-        return fail_usage("expected create, list or revoke");
+        return fail_usage("api-key", "expected create, list or revoke");
 }

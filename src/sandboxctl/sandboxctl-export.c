@@ -19,6 +19,7 @@
 #include "audit-export.h"
 #include "io-util.h"
 #include "macro.h"
+#include "sandboxctl-util.h"
 #include "sandboxd-bus.h"
 
 #define JSONL_NAME    "audit.jsonl"
@@ -177,11 +178,22 @@ static int load_state(Export *e) {
         return 0;
 }
 
-static int write_run(Export *e, json_object *row, const char *run_id, uint64_t id) {
+static int open_run_dir(Export *e, const char *run_id) {
+        int fd;
+
+        if (mkdirat(e->dir_fd, run_id, 0755) < 0 && errno != EEXIST)
+                return fail(-errno, "Failed to create %s/%s: %m", e->dir, run_id);
+        fd = openat(e->dir_fd, run_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return fail(-errno, "Failed to open %s/%s (it must be a directory, not a symlink): %m",
+                            e->dir, run_id);
+        return fd;
+}
+
+/* A run's stdout.txt and stderr.txt from the row's output, and metadata.json with outputAvailable. */
+static int write_run_files(Export *e, int rfd, const char *run_id, uint64_t id, json_object *md) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(json_object_putp_) json_object *md = NULL;
-        _cleanup_close_ int rfd = -EBADF;
         const void *out = NULL, *err = NULL;
         size_t out_size = 0, err_size = 0;
         bool have_output = true;
@@ -200,23 +212,105 @@ static int write_run(Export *e, json_object *row, const char *run_id, uint64_t i
                 if (r < 0)
                         return fail(r, "Failed to parse GetOutput's reply: %s", strerror(-r));
         }
-
-        r = audit_export_metadata(row, &md);
-        if (r < 0)
-                return fail(r, "Out of memory");
         json_object_object_add(md, "outputAvailable", json_object_new_boolean(have_output));
 
-        if (mkdirat(e->dir_fd, run_id, 0755) < 0 && errno != EEXIST)
-                return fail(-errno, "Failed to create %s/%s: %m", e->dir, run_id);
-        rfd = openat(e->dir_fd, run_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (rfd < 0)
-                return fail(-errno, "Failed to open %s/%s (it must be a directory, not a symlink): %m",
-                            e->dir, run_id);
         r = write_file_at(rfd, "stdout.txt", out, out_size, false);
         if (r >= 0)
                 r = write_file_at(rfd, "stderr.txt", err, err_size, false);
         if (r >= 0)
                 r = write_json_at(rfd, "metadata.json", md, false);
+        if (r < 0)
+                return fail(r, "Failed to write %s/%s: %s", e->dir, run_id, strerror(-r));
+        return 0;
+}
+
+static int write_run(Export *e, json_object *row, const char *run_id, uint64_t id) {
+        _cleanup_(json_object_putp_) json_object *md = NULL;
+        _cleanup_close_ int rfd = -EBADF;
+        int r;
+
+        r = audit_export_metadata(row, &md);
+        if (r < 0)
+                return fail(r, "Out of memory");
+        rfd = open_run_dir(e, run_id);
+        if (rfd < 0)
+                return rfd;
+        return write_run_files(e, rfd, run_id, id, md);
+}
+
+/* The metadata.json a run directory holds, or NULL if it has none yet. */
+static int read_run_metadata(Export *e, const char *run_id, json_object **ret) {
+        _cleanup_close_ int rfd = -EBADF, fd = -EBADF;
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0, n = 0;
+        json_object *o;
+
+        *ret = NULL;
+        rfd = openat(e->dir_fd, run_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rfd < 0 && errno == ENOENT)
+                return 0;
+        if (rfd < 0)
+                return fail(-errno, "Failed to open %s/%s (it must be a directory, not a symlink): %m",
+                            e->dir, run_id);
+        fd = openat(rfd, "metadata.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+                return 0;
+        if (fd < 0)
+                return fail(-errno, "Failed to open %s/%s/metadata.json: %m", e->dir, run_id);
+        for (;;) {
+                ssize_t k;
+
+                if (n == size) {
+                        char *p;
+
+                        /* a process signalled a hundred thousand times still fits */
+                        if (size >= 64 * 1024 * 1024)
+                                return fail(-EFBIG, "%s/%s/metadata.json is too large.", e->dir, run_id);
+                        size = size ? size * 2 : 16384;
+                        p = realloc(text, size + 1);
+                        if (!p)
+                                return fail(-ENOMEM, "Out of memory");
+                        text = p;
+                }
+                k = read(fd, text + n, size - n);
+                if (k < 0)
+                        return fail(-errno, "Failed to read %s/%s/metadata.json: %m", e->dir, run_id);
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        text[n] = '\0';
+        o = json_tokener_parse(text);
+        if (!o || !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                return fail(-EINVAL, "%s/%s/metadata.json is not what an export wrote; export into an empty "
+                            "directory.", e->dir, run_id);
+        }
+        *ret = o;
+        return 0;
+}
+
+/* A background process's run directory after one of its rows: metadata.json while it runs (its start,
+ * the signals sent), and stdout.txt/stderr.txt from its exit row when it ended. */
+static int write_process_run(Export *e, json_object *events, const char *run_id, uint64_t id) {
+        _cleanup_(json_object_putp_) json_object *old = NULL, *md = NULL;
+        _cleanup_close_ int rfd = -EBADF;
+        int r, what;
+
+        r = read_run_metadata(e, run_id, &old);
+        if (r < 0)
+                return r;
+        what = audit_export_process_metadata(old, events, &md);
+        if (what < 0)
+                return fail(what, "Row %" PRIu64 " cannot be exported: %s", id, strerror(-what));
+        if (what == AUDIT_EXPORT_RUN_UNCHANGED)
+                return 0;
+        rfd = open_run_dir(e, run_id);
+        if (rfd < 0)
+                return rfd;
+        if (what == AUDIT_EXPORT_RUN_ENDED)
+                return write_run_files(e, rfd, run_id, id, md);
+        r = write_json_at(rfd, "metadata.json", md, false);
         if (r < 0)
                 return fail(r, "Failed to write %s/%s: %s", e->dir, run_id, strerror(-r));
         return 0;
@@ -253,9 +347,11 @@ static int export_rows(Export *e, json_object *rows) {
                         fputc('\n', f);
                         events++;
                 }
-                if (audit_export_kind(row) == AUDIT_EXPORT_COMMAND &&
+                AuditExportKind kind = audit_export_kind(row);
+                if ((kind == AUDIT_EXPORT_COMMAND || kind == AUDIT_EXPORT_PROCESS) &&
                     audit_export_run_id(row, run_id) >= 0) {
-                        r = write_run(e, row, run_id, id);
+                        r = kind == AUDIT_EXPORT_COMMAND ? write_run(e, row, run_id, id)
+                                                         : write_process_run(e, ev, run_id, id);
                         if (r < 0) {
                                 fclose(f);
                                 return r;
@@ -409,10 +505,6 @@ static int on_entry_added(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
         return 0;
 }
 
-static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        return sd_event_exit(sd_event_source_get_event(s), 0);
-}
-
 int log_export(sd_bus *bus, const char *dir, const char *session_id, bool follow, bool quiet) {
         _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
@@ -447,30 +539,11 @@ int log_export(sd_bus *bus, const char *dir, const char *session_id, bool follow
                 return fail(-errno, "%s/%s: %m", dir, JSONL_NAME);
 
         if (follow) {
-                sigset_t mask;
-
                 /* Subscribe before catching up: a row stored in between arrives as a signal. */
-                r = sd_bus_match_signal(bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
-                                        "EntryAdded", on_entry_added, &e);
+                r = follow_log_entries(bus, on_entry_added, &e, &slot, &event);
                 if (r < 0)
-                        return fail(r, "Failed to subscribe to EntryAdded: %s", strerror(-r));
-                r = sd_event_default(&event);
-                if (r >= 0)
-                        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-                if (r >= 0)
-                        r = sd_bus_set_exit_on_disconnect(bus, true);
-                if (r >= 0) {
-                        sigemptyset(&mask);
-                        sigaddset(&mask, SIGINT);
-                        sigaddset(&mask, SIGTERM);
-                        r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
-                }
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGINT, on_signal, NULL);
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGTERM, on_signal, NULL);
-                if (r < 0)
-                        return fail(r, "Failed to set up the event loop: %s", strerror(-r));
+                        return fail(r, "Failed to follow the audit log (EntryAdded, event loop): %s",
+                                    strerror(-r));
         }
 
         r = catch_up(&e, 0);

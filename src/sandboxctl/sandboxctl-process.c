@@ -20,7 +20,6 @@
 #include "sandboxd-bus.h"
 #include "time-util.h"
 
-#define EXIT_USAGE 2
 /* attach: how often a running process's output is asked for when there was nothing new */
 #define ATTACH_POLL_USEC (100 * USEC_PER_MSEC)
 #define ATTACH_CHUNK (256u * 1024)
@@ -56,17 +55,6 @@ static void usage(FILE *f) {
               "Exit status: 0 on success, 1 on failure, 2 on bad usage; attach: the process's.\n"
               "See docs/sandboxctl.md.\n",
               f);
-}
-
-_printf_(1, 2) static int fail_usage(const char *fmt, ...) {
-        va_list ap;
-
-        fprintf(stderr, "sandboxctl: %s: ", arg_verb);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-        return EXIT_USAGE;
 }
 
 static int fail(const sd_bus_error *e, int r) {
@@ -191,7 +179,7 @@ static int do_ps(const char *id, int json_flags) {
 
 typedef struct StartArgs {
         const char *cwd;
-        char **env;          /* KEY, VALUE, KEY, VALUE, ... */
+        EnvVar *env;
         size_t n_env;
         uint64_t timeout, memory_max, tasks_max;
 } StartArgs;
@@ -221,19 +209,8 @@ static int do_start(const char *id, char **argv, const StartArgs *a) {
                 r = sd_bus_message_append(m, "{sv}", "memory_max", "t", a->memory_max);
         if (r >= 0 && a->tasks_max > 0)
                 r = sd_bus_message_append(m, "{sv}", "tasks_max", "t", a->tasks_max);
-        if (r >= 0 && a->n_env > 0) {
-                r = sd_bus_message_open_container(m, 'e', "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", "env");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'v', "a{ss}");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'a', "{ss}");
-                for (size_t i = 0; r >= 0 && i < a->n_env; i++)
-                        r = sd_bus_message_append(m, "{ss}", a->env[2 * i], a->env[2 * i + 1]);
-                for (int k = 0; r >= 0 && k < 3; k++)
-                        r = sd_bus_message_close_container(m);
-        }
+        if (r >= 0)
+                r = bus_append_env(m, a->env, a->n_env);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
         if (r < 0)
@@ -411,7 +388,7 @@ static int parse_options(int argc, char *argv[], Args *a) {
                 {},
         };
         StartArgs *sa = &a->start;
-        int c;
+        int c, r;
 
         optind = 0;
         /* "+": options end at the first non-option, so that start's command keeps its own. */
@@ -431,44 +408,35 @@ static int parse_options(int argc, char *argv[], Args *a) {
                         else if (streq(optarg, "off"))
                                 a->json_flags = -1;
                         else
-                                return fail_usage("--json takes short, pretty or off, not '%s'", optarg);
+                                return fail_usage(arg_verb, "--json takes short, pretty or off, not '%s'",
+                                                  optarg);
                         break;
                 case ARG_CWD:
                         sa->cwd = optarg;
                         break;
-                case ARG_ENV: {
-                        char *k = NULL, *v = NULL;
-                        char **ne;
-                        if (parse_env_assignment(optarg, &k, &v) < 0)
-                                return fail_usage("--env takes KEY=VALUE, not '%s'", optarg);
-                        ne = reallocarray(sa->env, 2 * (sa->n_env + 1), sizeof(char *));
-                        if (!ne) {
-                                free(k);
-                                free(v);
-                                return fail(NULL, -ENOMEM);
-                        }
-                        sa->env = ne;
-                        sa->env[2 * sa->n_env] = k;
-                        sa->env[2 * sa->n_env + 1] = v;
-                        sa->n_env++;
+                case ARG_ENV:
+                        r = env_list_add(&sa->env, &sa->n_env, optarg);
+                        if (r == -ENOMEM)
+                                return fail(NULL, r);
+                        if (r < 0)
+                                return fail_usage(arg_verb, "--env takes KEY=VALUE, not '%s'", optarg);
                         break;
-                }
                 case ARG_TIMEOUT:
                         if (parse_seconds(optarg, &sa->timeout) < 0 || sa->timeout == 0)
-                                return fail_usage("invalid --timeout: %s", optarg);
+                                return fail_usage(arg_verb, "invalid --timeout: %s", optarg);
                         break;
                 case ARG_MEMORY_MAX:
                         if (parse_size(optarg, &sa->memory_max) < 0 || sa->memory_max == 0)
-                                return fail_usage("invalid --memory-max: %s", optarg);
+                                return fail_usage(arg_verb, "invalid --memory-max: %s", optarg);
                         break;
                 case ARG_TASKS_MAX:
                         if (parse_uint64(optarg, &sa->tasks_max) < 0 || sa->tasks_max == 0)
-                                return fail_usage("invalid --tasks-max: %s", optarg);
+                                return fail_usage(arg_verb, "invalid --tasks-max: %s", optarg);
                         break;
                 case ARG_SIGNAL:
                         a->sig = parse_signal(optarg);
                         if (a->sig == 0)
-                                return fail_usage("unknown signal '%s'", optarg);
+                                return fail_usage(arg_verb, "unknown signal '%s'", optarg);
                         break;
                 default:
                         return EXIT_USAGE;
@@ -492,8 +460,10 @@ int verb_process(int argc, char *argv[]) {
                 /* Like exec: the sandbox, then more options, then the command (after "--" if it looks
                  * like an option). rest[0], the id, stands where getopt expects the program's name. */
                 if (n < 1) {
-                        ret = fail_usage("expected ID and CMD; usage: sandboxctl start ID [OPTIONS...] [--] CMD "
-                                         "[ARGS...]");
+                        ret = fail_usage(
+                                arg_verb,
+                                "expected ID and CMD; usage: sandboxctl start ID [OPTIONS...] [--] CMD "
+                                "[ARGS...]");
                         goto out;
                 }
                 ret = parse_options((int) n, rest, &a);
@@ -503,19 +473,22 @@ int verb_process(int argc, char *argv[]) {
                 }
                 char **cmd = rest + optind;
                 if (!cmd[0]) {
-                        ret = fail_usage("no command; usage: sandboxctl start ID [OPTIONS...] [--] CMD [ARGS...]");
+                        ret = fail_usage(
+                                arg_verb,
+                                "no command; usage: sandboxctl start ID [OPTIONS...] [--] CMD [ARGS...]");
                         goto out;
                 }
                 ret = do_start(rest[0], cmd, &a.start);
         } else if (streq(arg_verb, "ps"))
-                ret = n == 1 ? do_ps(rest[0], a.json_flags) : fail_usage("expected one sandbox ID");
+                ret = n == 1 ? do_ps(rest[0], a.json_flags)
+                             : fail_usage(arg_verb, "expected one sandbox ID");
         else if (streq(arg_verb, "kill"))
-                ret = n == 2 ? do_kill(rest[0], rest[1], a.sig) : fail_usage("expected ID PROCESS");
+                ret = n == 2 ? do_kill(rest[0], rest[1], a.sig)
+                             : fail_usage(arg_verb, "expected ID PROCESS");
         else
-                ret = n == 2 ? do_attach(rest[0], rest[1], a.quiet) : fail_usage("expected ID PROCESS");
+                ret = n == 2 ? do_attach(rest[0], rest[1], a.quiet)
+                             : fail_usage(arg_verb, "expected ID PROCESS");
 out:
-        for (size_t i = 0; i < 2 * a.start.n_env; i++)
-                free(a.start.env[i]);
-        free(a.start.env);
+        env_list_free(&a.start.env, &a.start.n_env);
         return ret;
 }

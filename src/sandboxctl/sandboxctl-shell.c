@@ -28,7 +28,6 @@
 #include "sandboxd-bus.h"
 #include "time-util.h"
 
-#define EXIT_USAGE         2
 #define EXIT_SHELL_FAILED  255 /* like ssh: any other status is the remote shell's */
 #define INPUT_HIGH_WATER   (64 * 1024)
 #define ESCAPE_CHAR        0x1d /* ^] three times within a second ends the session, as machinectl's */

@@ -21,7 +21,6 @@
 #include "sandboxctl-util.h"
 #include "utf8-util.h"
 
-#define EXIT_USAGE         2
 #define CONTENT_INLINE_MAX (8u << 20)  /* above this, file-create sends its content through an fd */
 #define CONTENT_MAX        (64u << 20) /* the tools' own limit */
 #define CALL_TIMEOUT_USEC  (150 * USEC_PER_SEC)
@@ -72,17 +71,6 @@ static void usage(FILE *f) {
               "lines (\\x1b, \\u202e, \\xff, \\\\); --json and view give the bytes as they are.\n"
               "Exit status: 0 on success, 1 on failure, 2 on bad usage. See docs/sandboxctl.md.\n",
               f);
-}
-
-_printf_(1, 2) static int fail_usage(const char *fmt, ...) {
-        va_list ap;
-
-        fprintf(stderr, "sandboxctl: %s: ", arg_verb);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-        return EXIT_USAGE;
 }
 
 static int fail(const char *what, const sd_bus_error *e, int r) {
@@ -162,8 +150,27 @@ static int call(sd_bus *bus, sd_bus_message *m, sd_bus_message **reply) {
         return 0;
 }
 
+/* Calls m, whose reply is one a{sv} of info (the tools that change a file), and prints it with --json. */
+static int call_print_info(sd_bus *bus, sd_bus_message *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        json_object *info;
+        int r;
+
+        r = call(bus, m, &reply);
+        if (r < 0)
+                return r;
+        info = json_object_new_object();
+        if (!info)
+                return -ENOMEM;
+        r = bus_read_dict(reply, info);
+        if (r >= 0 && arg_json)
+                print_json(info);
+        json_object_put(info);
+        return r;
+}
+
 static int verb_file_create(sd_bus *bus, char **args, const Options *o) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         _cleanup_free_ char *data = NULL;
         _cleanup_close_ int memfd = -EBADF;
         size_t size = 0;
@@ -198,15 +205,7 @@ static int verb_file_create(sd_bus *bus, char **args, const Options *o) {
                 r = sd_bus_message_close_container(m);
         if (r < 0)
                 return r;
-        r = call(bus, m, &reply);
-        if (r < 0)
-                return r;
-        json_object *info = json_object_new_object();
-        r = bus_read_dict(reply, info);
-        if (r >= 0 && arg_json)
-                print_json(info);
-        json_object_put(info);
-        return r;
+        return call_print_info(bus, m);
 }
 
 static int verb_view(sd_bus *bus, char **args, const Options *o) {
@@ -249,12 +248,12 @@ static int verb_view(sd_bus *bus, char **args, const Options *o) {
 }
 
 static int verb_str_replace_or_insert(sd_bus *bus, char **args, bool insert) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         uint64_t line = 0;
         int r;
 
         if (insert && (parse_uint64(args[3], &line) < 0 || line > UINT32_MAX))
-                return fail_usage("invalid line number '%s'", args[3]), -EINVAL;
+                return fail_usage(arg_verb, "invalid line number '%s'", args[3]), -EINVAL;
         r = new_call(bus, insert ? "Insert" : "StrReplace", &m);
         if (r >= 0)
                 r = sd_bus_message_append(m, "ss", args[1], args[2]);
@@ -268,15 +267,7 @@ static int verb_str_replace_or_insert(sd_bus *bus, char **args, bool insert) {
                 r = sd_bus_message_append(m, "a{sv}", 0);
         if (r < 0)
                 return r;
-        r = call(bus, m, &reply);
-        if (r < 0)
-                return r;
-        json_object *info = json_object_new_object();
-        r = bus_read_dict(reply, info);
-        if (r >= 0 && arg_json)
-                print_json(info);
-        json_object_put(info);
-        return r;
+        return call_print_info(bus, m);
 }
 
 static int append_list_options(sd_bus_message *m, const Options *o, bool grep) {
@@ -554,14 +545,15 @@ int verb_tool(int argc, char *argv[]) {
                         else if (streq(optarg, "off"))
                                 arg_json = JSON_NONE;
                         else
-                                return fail_usage("--json: expected short, pretty or off, got '%s'", optarg);
+                                return fail_usage(arg_verb,
+                                                  "--json: expected short, pretty or off, got '%s'", optarg);
                         break;
                 case ARG_OVERWRITE:
                         o.overwrite = true;
                         break;
                 case ARG_MODE:
                         if (parse_mode(optarg, &o.mode) < 0)
-                                return fail_usage("--mode: invalid octal mode '%s'", optarg);
+                                return fail_usage(arg_verb, "--mode: invalid octal mode '%s'", optarg);
                         o.have_mode = true;
                         break;
                 case ARG_MKDIR:
@@ -570,6 +562,7 @@ int verb_tool(int argc, char *argv[]) {
                 case ARG_RANGE:
                         if (parse_range(optarg, &o.start, &o.end) < 0)
                                 return fail_usage(
+                                        arg_verb,
                                         "--range: expected A:B with 1 <= A <= B (either may be empty), "
                                         "got '%s'",
                                         optarg);
@@ -585,7 +578,8 @@ int verb_tool(int argc, char *argv[]) {
                         break;
                 case ARG_MAX:
                         if (parse_uint64(optarg, &u) < 0 || u == 0 || u > 1000000)
-                                return fail_usage("--max-results: expected 1 to 1000000, got '%s'", optarg);
+                                return fail_usage(arg_verb, "--max-results: expected 1 to 1000000, got '%s'",
+                                                  optarg);
                         o.max_results = (uint32_t) u;
                         break;
                 default:
@@ -599,7 +593,7 @@ int verb_tool(int argc, char *argv[]) {
                 if (streq(tool_verbs[v].name, arg_verb))
                         break;
         if (v == ELEMENTSOF(tool_verbs))
-                return fail_usage("unknown command");
+                return fail_usage(arg_verb, "unknown command");
         if (n < tool_verbs[v].min || n > tool_verbs[v].max) {
                 fprintf(stderr, "sandboxctl: %s: too %s arguments; usage: sandboxctl %s\n", arg_verb,
                         n < tool_verbs[v].min ? "few" : "many", tool_verbs[v].usage);

@@ -2,7 +2,9 @@
 /* sandboxctl's pure helpers: argument syntax, output formatting and plain fd I/O (no bus, testable). */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,9 +15,23 @@
 
 #include "macro.h"
 #include "sandbox-id.h"
+#include "sandboxd-bus.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
 #include "utf8-util.h"
+
+int fail_usage(const char *verb, const char *fmt, ...) {
+        va_list ap;
+
+        fputs("sandboxctl: ", stderr);
+        if (verb)
+                fprintf(stderr, "%s: ", verb);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return EXIT_USAGE;
+}
 
 int parse_uint64(const char *s, uint64_t *ret) {
         uint64_t v = 0;
@@ -87,6 +103,57 @@ int parse_env_assignment(const char *s, char **ret_key, char **ret_value) {
         *ret_key = TAKE_PTR(k);
         *ret_value = v;
         return 0;
+}
+
+int env_list_add(EnvVar **list, size_t *n, const char *assignment) {
+        _cleanup_free_ char *k = NULL, *v = NULL;
+        EnvVar *l;
+        int r;
+
+        r = parse_env_assignment(assignment, &k, &v);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*list)[i].key, k)) {
+                        free((*list)[i].value);
+                        (*list)[i].value = TAKE_PTR(v);
+                        return 0;
+                }
+        l = reallocarray(*list, *n + 1, sizeof(EnvVar));
+        if (!l)
+                return -ENOMEM;
+        *list = l;
+        l[(*n)++] = (EnvVar) { .key = TAKE_PTR(k), .value = TAKE_PTR(v) };
+        return 0;
+}
+
+void env_list_free(EnvVar **list, size_t *n) {
+        for (size_t i = 0; i < *n; i++) {
+                free((*list)[i].key);
+                free((*list)[i].value);
+        }
+        free(*list);
+        *list = NULL;
+        *n = 0;
+}
+
+int bus_append_env(sd_bus_message *m, const EnvVar *env, size_t n) {
+        int r;
+
+        if (n == 0)
+                return 0;
+        r = sd_bus_message_open_container(m, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", "env");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'v', "a{ss}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "{ss}");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(m, "{ss}", env[i].key, env[i].value);
+        for (unsigned i = 0; r >= 0 && i < 3; i++)
+                r = sd_bus_message_close_container(m);
+        return r;
 }
 
 char **split_commas(const char *s) {
@@ -739,4 +806,45 @@ int bus_read_dict(sd_bus_message *m, json_object *o) {
         if (r < 0)
                 return r;
         return sd_bus_message_exit_container(m);
+}
+
+static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+int follow_log_entries(sd_bus *bus, sd_bus_message_handler_t on_entry, void *userdata,
+                       sd_bus_slot **ret_slot, sd_event **ret_event) {
+        sd_bus_slot *slot = NULL;
+        sd_event *event = NULL;
+        sigset_t mask;
+        int r;
+
+        r = sd_bus_match_signal(bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
+                                "EntryAdded", on_entry, userdata);
+        if (r >= 0)
+                r = sd_event_default(&event);
+        if (r >= 0)
+                r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = sd_bus_set_exit_on_disconnect(bus, true);
+        if (r >= 0) {
+                sigemptyset(&mask);
+                sigaddset(&mask, SIGINT);
+                sigaddset(&mask, SIGTERM);
+                r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
+        }
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGINT, on_stop_signal, NULL);
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGTERM, on_stop_signal, NULL);
+        if (r < 0) {
+                if (event)
+                        (void) sd_bus_detach_event(bus);
+                sd_event_unref(event);
+                sd_bus_slot_unref(slot);
+                return r;
+        }
+        *ret_slot = slot;
+        *ret_event = event;
+        return 0;
 }

@@ -8,8 +8,18 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
+#include <systemd/sd-event.h>
+
 #include "egress-policy.h"
 #include "io-util.h" /* loop_write(), which sandboxctl uses everywhere */
+#include "macro.h"
+
+/* sandboxctl's exit status for bad usage: an unknown option, a missing or malformed argument. */
+#define EXIT_USAGE 2
+
+/* "sandboxctl: VERB: message" (just "sandboxctl: message" when verb is NULL) on stderr; returns
+ * EXIT_USAGE, for "return fail_usage(...)". */
+_printf_(2, 3) int fail_usage(const char *verb, const char *fmt, ...);
 
 /* Enough for "Wed 2026-12-02 15:39:31 CEST" with room for long zone names. */
 #define FORMAT_TIMESTAMP_MAX 64
@@ -27,6 +37,21 @@ int parse_mode(const char *s, uint32_t *ret);
 /* "KEY=VALUE" with a non-empty KEY free of '=' and NUL-free by construction; VALUE may be empty.
  * Returns 0 and fresh copies, -EINVAL for bad syntax, -ENOMEM. */
 int parse_env_assignment(const char *s, char **ret_key, char **ret_value);
+
+/* --env=KEY=VALUE options (exec, start), in the order given. */
+typedef struct EnvVar {
+        char *key;
+        char *value;
+} EnvVar;
+
+/* Adds "KEY=VALUE" (as parse_env_assignment() takes it) to *list; a KEY given again replaces its value,
+ * as in a shell. Returns 0, -EINVAL for bad syntax (the list unchanged), or -ENOMEM. */
+int env_list_add(EnvVar **list, size_t *n, const char *assignment);
+void env_list_free(EnvVar **list, size_t *n);
+
+/* Appends the entry {"env": a{ss}} to the a{sv} of options open in m (Exec's and StartProcess's);
+ * nothing if n is 0. Returns 0 or a negative errno. */
+int bus_append_env(sd_bus_message *m, const EnvVar *env, size_t n);
 
 /* A comma-separated list ("--actions=exec,file.read") as a NULL-terminated list, empty items dropped.
  * NULL on ENOMEM. */
@@ -62,6 +87,13 @@ int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size);
 int exec_exit_status(int32_t exit_code, int32_t signal, bool timed_out, bool oom_killed);
 
 /* --- log ----------------------------------------------------------------------------------------- */
+
+/* "log --follow" and "log --export --follow": subscribes on_entry to the logger's EntryAdded (do it before
+ * catching up with GetLog: a row stored in between then arrives as a signal, and is not lost), and makes
+ * the default event loop for the bus, which SIGINT and SIGTERM (blocked, for the loop) end with 0 and
+ * the bus's disconnection ends too. Returns 0, or a negative errno with the outputs untouched. */
+int follow_log_entries(sd_bus *bus, sd_bus_message_handler_t on_entry, void *userdata,
+                       sd_bus_slot **ret_slot, sd_event **ret_event);
 
 /* "Dec 02 16:03:09.590". */
 #define FORMAT_LOG_TIME_MAX 32

@@ -32,7 +32,6 @@
 #include "sandboxctl-util.h"
 #include "time-util.h"
 
-#define EXIT_USAGE 2
 #define EXIT_EXEC_FAILED 125
 #define EXIT_CHAIN_BROKEN 3 /* log --verify: the audit log's hash chain does not verify */
 
@@ -61,11 +60,6 @@ typedef enum JsonMode {
         JSON_SHORT,
         JSON_PRETTY,
 } JsonMode;
-
-typedef struct EnvVar {
-        char *key;
-        char *value;
-} EnvVar;
 
 static bool arg_legend = true;
 static bool arg_quiet = false;
@@ -161,24 +155,7 @@ static void env_free_all(void) {
         free(arg_deny);
         arg_deny = NULL;
         arg_n_deny = 0;
-        for (size_t i = 0; i < arg_n_env; i++) {
-                free(arg_env[i].key);
-                free(arg_env[i].value);
-        }
-        free(arg_env);
-        arg_env = NULL;
-        arg_n_env = 0;
-}
-
-_printf_(1, 2) static int log_usage(const char *fmt, ...) {
-        va_list ap;
-
-        fputs("sandboxctl: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-        return EXIT_USAGE;
+        env_list_free(&arg_env, &arg_n_env);
 }
 
 /* "sandboxctl: VERB: message", returning r (a negative errno) for "return log_error(...)". */
@@ -708,7 +685,7 @@ static int verb_set_ttl(char **args, size_t n_args) {
 
         r = parse_seconds(args[2], &ttl);
         if (r < 0)
-                return log_usage("set-ttl: invalid number of seconds: %s", args[2]);
+                return fail_usage(NULL, "set-ttl: invalid number of seconds: %s", args[2]);
 
         r = acquire_bus("set-ttl", &bus);
         if (r < 0)
@@ -932,21 +909,9 @@ static int append_exec_options(sd_bus_message *m, const char *stdin_data, size_t
         if (arg_cwd && (r = append_dict_string(m, "cwd", arg_cwd)) < 0)
                 return r;
 
-        if (arg_n_env > 0) {
-                r = sd_bus_message_open_container(m, 'e', "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", "env");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'v', "a{ss}");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'a', "{ss}");
-                for (size_t i = 0; r >= 0 && i < arg_n_env; i++)
-                        r = sd_bus_message_append(m, "{ss}", arg_env[i].key, arg_env[i].value);
-                for (unsigned i = 0; r >= 0 && i < 3; i++)
-                        r = sd_bus_message_close_container(m);
-                if (r < 0)
-                        return r;
-        }
+        r = bus_append_env(m, arg_env, arg_n_env);
+        if (r < 0)
+                return r;
 
         if (have_stdin) {
                 r = sd_bus_message_open_container(m, 'e', "sv");
@@ -1380,8 +1345,8 @@ static int path_join_basename(const char *verb, const char *dir, const char *oth
         char *joined;
 
         if (!base || streq(base, "-"))
-                return log_usage("%s: cannot derive a file name from '%s'; name the target file", verb,
-                                 other);
+                return fail_usage(NULL, "%s: cannot derive a file name from '%s'; name the target file",
+                                  verb, other);
 
         if (asprintf(&joined, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", base) < 0)
                 return log_error(-ENOMEM, verb, "Out of memory");
@@ -1397,15 +1362,16 @@ static int verb_cp(char **args, size_t n_args) {
         src_remote = split_sandbox_path(args[1], &src_id, &src_path);
         dst_remote = split_sandbox_path(args[2], &dst_id, &dst_path);
         if (src_remote == -EINVAL || dst_remote == -EINVAL)
-                return log_usage("cp: 'ID:' needs a path after the colon");
+                return fail_usage(NULL, "cp: 'ID:' needs a path after the colon");
         if (src_remote < 0 || dst_remote < 0)
                 return log_error(-ENOMEM, "cp", "Out of memory");
         if (src_remote && dst_remote)
-                return log_usage("cp: copying from one sandbox to another is not supported; go through a "
-                                 "local file");
+                return fail_usage(NULL,
+                                  "cp: copying from one sandbox to another is not supported; go through a "
+                                  "local file");
         if (!src_remote && !dst_remote)
-                return log_usage("cp: one of SRC and DST must be ID:PATH (ID being a sandbox id like "
-                                 "sb_abcdefghij)");
+                return fail_usage(NULL, "cp: one of SRC and DST must be ID:PATH (ID being a sandbox id like "
+                                        "sb_abcdefghij)");
 
         if (dst_remote) {
                 _cleanup_free_ char *data = NULL, *target = NULL;
@@ -1820,10 +1786,6 @@ static int on_entry_added(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
         return 0;
 }
 
-static int on_log_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        return sd_event_exit(sd_event_source_get_event(s), 0);
-}
-
 /* Returned by the event loop when sd-bus saw the connection close (sd_bus_set_exit_on_disconnect()). */
 #define LOG_EXIT_DISCONNECTED 1
 
@@ -1991,20 +1953,22 @@ static int verb_log(char **args, size_t n_args) {
         if (arg_output > 0 &&
             (n_args > 1 || arg_follow || arg_filter.operation || arg_filter.event || arg_filter.account_id ||
              arg_filter.source || arg_filter.since || arg_filter.until))
-                return log_usage("log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
-                                 "or filters");
+                return fail_usage(NULL,
+                                  "log: --output=ROW shows one row's output; it takes no SANDBOX, --follow "
+                                  "or filters");
 
         if (arg_verify &&
             (arg_output > 0 || n_args > 1 || arg_follow || arg_export || arg_filter.operation ||
              arg_filter.event || arg_filter.account_id || arg_filter.source || arg_filter.since ||
              arg_filter.until))
-                return log_usage("log: --verify checks the whole log; it takes no SANDBOX, --output, "
-                                 "--export, --follow or filters");
+                return fail_usage(NULL, "log: --verify checks the whole log; it takes no SANDBOX, --output, "
+                                        "--export, --follow or filters");
         if (arg_export &&
             (arg_output > 0 || arg_filter.operation || arg_filter.event || arg_filter.account_id ||
              arg_filter.source || arg_filter.since || arg_filter.until || arg_json != JSON_OFF))
-                return log_usage("log: --export=DIR takes only SANDBOX and --follow (it exports every row "
-                                 "of the log, or of SANDBOX, as JSON lines)");
+                return fail_usage(NULL,
+                                  "log: --export=DIR takes only SANDBOX and --follow (it exports every row "
+                                  "of the log, or of SANDBOX, as JSON lines)");
 
         r = acquire_bus("log", &bus);
         if (r < 0)
@@ -2032,32 +1996,13 @@ static int verb_log(char **args, size_t n_args) {
         }
 
         if (arg_follow) {
-                sigset_t mask;
-
                 /* Subscribe before asking for the page: a row stored in between then arrives as a signal
                  * and is not lost; one in both is printed once, by id. */
-                r = sd_bus_match_signal(bus, &slot, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
-                                        "EntryAdded", on_entry_added, &printer);
+                r = follow_log_entries(bus, on_entry_added, &printer, &slot, &event);
                 if (r < 0)
-                        return log_error(r, "log", "Failed to subscribe to EntryAdded: %s", strerror(-r));
-
-                r = sd_event_default(&event);
-                if (r >= 0)
-                        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-                if (r >= 0)
-                        r = sd_bus_set_exit_on_disconnect(bus, true);
-                if (r >= 0) {
-                        sigemptyset(&mask);
-                        sigaddset(&mask, SIGINT);
-                        sigaddset(&mask, SIGTERM);
-                        r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
-                }
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGINT, on_log_signal, NULL);
-                if (r >= 0)
-                        r = sd_event_add_signal(event, NULL, SIGTERM, on_log_signal, NULL);
-                if (r < 0)
-                        return log_error(r, "log", "Failed to set up the event loop: %s", strerror(-r));
+                        return log_error(r, "log",
+                                         "Failed to follow the audit log (EntryAdded, event loop): %s",
+                                         strerror(-r));
         }
 
         rows = json_object_new_array();
@@ -2289,34 +2234,18 @@ enum {
 };
 
 static int add_env(const char *assignment) {
-        _cleanup_free_ char *k = NULL, *v = NULL;
-        int r;
+        int r = env_list_add(&arg_env, &arg_n_env, assignment);
 
-        r = parse_env_assignment(assignment, &k, &v);
         if (r == -ENOMEM)
                 return log_error(r, "exec", "Out of memory");
         if (r < 0)
-                return log_usage("--env: expected KEY=VALUE, got '%s'", assignment);
-
-        /* A repeated key replaces the earlier value, as in a shell. */
-        for (size_t i = 0; i < arg_n_env; i++)
-                if (streq(arg_env[i].key, k)) {
-                        free(arg_env[i].value);
-                        arg_env[i].value = TAKE_PTR(v);
-                        return 0;
-                }
-
-        EnvVar *n = reallocarray(arg_env, arg_n_env + 1, sizeof(EnvVar));
-        if (!n)
-                return log_error(-ENOMEM, "exec", "Out of memory");
-        arg_env = n;
-        arg_env[arg_n_env++] = (EnvVar) { .key = TAKE_PTR(k), .value = TAKE_PTR(v) };
+                return fail_usage(NULL, "--env: expected KEY=VALUE, got '%s'", assignment);
         return 0;
 }
 
 static int set_filter_string(const char **dst, const char *option, const char *value) {
         if (isempty(value))
-                return log_usage("--%s: empty value", option);
+                return fail_usage(NULL, "--%s: empty value", option);
         *dst = value;
         return 0;
 }
@@ -2421,7 +2350,8 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                                 puts("short\npretty\noff");
                                 return 0;
                         } else
-                                return log_usage("--json: expected short, pretty or off, got '%s'", optarg);
+                                return fail_usage(NULL, "--json: expected short, pretty or off, got '%s'",
+                                                  optarg);
                         break;
 
                 case 'H':
@@ -2434,34 +2364,37 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_NAME:
                         if (!name_is_valid(optarg))
-                                return log_usage("--name: invalid name '%s' (1..%d characters of "
-                                                 "A-Z a-z 0-9 . _ -, not starting with . or -)",
-                                                 optarg, SANDBOX_NAME_MAX);
+                                return fail_usage(NULL,
+                                                  "--name: invalid name '%s' (1..%d characters of "
+                                                  "A-Z a-z 0-9 . _ -, not starting with . or -)",
+                                                  optarg, SANDBOX_NAME_MAX);
                         arg_name = optarg;
                         break;
 
                 case ARG_TYPE:
                         if (!name_is_valid(optarg))
-                                return log_usage("--type: invalid type '%s'", optarg);
+                                return fail_usage(NULL, "--type: invalid type '%s'", optarg);
                         arg_type = optarg;
                         break;
 
                 case ARG_TTL:
                         if (parse_seconds(optarg, &arg_ttl) < 0)
-                                return log_usage("--ttl: invalid number of seconds '%s'", optarg);
+                                return fail_usage(NULL, "--ttl: invalid number of seconds '%s'", optarg);
                         arg_ttl_set = true;
                         break;
 
                 case ARG_NETWORK:
                         if (!streq(optarg, "host") && !streq(optarg, "none") && !streq(optarg, "egress"))
-                                return log_usage("--network: expected none, egress or host, got '%s'", optarg);
+                                return fail_usage(NULL, "--network: expected none, egress or host, got '%s'",
+                                                  optarg);
                         arg_network = optarg;
                         break;
 
                 case ARG_ALLOW:
                 case ARG_DENY:
                         if (isempty(optarg))
-                                return log_usage("--%s: empty entry", c == ARG_ALLOW ? "allow" : "deny");
+                                return fail_usage(NULL, "--%s: empty entry",
+                                                  c == ARG_ALLOW ? "allow" : "deny");
                         r = c == ARG_ALLOW ? add_policy_entry(&arg_allow, &arg_n_allow, optarg)
                                            : add_policy_entry(&arg_deny, &arg_n_deny, optarg);
                         if (r < 0)
@@ -2470,14 +2403,14 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_EGRESS_DEFAULT:
                         if (!streq(optarg, "deny") && !streq(optarg, "allow"))
-                                return log_usage("--egress-default: expected deny or allow, got '%s'",
-                                                 optarg);
+                                return fail_usage(NULL, "--egress-default: expected deny or allow, got '%s'",
+                                                  optarg);
                         arg_egress_default = optarg;
                         break;
 
                 case ARG_CWD:
                         if (isempty(optarg))
-                                return log_usage("--cwd: empty directory");
+                                return fail_usage(NULL, "--cwd: empty directory");
                         arg_cwd = optarg;
                         break;
 
@@ -2491,21 +2424,22 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         r = parse_seconds(optarg, &arg_timeout);
                         if (r < 0 || arg_timeout == 0 ||
                             arg_timeout > (UINT64_MAX - EXEC_CALL_SLACK_USEC) / USEC_PER_SEC)
-                                return log_usage("--timeout: invalid number of seconds '%s'", optarg);
+                                return fail_usage(NULL, "--timeout: invalid number of seconds '%s'", optarg);
                         break;
 
                 case ARG_MEMORY_MAX:
                         r = parse_size(optarg, &arg_memory_max);
                         if (r < 0 || arg_memory_max == 0)
-                                return log_usage("--memory-max: invalid size '%s' (bytes, or with a K, M, "
-                                                 "G, T suffix)",
-                                                 optarg);
+                                return fail_usage(NULL,
+                                                  "--memory-max: invalid size '%s' (bytes, or with a K, M, "
+                                                  "G, T suffix)",
+                                                  optarg);
                         break;
 
                 case ARG_TASKS_MAX:
                         r = parse_uint64(optarg, &arg_tasks_max);
                         if (r < 0 || arg_tasks_max == 0)
-                                return log_usage("--tasks-max: invalid number '%s'", optarg);
+                                return fail_usage(NULL, "--tasks-max: invalid number '%s'", optarg);
                         break;
 
                 case ARG_STDIN_FILE:
@@ -2522,7 +2456,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_MODE:
                         if (parse_mode(optarg, &arg_mode) < 0)
-                                return log_usage("--mode: invalid octal mode '%s'", optarg);
+                                return fail_usage(NULL, "--mode: invalid octal mode '%s'", optarg);
                         arg_mode_set = true;
                         break;
 
@@ -2540,7 +2474,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case 'n':
                         if (parse_uint64(optarg, &arg_limit) < 0)
-                                return log_usage("--limit: invalid number of rows '%s'", optarg);
+                                return fail_usage(NULL, "--limit: invalid number of rows '%s'", optarg);
                         break;
 
                 case ARG_OPERATION:
@@ -2572,7 +2506,8 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         uint64_t *t = c == ARG_SINCE ? &arg_filter.since : &arg_filter.until;
 
                         if (parse_rfc3339_usec(optarg, t) < 0 || *t == 0)
-                                return log_usage(
+                                return fail_usage(
+                                        NULL,
                                         "--%s: expected an RFC 3339 time like "
                                         "2026-12-02T15:39:31Z or 2026-12-02T16:39:31.5+01:00, got '%s'",
                                         c == ARG_SINCE ? "since" : "until", optarg);
@@ -2581,7 +2516,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_OUTPUT:
                         if (parse_uint64(optarg, &arg_output) < 0 || arg_output == 0)
-                                return log_usage("--output: invalid row id '%s'", optarg);
+                                return fail_usage(NULL, "--output: invalid row id '%s'", optarg);
                         break;
 
                 case ARG_VERIFY:
@@ -2590,7 +2525,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
 
                 case ARG_EXPORT:
                         if (isempty(optarg))
-                                return log_usage("--export: needs a directory");
+                                return fail_usage(NULL, "--export: needs a directory");
                         arg_export = optarg;
                         break;
 
@@ -2599,7 +2534,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         return EXIT_USAGE;
 
                 default:
-                        return log_usage("unhandled option %d", c);
+                        return fail_usage(NULL, "unhandled option %d", c);
                 }
         }
 
@@ -2609,13 +2544,14 @@ done:
                 args[n_args++] = argv[optind];
 
         if (arg_stdin && arg_stdin_file)
-                return log_usage("--stdin and --stdin-file cannot be combined");
+                return fail_usage(NULL, "--stdin and --stdin-file cannot be combined");
         if (arg_filter.since > 0 && arg_filter.until > 0 && arg_filter.since >= arg_filter.until)
-                return log_usage("--since must be earlier than --until");
+                return fail_usage(NULL, "--since must be earlier than --until");
         if (arg_policy_given() && arg_network && !streq(arg_network, "egress"))
-                return log_usage("--allow, --deny and --egress-default are an egress policy: they need "
-                                 "--network=egress (which they imply), not --network=%s",
-                                 arg_network);
+                return fail_usage(NULL,
+                                  "--allow, --deny and --egress-default are an egress policy: they need "
+                                  "--network=egress (which they imply), not --network=%s",
+                                  arg_network);
 
         *ret_args = TAKE_PTR(args);
         *ret_n_args = n_args;
@@ -2693,10 +2629,10 @@ int main(int argc, char *argv[]) {
                 }
 
         if (!verb)
-                r = log_usage("unknown command '%s' (see sandboxctl --help)", a[0]);
+                r = fail_usage(NULL, "unknown command '%s' (see sandboxctl --help)", a[0]);
         else if (n < verb->min_args || n > verb->max_args)
-                r = log_usage("%s: too %s arguments; usage: sandboxctl %s", verb->name,
-                              n < verb->min_args ? "few" : "many", verb->usage);
+                r = fail_usage(NULL, "%s: too %s arguments; usage: sandboxctl %s", verb->name,
+                               n < verb->min_args ? "few" : "many", verb->usage);
         else {
                 r = verb->dispatch(a, n);
                 if (fflush(stdout) != 0 && r >= 0)

@@ -69,6 +69,26 @@ static void test_parse_env_assignment(void) {
         CHECK(parse_env_assignment("", &k, &v) == -EINVAL);
 }
 
+/* exec's and start's --env: in order, a repeated KEY replacing its value, bad syntax changing nothing */
+static void test_env_list(void) {
+        EnvVar *l = NULL;
+        size_t n = 0;
+
+        CHECK(env_list_add(&l, &n, "A=1") == 0);
+        CHECK(env_list_add(&l, &n, "B=x=y") == 0);
+        CHECK(env_list_add(&l, &n, "A=2") == 0);
+        CHECK(env_list_add(&l, &n, "=bad") == -EINVAL);
+        CHECK(env_list_add(&l, &n, "C") == -EINVAL);
+        CHECK(n == 2);
+        if (n == 2) {
+                CHECK(streq(l[0].key, "A") && streq(l[0].value, "2"));
+                CHECK(streq(l[1].key, "B") && streq(l[1].value, "x=y"));
+        }
+        env_list_free(&l, &n);
+        CHECK(!l && n == 0);
+        env_list_free(&l, &n);
+}
+
 static void test_split_sandbox_path(void) {
         char *id = NULL, *path = NULL;
 
@@ -503,6 +523,7 @@ int main(void) {
         test_parse_seconds();
         test_parse_mode();
         test_parse_env_assignment();
+        test_env_list();
         test_split_sandbox_path();
         test_split_commas();
         test_path_basename();

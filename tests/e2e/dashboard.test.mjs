@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // End-to-end test of the gateway's dashboard in Debian's headless Chromium (playwright-core, no browser
 // download), against the live fleet: sign in, sandboxes, the live audit log, output, paging, the takeover
-// terminal, an egress sandbox's network panel and a policy edit, and a member key's refusal. Run by
+// terminal, an egress sandbox's network panel and a policy edit, background processes (listed live,
+// attached, resumed, signalled, stopped; no controls without `exec`), and a member key's refusal. Run by
 // tests/integration/test_dashboard.py inside the harness, which passes GATEWAY_URL, ADMIN_KEY, MEMBER_KEY
 // and ARTIFACTS (the screenshots' directory), with test_egress.py's fake internet up for the uplink.
 import assert from "node:assert/strict";
@@ -355,6 +356,151 @@ test("an egress sandbox shows its network, address, policy and counters, and its
         const plain = await newSandbox("e2e-no-egress");
         await openSandbox(plain);
         assert.equal(await panel.isVisible(), false);
+});
+
+// A row of the process list, once its state cell says `state`.
+async function processRow(p, state) {
+        const row = page.locator(`#proc-rows tr[data-id="${p.id}"]`);
+        await row.locator("td").nth(2).filter({ hasText: new RegExp(`^${state}$`) }).waitFor({ timeout: WAIT });
+        return row;
+}
+
+// What the attached process's output shows of one stream.
+async function streamOf(stream) {
+        return (await page.locator(`#proc-stream span.${stream}`).allTextContents()).join("");
+}
+
+async function waitForStream(text, cls = "stdout") {
+        await page.locator(`#proc-stream span.${cls}`, { hasText: text }).first().waitFor({ timeout: WAIT });
+}
+
+let procSandbox = null;
+
+test("background processes are listed live, attached to (kept output, then live, resumed), signalled and stopped", async () => {
+        procSandbox = await newSandbox("e2e-procs");
+        const sb = procSandbox;
+        await openSandbox(sb);
+        await page.locator("#proc-empty").waitFor({ state: "visible", timeout: WAIT });
+        assert.equal(await page.locator("#proc-start-form").isVisible(), true, "an admin key may start one");
+        const listGets = () => urls.filter((u) => u.endsWith(`/v1/sandboxes/${sb.id}/processes`)).length;
+        const listedBefore = listGets();
+
+        // started through the API: listed without a reload or a click (the watch's process.start row)
+        const script = 'echo ready; echo warming >&2; while read l; do echo "got $l"; echo "err $l" >&2; done; echo bye; exit 3';
+        const p = await api("POST", `/v1/sandboxes/${sb.id}/processes`, { argv: ["sh", "-c", script] });
+        const row = await processRow(p, "running");
+        assert.ok(listGets() > listedBefore, "the list was not loaded again");
+        const cells = await row.locator("td").allTextContents();
+        assert.equal(cells[0], p.id);
+        assert.equal(cells[1], `sh -c '${script.replace(/'/g, "'\\''")}'`);
+        assert.equal(cells[3], "", "no exit code while it runs");
+        assert.match(cells[4], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+        assert.equal(cells[5], p.unit);
+
+        // attach: the kept output first, both streams, stderr told apart
+        await row.click();
+        await page.locator("#proc-output").waitFor({ state: "visible", timeout: WAIT });
+        await waitForStream("ready");
+        await waitForStream("warming", "stderr");
+        await page.locator("#proc-status").filter({ hasText: /^Live$/ }).waitFor({ timeout: WAIT });
+        const colours = await page.evaluate(() => [...["stdout", "stderr"]].map((c) =>
+                getComputedStyle(document.querySelector(`#proc-stream span.${c}`)).color));
+        assert.notEqual(colours[0], colours[1], "stderr looks like stdout");
+        assert.equal(await page.getByRole("button", { name: "Send SIGTERM" }).isEnabled(), true);
+
+        // then live: what it writes after the attach arrives as it writes it
+        await api("POST", `/v1/sandboxes/${sb.id}/processes/${p.id}/stdin`, { data: "one\n" });
+        await waitForStream("got one");
+        await waitForStream("err one", "stderr");
+        await shot("process-attached");
+
+        // a dropped connection resumes from its last event's id: nothing twice, nothing left out
+        const lastId = await page.evaluate(() => window.dashboardFollow.lastId());
+        assert.match(lastId, /^\d+:\d+$/);
+        const resumed = page.waitForRequest((r) => r.url().includes(`/processes/${p.id}/output`) &&
+                                            r.headers()["last-event-id"] === lastId, { timeout: WAIT });
+        await page.evaluate(() => window.dashboardFollow.drop());
+        await resumed;
+        await page.locator("#proc-status").filter({ hasText: /^Live$/ }).waitFor({ timeout: WAIT });
+        await api("POST", `/v1/sandboxes/${sb.id}/processes/${p.id}/stdin`, { data: "two\n", close: true });
+        await waitForStream("bye");
+        // the end: its status in the output's status line, and in the list, red as an Exec row's would be
+        await page.locator("#proc-status").filter({ hasText: "Ended: exited, exit code 3" }).waitFor({ timeout: WAIT });
+        // each stream whole, each byte once, in its order (the two pipes are not ordered with each other)
+        assert.equal(await streamOf("stdout"), "ready\ngot one\ngot two\nbye\n");
+        assert.equal(await streamOf("stderr"), "warming\nerr one\nerr two\n");
+        const ended = await processRow(p, "exited");
+        const exitCell = ended.locator("td").nth(3);
+        assert.equal(await exitCell.textContent(), "3");
+        assert.ok((await exitCell.getAttribute("class")).includes("bad"));
+        assert.equal(await page.getByRole("button", { name: "Send SIGTERM" }).isDisabled(), true);
+        assert.equal(await page.getByRole("button", { name: "Stop" }).isDisabled(), true);
+        await shot("process-ended");
+
+        // SIGTERM from the page: the process's own trap answers, live
+        const trapped = await api("POST", `/v1/sandboxes/${sb.id}/processes`, {
+                argv: ["sh", "-c", "trap 'echo term-caught; exit 7' TERM; echo armed; while :; do sleep 0.1; done"] });
+        await (await processRow(trapped, "running")).click();
+        await waitForStream("armed");
+        await page.getByRole("button", { name: "Send SIGTERM" }).click();
+        await waitForStream("term-caught");
+        await page.locator("#proc-status").filter({ hasText: "exit code 7" }).waitFor({ timeout: WAIT });
+        assert.equal((await api("GET", `/v1/sandboxes/${sb.id}/processes/${trapped.id}`)).exit_code, 7);
+        assert.equal(await (await processRow(trapped, "exited")).locator("td").nth(3).textContent(), "7");
+
+        // Stop (DELETE): TERM, then KILL; started from the page's own form
+        await page.getByLabel(/^Start a background process/).fill("echo sleeping; exec sleep 600");
+        await page.getByRole("button", { name: "Start", exact: true }).click();
+        await waitForStream("sleeping");
+        const started = (await api("GET", `/v1/sandboxes/${sb.id}/processes`)).processes.at(-1);
+        assert.deepEqual(started.argv, ["sh", "-c", "echo sleeping; exec sleep 600"]);
+        await page.locator("#proc-output-title").filter({ hasText: started.id }).waitFor({ timeout: WAIT });
+        await page.getByRole("button", { name: "Stop" }).click();
+        await page.locator("#proc-status").filter({ hasText: "Ended: killed, exit code 143" }).waitFor({ timeout: WAIT });
+        const killed = await processRow(started, "killed");
+        assert.equal(await killed.locator("td").nth(3).getAttribute("title"), "killed by signal 15");
+        assert.equal((await api("GET", `/v1/sandboxes/${sb.id}/processes/${started.id}`)).state, "killed");
+        // the audit log has its rows, argv shell-quoted as Exec's
+        await page.locator("#log-rows tr").filter({ hasText: "process.exit" }).first().waitFor({ timeout: WAIT });
+        await shot("process-stopped");
+        await page.getByRole("button", { name: "Detach" }).click();
+        assert.equal(await page.locator("#proc-output").isVisible(), false);
+});
+
+test("a key without exec sees the processes and their output, but no controls; the gateway still refuses", async () => {
+        assert.ok(procSandbox, "the processes test ran first");
+        // sandbox.read alone: no exec, and no log.read either, so no watch stream to follow the list by
+        const minted = await api("POST", "/v1/api-keys", { name: "e2e-reader", role: "member", ttl_seconds: 900,
+                                                           actions: ["sandbox.read"] });
+        const watcher = minted.secret;
+        try {
+                await signOut();
+                await signIn(watcher);
+                await page.getByRole("button", { name: "Refresh the sandbox list" }).click();
+                await page.locator(`a.sandbox-link[data-id="${procSandbox.id}"]`).click();
+                const first = (await api("GET", `/v1/sandboxes/${procSandbox.id}/processes`)).processes[0];
+                await (await processRow(first, "exited")).click();
+                await waitForStream("bye");
+                await page.locator("#proc-status").filter({ hasText: "exit code 3" }).waitFor({ timeout: WAIT });
+                assert.equal(await page.locator("#proc-start-form").isVisible(), false);
+                assert.equal(await page.getByRole("button", { name: "Send SIGTERM" }).isVisible(), false);
+                assert.equal(await page.getByRole("button", { name: "Stop" }).isVisible(), false);
+                // the log is refused to this key, so the list is reloaded on its own: a new process shows
+                await page.locator("#log-error").filter({ hasText: "403" }).waitFor({ timeout: WAIT });
+                const late = await api("POST", `/v1/sandboxes/${procSandbox.id}/processes`, { argv: ["sleep", "30"] });
+                await processRow(late, "running");
+                await shot("process-read-only");
+                // hidden is a courtesy: the gateway is what refuses
+                const r = await fetch(`${BASE}/v1/sandboxes/${procSandbox.id}/processes/${first.id}/signal`, {
+                        method: "POST", headers: { Authorization: `Bearer ${watcher}`, "Content-Type": "application/json" },
+                        body: JSON.stringify({ signal: "TERM" }) });
+                assert.equal(r.status, 403);
+                await api("DELETE", `/v1/sandboxes/${procSandbox.id}/processes/${late.id}`);
+        } finally {
+                await api("DELETE", `/v1/api-keys/${minted.apiKey.id}`).catch(() => {});
+                await signOut().catch(() => {});
+                await signIn(ADMIN);
+        }
 });
 
 test("a member key sees the gateway's 403 when it tries to take over", async () => {

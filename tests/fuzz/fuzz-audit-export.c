@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Fuzzes the run-session export's mapping: a row as JSON (its strings are what sandboxes and callers chose)
- * → its events and metadata. Every event has a run id made of digits, a known name, and the row's id;
- * metadata exists exactly for command rows; nothing may crash. */
+ * → its events and metadata. Every event has a run id made of digits (or, for a background process, of a
+ * valid sandbox id and process id), a known name, and the row's id; metadata exists exactly for command
+ * rows, and a process row's run metadata is the same when the row is applied twice; nothing may crash. */
 #include <errno.h>
 #include <json-c/json.h>
 
@@ -9,13 +10,21 @@
 #include "fuzz.h"
 #include "macro.h"
 
+static bool digits(const char *s, size_t min, size_t max) {
+        size_t n = strspn(s, "0123456789");
+        return n >= min && n <= max && !s[n];
+}
+
 static bool run_id_is_safe(const char *s) {
-        if (strncmp(s, "run-", 4) != 0 || !s[4])
+        if (strncmp(s, "run-", 4) != 0)
                 return false;
-        for (s += 4; *s; s++)
-                if (*s < '0' || *s > '9')
-                        return false;
-        return true;
+        s += 4;
+        if (strncmp(s, "sb_", 3) != 0)
+                return digits(s, 1, 20);
+        /* "sb_" + 10 of [a-z2-7] + "-p" + 1 to 10 digits */
+        if (strspn(s + 3, "abcdefghijklmnopqrstuvwxyz234567") != 10 || strncmp(s + 13, "-p", 2) != 0)
+                return false;
+        return digits(s + 15, 1, 10);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -55,6 +64,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         r = audit_export_metadata(row, &md);
         FUZZ_ASSERT(kind == AUDIT_EXPORT_COMMAND ? (r == 0 || r == -EINVAL || r == -ENOMEM) : r == -EINVAL);
+
+        if (kind == AUDIT_EXPORT_PROCESS && events) {
+                json_object *once = NULL, *twice = NULL;
+                int w1, w2;
+
+                w1 = audit_export_process_metadata(NULL, events, &once);
+                FUZZ_ASSERT(w1 >= 0 || w1 == -ENOMEM);
+                if (w1 > 0) {
+                        w2 = audit_export_process_metadata(once, events, &twice);
+                        FUZZ_ASSERT(w2 == w1 || w2 == -ENOMEM);
+                        if (w2 > 0)
+                                FUZZ_ASSERT(streq(json_object_to_json_string(once),
+                                                  json_object_to_json_string(twice)));
+                        json_object_put(twice);
+                }
+                json_object_put(once);
+        }
 
 finish:
         json_object_put(md);

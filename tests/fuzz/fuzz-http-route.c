@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Fuzzes the gateway's route matching on its real table: "METHOD\nPATH" → route_find, the Allow list, and
- * the numeric path parameters' parse_decimal. */
+ * the numeric path parameters' parse_decimal, a follow's positions (offset=, Last-Event-ID). */
 #include <errno.h>
 
 #include "fuzz.h"
@@ -8,6 +8,7 @@
 #include "http-route.h"
 #include "http-server.h"
 #include "ini-util.h"
+#include "process-follow.h"
 
 static bool ends_with(const char *s, const char *suffix) {
         size_t a = strlen(s), b = strlen(suffix);
@@ -61,6 +62,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         {
                 uint64_t v;
                 (void) parse_decimal(path, &v);
+        }
+        /* A follow's offset= and Last-Event-ID: what parses prints back as the same position. */
+        {
+                uint64_t pos[2] = { 1, 2 }, again[2];
+                char buf[FOLLOW_POSITION_MAX];
+
+                r = follow_position_parse(path, pos);
+                FUZZ_ASSERT(r == 0 || r == -EINVAL || r == -ENOMEM);
+                if (r == 0) {
+                        follow_position_format(pos, buf);
+                        FUZZ_ASSERT(follow_position_parse(buf, again) == 0);
+                        FUZZ_ASSERT(again[0] == pos[0] && again[1] == pos[1]);
+                } else
+                        FUZZ_ASSERT(pos[0] == 1 && pos[1] == 2);
         }
 finish:
         free(method);

@@ -323,3 +323,101 @@ def test_rest_export_failure_is_its_last_line():
     assert 0 < len(events) < 20000
     assert [e["rowId"] for e in events] == sorted(e["rowId"] for e in events)
     assert all(e["event"] == "sandbox.file.view" for e in events)
+
+
+def test_background_process_is_a_run(mgr, sandbox, tmp_path):
+    """A background process (sandboxctl start, kill) is one run over its rows: exported while it runs
+    (started, metadata saying so), then resumed after its end (the signals and its end appended once,
+    the run directory completed with the exit row's output), the same as exporting it in one go and as
+    GET /v1/log/export; a start that could not run is a run that ended at once."""
+    from gateway_helpers import Client, cli_key, gateway_up
+    from test_processes import output_until, rows as process_rows
+
+    sid, _ = sandbox()
+    pid = ctl("start", sid, "--cwd=/tmp", "--", "sh", "-c",
+              "echo out; echo err >&2; exec sleep 1000").stdout.decode().strip()
+    output_until(mgr, sid, pid, b"out\n")
+    output_until(mgr, sid, pid, b"err\n", stream="stderr")
+    [start] = process_rows(sid, "process.start")
+    settled(sid, 2)
+    run_id = f"run-{sid}-{pid}"
+
+    d = tmp_path / "exp"
+    d.mkdir()
+    ctl("log", "--export", str(d), sid)
+    [started] = lines(d)
+    assert started["event"] == "sandbox.command.started" and started["runId"] == run_id
+    assert started["kind"] == "process" and started["process"] == pid and started["rowId"] == int(start["id"])
+    assert started["argv"] == ["sh", "-c", "echo out; echo err >&2; exec sleep 1000"]
+    assert started["command"] == "sh -c 'echo out; echo err >&2; exec sleep 1000'" and started["cwd"] == "/tmp"
+    assert started["unit"] == f"sandbox-{sid}-process-{pid[1:]}.scope"
+    rd = d / run_id
+    # while it runs its directory holds metadata only: the output comes with its exit row
+    assert sorted(p.name for p in rd.iterdir()) == ["metadata.json"]
+    md = json.loads((rd / "metadata.json").read_text())
+    assert md["state"] == "running" and md["finishedAt"] is None and md["signals"] == []
+    assert md["startRowId"] == int(start["id"]) and md["account"] == "uid:0" and md["sandbox"] == sid
+    before = (d / "audit.jsonl").read_bytes()
+
+    ctl("kill", "--signal=CONT", sid, pid)
+    ctl("kill", sid, pid)  # SIGTERM
+    sigs = process_rows(sid, "process.signal", 2)
+    [end] = process_rows(sid, "process.exit")
+    settled(sid, 5)
+    ctl("log", "--export", str(d), sid)
+    ev = lines(d)
+    assert (d / "audit.jsonl").read_bytes().startswith(before)
+    assert [(e["event"], e["runId"]) for e in ev] == [
+        ("sandbox.command.started", run_id), ("sandbox.command.signal", run_id),
+        ("sandbox.command.signal", run_id), ("sandbox.command.failed", run_id)]
+    assert [e["signal"] for e in ev[1:3]] == [int(signal.SIGCONT), int(signal.SIGTERM)]
+    assert all(e["status"] == "finished" for e in ev[1:3])
+    fin = ev[3]
+    assert fin["rowId"] == int(end["id"]) and fin["reason"] == "signal" and fin["exitCode"] == 143
+    assert fin["state"] == "killed" and fin["signal"] == 15 and fin["sandboxGone"] is False
+    out, err = output(int(end["id"]))
+    assert (out, err) == (b"out\n", b"err\n")
+    assert (rd / "stdout.txt").read_bytes() == out and (rd / "stderr.txt").read_bytes() == err
+    assert fin["stdoutBytes"] == 4 and fin["stdoutTotalBytes"] == 4 and fin["stdoutOffset"] == 0
+    md = json.loads((rd / "metadata.json").read_text())
+    assert md["state"] == "killed" and md["exitCode"] == 143 and md["outputAvailable"] is True
+    assert md["startRowId"] == int(start["id"]) and md["rowId"] == int(end["id"])
+    assert md["finishedAt"] == fin["time"] and md["startedAt"] == fin["startedAt"]
+    assert [(s["signal"], s["rowId"]) for s in md["signals"]] == [
+        (int(signal.SIGCONT), int(sigs[-1]["id"])), (int(signal.SIGTERM), int(sigs[0]["id"]))]
+    assert md["argv"][0] == "sh" and md["cwd"] == "/tmp" and md["unit"] == started["unit"]
+
+    # resumed again: nothing new; an uncommitted tail is cut and written once
+    done = (d / "audit.jsonl").read_bytes()
+    ctl("log", "--export", str(d), sid)
+    with open(d / "audit.jsonl", "ab") as f:
+        f.write(done[len(before):len(before) + 40])
+    ctl("log", "--export", str(d), sid)
+    assert (d / "audit.jsonl").read_bytes() == done
+
+    # exported in one go: the same lines and the same run directory, byte for byte
+    once = tmp_path / "once"
+    once.mkdir()
+    ctl("log", "--export", str(once), sid)
+    assert (once / "audit.jsonl").read_bytes() == done
+    for name in ("metadata.json", "stdout.txt", "stderr.txt"):
+        assert (once / run_id / name).read_bytes() == (rd / name).read_bytes(), name
+
+    # a start that could not run: started and failed at once, in its own process's run
+    assert ctl("start", sid, "--", "/nonexistent", check=False).returncode == 1
+    [bad] = [r for r in process_rows(sid, "process.start", 2) if str(r["event"]) == "failed"]
+    settled(sid, 6)
+    ctl("log", "--export", str(d), sid)
+    new = lines(d)[len(ev):]
+    bad_run = new[0]["runId"]
+    assert [e["event"] for e in new] == ["sandbox.command.started", "sandbox.command.failed"]
+    assert bad_run.startswith(f"run-{sid}-p") and bad_run != run_id and new[1]["rowId"] == int(bad["id"])
+    assert new[1]["reason"] == "error" and new[1]["error"] == "org.sandboxd.sandbox1.NoSuchFile"
+    assert (d / bad_run / "stdout.txt").read_bytes() == b"" and (d / bad_run / "stderr.txt").read_bytes() == b""
+    assert json.loads((d / bad_run / "metadata.json").read_text())["status"] == "failed"
+
+    # the REST route gives the same lines: one mapping
+    gateway_up()
+    admin = Client(cli_key("--preset", "admin", "--ttl", "1h")[0])
+    r = admin.get(f"/v1/log/export?sandbox={sid}")
+    assert r.status_code == 200 and r.content == (d / "audit.jsonl").read_bytes()

@@ -554,6 +554,34 @@ def test_api_key_list_escapes_names():
         revoke(key["id"])
 
 
+def test_api_key_self():
+    """GET /v1/api-keys/self: any active key reads its own object (what the dashboard offers depends on
+    it), whatever its actions; nothing else is readable through it, and a key that is gone gets 401."""
+    narrow, nkey = mint(role="member", actions=["log.read"], sandboxes=["sb_aaaaaaaaaa"], name="self-narrow")
+    runner, rkey = mint(preset="runner", ttl_seconds=600, name="self-runner")
+    try:
+        got = Api(narrow).ok("GET", "/v1/api-keys/self")
+        assert got == nkey, (got, nkey)
+        assert got["scope"] == {"actions": ["log.read"], "sandboxes": ["sb_aaaaaaaaaa"]}
+        assert "secret" not in json.dumps(got) and narrow not in json.dumps(got)
+        got = Api(runner).ok("GET", "/v1/api-keys/self")
+        assert got["id"] == rkey["id"] and got["role"] == "member" and got["expiresAt"] == rkey["expiresAt"]
+        assert "exec" in got["scope"]["actions"] and "log.read" not in got["scope"]["actions"]
+        # other keys stay behind api-key.admin: the narrow key may not list, and "self" is no key's id
+        expect_error(Api(narrow).req("GET", "/v1/api-keys"), 403, "session_required")
+        expect_error(Api(runner).req("DELETE", "/v1/api-keys/self"), 403, "session_required")
+        r = Api(runner).req("POST", "/v1/api-keys/self")
+        expect_error(r, 405, "method_not_allowed")
+        assert r.headers["Allow"] == "GET, DELETE"
+        expect_error(Api().req("GET", "/v1/api-keys/self"), 401, "unauthorized")
+        revoke(nkey["id"])
+        wait_for(lambda: Api(narrow).req("GET", "/v1/api-keys/self").status_code == 401, what="the revocation")
+        expect_error(Api(narrow).req("GET", "/v1/api-keys/self"), 401, "unauthorized")
+    finally:
+        revoke(nkey["id"])
+        revoke(rkey["id"])
+
+
 KEYS_DB = "/var/lib/sandbox-gatewayd/keys.db"
 
 

@@ -3,11 +3,12 @@
 # from an offset, stdin with close, signal, DELETE = SIGTERM then SIGKILL), their errors, and who may.
 import base64
 import json
+import os
 
 import pytest
 
 from conftest import audit_log, wait_for
-from gateway_helpers import (admin, assert_error, gateway_config, raw_request,  # noqa: F401,F811
+from gateway_helpers import (admin, assert_error, gateway_config, gateway_pid, raw_request,  # noqa: F401,F811
                              up)
 
 PROCESS_FIELDS = {"id", "sandbox", "state", "exit_code", "pid", "started_at", "argv", "unit"}
@@ -268,3 +269,249 @@ def test_starts_count_as_exec_starts(admin, sandboxes, gateway_config):  # noqa:
     body = assert_error(r, 429, "too_many_execs")
     assert ok >= 3 and "ExecBurstPerMemberKey=" in body["error"], (ok, body)
     assert len(admin.get(f"/v1/sandboxes/{sid}/processes").json()["processes"]) == ok
+
+
+# --- following the output (SSE) ------------------------------------------------------------------------
+
+class Follow:
+    """GET …/output?follow=true read event by event: (id, event, data as JSON) and the comments' count."""
+
+    def __init__(self, client, sid, pid, headers=None, **params):
+        params.setdefault("follow", "true")
+        self.r = client.req("GET", f"/v1/sandboxes/{sid}/processes/{pid}/output", params=params,
+                            headers=headers or {}, stream=True)
+        self.buf = b""
+        self.chunks = self.r.iter_content(chunk_size=None)
+        self.comments = []
+
+    def next(self):
+        """The next event, or None at the end of the stream."""
+        while True:
+            while b"\n\n" in self.buf:
+                block, self.buf = self.buf.split(b"\n\n", 1)
+                ev = {}
+                for line in block.decode().split("\n"):
+                    if line.startswith(":"):
+                        self.comments.append(line[1:].strip())
+                        continue
+                    k, _, v = line.partition(": ")
+                    ev[k] = v
+                if "event" in ev:
+                    return ev.get("id"), ev["event"], json.loads(ev["data"])
+            try:
+                self.buf += next(self.chunks)
+            except StopIteration:
+                return None
+
+    def until(self, pred):
+        """Events until pred(events so far) holds; all of them."""
+        got = []
+        while not pred(got):
+            ev = self.next()
+            assert ev is not None, f"the stream ended after {got}"
+            got.append(ev)
+        return got
+
+    def rest(self):
+        got = []
+        while (ev := self.next()) is not None:
+            got.append(ev)
+        return got
+
+    def close(self):
+        self.r.close()
+
+
+def joined(events, stream, b64=False):
+    parts = [base64.b64decode(d["data"]) if b64 else d["data"].encode() for _, e, d in events if e == stream]
+    return b"".join(parts) if b64 else b"".join(parts).decode()
+
+
+def check_ids(events, start=(0, 0)):
+    """Each event's offset is where the one before it left its stream, and its id says where both are after
+    it (as byte counts of the UTF-8 sent: the processes here write nothing invalid)."""
+    pos = list(start)
+    for eid, event, data in events:
+        if event in ("stdout", "stderr"):
+            i = 0 if event == "stdout" else 1
+            assert data["offset"] == pos[i], (events, pos)
+            pos[i] += len(data["data"].encode())
+        assert eid == f"{pos[0]}:{pos[1]}", (eid, pos, events)
+    return pos
+
+
+def stdin(client, sid, pid, data, close=False):
+    r = client.post(f"/v1/sandboxes/{sid}/processes/{pid}/stdin", {"data": data, "close": close})
+    assert r.status_code == 204, r.text
+
+
+def test_follow_live_both_streams_and_the_end(admin, sandboxes):  # noqa: F811
+    """What is kept, then what the process writes while followed (it waits for stdin between, so the
+    second part cannot have been there before), both streams, then the exit event with the process."""
+    sid = sandboxes()
+    pid = start(admin, sid, ["sh", "-c", "echo ready; echo warming >&2; read x; echo got $x; echo bye >&2; exit 3"])["id"]
+    output_until(admin, sid, pid, "ready\n")
+    f = Follow(admin, sid, pid, stream="both")
+    assert f.r.status_code == 200 and f.r.headers["Content-Type"] == "text/event-stream"
+    first = f.until(lambda ev: joined(ev, "stdout") == "ready\n" and joined(ev, "stderr") == "warming\n")
+    # it waits for its stdin: still running, and the stream stays open meanwhile
+    assert get(admin, sid, pid)["state"] == "running"
+    stdin(admin, sid, pid, "hi\n")
+    rest = f.rest()
+    events = first + rest
+    assert joined(events, "stdout") == "ready\ngot hi\n" and joined(events, "stderr") == "warming\nbye\n"
+    pos = check_ids(events)
+    assert pos == [len("ready\ngot hi\n"), len("warming\nbye\n")]
+    eid, event, obj = events[-1]
+    assert event == "exit" and [e for _, e, _ in events].count("exit") == 1
+    assert set(obj) == PROCESS_FIELDS and obj["id"] == pid
+    assert (obj["state"], obj["exit_code"]) == ("exited", 3)
+    assert "following" in f.comments
+
+    # an ended process: what is kept, then the end at once; Accept: text/event-stream asks for it too
+    f = Follow(admin, sid, pid, headers={"Accept": "text/event-stream"}, follow=None)
+    again = f.rest()
+    assert joined(again, "stdout") == "ready\ngot hi\n" and joined(again, "stderr") == ""
+    assert again[-1][1] == "exit" and again[-1][2] == obj
+    # stderr alone
+    f = Follow(admin, sid, pid, stream="stderr")
+    assert joined(f.rest(), "stderr") == "warming\nbye\n"
+
+
+def test_follow_resumes_by_last_event_id(admin, sandboxes):  # noqa: F811
+    """A client that drops the connection mid-stream and comes back with Last-Event-ID gets what follows,
+    with no gap and nothing twice; the event id is also accepted as offset=."""
+    sid = sandboxes()
+    script = "for i in 1 2 3; do echo out$i; echo err$i >&2; read x; done; echo last; exit 0"
+    pid = start(admin, sid, ["sh", "-c", script])["id"]
+    f = Follow(admin, sid, pid, stream="both")
+    seen = f.until(lambda ev: joined(ev, "stdout") == "out1\n" and joined(ev, "stderr") == "err1\n")
+    last_id = seen[-1][0]
+    assert last_id == "5:5"
+    f.close()
+    # written while nobody followed
+    stdin(admin, sid, pid, "a\n")
+    output_until(admin, sid, pid, "err1\nerr2\n", stream="stderr")
+    f = Follow(admin, sid, pid, headers={"Last-Event-ID": last_id}, stream="both")
+    more = f.until(lambda ev: joined(ev, "stdout") == "out2\n" and joined(ev, "stderr") == "err2\n")
+    check_ids(more, start=(5, 5))
+    stdin(admin, sid, pid, "b\n")
+    more += f.until(lambda ev: joined(ev, "stdout") == "out3\n" and joined(ev, "stderr") == "err3\n")
+    mid = more[-1][0]
+    f.close()
+    stdin(admin, sid, pid, "c\n")
+    # the id as offset=: the rest, then the end
+    f = Follow(admin, sid, pid, stream="both", offset=mid)
+    tail = f.rest()
+    check_ids(tail, start=tuple(int(x) for x in mid.split(":")))
+    everything = seen + more + tail
+    assert joined(everything, "stdout") == "out1\nout2\nout3\nlast\n"
+    assert joined(everything, "stderr") == "err1\nerr2\nerr3\n"
+    assert tail[-1][1] == "exit" and tail[-1][2]["exit_code"] == 0
+
+    # one number: that offset in each stream followed
+    f = Follow(admin, sid, pid, offset="10")
+    assert joined(f.rest(), "stdout") == "out3\nlast\n"
+
+
+def test_follow_text_never_splits_a_character_and_base64(admin, sandboxes):  # noqa: F811
+    """A character whose first byte came alone waits for the rest (no U+FFFD, the id before it); base64
+    gives the bytes as they are, invalid ones too."""
+    sid = sandboxes()
+    pid = start(admin, sid, ["sh", "-c", "printf 'caf\\303'; read x; printf '\\251\\n\\377'"])["id"]
+    output_until(admin, sid, pid, "caf")  # the JSON read keeps the cut character back too
+    f = Follow(admin, sid, pid)
+    first = f.until(lambda ev: joined(ev, "stdout") == "caf")
+    assert first[-1][0] == "3:0"
+    stdin(admin, sid, pid, "go\n")
+    events = first + f.rest()
+    # the last byte is invalid: U+FFFD once the stream has ended
+    assert joined(events, "stdout") == "café\n\ufffd"
+    assert "\ufffd" not in "".join(d["data"] for _, e, d in events if e == "stdout")[:-1]
+    assert events[-1][1] == "exit" and events[-2][0] == "7:0"
+
+    f = Follow(admin, sid, pid, encoding="base64")
+    raw = f.rest()
+    assert joined(raw, "stdout", b64=True) == b"caf\xc3\xa9\n\xff"
+    assert raw[-1][0] == "7:0"
+
+
+def test_follow_client_that_leaves_frees_its_fds(admin, sandboxes):  # noqa: F811
+    """A follow holds the connection and a pipe per stream; when its client goes they go at once, while
+    the process still runs (no answer from sandboxd is waited for)."""
+    sid = sandboxes()
+    pid = start(admin, sid, ["sh", "-c", "echo up; exec cat"])["id"]
+    output_until(admin, sid, pid, "up\n")
+    gw = gateway_pid()
+
+    def fds():
+        return [os.readlink(f"/proc/{gw}/fd/{fd}") for fd in os.listdir(f"/proc/{gw}/fd")]
+
+    def nfds():
+        return len(fds())
+    before = nfds()
+    pipes = sum(t.startswith("pipe:") for t in fds())
+    follows = [Follow(admin, sid, pid, stream="both") for _ in range(3)]
+    for f in follows:
+        f.until(lambda ev: joined(ev, "stdout") == "up\n")
+    # each: a pipe per stream (and its connection)
+    assert sum(t.startswith("pipe:") for t in fds()) == pipes + 3 * 2, fds()
+    for f in follows:
+        f.close()
+    wait_for(lambda: nfds() <= before, what=f"the gateway's fds back to {before} (now {nfds()})")
+    # the process did not notice
+    assert get(admin, sid, pid)["state"] == "running"
+    stdin(admin, sid, pid, "still here\n", close=True)
+    assert ended(admin, sid, pid)["exit_code"] == 0
+
+
+def test_follow_bad_params(admin, sandboxes):  # noqa: F811
+    """Bad parameters are 400 JSON before anything is followed; the JSON read's errors otherwise."""
+    sid = sandboxes()
+    pid = start(admin, sid, ["sh", "-c", "echo hi; exec cat"])["id"]
+    output_until(admin, sid, pid, "hi\n")
+    base = f"/v1/sandboxes/{sid}/processes/{pid}/output"
+    for params in ({"follow": "maybe"}, {"stream": "both"}, {"follow": "true", "stream": "stdin"},
+                   {"follow": "true", "offset": "x"}, {"follow": "true", "offset": "1:2:3"},
+                   {"follow": "true", "offset": "-1"}, {"follow": "true", "offset": "1:"},
+                   {"follow": "true", "max": "10"}, {"follow": "true", "encoding": "latin1"},
+                   {"follow": "true", "offset": "1000"}, {"follow": "true", "offset": "0:1000", "stream": "both"}):
+        assert_error(admin.get(base, params=params), 400, "invalid_request")
+    for last in ("abc", "1:x", ""):
+        assert_error(admin.get(base, params={"follow": "true"}, headers={"Last-Event-ID": last}), 400,
+                     "invalid_request")
+    assert_error(admin.get(f"/v1/sandboxes/{sid}/processes/p999999/output", params={"follow": "true"}), 404,
+                 "not_found")
+    # follow=false is the JSON read
+    assert admin.get(base, params={"follow": "false"}).json()["data"] == "hi\n"
+    # a key without sandbox.read cannot follow either
+    runner, _ = admin.mint(role="admin", actions=["exec"], sandboxes=[sid], ttl_seconds=600, name="follow-exec")
+    assert_error(runner.get(base, params={"follow": "true"}), 403, "forbidden",
+                 "This API key lacks the action 'sandbox.read'.")
+    stdin(admin, sid, pid, "", close=True)
+
+
+def test_follow_caps(admin, sandboxes, gateway_config):  # noqa: F811
+    """Follows count against MaxStreamsPerKey= like watches; sandboxd takes 8 attached fds per process,
+    so a fifth follow of both streams is refused (422) and the four go on."""
+    gateway_config("MaxStreamsPerKey=5\n")
+    sid = sandboxes()
+    pid = start(admin, sid, ["sh", "-c", "echo up; exec cat"])["id"]
+    output_until(admin, sid, pid, "up\n")
+    key, _ = admin.mint(role="admin", actions=["sandbox.read", "exec"], ttl_seconds=600, name="follow-cap")
+    follows = [Follow(key, sid, pid, stream="both") for _ in range(4)]
+    for f in follows:
+        f.until(lambda ev: joined(ev, "stdout") == "up\n")
+    assert_error(key.get(f"/v1/sandboxes/{sid}/processes/{pid}/output", params={"follow": "true", "stream": "both"}),
+                 422, "limit_exceeded")
+    other = Follow(key, sid, p2 := start(admin, sid, ["sh", "-c", "echo two; exec cat"])["id"])
+    other.until(lambda ev: joined(ev, "stdout") == "two\n")
+    # the sixth stream of the key
+    assert_error(key.get(f"/v1/sandboxes/{sid}/processes/{p2}/output", params={"follow": "true"}), 429,
+                 "too_many_streams")
+    stdin(admin, sid, pid, "more\n", close=True)
+    for f in follows:
+        rest = f.rest()
+        assert joined(rest, "stdout") == "more\n" and rest[-1][1] == "exit"
+    stdin(admin, sid, p2, "", close=True)
+    assert other.rest()[-1][2]["state"] == "exited"

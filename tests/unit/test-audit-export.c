@@ -238,6 +238,252 @@ static void test_files(void) {
         json_object_put(ev);
 }
 
+/* A background process's rows, as sandboxd writes them (dbus-api.md, "Audit records"). */
+#define PROC_DETAIL \
+        "\"process\":\"p3\",\"argv\":[\"python3\",\"-m\",\"http.server\"],\"cwd\":\"/tmp\"," \
+        "\"unit\":\"sandbox-sb_abcdefgh23-process-3.scope\",\"timeout_seconds\":600,\"memory_max\":0," \
+        "\"tasks_max\":0"
+#define PROC_START                                                                                            \
+        "{\"id\":50,\"session_id\":\"sb_abcdefgh23\",\"account_id\":\"uid:0\",\"source\":\"agent\","          \
+        "\"operation\":\"process.start\",\"event\":\"finished\",\"exit_code\":0,\"started_at\":" T0 ","       \
+        "\"duration_ms\":3,\"request_id\":\"req_s\",\"detail\":{" PROC_DETAIL "}}"
+#define PROC_SIGNAL(id, sig, event)                                                                           \
+        "{\"id\":" #id ",\"session_id\":\"sb_abcdefgh23\",\"account_id\":\"key:k2\",\"source\":\"agent\","    \
+        "\"operation\":\"process.signal\",\"event\":\"" event "\",\"exit_code\":0,\"started_at\":" T0 ","      \
+        "\"request_id\":\"req_" #id "\",\"detail\":{\"process\":\"p3\",\"signal\":" #sig                      \
+        ",\"unit\":\"sandbox-sb_abcdefgh23-process-3.scope\"}}"
+#define PROC_EXIT                                                                                             \
+        "{\"id\":60,\"session_id\":\"sb_abcdefgh23\",\"account_id\":\"uid:0\",\"source\":\"agent\","          \
+        "\"operation\":\"process.exit\",\"event\":\"finished\",\"exit_code\":143,\"started_at\":" T0 ","      \
+        "\"duration_ms\":2000,\"request_id\":\"req_s\",\"stdout_size\":5,\"stderr_size\":7,\"detail\":{"      \
+        PROC_DETAIL ",\"state\":\"killed\",\"signal\":15,\"oom_killed\":false,\"stdout_first_offset\":0,"    \
+        "\"stderr_first_offset\":4096,\"stdout_bytes\":5,\"stderr_bytes\":4103,\"sandbox_gone\":false}}"
+
+/* Applies rows in order to a run's metadata, as an export does, and returns the last write's kind. */
+static int apply(json_object **md, const char *json, json_object **ret_events) {
+        json_object *r = row(json), *ev = NULL, *next = NULL;
+        int k;
+
+        CHECK_INT(audit_export_events(r, &ev), 0);
+        json_object_put(r);
+        k = audit_export_process_metadata(*md, ev, &next);
+        CHECK(k >= 0);
+        if (k > 0) {
+                json_object_put(*md);
+                *md = next;
+        }
+        if (ret_events)
+                *ret_events = ev;
+        else
+                json_object_put(ev);
+        return k;
+}
+
+static void test_process_run(void) {
+        json_object *ev = NULL, *md = NULL, *r, *e;
+        char run_id[AUDIT_EXPORT_RUN_ID_MAX];
+        char *before;
+
+        /* its start: the started event, and a run directory that says it runs */
+        CHECK_INT(apply(&md, PROC_START, &ev), AUDIT_EXPORT_RUN_METADATA);
+        CHECK_U64(json_object_array_length(ev), 1);
+        e = json_object_array_get_idx(ev, 0);
+        CHECK_STR(field(e, "event"), "\"sandbox.command.started\"");
+        CHECK_STR(field(e, "runId"), "\"run-sb_abcdefgh23-p3\"");
+        CHECK_STR(field(e, "kind"), "\"process\"");
+        CHECK_STR(field(e, "command"), "\"python3 -m http.server\"");
+        CHECK_STR(field(e, "process"), "\"p3\"");
+        CHECK_STR(field(e, "unit"), "\"sandbox-sb_abcdefgh23-process-3.scope\"");
+        CHECK_STR(field(e, "limits"), "{\"timeoutSeconds\":600,\"memoryMax\":0,\"tasksMax\":0}");
+        CHECK_STR(field(e, "exitCode"), "(absent)");
+        CHECK_STR(field(e, "operation"), "\"process.start\"");
+        json_object_put(ev);
+        CHECK_STR(field(md, "state"), "\"running\"");
+        CHECK_STR(field(md, "startedAt"), "\"2025-10-31T13:03:21.590139Z\"");
+        CHECK_STR(field(md, "finishedAt"), "null");
+        CHECK_STR(field(md, "startRowId"), "50");
+        CHECK_STR(field(md, "signals"), "[]");
+        CHECK_STR(field(md, "argv"), "[\"python3\",\"-m\",\"http.server\"]");
+        CHECK_STR(field(md, "account"), "\"uid:0\"");
+        CHECK_STR(field(md, "time"), "(absent)");
+
+        /* signals sent, in row order even when applied out of it; one refused changes nothing */
+        CHECK_INT(apply(&md, PROC_SIGNAL(56, 10, "finished"), &ev), AUDIT_EXPORT_RUN_METADATA);
+        e = json_object_array_get_idx(ev, 0);
+        CHECK_STR(field(e, "event"), "\"sandbox.command.signal\"");
+        CHECK_STR(field(e, "runId"), "\"run-sb_abcdefgh23-p3\"");
+        CHECK_STR(field(e, "signal"), "10");
+        CHECK_STR(field(e, "status"), "\"finished\"");
+        json_object_put(ev);
+        CHECK_INT(apply(&md, PROC_SIGNAL(55, 15, "finished"), NULL), AUDIT_EXPORT_RUN_METADATA);
+        CHECK_INT(apply(&md, PROC_SIGNAL(57, 9, "failed"), NULL), AUDIT_EXPORT_RUN_UNCHANGED);
+        CHECK_STR(field(md, "signals"),
+                  "[{\"signal\":15,\"time\":\"2025-10-31T13:03:21.590139Z\",\"rowId\":55,\"account\":\"key:k2\","
+                  "\"source\":\"agent\",\"requestId\":\"req_55\"},{\"signal\":10,\"time\":"
+                  "\"2025-10-31T13:03:21.590139Z\",\"rowId\":56,\"account\":\"key:k2\",\"source\":\"agent\","
+                  "\"requestId\":\"req_56\"}]");
+        /* a row applied again (a resumed export) adds nothing */
+        before = strdup(json_object_to_json_string(md));
+        CHECK_INT(apply(&md, PROC_SIGNAL(55, 15, "finished"), NULL), AUDIT_EXPORT_RUN_METADATA);
+        CHECK_STR(json_object_to_json_string(md), before);
+        free(before);
+
+        /* its end, in a later row: the end event alone, and the whole run with its output */
+        CHECK_INT(apply(&md, PROC_EXIT, &ev), AUDIT_EXPORT_RUN_ENDED);
+        CHECK_U64(json_object_array_length(ev), 1);
+        e = json_object_array_get_idx(ev, 0);
+        CHECK_STR(field(e, "event"), "\"sandbox.command.failed\"");
+        CHECK_STR(field(e, "runId"), "\"run-sb_abcdefgh23-p3\"");
+        CHECK_STR(field(e, "time"), "\"2025-10-31T13:03:23.590139Z\"");
+        CHECK_STR(field(e, "reason"), "\"signal\"");
+        CHECK_STR(field(e, "exitCode"), "143");
+        CHECK_STR(field(e, "signal"), "15");
+        CHECK_STR(field(e, "state"), "\"killed\"");
+        CHECK_STR(field(e, "startedAt"), "\"2025-10-31T13:03:21.590139Z\"");
+        CHECK_STR(field(e, "stdoutBytes"), "5");
+        CHECK_STR(field(e, "stderrBytes"), "7");
+        CHECK_STR(field(e, "stdoutTruncated"), "false");
+        CHECK_STR(field(e, "stderrTruncated"), "true");
+        CHECK_STR(field(e, "stderrOffset"), "4096");
+        CHECK_STR(field(e, "stderrTotalBytes"), "4103");
+        CHECK_STR(field(e, "sandboxGone"), "false");
+        CHECK_STR(field(e, "operation"), "\"process.exit\"");
+        CHECK_STR(field(md, "state"), "\"killed\"");
+        CHECK_STR(field(md, "finishedAt"), "\"2025-10-31T13:03:23.590139Z\"");
+        CHECK_STR(field(md, "startRowId"), "50");
+        CHECK_STR(field(md, "rowId"), "60");
+        CHECK_STR(field(md, "exitCode"), "143");
+        CHECK_STR(field(md, "command"), "\"python3 -m http.server\"");
+        CHECK(strstr(field(md, "signals"), "\"rowId\":55") && strstr(field(md, "signals"), "\"rowId\":56"));
+        /* metadata.json is the end event less time and event, plus what the directory carried */
+        json_object_object_foreach(e, key, val) {
+                (void) val;
+                if (!streq(key, "time") && !streq(key, "event"))
+                        CHECK_STR(field(md, key), field(e, key));
+        }
+        json_object_put(ev);
+
+        /* a page applied again after the end was written: its start and signals leave the end as it is */
+        before = strdup(json_object_to_json_string(md));
+        CHECK_INT(apply(&md, PROC_START, NULL), AUDIT_EXPORT_RUN_UNCHANGED);
+        CHECK_INT(apply(&md, PROC_SIGNAL(55, 15, "finished"), NULL), AUDIT_EXPORT_RUN_METADATA);
+        CHECK_INT(apply(&md, PROC_EXIT, NULL), AUDIT_EXPORT_RUN_ENDED);
+        CHECK_STR(json_object_to_json_string(md), before);
+        free(before);
+        json_object_put(md);
+
+        /* the start out of the export (retention removed it): a signal starts the directory, the end fills it */
+        md = NULL;
+        CHECK_INT(apply(&md, PROC_SIGNAL(55, 15, "finished"), NULL), AUDIT_EXPORT_RUN_METADATA);
+        CHECK_STR(field(md, "state"), "null");
+        CHECK_STR(field(md, "runId"), "\"run-sb_abcdefgh23-p3\"");
+        CHECK_INT(apply(&md, PROC_EXIT, NULL), AUDIT_EXPORT_RUN_ENDED);
+        CHECK_STR(field(md, "startRowId"), "null");
+        CHECK_STR(field(md, "state"), "\"killed\"");
+        CHECK_STR(field(md, "argv"), "[\"python3\",\"-m\",\"http.server\"]");
+        CHECK(strstr(field(md, "signals"), "\"rowId\":55") != NULL);
+        json_object_put(md);
+        md = NULL;
+        CHECK_INT(apply(&md, PROC_SIGNAL(57, 9, "failed"), NULL), AUDIT_EXPORT_RUN_UNCHANGED);
+        CHECK(md == NULL);
+
+        /* its exit code 0, a timeout, an OOM kill, and an end cut off by a restart of sandboxd */
+        static const struct {
+                const char *event, *extra, *name, *reason;
+                int exit_code;
+        } ends[] = {
+                { "finished", ",\"state\":\"exited\",\"signal\":0", "\"sandbox.command.finished\"", "(absent)", 0 },
+                { "timed_out", ",\"state\":\"timed-out\",\"signal\":15", "\"sandbox.command.failed\"",
+                  "\"timed_out\"", 143 },
+                { "oom_killed", ",\"state\":\"killed\",\"signal\":9", "\"sandbox.command.failed\"",
+                  "\"oom_killed\"", 137 },
+                { "failed", ",\"error\":\"org.sandboxd.sandbox1.Interrupted\",\"message\":\"m\"",
+                  "\"sandbox.command.failed\"", "\"error\"", -1 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(ends); i++) {
+                char *json;
+
+                CHECK(asprintf(&json,
+                               "{\"id\":61,\"session_id\":\"sb_abcdefgh23\",\"operation\":\"process.exit\","
+                               "\"event\":\"%s\",\"exit_code\":%d,\"started_at\":" T0 ",\"detail\":{" PROC_DETAIL
+                               "%s}}",
+                               ends[i].event, ends[i].exit_code, ends[i].extra) > 0);
+                ev = events_of(json, 1, ends[i].name, ends[i].name);
+                if (ev) {
+                        e = json_object_array_get_idx(ev, 0);
+                        CHECK_STR(field(e, "reason"), ends[i].reason);
+                        CHECK_INT(json_object_get_int(json_object_object_get(e, "exitCode")), ends[i].exit_code);
+                        CHECK_STR(field(e, "runId"), "\"run-sb_abcdefgh23-p3\"");
+                }
+                json_object_put(ev);
+                free(json);
+        }
+
+        /* a start that never ran: argv[0] not executable (started, failed, in its run); refused before it
+         * had an id (its own run, as an exec's) */
+        md = NULL;
+        CHECK_INT(apply(&md,
+                        "{\"id\":70,\"session_id\":\"sb_abcdefgh23\",\"operation\":\"process.start\","
+                        "\"event\":\"failed\",\"exit_code\":-1,\"started_at\":" T0 ",\"detail\":{" PROC_DETAIL
+                        ",\"error\":\"org.sandboxd.sandbox1.NoSuchFile\",\"message\":\"Cannot execute\"}}",
+                        &ev),
+                  AUDIT_EXPORT_RUN_ENDED);
+        CHECK_U64(json_object_array_length(ev), 2);
+        CHECK_STR(field(json_object_array_get_idx(ev, 0), "event"), "\"sandbox.command.started\"");
+        CHECK_STR(field(json_object_array_get_idx(ev, 1), "event"), "\"sandbox.command.failed\"");
+        CHECK_STR(field(json_object_array_get_idx(ev, 1), "error"), "\"org.sandboxd.sandbox1.NoSuchFile\"");
+        CHECK_STR(field(md, "startRowId"), "70");
+        CHECK_STR(field(md, "reason"), "\"error\"");
+        json_object_put(ev);
+        json_object_put(md);
+        md = NULL;
+        CHECK_INT(apply(&md,
+                        "{\"id\":71,\"session_id\":\"sb_abcdefgh23\",\"operation\":\"process.start\","
+                        "\"event\":\"denied\",\"exit_code\":-1,\"started_at\":" T0 ",\"detail\":{"
+                        "\"error\":\"org.freedesktop.DBus.Error.AccessDenied\"}}",
+                        &ev),
+                  AUDIT_EXPORT_RUN_ENDED);
+        CHECK_U64(json_object_array_length(ev), 1);
+        CHECK_STR(field(json_object_array_get_idx(ev, 0), "event"), "\"sandbox.command.denied\"");
+        CHECK_STR(field(json_object_array_get_idx(ev, 0), "runId"), "\"run-71\"");
+        CHECK_STR(field(md, "exitCode"), "null");
+        json_object_put(ev);
+        json_object_put(md);
+        json_object_put(events_of("{\"id\":72,\"session_id\":\"x\",\"operation\":\"process.start\","
+                                  "\"event\":\"failed\",\"detail\":{\"error\":\"e\"}}",
+                                  1, "\"sandbox.command.blocked\"", "\"sandbox.command.blocked\""));
+
+        /* the run id is made only of a valid sandbox id and process id; anything else is the row's own */
+        static const char *const odd[] = {
+                "\"session_id\":\"sb_abcdefgh23\",\"detail\":{\"process\":\"../../etc\"}",
+                "\"session_id\":\"sb_abcdefgh23\",\"detail\":{\"process\":\"p\"}",
+                "\"session_id\":\"sb_abcdefgh23\",\"detail\":{\"process\":\"p12345678901\"}",
+                "\"session_id\":\"sb_abcdefgh23\",\"detail\":{\"process\":\"p1/x\"}",
+                "\"session_id\":\"sb_abcdefgh23\",\"detail\":{\"process\":3}",
+                "\"session_id\":\"../sb_abcdefgh23\",\"detail\":{\"process\":\"p3\"}",
+                "\"session_id\":\"my-sandbox\",\"detail\":{\"process\":\"p3\"}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(odd); i++) {
+                char *json;
+
+                CHECK(asprintf(&json, "{\"id\":80,\"operation\":\"process.signal\",\"event\":\"failed\",%s}",
+                               odd[i]) > 0);
+                r = row(json);
+                CHECK_INT(audit_export_kind(r), AUDIT_EXPORT_PROCESS);
+                CHECK_INT(audit_export_run_id(r, run_id), 0);
+                CHECK_STR(run_id, "run-80");
+                json_object_put(r);
+                free(json);
+        }
+        r = row("{\"id\":80,\"session_id\":\"sb_abcdefgh23\",\"operation\":\"process.exit\","
+                "\"detail\":{\"process\":\"p4294967295\"}}");
+        CHECK_INT(audit_export_run_id(r, run_id), 0);
+        CHECK_STR(run_id, "run-sb_abcdefgh23-p4294967295");
+        /* the process rows have no exec-style metadata: theirs is built over the run */
+        CHECK_INT(audit_export_metadata(r, &md), -EINVAL);
+        json_object_put(r);
+}
+
 static void test_unmapped(void) {
         static const char *const ops[] = { "sandbox.create", "sandbox.update", "sandbox.delete",
                                            "sandbox.expire", "api_key.create", "api_key.revoke",
@@ -298,6 +544,7 @@ int main(void) {
         test_takeover();
         test_metadata_is_the_last_event();
         test_files();
+        test_process_run();
         test_unmapped();
         test_command_line();
         return test_finish("test-audit-export");

@@ -263,6 +263,71 @@ function exportMetadata(events) {
         return md;
 }
 
+const RUN_ID = /^run-([0-9]+|sb_[a-z2-7]{10}-p[0-9]{1,10})$/;
+
+/* A background process's metadata.json after one row's events, as sandboxctl's (audit-export.c):
+ * [0] nothing to write, [1, md] metadata.json only (it runs on), [2, md] also its output (it ended). A
+ * row applied twice changes nothing. */
+function processMetadata(old, evs) {
+        let md = old == null ? null : JSON.parse(JSON.stringify(old));
+        let what = 0;
+        const carry = (next, ev, start) => {
+                next.startRowId = start ? ev.rowId : (md?.startRowId ?? null);
+                next.signals = Array.isArray(md?.signals) ? md.signals : [];
+                return next;
+        };
+        for (const ev of evs) {
+                if (ev.event === "sandbox.command.signal") {
+                        if (ev.status !== "finished")
+                                continue; /* not sent: nothing about the process changed */
+                        if (md == null) { /* its start is not in this export (retention removed it) */
+                                md = { runId: ev.runId, kind: "process" };
+                                for (const k of ["process", "unit", "sandbox"])
+                                        if (k in ev)
+                                                md[k] = ev[k];
+                                Object.assign(md, { state: null, startedAt: null, finishedAt: null,
+                                                    startRowId: null, signals: [] });
+                        }
+                        if (!Array.isArray(md.signals))
+                                md.signals = [];
+                        if (md.signals.every((s) => s.rowId !== ev.rowId)) {
+                                const entry = {};
+                                for (const k of ["signal", "time"])
+                                        if (k in ev)
+                                                entry[k] = ev[k];
+                                entry.rowId = ev.rowId;
+                                for (const k of ["account", "source", "requestId"])
+                                        if (k in ev)
+                                                entry[k] = ev[k];
+                                md.signals.push(entry);
+                                md.signals.sort((a, b) => (a.rowId ?? 0) - (b.rowId ?? 0));
+                        }
+                        what = Math.max(what, 1);
+                        continue;
+                }
+                const base = {};
+                for (const [k, v] of Object.entries(ev))
+                        if (k !== "time" && k !== "event")
+                                base[k] = v;
+                if (ev.event === "sandbox.command.started") {
+                        if (md != null && typeof md.finishedAt === "string")
+                                continue; /* a page applied again after the run's end was written */
+                        Object.assign(base, { state: "running", startedAt: ev.time, finishedAt: null });
+                        md = carry(base, ev, true);
+                        what = Math.max(what, 1);
+                } else {
+                        if (!("state" in base))
+                                base.state = null;
+                        if (!("startedAt" in base))
+                                base.startedAt = ev.time;
+                        base.finishedAt = ev.time;
+                        md = carry(base, ev, ev.operation === "process.start");
+                        what = 2;
+                }
+        }
+        return what ? [what, md] : [0, null];
+}
+
 async function* exportToDir(client, dir, sandbox, signal) {
         const fs = await import("node:fs");
         const path = await import("node:path");
@@ -312,9 +377,31 @@ async function* exportToDir(client, dir, sandbox, signal) {
                                 const evs = lines.map(([ev]) => ev);
                                 if (evs[0].event.startsWith("sandbox.command.")) {
                                         const run = evs[0].runId;
-                                        if (!/^run-[0-9]+$/.test(run))
+                                        if (!RUN_ID.test(run))
                                                 throw new Error(`unexpected runId ${JSON.stringify(run)}`);
                                         const rd = path.join(dir, run);
+                                        let what = 2, md;
+                                        if (evs[0].kind === "process") { /* one run over several rows */
+                                                let old = null;
+                                                try {
+                                                        const mfd = fs.openSync(path.join(rd, "metadata.json"), O_RDONLY | O_NOFOLLOW);
+                                                        try {
+                                                                old = JSON.parse(fs.readFileSync(mfd, "utf8"));
+                                                        } finally {
+                                                                fs.closeSync(mfd);
+                                                        }
+                                                } catch (e) {
+                                                        if (e.code !== "ENOENT")
+                                                                throw e;
+                                                }
+                                                [what, md] = processMetadata(old, evs);
+                                        } else
+                                                md = exportMetadata(evs);
+                                        if (what === 0) {
+                                                for (const [, line] of lines)
+                                                        parts.push(line);
+                                                continue;
+                                        }
                                         try {
                                                 fs.mkdirSync(rd, 0o755);
                                         } catch (e) {
@@ -323,7 +410,12 @@ async function* exportToDir(client, dir, sandbox, signal) {
                                         }
                                         if (!fs.lstatSync(rd).isDirectory())
                                                 throw new Error(`${rd} must be a directory, not a symlink`);
-                                        const md = exportMetadata(evs);
+                                        if (what === 1) {
+                                                writeAtomic(rd, "metadata.json", `${JSON.stringify(md, null, 2)}\n`);
+                                                for (const [, line] of lines)
+                                                        parts.push(line);
+                                                continue;
+                                        }
                                         let out = new Uint8Array(0), err = new Uint8Array(0);
                                         try {
                                                 const o = await client.getLogOutput(evs[0].rowId, { encoding: "base64", signal });

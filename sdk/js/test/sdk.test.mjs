@@ -358,6 +358,66 @@ test("export: the events as they stream, since, the directory layout as sandboxc
         }
 });
 
+test("export: a background process is one run, completed when a resumed export reaches its end", async () => {
+        const fs = await import("node:fs");
+        const os = await import("node:os");
+        const path = await import("node:path");
+        const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "sdk-js-export-proc-"));
+        const until = async (pred, what) => {
+                const deadline = Date.now() + 60000;
+                while (!(await pred())) {
+                        if (Date.now() > deadline)
+                                assert.fail(`timed out waiting for ${what}`);
+                        await new Promise((r) => setTimeout(r, 50));
+                }
+        };
+        const spooled = () => {
+                try {
+                        return ["0", ""].includes(sh("sqlite3", "/var/lib/sandboxd/audit-spool.db",
+                                                     "SELECT count(*) FROM spool").trim());
+                } catch {
+                        return true;
+                }
+        };
+        const hasRow = async (sb, op) => (await sb.getLog({ limit: 10 })).some((r) => r.operation === op) && spooled();
+        try {
+                await withSandbox(admin, { type: "small", ttlSeconds: 600 }, async (sb) => {
+                        const pid = sh("sandboxctl", "start", sb.id, "--", "sh", "-c", "echo out; exec sleep 1000").trim();
+                        await until(async () => (await sb.exec("pgrep -x sleep")).exitCode === 0, "the process's sleep");
+                        await until(() => hasRow(sb, "process.start"), "the start row");
+                        const mine = path.join(tmp, "sdk"), cli = path.join(tmp, "cli");
+                        fs.mkdirSync(mine);
+                        fs.mkdirSync(cli);
+                        const run = `run-${sb.id}-${pid}`;
+                        const first = [];
+                        for await (const e of admin.export({ sandbox: sb.id, dir: mine }))
+                                if (e.kind === "process")
+                                        first.push([e.event, e.runId]);
+                        assert.deepEqual(first, [["sandbox.command.started", run]]);
+                        let md = JSON.parse(fs.readFileSync(path.join(mine, run, "metadata.json"), "utf8"));
+                        assert.equal(md.state, "running");
+                        assert.ok(!fs.existsSync(path.join(mine, run, "stdout.txt")));
+
+                        sh("sandboxctl", "kill", sb.id, pid);
+                        await until(() => hasRow(sb, "process.exit"), "the exit row");
+                        const next = [];
+                        for await (const e of admin.export({ sandbox: sb.id, dir: mine }))
+                                next.push(e.event);
+                        assert.deepEqual(next, ["sandbox.command.signal", "sandbox.command.failed"]);
+                        execFileSync("sandboxctl", ["log", "--export", cli, sb.id], { stdio: "pipe" });
+                        assert.deepEqual(fs.readFileSync(path.join(mine, "audit.jsonl")),
+                                         fs.readFileSync(path.join(cli, "audit.jsonl")));
+                        assert.equal(fs.readFileSync(path.join(mine, run, "stdout.txt"), "utf8"), "out\n");
+                        md = JSON.parse(fs.readFileSync(path.join(mine, run, "metadata.json"), "utf8"));
+                        assert.deepEqual(md, JSON.parse(fs.readFileSync(path.join(cli, run, "metadata.json"), "utf8")));
+                        assert.equal(md.state, "killed");
+                        assert.deepEqual(md.signals.map((s) => s.signal), [15]);
+                });
+        } finally {
+                fs.rmSync(tmp, { recursive: true, force: true });
+        }
+});
+
 test("takeover: echo round trip with the header, and with a single-use token", async () => {
         await withSandbox(admin, { ttlSeconds: 300 }, async (sb) => {
                 const ws = await sb.takeover({ cols: 80, rows: 24 });

@@ -698,6 +698,56 @@ def _metadata(events: List[JSON]) -> JSON:
     return md
 
 
+_RUN_ID = re.compile(r"run-([0-9]+|sb_[a-z2-7]{10}-p[0-9]{1,10})")
+
+
+def _process_metadata(old: Optional[JSON], evs: List[JSON]) -> Tuple[int, Optional[JSON]]:
+    """A background process's metadata.json after one row's events, as sandboxctl's (audit-export.c):
+    0 nothing to write, 1 metadata.json only (it runs on), 2 also its output (it ended). A row applied
+    twice changes nothing."""
+    md, what = (json.loads(json.dumps(old)) if old is not None else None), 0
+
+    def carry(new: JSON, ev: JSON, start: bool) -> JSON:
+        new["startRowId"] = ev["rowId"] if start else (md or {}).get("startRowId")
+        sig = (md or {}).get("signals")
+        new["signals"] = sig if isinstance(sig, list) else []
+        return new
+
+    for ev in evs:
+        name = ev.get("event")
+        if name == "sandbox.command.signal":
+            if ev.get("status") != "finished":
+                continue  # not sent: nothing about the process changed
+            if md is None:  # its start is not in this export (retention removed it)
+                md = {"runId": ev.get("runId"), "kind": "process"}
+                for k in ("process", "unit", "sandbox"):
+                    if k in ev:
+                        md[k] = ev[k]
+                md.update(state=None, startedAt=None, finishedAt=None, startRowId=None, signals=[])
+            if not isinstance(md.get("signals"), list):
+                md["signals"] = []
+            if all(s.get("rowId") != ev["rowId"] for s in md["signals"]):
+                entry = {k: ev[k] for k in ("signal", "time") if k in ev}
+                entry["rowId"] = ev["rowId"]
+                entry.update({k: ev[k] for k in ("account", "source", "requestId") if k in ev})
+                md["signals"].append(entry)
+                md["signals"].sort(key=lambda s: s.get("rowId", 0))
+            what = max(what, 1)
+            continue
+        base = {k: v for k, v in ev.items() if k not in ("time", "event")}
+        if name == "sandbox.command.started":
+            if md is not None and isinstance(md.get("finishedAt"), str):
+                continue  # a page applied again after the run's end was written: the end stays
+            base.update(state="running", startedAt=ev.get("time"), finishedAt=None)
+            md, what = carry(base, ev, True), max(what, 1)
+        else:
+            base.setdefault("state", None)
+            base.setdefault("startedAt", ev.get("time"))
+            base["finishedAt"] = ev.get("time")
+            md, what = carry(base, ev, ev.get("operation") == "process.start"), 2
+    return what, (md if what else None)
+
+
 def _export_dir(client: Client, d: str, sandbox: Optional[str], read_timeout: float) -> Iterator[JSON]:
     import fcntl
     dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -732,6 +782,41 @@ def _export_dir(client: Client, d: str, sandbox: Optional[str], read_timeout: fl
         os.ftruncate(fd, committed)
         os.lseek(fd, committed, os.SEEK_SET)
 
+        def write_run(evs: List[JSON], rid: int) -> None:
+            run = evs[0]["runId"]
+            if not _RUN_ID.fullmatch(run):
+                raise ValueError(f"unexpected runId {run!r}")
+            rd = os.path.join(d, run)
+            if evs[0].get("kind") == "process":  # one run over several rows: what it holds so far
+                old = None
+                try:
+                    mfd = os.open(os.path.join(rd, "metadata.json"), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    with os.fdopen(mfd, "rb") as f:
+                        old = json.load(f)
+                except FileNotFoundError:
+                    pass
+                what, md = _process_metadata(old, evs)
+            else:
+                what, md = 2, _metadata(evs)
+            if what == 0:
+                return
+            try:
+                os.mkdir(rd, 0o755)
+            except FileExistsError:
+                pass
+            if os.path.islink(rd) or not os.path.isdir(rd):
+                raise ValueError(f"{rd} must be a directory, not a symlink")
+            if what == 2:
+                try:
+                    out, err = client.get_output(rid, binary=True)
+                    md["outputAvailable"] = True
+                except NotFound:
+                    out, err = b"", b""
+                    md["outputAvailable"] = False
+                _write_atomic(rd, "stdout.txt", out)
+                _write_atomic(rd, "stderr.txt", err)
+            _write_atomic(rd, "metadata.json", (json.dumps(md, indent=2) + "\n").encode())
+
         def commit(rows: List[List[Tuple[JSON, bytes]]]) -> None:
             nonlocal last, committed
             buf = b""
@@ -739,26 +824,7 @@ def _export_dir(client: Client, d: str, sandbox: Optional[str], read_timeout: fl
                 evs = [ev for ev, _ in lines]
                 rid = evs[0]["rowId"]
                 if evs[0]["event"].startswith("sandbox.command."):
-                    run = evs[0]["runId"]
-                    if not re.fullmatch(r"run-[0-9]+", run):
-                        raise ValueError(f"unexpected runId {run!r}")
-                    rd = os.path.join(d, run)
-                    try:
-                        os.mkdir(rd, 0o755)
-                    except FileExistsError:
-                        pass
-                    if os.path.islink(rd) or not os.path.isdir(rd):
-                        raise ValueError(f"{rd} must be a directory, not a symlink")
-                    md = _metadata(evs)
-                    try:
-                        out, err = client.get_output(rid, binary=True)
-                        md["outputAvailable"] = True
-                    except NotFound:
-                        out, err = b"", b""
-                        md["outputAvailable"] = False
-                    _write_atomic(rd, "stdout.txt", out)
-                    _write_atomic(rd, "stderr.txt", err)
-                    _write_atomic(rd, "metadata.json", (json.dumps(md, indent=2) + "\n").encode())
+                    write_run(evs, rid)
                 for _, line in lines:
                     buf += line
             _write_all(fd, buf)

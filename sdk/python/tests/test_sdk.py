@@ -448,6 +448,39 @@ def test_export(sdk_admin, sdk_sb, tmp_path):
         list(Client(secret).export())
 
 
+def test_export_background_process(sdk_admin, sdk_sb, tmp_path):
+    """A background process is one run over its rows: the SDK's directory says it runs, then resumes
+    with its signal and end as sandboxctl does (the same metadata, the exit row's output)."""
+    pid = sh("sandboxctl", "start", sdk_sb.id, "--", "sh", "-c", "echo out; exec sleep 1000").stdout.strip()
+    sdk_wait(lambda: sdk_sb.exec("pgrep -x sleep").exit_code == 0, what="the process's sleep")
+    spooled = lambda: sh("sqlite3", "/var/lib/sandboxd/audit-spool.db", "SELECT count(*) FROM spool",  # noqa: E731
+                         check=False).stdout.strip() in ("0", "")
+    sdk_wait(lambda: any(r["operation"] == "process.start" for r in sdk_admin.get_log(limit=10, session_id=sdk_sb.id))
+             and spooled(), what="the start row")
+    mine, cli = tmp_path / "sdk", tmp_path / "cli"
+    mine.mkdir()
+    cli.mkdir()
+    ev = [e for e in sdk_admin.export(sandbox=sdk_sb.id, dir=str(mine)) if e.get("kind") == "process"]
+    run = f"run-{sdk_sb.id}-{pid}"
+    assert [(e["event"], e["runId"]) for e in ev] == [("sandbox.command.started", run)]
+    md = json.loads((mine / run / "metadata.json").read_text())
+    assert md["state"] == "running" and md["signals"] == [] and not (mine / run / "stdout.txt").exists()
+
+    sh("sandboxctl", "kill", sdk_sb.id, pid)
+    sdk_wait(lambda: any(r["operation"] == "process.exit" for r in sdk_admin.get_log(limit=10, session_id=sdk_sb.id))
+             and spooled(), what="the exit row")
+    new = list(sdk_admin.export(sandbox=sdk_sb.id, dir=str(mine)))
+    assert [e["event"] for e in new] == ["sandbox.command.signal", "sandbox.command.failed"]
+    sh("sandboxctl", "log", "--export", str(cli), sdk_sb.id)
+    assert (mine / "audit.jsonl").read_bytes() == (cli / "audit.jsonl").read_bytes()
+    assert (mine / run / "stdout.txt").read_bytes() == b"out\n" == (cli / run / "stdout.txt").read_bytes()
+    md = json.loads((mine / run / "metadata.json").read_text())
+    assert md == json.loads((cli / run / "metadata.json").read_text())
+    assert md["state"] == "killed" and [s["signal"] for s in md["signals"]] == [15] and md["exitCode"] == 143
+    sh("sandboxctl", "log", "--export", str(mine), sdk_sb.id)  # the CLI resumes it: nothing new
+    assert (mine / "audit.jsonl").read_bytes() == (cli / "audit.jsonl").read_bytes()
+
+
 def _collect(watch, into, stop):
     try:
         for entry in watch:

@@ -200,6 +200,7 @@ async function signIn(key) {
         $("logout").hidden = false;
         $("who").hidden = false;
         $("who").textContent = `Key …${key.slice(-4)}`;
+        await loadKeyRights();
         selectFromHash();
 }
 
@@ -347,6 +348,10 @@ async function openSandbox(id) {
                 renderSandboxes();
                 renderDetail(sb);
                 await loadLog(true);
+                // after the log page, before the watch: a process started in between is in the list or
+                // comes as a live row, which reloads the list
+                if (gen === openGen)
+                        await loadProcesses();
                 if (gen === openGen)
                         startWatch(gen);
         } catch (e) {
@@ -361,6 +366,7 @@ function closeSandbox() {
         openGen++;
         stopWatch();
         closeTerminal();
+        closeProcesses();
         current = null;
         rows.clear();
         $("log-rows").replaceChildren();
@@ -562,20 +568,7 @@ async function startWatch(gen) {
                 if (!resp.ok)
                         throw await errorFrom(resp);
                 setLive("Live", true);
-                const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-                let buf = "";
-                for (;;) {
-                        const { value, done } = await reader.read();
-                        if (done)
-                                break;
-                        buf += value.replace(/\r\n?/g, "\n");
-                        let cut;
-                        while ((cut = buf.indexOf("\n\n")) >= 0) {
-                                const block = buf.slice(0, cut);
-                                buf = buf.slice(cut + 2);
-                                handleEvent(block);
-                        }
-                }
+                await readEventStream(resp, handleEvent);
         } catch (e) {
                 if (w.abort.signal.aborted)
                         return;
@@ -596,8 +589,29 @@ async function startWatch(gen) {
         }, 2000);
 }
 
-function handleEvent(block) {
-        let event = "message", data = "";
+// Reads a text/event-stream answer to its end, calling onEvent({ event, data, id }) per event (comments
+// skipped): the watch and a process's output follow share it.
+async function readEventStream(resp, onEvent) {
+        const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+                const { value, done } = await reader.read();
+                if (done)
+                        return;
+                buf += value.replace(/\r\n?/g, "\n");
+                let cut;
+                while ((cut = buf.indexOf("\n\n")) >= 0) {
+                        const block = buf.slice(0, cut);
+                        buf = buf.slice(cut + 2);
+                        const ev = parseEventBlock(block);
+                        if (ev.data)
+                                onEvent(ev);
+                }
+        }
+}
+
+function parseEventBlock(block) {
+        let event = "message", data = "", id = null;
         for (const line of block.split("\n")) {
                 if (line.startsWith(":"))
                         continue;
@@ -608,13 +622,18 @@ function handleEvent(block) {
                         event = value;
                 else if (field === "data")
                         data += (data ? "\n" : "") + value;
+                else if (field === "id")
+                        id = value;
         }
-        if (!data)
-                return;
+        return { event, data, id };
+}
+
+function handleEvent({ event, data }) {
         const obj = JSON.parse(data);
-        if (event === "entry")
+        if (event === "entry") {
                 addRows([obj]);
-        else if (event === "error") {
+                onLiveRow(obj);
+        } else if (event === "error") {
                 showError("log-error", new ApiError(obj.status, obj.code, obj.error));
                 // too far behind: the missed rows are in the log; show the newest page again
                 if (obj.code === "too_far_behind") {
@@ -654,6 +673,311 @@ $("close-output").addEventListener("click", () => {
         for (const tr of $("log-rows").children)
                 tr.classList.remove("selected");
 });
+
+// --- background processes: the list, live with the watch's process.* rows; attach to one's output --
+
+let keyActions = null; // the key's actions (GET /v1/api-keys/self); null: the gateway did not say
+
+// What the key may do decides which controls the page offers; the gateway still decides each request.
+async function loadKeyRights() {
+        try {
+                const k = await api("GET", "/v1/api-keys/self");
+                keyActions = new Set(k.scope && Array.isArray(k.scope.actions) ? k.scope.actions : []);
+        } catch {
+                keyActions = null; // a gateway without the route: offer everything, its 403 says the rest
+        }
+        renderProcessControls();
+}
+
+function keyMay(action) {
+        return !keyActions || keyActions.has(action);
+}
+
+const procs = { list: [], loading: null, again: false }; // loading: the sandbox whose list is on its way
+let follow = null; // the attached process's output: { sandbox, id, abort, lastId, pos, retry, ended, … }
+const FOLLOW_CHARS_MAX = 4 << 20; // what the page keeps shown of one process's output
+
+// A process's exit cell, by the Exec rows' rule: none while it runs, 0 plain, anything else red.
+// → [text, class, title]
+function fmtProcessExit(p) {
+        if (p.exit_code == null)
+                return ["", "num", ""];
+        const exit = String(p.exit_code);
+        const title = p.state === "killed" && p.exit_code > 128 ? `killed by signal ${p.exit_code - 128}` :
+                p.state === "timed-out" ? "stopped at its runtime limit" : "";
+        return [exit, exit === "0" ? "num" : "num bad", title];
+}
+
+function processRow(p) {
+        const attach = () => attachProcess(p);
+        const [exit, exitClass, exitTitle] = fmtProcessExit(p);
+        const tr = el("tr", { "data-id": p.id, onclick: attach },
+                      el("td", {}, el("button", { type: "button", class: "link", text: p.id,
+                                                  "aria-label": `Attach to the output of process ${p.id}`,
+                                                  onclick: (e) => { e.stopPropagation(); attach(); } })),
+                      el("td", { class: "detail-cell", text: shellQuote(p.argv || []),
+                                 title: shellQuote(p.argv || []) }),
+                      el("td", {}, el("span", { class: `state state-${p.state}`, text: p.state })),
+                      el("td", { class: exitClass, text: exit, title: exitTitle }),
+                      el("td", { class: "when", text: fmtDateTime(p.started_at) }),
+                      el("td", { class: "unit-cell", text: p.unit || "", title: p.unit || "" }));
+        if (follow && follow.id === p.id)
+                tr.classList.add("selected");
+        return tr;
+}
+
+function renderProcesses() {
+        $("proc-rows").replaceChildren(...procs.list.map(processRow));
+        $("proc-empty").hidden = procs.list.length > 0;
+        renderProcessControls();
+}
+
+// Loads the list; calls that come while the same sandbox's is on its way make one more load after it
+// (a load for a sandbox no longer open drops its answer).
+async function loadProcesses() {
+        if (!current)
+                return;
+        const id = current.id;
+        if (procs.loading === id) {
+                procs.again = true;
+                return;
+        }
+        procs.loading = id;
+        try {
+                do {
+                        procs.again = false;
+                        const data = await api("GET", `/v1/sandboxes/${enc(id)}/processes`);
+                        if (!current || current.id !== id)
+                                return;
+                        procs.list = data.processes;
+                        renderProcesses();
+                        showError("proc-error", null);
+                } while (procs.again);
+        } catch (e) {
+                if (current && current.id === id)
+                        showError("proc-error", e);
+        } finally {
+                if (procs.loading === id)
+                        procs.loading = null;
+        }
+}
+
+// A live audit row of a process (start, signal, exit) means the list changed.
+function onLiveRow(row) {
+        if (typeof row.operation === "string" && row.operation.startsWith("process."))
+                loadProcesses();
+}
+
+// A key without `log.read` has no watch stream to say when the list changes: for it, and only for it, the
+// list is loaded again every few seconds while the tab is visible.
+setInterval(() => {
+        if (apiKey() && current && keyActions && !keyActions.has("log.read") && document.visibilityState === "visible")
+                loadProcesses();
+}, 5000);
+
+function updateProcess(p) {
+        const i = procs.list.findIndex((x) => x.id === p.id);
+        if (i >= 0 && current && p.sandbox === current.id) {
+                procs.list[i] = p;
+                renderProcesses();
+        }
+}
+
+function closeProcesses() {
+        detachProcess();
+        procs.list = [];
+        procs.again = false;
+        $("proc-rows").replaceChildren();
+        $("proc-empty").hidden = true;
+        showError("proc-error", null);
+}
+
+$("proc-refresh").addEventListener("click", () => loadProcesses());
+
+// The start form and the signal and stop buttons: for keys with `exec` only.
+function renderProcessControls() {
+        const may = keyMay("exec");
+        $("proc-start-form").hidden = !may;
+        $("proc-term").hidden = !may;
+        $("proc-stop").hidden = !may;
+        const p = follow && procs.list.find((x) => x.id === follow.id);
+        const running = !!p && p.state === "running" && !follow.ended;
+        $("proc-term").disabled = !running;
+        $("proc-stop").disabled = !running;
+}
+
+$("proc-start-form").addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        if (!current)
+                return;
+        const id = current.id;
+        const command = $("proc-command").value;
+        $("proc-start").disabled = true;
+        showError("proc-error", null);
+        try {
+                const p = await api("POST", `/v1/sandboxes/${enc(id)}/processes`, { argv: ["sh", "-c", command] });
+                if (!current || current.id !== id)
+                        return;
+                $("proc-command").value = "";
+                procs.list.push(p);
+                renderProcesses();
+                attachProcess(p);
+                loadProcesses();
+        } catch (e) {
+                showError("proc-error", e);
+        } finally {
+                $("proc-start").disabled = false;
+        }
+});
+
+async function processAction(button, busy, method, suffix, body) {
+        if (!follow)
+                return;
+        const f = follow;
+        const label = button.textContent;
+        button.disabled = true;
+        button.textContent = busy;
+        showError("proc-error", null);
+        try {
+                const p = await api(method, `/v1/sandboxes/${enc(f.sandbox)}/processes/${enc(f.id)}${suffix}`, body);
+                updateProcess(p);
+        } catch (e) {
+                showError("proc-error", e);
+        } finally {
+                button.textContent = label;
+                renderProcessControls();
+        }
+}
+
+$("proc-term").addEventListener("click", () =>
+        processAction($("proc-term"), "Sending…", "POST", "/signal", { signal: "TERM" }));
+// DELETE: SIGTERM, then SIGKILL 5 s later if it still runs; answered once it has ended
+$("proc-stop").addEventListener("click", () => processAction($("proc-stop"), "Stopping…", "DELETE", ""));
+
+function setFollowStatus(text, cls) {
+        $("proc-status").textContent = text;
+        $("proc-status").className = `live ${cls || ""}`;
+}
+
+function followNote(text) {
+        $("proc-stream").append(el("span", { class: "note", text: `[${text}]\n` }));
+}
+
+// Appends what a stream wrote, scrolled along if the reader was at the end; beyond FOLLOW_CHARS_MAX
+// the oldest shown goes (the process's ring keeps what the gateway can still give).
+function followAppend(f, stream, text) {
+        const pre = $("proc-stream");
+        const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+        pre.append(el("span", { class: stream, title: stream, text }));
+        f.chars += text.length;
+        while (f.chars > FOLLOW_CHARS_MAX && pre.firstChild) {
+                f.chars -= pre.firstChild.textContent.length;
+                pre.firstChild.remove();
+        }
+        if (atEnd)
+                pre.scrollTop = pre.scrollHeight;
+}
+
+function attachProcess(p) {
+        if (!current)
+                return;
+        detachProcess();
+        const f = { sandbox: current.id, id: p.id, abort: null, lastId: null, pos: { stdout: 0, stderr: 0 },
+                    retry: null, ended: false, chars: 0, error: null };
+        follow = f;
+        $("proc-output-title").textContent = `Output of ${p.id}: ${shellQuote(p.argv || [])}`;
+        $("proc-stream").replaceChildren();
+        $("proc-output").hidden = false;
+        renderProcesses();
+        // the page's hook for tests and the console: drop() cuts the connection as a network would
+        window.dashboardFollow = { drop: () => f.abort && f.abort.abort(), lastId: () => f.lastId };
+        runFollow(f);
+        $("proc-output").scrollIntoView({ block: "nearest" });
+}
+
+function detachProcess() {
+        if (!follow)
+                return;
+        const f = follow;
+        follow = null;
+        clearTimeout(f.retry);
+        if (f.abort)
+                f.abort.abort();
+        $("proc-output").hidden = true;
+        $("proc-stream").replaceChildren();
+        setFollowStatus("");
+        window.dashboardFollow = null;
+        renderProcesses();
+}
+
+$("proc-detach").addEventListener("click", detachProcess);
+
+// One connection of the follow: what is kept from where the last one stopped (its last event's id, sent
+// as Last-Event-ID), then live, both streams, until the exit event. A dropped connection is resumed.
+async function runFollow(f) {
+        f.abort = new AbortController();
+        const headers = { Authorization: `Bearer ${apiKey()}`, Accept: "text/event-stream" };
+        if (f.lastId)
+                headers["Last-Event-ID"] = f.lastId;
+        setFollowStatus(f.lastId ? "Reconnecting…" : "Connecting…");
+        let failure = null;
+        try {
+                const resp = await fetch(`/v1/sandboxes/${enc(f.sandbox)}/processes/${enc(f.id)}/output` +
+                                         "?follow=true&stream=both", { headers, signal: f.abort.signal, cache: "no-store" });
+                if (!resp.ok)
+                        throw await errorFrom(resp);
+                if (follow === f && !f.ended)
+                        setFollowStatus("Live", "ok");
+                await readEventStream(resp, (ev) => {
+                        if (follow === f)
+                                onFollowEvent(f, ev);
+                });
+        } catch (e) {
+                failure = e;
+        }
+        if (follow !== f || f.ended)
+                return;
+        if (!failure && f.error)
+                failure = f.error;
+        f.error = null;
+        if (failure instanceof ApiError && [400, 401, 403, 404, 422, 429].includes(failure.status)) {
+                setFollowStatus("Not attached");
+                showError("proc-error", failure);
+                return;
+        }
+        // The connection ended before the exit event (a proxy, the gateway restarting): resume after the
+        // last event seen, nothing twice and nothing left out.
+        setFollowStatus("Reconnecting…");
+        f.retry = setTimeout(() => {
+                if (follow === f)
+                        runFollow(f);
+        }, 1000);
+}
+
+function onFollowEvent(f, { event, data, id }) {
+        const obj = JSON.parse(data);
+        if (event === "stdout" || event === "stderr") {
+                // an offset past where this stream stood: the ring dropped bytes before they were sent
+                if (obj.offset > f.pos[event])
+                        followNote(`${obj.offset - f.pos[event]} bytes of ${event} no longer kept`);
+                followAppend(f, event, obj.data);
+        } else if (event === "exit") {
+                f.ended = true;
+                const [exit, cls] = fmtProcessExit(obj);
+                setFollowStatus(`Ended: ${obj.state}${exit ? `, exit code ${exit}` : ""}`,
+                                cls.includes("bad") ? "bad" : "done");
+                updateProcess(obj);
+                renderProcessControls();
+        } else if (event === "error") {
+                f.error = new ApiError(obj.status, obj.code, obj.error);
+        }
+        if (id) {
+                f.lastId = id;
+                const [out, err] = id.split(":").map(Number);
+                if (Number.isFinite(out) && Number.isFinite(err))
+                        f.pos = { stdout: out, stderr: err };
+        }
+}
 
 // --- the takeover terminal -------------------------------------------------------------------------
 
