@@ -207,19 +207,14 @@ static int build_exec(sd_bus_message *m, const char *id, json_object *args) {
         if (r >= 0 && (s = arg_string(args, "cwd")))
                 r = sd_bus_message_append(m, "{sv}", "cwd", "s", s);
         if (r >= 0 && json_object_object_get_ex(args, "env", &env)) {
-                r = sd_bus_message_open_container(m, 'e', "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", "env");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'v', "a{ss}");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, 'a', "{ss}");
-                json_object_object_foreach(env, key, val) {
-                        if (r >= 0)
-                                r = sd_bus_message_append(m, "{ss}", key, json_object_get_string(val));
-                }
-                for (int i = 0; i < 3 && r >= 0; i++)
-                        r = sd_bus_message_close_container(m);
+                /* the object's own strings, borrowed for the call */
+                _cleanup_free_ EnvVar *vars = calloc(MAX(json_object_object_length(env), 1), sizeof(EnvVar));
+                size_t n = 0;
+                if (!vars)
+                        return -ENOMEM;
+                json_object_object_foreach(env, key, val)
+                        vars[n++] = (EnvVar) { .key = key, .value = (char *) json_object_get_string(val) };
+                r = bus_append_env(m, vars, n);
         }
         if (r >= 0 && (s = arg_string(args, "stdin"))) {
                 r = sd_bus_message_open_container(m, 'e', "sv");

@@ -332,7 +332,8 @@ def test_stdio_seed_flow():
 
 def test_stdio_keep_and_adopt():
     out, err = mcp_client(["stdio", "sandboxctl", "mcp", "--keep", "--type", "small"],
-                          [call("exec", command="echo kept > /tmp/k")], with_stderr=True)
+                          [call("exec", command="echo kept$MARK > /tmp/k", env={"MARK": "!", "B": "2"})],
+                          with_stderr=True)
     sid = session_id(err)
     assert structured(out["steps"][0])["exit_code"] == 0
     try:
@@ -340,7 +341,7 @@ def test_stdio_keep_and_adopt():
         out, err = mcp_client(["stdio", "sandboxctl", "mcp", "--sandbox", sid],
                               [call("read_file", path="/tmp/k"), call("exec", sandbox="sb_aaaaaaaaaa", command="true")],
                               with_stderr=True)
-        assert structured(out["steps"][0])["content"] == "kept\n"
+        assert structured(out["steps"][0])["content"] == "kept!\n"
         assert out["steps"][1]["isError"] and "sb_aaaaaaaaaa" in out["steps"][1]["content"][0]["text"]
         assert "created sandbox" not in err
         assert sandbox_exists(sid)  # adopted, not the session's to delete
