@@ -25,11 +25,11 @@ typedef struct McpPost McpPost;
 
 typedef struct McpCallState {
         McpPost *post;
-        size_t index;        /* the message's */
+        size_t index; /* the message's */
         McpToolCall call;
         Request *inner;
         sd_event_source *progress;
-        uint64_t started;    /* µs, monotonic */
+        uint64_t started; /* µs, monotonic */
         uint64_t n_progress;
 } McpCallState;
 
@@ -40,7 +40,7 @@ struct McpPost {
         json_object **answers; /* per message; NULL: none */
         McpCallState *calls;   /* per message */
         size_t n_pending;
-        bool stream;           /* answered as an SSE stream (progress asked for, and accepted) */
+        bool stream; /* answered as an SSE stream (progress asked for, and accepted) */
 };
 
 static void call_state_done(McpCallState *c) {
@@ -181,7 +181,8 @@ static void on_inner_answer(Request *inner, unsigned status, const char *content
                 body = json_tokener_parse(size > 0 ? (const char *) data : "null");
         if (status >= 400) {
                 const char *message = NULL;
-                if (body && json_object_object_get_ex(body, "error", &v) && json_object_is_type(v, json_type_string))
+                if (body && json_object_object_get_ex(body, "error", &v) &&
+                    json_object_is_type(v, json_type_string))
                         message = json_object_get_string(v);
                 call_fail(c, message ?: "The call failed.");
                 json_object_put(body);
@@ -309,7 +310,8 @@ static int call_route(const McpTool *t, const char *sandbox, char **ret_method, 
                 break;
         case MCP_TOOL_LOG_READ:
                 method = "GET";
-                k = sandbox ? asprintf(ret_path, "/v1/sandboxes/%s/log", sandbox) : asprintf(ret_path, "/v1/log");
+                k = sandbox ? asprintf(ret_path, "/v1/sandboxes/%s/log", sandbox)
+                            : asprintf(ret_path, "/v1/log");
                 break;
         default:
                 return -EINVAL;
@@ -365,19 +367,20 @@ static int call_start(McpCallState *c) {
                 k = set_json_body(inner, args);
                 break;
         case MCP_TOOL_READ_FILE:
-                k = query_from_arguments(inner, args, (const char *const[]) { "path", "offset", "length", NULL });
+                k = query_from_arguments(inner, args,
+                                         (const char *const[]){"path", "offset", "length", NULL});
                 break;
         case MCP_TOOL_WRITE_FILE: {
                 const char *content = json_object_get_string(json_object_object_get(args, "content"));
-                k = query_from_arguments(inner, args,
-                                         (const char *const[]) { "path", "mode", "create_dirs", "append", NULL });
+                k = query_from_arguments(
+                        inner, args, (const char *const[]){"path", "mode", "create_dirs", "append", NULL});
                 if (k >= 0)
                         k = set_body(inner, content, strlen(content));
                 break;
         }
         case MCP_TOOL_LOG_READ:
-                k = query_from_arguments(inner, args,
-                                         (const char *const[]) { "limit", "offset", "operation", "event", NULL });
+                k = query_from_arguments(
+                        inner, args, (const char *const[]){"limit", "offset", "operation", "event", NULL});
                 break;
         default:
                 k = 0;
@@ -389,7 +392,8 @@ static int call_start(McpCallState *c) {
                 c->started = now_usec(CLOCK_MONOTONIC);
                 send_progress(c);
                 k = sd_event_add_time_relative(post->req->manager->event, &c->progress, CLOCK_MONOTONIC,
-                                               MCP_PROGRESS_INTERVAL_USEC, USEC_PER_MSEC * 10, on_progress_timer, c);
+                                               MCP_PROGRESS_INTERVAL_USEC, USEC_PER_MSEC * 10,
+                                               on_progress_timer, c);
                 if (k < 0)
                         return k;
         }
@@ -447,19 +451,23 @@ int route_mcp(Request *r) {
         r->data = post;
         r->data_free = mcp_post_free;
         r->on_close = mcp_on_close;
-        post->server = (McpServer) {
+        post->server = (McpServer){
                 .transport = MCP_TRANSPORT_HTTP,
                 .version = MCP_VERSION_HTTP_DEFAULT,
-                .instructions = "Tools of a sandboxd host: create a sandbox (sandbox_create), pass its id as "
-                                "'sandbox' to exec and the file tools, delete it when done.",
+                .instructions =
+                        "Tools of a sandboxd host: create a sandbox (sandbox_create), pass its id as "
+                        "'sandbox' to exec and the file tools, delete it when done.",
         };
         hversion = req_header(r, "MCP-Protocol-Version");
         if (hversion) {
                 post->server.version = mcp_version_from_string(hversion);
                 if (post->server.version < 0) {
                         _cleanup_free_ char *msg = NULL;
-                        if (asprintf(&msg, "Bad Request: unsupported MCP-Protocol-Version %.32s (this server speaks "
-                                     "2025-03-26, 2025-06-18 and 2025-11-25).", hversion) < 0)
+                        if (asprintf(&msg,
+                                     "Bad Request: unsupported MCP-Protocol-Version %.32s (this server "
+                                     "speaks "
+                                     "2025-03-26, 2025-06-18 and 2025-11-25).",
+                                     hversion) < 0)
                                 return -ENOMEM;
                         reply_jsonrpc_error(r, 400, JSONRPC_INVALID_REQUEST, msg);
                         return 0;
@@ -467,7 +475,8 @@ int route_mcp(Request *r) {
         }
 
         k = mcp_batch_parse(r->body, r->body_size,
-                            (unsigned) r->manager->config.json_depth_max + MCP_ENVELOPE_DEPTH, &post->batch, &error);
+                            (unsigned) r->manager->config.json_depth_max + MCP_ENVELOPE_DEPTH, &post->batch,
+                            &error);
         if (k == -ENOMEM)
                 return k;
         if (k < 0) {
@@ -529,8 +538,8 @@ int route_mcp(Request *r) {
                         continue;
                 k = call_start(c);
                 if (k < 0) {
-                        log_msg(LOG_ERR, "MCP call %s (%s) failed to start: %s", c->call.tool->name, r->request_id,
-                                strerror(-k));
+                        log_msg(LOG_ERR, "MCP call %s (%s) failed to start: %s", c->call.tool->name,
+                                r->request_id, strerror(-k));
                         call_answer(c, NULL);
                 }
         }

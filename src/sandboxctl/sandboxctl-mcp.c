@@ -16,11 +16,11 @@
 
 #include "macro.h"
 #include "mcp.h"
-#include "sandboxd-bus.h"
 #include "sandboxctl-util.h"
+#include "sandboxd-bus.h"
 #include "utf8-util.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE        2
 #define CALL_TIMEOUT_USEC (150 * USEC_PER_SEC)
 /* An Exec without a timeout of its own runs as long as sandboxd lets it. */
 #define EXEC_NO_TIMEOUT_USEC (24 * 3600 * USEC_PER_SEC)
@@ -38,7 +38,8 @@ static bool session_created = false;
 
 static void usage(FILE *f) {
         fputs("sandboxctl mcp [--sandbox=ID | --type=TYPE] [--keep]\n\n"
-              "Speak the Model Context Protocol on stdin and stdout (one JSON-RPC message per line), for an\n"
+              "Speak the Model Context Protocol on stdin and stdout (one JSON-RPC message per line), for "
+              "an\n"
               "agent started on this host: the tools of the gateway's /mcp (exec, read_file, write_file,\n"
               "view, str_replace, insert, file_create, ls, glob, grep, log_read, sandbox_create,\n"
               "sandbox_list, sandbox_delete), against sandboxd on the local bus. Tools act on this\n"
@@ -109,8 +110,8 @@ static json_object *sandbox_object(sd_bus *bus, const char *id, sd_bus_error *er
                 return NULL;
         r = sd_bus_message_read(reply, "o", &path);
         if (r >= 0)
-                r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
-                                       error, &props, "s", SANDBOXD_SANDBOX_INTERFACE);
+                r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, path, "org.freedesktop.DBus.Properties",
+                                       "GetAll", error, &props, "s", SANDBOXD_SANDBOX_INTERFACE);
         if (r < 0)
                 return NULL;
         o = json_object_new_object();
@@ -135,7 +136,8 @@ static int session_sandbox_get(sd_bus *bus, const char **ret, sd_bus_error *erro
         if (!session_sandbox) {
                 r = new_call(bus, "CreateSandbox", &m);
                 if (r >= 0)
-                        r = sd_bus_message_append(m, "a{sv}", 2, "type", "s", arg_type, "source", "s", "agent");
+                        r = sd_bus_message_append(m, "a{sv}", 2, "type", "s", arg_type, "source", "s",
+                                                  "agent");
                 if (r >= 0)
                         r = sd_bus_call(bus, m, CALL_TIMEOUT_USEC, error, &reply);
                 if (r >= 0)
@@ -186,7 +188,8 @@ static int build_exec(sd_bus_message *m, const char *id, json_object *args) {
                 if (arg_has(args, "argv"))
                         return -EDOM;
                 argv = calloc(4, sizeof(char *));
-                if (!argv || !(argv[0] = strdup("/bin/sh")) || !(argv[1] = strdup("-c")) || !(argv[2] = strdup(s)))
+                if (!argv || !(argv[0] = strdup("/bin/sh")) || !(argv[1] = strdup("-c")) ||
+                    !(argv[2] = strdup(s)))
                         return -ENOMEM;
         } else if (json_object_object_get_ex(args, "argv", &a) && json_object_array_length(a) > 0) {
                 size_t n = json_object_array_length(a);
@@ -212,8 +215,8 @@ static int build_exec(sd_bus_message *m, const char *id, json_object *args) {
                 size_t n = 0;
                 if (!vars)
                         return -ENOMEM;
-                json_object_object_foreach(env, key, val)
-                        vars[n++] = (EnvVar) { .key = key, .value = (char *) json_object_get_string(val) };
+                json_object_object_foreach(env, key, val) vars[n++] =
+                        (EnvVar){.key = key, .value = (char *) json_object_get_string(val)};
                 r = bus_append_env(m, vars, n);
         }
         if (r >= 0 && (s = arg_string(args, "stdin"))) {
@@ -228,7 +231,8 @@ static int build_exec(sd_bus_message *m, const char *id, json_object *args) {
                         r = sd_bus_message_close_container(m);
         }
         if (r >= 0 && arg_has(args, "timeout_seconds"))
-                r = sd_bus_message_append(m, "{sv}", "timeout_seconds", "t", arg_uint(args, "timeout_seconds"));
+                r = sd_bus_message_append(m, "{sv}", "timeout_seconds", "t",
+                                          arg_uint(args, "timeout_seconds"));
         if (r >= 0)
                 r = sd_bus_message_append(m, "{sv}", "source", "s", "agent");
         if (r >= 0)
@@ -261,20 +265,22 @@ static int exec_result(sd_bus_message *reply, json_object **ret) {
         json_object_object_add(o, "exit_code", json_object_new_int(code));
         json_object_object_add(o, "stdout", bytes_json(out, out_size));
         json_object_object_add(o, "stderr", bytes_json(err, err_size));
-        static const char *const flags[] = { "stdout_truncated", "stderr_truncated" };
+        static const char *const flags[] = {"stdout_truncated", "stderr_truncated"};
         for (size_t i = 0; i < ELEMENTSOF(flags); i++)
-                json_object_object_add(o, flags[i],
-                                       json_object_new_boolean(json_object_object_get_ex(info, flags[i], &v) &&
-                                                               json_object_get_boolean(v)));
+                json_object_object_add(
+                        o, flags[i],
+                        json_object_new_boolean(json_object_object_get_ex(info, flags[i], &v) &&
+                                                json_object_get_boolean(v)));
         json_object_object_add(o, "duration_ms",
                                json_object_new_uint64(json_object_object_get_ex(info, "duration_usec", &v)
                                                               ? (uint64_t) json_object_get_int64(v) / 1000
                                                               : 0));
-        static const char *const more[] = { "timed_out", "oom_killed" };
+        static const char *const more[] = {"timed_out", "oom_killed"};
         for (size_t i = 0; i < ELEMENTSOF(more); i++)
-                json_object_object_add(o, more[i],
-                                       json_object_new_boolean(json_object_object_get_ex(info, more[i], &v) &&
-                                                               json_object_get_boolean(v)));
+                json_object_object_add(
+                        o, more[i],
+                        json_object_new_boolean(json_object_object_get_ex(info, more[i], &v) &&
+                                                json_object_get_boolean(v)));
         json_object_put(info);
         *ret = o;
         return 0;
@@ -302,7 +308,8 @@ static int build_file_tool(sd_bus_message *m, const McpTool *t, const char *id, 
                         r = sd_bus_message_append_array(m, 'y', b, strlen(b));
         } else if (streq(op, "insert")) {
                 s = arg_string(args, "new_str");
-                r = sd_bus_message_append(m, "su", path, (uint32_t) MIN(arg_uint(args, "insert_line"), UINT32_MAX));
+                r = sd_bus_message_append(m, "su", path,
+                                          (uint32_t) MIN(arg_uint(args, "insert_line"), UINT32_MAX));
                 if (r >= 0)
                         r = sd_bus_message_append_array(m, 'y', s, strlen(s));
         } else if (streq(op, "view") || streq(op, "ls"))
@@ -313,11 +320,11 @@ static int build_file_tool(sd_bus_message *m, const McpTool *t, const char *id, 
                 r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r >= 0 && (streq(op, "glob") || streq(op, "grep")) && path)
                 r = sd_bus_message_append(m, "{sv}", "path", "s", path);
-        static const char *const bools[] = { "overwrite", "create_dirs", "ignore_case" };
+        static const char *const bools[] = {"overwrite", "create_dirs", "ignore_case"};
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(bools); i++)
                 if (arg_has(args, bools[i]))
                         r = sd_bus_message_append(m, "{sv}", bools[i], "b", arg_bool(args, bools[i]));
-        static const char *const uints[] = { "start_line", "end_line", "max_results" };
+        static const char *const uints[] = {"start_line", "end_line", "max_results"};
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(uints); i++)
                 if (arg_has(args, uints[i]))
                         r = sd_bus_message_append(m, "{sv}", uints[i], "u",
@@ -467,12 +474,14 @@ static json_object *run_tool(sd_bus *bus, McpVersion v, const McpTool *t, json_o
                 r = new_call(bus, "CreateSandbox", &m);
                 if (r >= 0)
                         r = sd_bus_message_open_container(m, 'a', "{sv}");
-                static const char *const strs[] = { "name", "type", "network" };
+                static const char *const strs[] = {"name", "type", "network"};
                 for (size_t i = 0; r >= 0 && i < ELEMENTSOF(strs); i++)
                         if (arg_string(args, strs[i]))
-                                r = sd_bus_message_append(m, "{sv}", strs[i], "s", arg_string(args, strs[i]));
+                                r = sd_bus_message_append(m, "{sv}", strs[i], "s",
+                                                          arg_string(args, strs[i]));
                 if (r >= 0 && arg_has(args, "ttl_seconds"))
-                        r = sd_bus_message_append(m, "{sv}", "ttl_seconds", "t", arg_uint(args, "ttl_seconds"));
+                        r = sd_bus_message_append(m, "{sv}", "ttl_seconds", "t",
+                                                  arg_uint(args, "ttl_seconds"));
                 if (r >= 0)
                         r = sd_bus_message_append(m, "{sv}", "source", "s", "agent");
                 if (r >= 0)
@@ -533,9 +542,13 @@ static json_object *run_tool(sd_bus *bus, McpVersion v, const McpTool *t, json_o
         }
         case MCP_TOOL_FILE: {
                 static const char *const methods[][2] = {
-                        { "file_create", "FileCreate" }, { "view", "View" }, { "str_replace", "StrReplace" },
-                        { "insert", "Insert" },          { "ls", "Ls" },     { "glob", "Glob" },
-                        { "grep", "Grep" },
+                        {"file_create", "FileCreate"},
+                        {"view", "View"},
+                        {"str_replace", "StrReplace"},
+                        {"insert", "Insert"},
+                        {"ls", "Ls"},
+                        {"glob", "Glob"},
+                        {"grep", "Grep"},
                 };
                 const char *method = NULL;
                 for (size_t i = 0; i < ELEMENTSOF(methods); i++)
@@ -552,16 +565,17 @@ static json_object *run_tool(sd_bus *bus, McpVersion v, const McpTool *t, json_o
                 uint64_t limit = arg_has(args, "limit") ? arg_uint(args, "limit") : 100;
                 if (limit == 0 || limit > 1000)
                         return mcp_tool_error("The argument 'limit' must be from 1 to 1000.");
-                r = sd_bus_message_new_method_call(bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH, AUDITD_LOG_INTERFACE,
-                                                   "GetLog");
+                r = sd_bus_message_new_method_call(bus, &m, AUDITD_BUS_NAME, AUDITD_BUS_PATH,
+                                                   AUDITD_LOG_INTERFACE, "GetLog");
                 if (r >= 0)
                         r = sd_bus_message_open_container(m, 'a', "{sv}");
                 if (r >= 0)
                         r = sd_bus_message_append(m, "{sv}", "session_id", "s", id);
-                static const char *const filters[] = { "operation", "event" };
+                static const char *const filters[] = {"operation", "event"};
                 for (size_t i = 0; r >= 0 && i < ELEMENTSOF(filters); i++)
                         if (arg_string(args, filters[i]))
-                                r = sd_bus_message_append(m, "{sv}", filters[i], "s", arg_string(args, filters[i]));
+                                r = sd_bus_message_append(m, "{sv}", filters[i], "s",
+                                                          arg_string(args, filters[i]));
                 if (r >= 0)
                         r = sd_bus_message_close_container(m);
                 if (r >= 0)
@@ -594,7 +608,8 @@ static json_object *run_tool(sd_bus *bus, McpVersion v, const McpTool *t, json_o
                 json_object *list = json_object_new_array();
                 r = sd_bus_message_enter_container(reply, 'a', "(ssssso)");
                 while (r >= 0 && list &&
-                       (r = sd_bus_message_read(reply, "(ssssso)", &sid, &name, &type, &state, &owner, NULL)) > 0) {
+                       (r = sd_bus_message_read(reply, "(ssssso)", &sid, &name, &type, &state, &owner,
+                                                NULL)) > 0) {
                         json_object *e = json_object_new_object();
                         json_object_object_add(e, "id", json_object_new_string(sid));
                         json_object_object_add(e, "name", json_object_new_string(name));
@@ -632,7 +647,8 @@ static json_object *run_tool(sd_bus *bus, McpVersion v, const McpTool *t, json_o
         case MCP_TOOL_WRITE_FILE:
                 o = json_object_new_object();
                 json_object_object_add(o, "path", json_object_new_string(arg_string(args, "path")));
-                json_object_object_add(o, "bytes", json_object_new_uint64(strlen(arg_string(args, "content"))));
+                json_object_object_add(o, "bytes",
+                                       json_object_new_uint64(strlen(arg_string(args, "content"))));
                 break;
         case MCP_TOOL_FILE:
                 r = file_tool_result(t, reply, &o);
@@ -642,9 +658,12 @@ static json_object *run_tool(sd_bus *bus, McpVersion v, const McpTool *t, json_o
                 if (r >= 0) {
                         o = json_object_new_object();
                         json_object_object_add(o, "entries", rows);
-                        json_object_object_add(o, "limit", json_object_new_uint64(
-                                                                   arg_has(args, "limit") ? arg_uint(args, "limit") : 100));
-                        json_object_object_add(o, "offset", json_object_new_uint64(arg_uint(args, "offset")));
+                        json_object_object_add(o, "limit",
+                                               json_object_new_uint64(arg_has(args, "limit")
+                                                                              ? arg_uint(args, "limit")
+                                                                              : 100));
+                        json_object_object_add(o, "offset",
+                                               json_object_new_uint64(arg_uint(args, "offset")));
                 }
                 break;
         default:
@@ -657,7 +676,8 @@ static json_object *run_tool(sd_bus *bus, McpVersion v, const McpTool *t, json_o
         return mcp_tool_result(v, o);
 }
 
-/* --- the loop ------------------------------------------------------------------------------------------- */
+/* --- the loop -------------------------------------------------------------------------------------------
+ */
 
 static int write_answer(json_object *o) {
         if (!o)
@@ -680,7 +700,8 @@ static int handle_line(sd_bus *bus, McpServer *s, const char *line, size_t len) 
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
-                out = jsonrpc_error(NULL, r == -EBADMSG ? JSONRPC_PARSE_ERROR : JSONRPC_INVALID_REQUEST, error);
+                out = jsonrpc_error(NULL, r == -EBADMSG ? JSONRPC_PARSE_ERROR : JSONRPC_INVALID_REQUEST,
+                                    error);
                 goto done;
         }
         if (b->is_batch && !mcp_version_has_batches(s->version)) {
@@ -696,7 +717,8 @@ static int handle_line(sd_bus *bus, McpServer *s, const char *line, size_t len) 
                 McpToolCall call = {};
 
                 if (b->is_batch && m->method && streq(m->method, "initialize"))
-                        answer = jsonrpc_error(m->id, JSONRPC_INVALID_REQUEST, "initialize must not be part of a batch.");
+                        answer = jsonrpc_error(m->id, JSONRPC_INVALID_REQUEST,
+                                               "initialize must not be part of a batch.");
                 else {
                         r = mcp_dispatch(s, m, &answer, &call);
                         if (r < 0) {
@@ -705,7 +727,8 @@ static int handle_line(sd_bus *bus, McpServer *s, const char *line, size_t len) 
                                 return r;
                         }
                         if (r > 0)
-                                answer = jsonrpc_result(m->id, run_tool(bus, s->version, call.tool, call.arguments));
+                                answer = jsonrpc_result(
+                                        m->id, run_tool(bus, s->version, call.tool, call.arguments));
                         if (r > 0 && !answer)
                                 answer = jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, "Out of memory.");
                 }
@@ -734,10 +757,10 @@ static void on_stop_signal(int sig) {
 int verb_mcp(int argc, char *argv[]) {
         enum { ARG_SANDBOX = 0x100, ARG_TYPE, ARG_KEEP };
         static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "sandbox", required_argument, NULL, ARG_SANDBOX },
-                { "type", required_argument, NULL, ARG_TYPE },
-                { "keep", no_argument, NULL, ARG_KEEP },
+                {"help", no_argument, NULL, 'h'},
+                {"sandbox", required_argument, NULL, ARG_SANDBOX},
+                {"type", required_argument, NULL, ARG_TYPE},
+                {"keep", no_argument, NULL, ARG_KEEP},
                 {},
         };
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
@@ -745,8 +768,9 @@ int verb_mcp(int argc, char *argv[]) {
         McpServer server = {
                 .transport = MCP_TRANSPORT_STDIO,
                 .version = MCP_VERSION_LATEST,
-                .instructions = "Tools of a sandboxd host. exec and the file tools act on this session's sandbox "
-                                "unless 'sandbox' names another.",
+                .instructions =
+                        "Tools of a sandboxd host. exec and the file tools act on this session's sandbox "
+                        "unless 'sandbox' names another.",
         };
         bool type_given = false;
         size_t alloc = 0;
@@ -788,7 +812,8 @@ int verb_mcp(int argc, char *argv[]) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
                 json_object *o = sandbox_object(bus, arg_sandbox, &error);
                 if (!o) {
-                        fprintf(stderr, "sandboxctl: mcp: %s\n", error.message ?: "Cannot find the sandbox.");
+                        fprintf(stderr, "sandboxctl: mcp: %s\n",
+                                error.message ?: "Cannot find the sandbox.");
                         return EXIT_FAILURE;
                 }
                 json_object_put(o);
@@ -799,7 +824,7 @@ int verb_mcp(int argc, char *argv[]) {
 
         /* SIGTERM and SIGINT end the session as the end of stdin does: the sandbox is deleted. getline()
          * is interrupted (no SA_RESTART), and a call in flight finishes first. */
-        struct sigaction sa = { .sa_handler = on_stop_signal };
+        struct sigaction sa = {.sa_handler = on_stop_signal};
         (void) sigaction(SIGTERM, &sa, NULL);
         (void) sigaction(SIGINT, &sa, NULL);
         (void) signal(SIGPIPE, SIG_IGN);
@@ -814,7 +839,8 @@ int verb_mcp(int argc, char *argv[]) {
                 if (n == 0)
                         continue;
                 if ((size_t) n > LINE_MAX_BYTES) {
-                        json_object *e = jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, "The message is too large.");
+                        json_object *e =
+                                jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, "The message is too large.");
                         r = write_answer(e);
                         json_object_put(e);
                         if (r < 0)

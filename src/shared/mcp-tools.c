@@ -37,13 +37,14 @@ bool mcp_version_has_structured_output(McpVersion v) {
 }
 
 #define SANDBOX_SCHEMA                                                                                      \
-        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"name\":{\"type\":[\"string\","   \
-        "\"null\"]},\"type\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},\"network\":{\"type\":"    \
-        "\"string\"},\"owner\":{\"type\":[\"string\",\"null\"]},\"created_at\":{\"type\":[\"string\","        \
-        "\"null\"]},\"expires_at\":{\"type\":[\"string\",\"null\"]},\"limits\":{\"type\":\"object\"}},"       \
+        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"name\":{\"type\":[\"string\"," \
+        "\"null\"]},\"type\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},\"network\":{\"type\":"  \
+        "\"string\"},\"owner\":{\"type\":[\"string\",\"null\"]},\"created_at\":{\"type\":[\"string\","      \
+        "\"null\"]},\"expires_at\":{\"type\":[\"string\",\"null\"]},\"limits\":{\"type\":\"object\"}},"     \
         "\"required\":[\"id\",\"state\"]"
 
-#define PATH_ARG(req) { "path", MCP_ARG_STRING, req, "A path as the sandbox sees it: absolute, or relative to its home." }
+#define PATH_ARG(req) \
+        { "path", MCP_ARG_STRING, req, "A path as the sandbox sees it: absolute, or relative to its home." }
 
 /* Every tool here is a thin mapping onto a REST route of the gateway (docs/API.md), with that route's
  * fields, checks, caps and audit row; sandboxctl mcp makes the same bus calls the route makes. */
@@ -51,15 +52,20 @@ const McpTool mcp_tools[] = {
         {
                 .name = "sandbox_create",
                 .title = "Create a sandbox",
-                .description = "Create a sandbox (a small isolated Linux machine) and return it; pass its id as "
-                               "'sandbox' to the other tools.",
+                .description =
+                        "Create a sandbox (a small isolated Linux machine) and return it; pass its id as "
+                        "'sandbox' to the other tools.",
                 .kind = MCP_TOOL_SANDBOX_CREATE,
-                .args = {
-                        { "name", MCP_ARG_STRING, false, "A name, unique among running sandboxes." },
-                        { "type", MCP_ARG_STRING, false, "small, medium or large (the host's presets)." },
-                        { "ttl_seconds", MCP_ARG_UINT, false, "Seconds until it expires and is removed." },
-                        { "network", MCP_ARG_STRING, false, "\"none\" or \"host\", as the host allows." },
-                },
+                .args =
+                        {
+                                {"name", MCP_ARG_STRING, false, "A name, unique among running sandboxes."},
+                                {"type", MCP_ARG_STRING, false,
+                                 "small, medium or large (the host's presets)."},
+                                {"ttl_seconds", MCP_ARG_UINT, false,
+                                 "Seconds until it expires and is removed."},
+                                {"network", MCP_ARG_STRING, false,
+                                 "\"none\" or \"host\", as the host allows."},
+                        },
                 .output_schema = SANDBOX_SCHEMA "}",
         },
         {
@@ -84,26 +90,31 @@ const McpTool mcp_tools[] = {
         {
                 .name = "exec",
                 .title = "Run a command",
-                .description = "Run a command in the sandbox and return its exit code and output (each stream "
-                               "capped; a note says when output was cut). Give 'command' (run by /bin/sh -c) "
-                               "or 'argv'.",
+                .description =
+                        "Run a command in the sandbox and return its exit code and output (each stream "
+                        "capped; a note says when output was cut). Give 'command' (run by /bin/sh -c) "
+                        "or 'argv'.",
                 .kind = MCP_TOOL_EXEC,
                 .sandbox = MCP_SANDBOX_REQUIRED,
                 .destructive = true,
-                .args = {
-                        { "command", MCP_ARG_STRING, false, "A shell command line." },
-                        { "argv", MCP_ARG_STRV, false, "The program and its arguments, without a shell." },
-                        { "cwd", MCP_ARG_STRING, false, "The working directory (default: the home)." },
-                        { "env", MCP_ARG_STRMAP, false, "Environment variables to add." },
-                        { "stdin", MCP_ARG_STRING, false, "Text fed to standard input." },
-                        { "timeout_seconds", MCP_ARG_UINT, false, "Kill the command after this many seconds." },
-                },
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"exit_code\":{\"type\":\"integer\"},"
-                                 "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
-                                 "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":"
-                                 "\"boolean\"},\"duration_ms\":{\"type\":\"integer\"},\"timed_out\":{\"type\":"
-                                 "\"boolean\"},\"oom_killed\":{\"type\":\"boolean\"}},\"required\":[\"exit_code\","
-                                 "\"stdout\",\"stderr\"]}",
+                .args =
+                        {
+                                {"command", MCP_ARG_STRING, false, "A shell command line."},
+                                {"argv", MCP_ARG_STRV, false,
+                                 "The program and its arguments, without a shell."},
+                                {"cwd", MCP_ARG_STRING, false, "The working directory (default: the home)."},
+                                {"env", MCP_ARG_STRMAP, false, "Environment variables to add."},
+                                {"stdin", MCP_ARG_STRING, false, "Text fed to standard input."},
+                                {"timeout_seconds", MCP_ARG_UINT, false,
+                                 "Kill the command after this many seconds."},
+                        },
+                .output_schema =
+                        "{\"type\":\"object\",\"properties\":{\"exit_code\":{\"type\":\"integer\"},"
+                        "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
+                        "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":"
+                        "\"boolean\"},\"duration_ms\":{\"type\":\"integer\"},\"timed_out\":{\"type\":"
+                        "\"boolean\"},\"oom_killed\":{\"type\":\"boolean\"}},\"required\":[\"exit_code\","
+                        "\"stdout\",\"stderr\"]}",
         },
         {
                 .name = "read_file",
@@ -112,11 +123,12 @@ const McpTool mcp_tools[] = {
                 .kind = MCP_TOOL_READ_FILE,
                 .sandbox = MCP_SANDBOX_REQUIRED,
                 .read_only = true,
-                .args = {
-                        PATH_ARG(true),
-                        { "offset", MCP_ARG_UINT, false, "The first byte to read." },
-                        { "length", MCP_ARG_UINT, false, "How many bytes at most." },
-                },
+                .args =
+                        {
+                                PATH_ARG(true),
+                                {"offset", MCP_ARG_UINT, false, "The first byte to read."},
+                                {"length", MCP_ARG_UINT, false, "How many bytes at most."},
+                        },
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
                                  "\"content\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"}},"
                                  "\"required\":[\"path\",\"content\",\"size\"]}",
@@ -128,13 +140,15 @@ const McpTool mcp_tools[] = {
                 .kind = MCP_TOOL_WRITE_FILE,
                 .sandbox = MCP_SANDBOX_REQUIRED,
                 .destructive = true,
-                .args = {
-                        PATH_ARG(true),
-                        { "content", MCP_ARG_STRING, true, "The file's new text." },
-                        { "mode", MCP_ARG_STRING, false, "Octal permissions, e.g. \"0755\" (default 0644)." },
-                        { "create_dirs", MCP_ARG_BOOL, false, "Create missing parent directories." },
-                        { "append", MCP_ARG_BOOL, false, "Append instead of replacing." },
-                },
+                .args =
+                        {
+                                PATH_ARG(true),
+                                {"content", MCP_ARG_STRING, true, "The file's new text."},
+                                {"mode", MCP_ARG_STRING, false,
+                                 "Octal permissions, e.g. \"0755\" (default 0644)."},
+                                {"create_dirs", MCP_ARG_BOOL, false, "Create missing parent directories."},
+                                {"append", MCP_ARG_BOOL, false, "Append instead of replacing."},
+                        },
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
                                  "\"bytes\":{\"type\":\"integer\"}},\"required\":[\"path\",\"bytes\"]}",
         },
@@ -145,44 +159,49 @@ const McpTool mcp_tools[] = {
                 .kind = MCP_TOOL_FILE,
                 .operation = "file_create",
                 .sandbox = MCP_SANDBOX_REQUIRED,
-                .args = {
-                        PATH_ARG(true),
-                        { "file_text", MCP_ARG_STRING, true, "The file's text." },
-                        { "overwrite", MCP_ARG_BOOL, false, "Replace an existing file." },
-                        { "create_dirs", MCP_ARG_BOOL, false, "Create missing parent directories." },
-                },
+                .args =
+                        {
+                                PATH_ARG(true),
+                                {"file_text", MCP_ARG_STRING, true, "The file's text."},
+                                {"overwrite", MCP_ARG_BOOL, false, "Replace an existing file."},
+                                {"create_dirs", MCP_ARG_BOOL, false, "Create missing parent directories."},
+                        },
                 .output_schema = "{\"type\":\"object\"}",
         },
         {
                 .name = "view",
                 .title = "View a file",
-                .description = "Show a file's lines, numbered, or a directory's entries (capped; a note says "
-                               "when cut).",
+                .description =
+                        "Show a file's lines, numbered, or a directory's entries (capped; a note says "
+                        "when cut).",
                 .kind = MCP_TOOL_FILE,
                 .operation = "view",
                 .sandbox = MCP_SANDBOX_REQUIRED,
                 .read_only = true,
-                .args = {
-                        PATH_ARG(true),
-                        { "start_line", MCP_ARG_UINT, false, "The first line to show (from 1)." },
-                        { "end_line", MCP_ARG_UINT, false, "The last line to show." },
-                },
+                .args =
+                        {
+                                PATH_ARG(true),
+                                {"start_line", MCP_ARG_UINT, false, "The first line to show (from 1)."},
+                                {"end_line", MCP_ARG_UINT, false, "The last line to show."},
+                        },
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
                                  "\"required\":[\"text\"]}",
         },
         {
                 .name = "str_replace",
                 .title = "Replace text in a file",
-                .description = "Replace the one occurrence of 'old_str' in a file with 'new_str'; fails if it "
-                               "occurs zero or several times.",
+                .description =
+                        "Replace the one occurrence of 'old_str' in a file with 'new_str'; fails if it "
+                        "occurs zero or several times.",
                 .kind = MCP_TOOL_FILE,
                 .operation = "str_replace",
                 .sandbox = MCP_SANDBOX_REQUIRED,
-                .args = {
-                        PATH_ARG(true),
-                        { "old_str", MCP_ARG_STRING, true, "The text to replace, exactly." },
-                        { "new_str", MCP_ARG_STRING, true, "Its replacement." },
-                },
+                .args =
+                        {
+                                PATH_ARG(true),
+                                {"old_str", MCP_ARG_STRING, true, "The text to replace, exactly."},
+                                {"new_str", MCP_ARG_STRING, true, "Its replacement."},
+                        },
                 .output_schema = "{\"type\":\"object\"}",
         },
         {
@@ -192,11 +211,12 @@ const McpTool mcp_tools[] = {
                 .kind = MCP_TOOL_FILE,
                 .operation = "insert",
                 .sandbox = MCP_SANDBOX_REQUIRED,
-                .args = {
-                        PATH_ARG(true),
-                        { "insert_line", MCP_ARG_UINT, true, "The line after which to insert." },
-                        { "new_str", MCP_ARG_STRING, true, "The text to insert." },
-                },
+                .args =
+                        {
+                                PATH_ARG(true),
+                                {"insert_line", MCP_ARG_UINT, true, "The line after which to insert."},
+                                {"new_str", MCP_ARG_STRING, true, "The text to insert."},
+                        },
                 .output_schema = "{\"type\":\"object\"}",
         },
         {
@@ -207,10 +227,11 @@ const McpTool mcp_tools[] = {
                 .operation = "ls",
                 .sandbox = MCP_SANDBOX_REQUIRED,
                 .read_only = true,
-                .args = {
-                        PATH_ARG(true),
-                        { "max_results", MCP_ARG_UINT, false, "At most this many entries." },
-                },
+                .args =
+                        {
+                                PATH_ARG(true),
+                                {"max_results", MCP_ARG_UINT, false, "At most this many entries."},
+                        },
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"entries\":{\"type\":\"array\"}},"
                                  "\"required\":[\"entries\"]}",
         },
@@ -222,11 +243,12 @@ const McpTool mcp_tools[] = {
                 .operation = "glob",
                 .sandbox = MCP_SANDBOX_REQUIRED,
                 .read_only = true,
-                .args = {
-                        { "pattern", MCP_ARG_STRING, true, "A glob pattern, e.g. \"**/*.py\"." },
-                        PATH_ARG(false),
-                        { "max_results", MCP_ARG_UINT, false, "At most this many paths." },
-                },
+                .args =
+                        {
+                                {"pattern", MCP_ARG_STRING, true, "A glob pattern, e.g. \"**/*.py\"."},
+                                PATH_ARG(false),
+                                {"max_results", MCP_ARG_UINT, false, "At most this many paths."},
+                        },
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"paths\":{\"type\":\"array\","
                                  "\"items\":{\"type\":\"string\"}}},\"required\":[\"paths\"]}",
         },
@@ -238,29 +260,35 @@ const McpTool mcp_tools[] = {
                 .operation = "grep",
                 .sandbox = MCP_SANDBOX_REQUIRED,
                 .read_only = true,
-                .args = {
-                        { "pattern", MCP_ARG_STRING, true, "An extended regular expression." },
-                        PATH_ARG(false),
-                        { "glob", MCP_ARG_STRING, false, "Only files whose names match this pattern." },
-                        { "ignore_case", MCP_ARG_BOOL, false, "Match case-insensitively." },
-                        { "max_results", MCP_ARG_UINT, false, "At most this many matches." },
-                },
+                .args =
+                        {
+                                {"pattern", MCP_ARG_STRING, true, "An extended regular expression."},
+                                PATH_ARG(false),
+                                {"glob", MCP_ARG_STRING, false,
+                                 "Only files whose names match this pattern."},
+                                {"ignore_case", MCP_ARG_BOOL, false, "Match case-insensitively."},
+                                {"max_results", MCP_ARG_UINT, false, "At most this many matches."},
+                        },
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"matches\":{\"type\":\"array\"}},"
                                  "\"required\":[\"matches\"]}",
         },
         {
                 .name = "log_read",
                 .title = "Read the audit log",
-                .description = "Read the audit log, newest first: a sandbox's rows, or all this key may read.",
+                .description =
+                        "Read the audit log, newest first: a sandbox's rows, or all this key may read.",
                 .kind = MCP_TOOL_LOG_READ,
                 .sandbox = MCP_SANDBOX_OPTIONAL,
                 .read_only = true,
-                .args = {
-                        { "limit", MCP_ARG_UINT, false, "Rows per page (1-1000, default 100)." },
-                        { "offset", MCP_ARG_UINT, false, "Rows to skip." },
-                        { "operation", MCP_ARG_STRING, false, "Only rows of this operation (exec, write, …)." },
-                        { "event", MCP_ARG_STRING, false, "Only rows of this event (finished, denied, …)." },
-                },
+                .args =
+                        {
+                                {"limit", MCP_ARG_UINT, false, "Rows per page (1-1000, default 100)."},
+                                {"offset", MCP_ARG_UINT, false, "Rows to skip."},
+                                {"operation", MCP_ARG_STRING, false,
+                                 "Only rows of this operation (exec, write, …)."},
+                                {"event", MCP_ARG_STRING, false,
+                                 "Only rows of this event (finished, denied, …)."},
+                        },
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"entries\":{\"type\":\"array\"},"
                                  "\"limit\":{\"type\":\"integer\"},\"offset\":{\"type\":\"integer\"}},"
                                  "\"required\":[\"entries\"]}",
@@ -354,7 +382,8 @@ json_object *mcp_tool_describe(const McpTool *t, McpTransport transport, McpVers
                         json_object_array_add(required, json_object_new_string("sandbox"));
         }
         for (size_t i = 0; i < tool_n_args(t); i++) {
-                json_object_object_add(props, t->args[i].name, arg_schema(t->args[i].type, t->args[i].description));
+                json_object_object_add(props, t->args[i].name,
+                                       arg_schema(t->args[i].type, t->args[i].description));
                 if (t->args[i].required)
                         json_object_array_add(required, json_object_new_string(t->args[i].name));
         }
@@ -429,7 +458,8 @@ static bool arg_ok(McpArgType type, json_object *v) {
         return false;
 }
 
-int mcp_tool_check_arguments(const McpTool *t, McpTransport transport, json_object *arguments, char **ret_error) {
+int mcp_tool_check_arguments(const McpTool *t, McpTransport transport, json_object *arguments,
+                             char **ret_error) {
         size_t n = tool_n_args(t);
         int k = 0;
 
@@ -442,10 +472,11 @@ int mcp_tool_check_arguments(const McpTool *t, McpTransport transport, json_obje
                                 if (t->sandbox == MCP_SANDBOX_NONE || !string_ok(val) ||
                                     json_object_get_string_len(val) == 0) {
                                         k = t->sandbox == MCP_SANDBOX_NONE
-                                                    ? asprintf(ret_error, "Tool %s takes no argument 'sandbox'.",
+                                                    ? asprintf(ret_error,
+                                                               "Tool %s takes no argument 'sandbox'.",
                                                                t->name)
-                                                    : asprintf(ret_error,
-                                                               "Argument 'sandbox' must be a non-empty string.");
+                                                    : asprintf(ret_error, "Argument 'sandbox' must be a "
+                                                                          "non-empty string.");
                                         goto fail;
                                 }
                                 continue;
@@ -454,7 +485,8 @@ int mcp_tool_check_arguments(const McpTool *t, McpTransport transport, json_obje
                                 if (streq(t->args[i].name, key))
                                         a = &t->args[i];
                         if (!a) {
-                                k = asprintf(ret_error, "Unknown argument '%.64s' for tool %s.", key, t->name);
+                                k = asprintf(ret_error, "Unknown argument '%.64s' for tool %s.", key,
+                                             t->name);
                                 goto fail;
                         }
                         if (!arg_ok(a->type, val)) {
@@ -469,12 +501,15 @@ int mcp_tool_check_arguments(const McpTool *t, McpTransport transport, json_obje
                 }
         }
         if (k == 0) {
-                if (sandbox_required(t, transport) && !json_object_object_get_ex(arguments, "sandbox", NULL)) {
-                        k = asprintf(ret_error, "Argument 'sandbox' is required: the id sandbox_create returned.");
+                if (sandbox_required(t, transport) &&
+                    !json_object_object_get_ex(arguments, "sandbox", NULL)) {
+                        k = asprintf(ret_error,
+                                     "Argument 'sandbox' is required: the id sandbox_create returned.");
                         goto fail;
                 }
                 for (size_t i = 0; i < n; i++)
-                        if (t->args[i].required && !json_object_object_get_ex(arguments, t->args[i].name, NULL)) {
+                        if (t->args[i].required &&
+                            !json_object_object_get_ex(arguments, t->args[i].name, NULL)) {
                                 k = asprintf(ret_error, "Argument '%s' is required.", t->args[i].name);
                                 goto fail;
                         }
@@ -509,8 +544,8 @@ char *mcp_truncation_note(json_object *result) {
                 return NULL;
         json_object_object_foreach(result, key, val) {
                 size_t len = strlen(key);
-                if (len < 9 || !streq(key + len - 9, "truncated") || !json_object_is_type(val, json_type_boolean) ||
-                    !json_object_get_boolean(val))
+                if (len < 9 || !streq(key + len - 9, "truncated") ||
+                    !json_object_is_type(val, json_type_boolean) || !json_object_get_boolean(val))
                         continue;
                 int k = snprintf(buf + used, sizeof(buf) - used, "%s%.64s", used ? ", " : "", key);
                 if (k < 0 || (size_t) k >= sizeof(buf) - used)
@@ -521,7 +556,8 @@ char *mcp_truncation_note(json_object *result) {
                 return NULL;
         if (asprintf(&s,
                      "Note: the output was cut at the service's cap (%s): what is shown is its beginning. "
-                     "Narrow the request (a line range, a smaller max_results, or output to a file read in parts) "
+                     "Narrow the request (a line range, a smaller max_results, or output to a file read in "
+                     "parts) "
                      "to see the rest.",
                      buf) < 0)
                 return NULL;
@@ -550,8 +586,9 @@ json_object *mcp_tool_result(McpVersion v, json_object *structured) {
                 json_object_put(structured);
                 return NULL;
         }
-        json_object_array_add(content, text_content(json_object_to_json_string_ext(
-                                               structured, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)));
+        json_object_array_add(content,
+                              text_content(json_object_to_json_string_ext(
+                                      structured, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)));
         note = mcp_truncation_note(structured);
         if (note)
                 json_object_array_add(content, text_content(note));

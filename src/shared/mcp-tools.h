@@ -92,7 +92,8 @@ json_object *mcp_tool_describe(const McpTool *t, McpTransport transport, McpVers
 /* Checks arguments (an object or NULL) against the tool's table: known names only, each of its type,
  * the required ones present, strings without NUL. Returns 0 or -EINVAL with *ret_error saying what,
  * e.g. "Argument 'path' must be a string." (-ENOMEM). */
-int mcp_tool_check_arguments(const McpTool *t, McpTransport transport, json_object *arguments, char **ret_error);
+int mcp_tool_check_arguments(const McpTool *t, McpTransport transport, json_object *arguments,
+                             char **ret_error);
 
 /* The arguments but "sandbox", as a new object: the REST twin's JSON body. NULL on ENOMEM. */
 json_object *mcp_tool_body(json_object *arguments);

@@ -31,7 +31,7 @@ static void message_fail(McpMessage *m, int code, const char *message) {
 static void message_parse(json_object *o, McpMessage *m) {
         json_object *v, *id = NULL;
 
-        *m = (McpMessage) {};
+        *m = (McpMessage){};
         if (!json_object_is_type(o, json_type_object))
                 return message_fail(m, JSONRPC_INVALID_REQUEST, "A JSON-RPC message must be an object.");
         /* the id first, so that an error can name it */
@@ -43,7 +43,8 @@ static void message_parse(json_object *o, McpMessage *m) {
         }
         if (!json_object_object_get_ex(o, "jsonrpc", &v) || !json_object_is_type(v, json_type_string) ||
             !streq(json_object_get_string(v), "2.0"))
-                return message_fail(m, JSONRPC_INVALID_REQUEST, "The message must have \"jsonrpc\": \"2.0\".");
+                return message_fail(m, JSONRPC_INVALID_REQUEST,
+                                    "The message must have \"jsonrpc\": \"2.0\".");
         if (!json_object_object_get_ex(o, "method", &v)) {
                 if (m->id && (json_object_object_get_ex(o, "result", NULL) ||
                               json_object_object_get_ex(o, "error", NULL)))
@@ -61,7 +62,8 @@ static void message_parse(json_object *o, McpMessage *m) {
         }
 }
 
-int mcp_batch_parse(const char *data, size_t size, unsigned max_depth, McpBatch **ret, const char **ret_error) {
+int mcp_batch_parse(const char *data, size_t size, unsigned max_depth, McpBatch **ret,
+                    const char **ret_error) {
         json_tokener *tok;
         json_object *root;
         McpBatch *b;
@@ -189,8 +191,8 @@ McpVersion mcp_negotiate(const char *client_version) {
 }
 
 static json_object *initialize_result(McpServer *s, McpVersion v) {
-        json_object *o = json_object_new_object(), *caps = json_object_new_object(), *tools = json_object_new_object(),
-                    *info = json_object_new_object();
+        json_object *o = json_object_new_object(), *caps = json_object_new_object(),
+                    *tools = json_object_new_object(), *info = json_object_new_object();
 
         if (!o || !caps || !tools || !info) {
                 json_object_put(o);
@@ -274,10 +276,11 @@ int mcp_dispatch(McpServer *s, const McpMessage *m, json_object **ret_answer, Mc
                     json_object_is_type(v, json_type_string))
                         t = mcp_tool_find(json_object_get_string(v));
                 if (!t) {
-                        answer = jsonrpc_error(m->id, JSONRPC_INVALID_PARAMS,
-                                               m->params && json_object_object_get_ex(m->params, "name", NULL)
-                                                       ? "Unknown tool: tools/list names the tools."
-                                                       : "tools/call needs params.name, a tool's name.");
+                        answer =
+                                jsonrpc_error(m->id, JSONRPC_INVALID_PARAMS,
+                                              m->params && json_object_object_get_ex(m->params, "name", NULL)
+                                                      ? "Unknown tool: tools/list names the tools."
+                                                      : "tools/call needs params.name, a tool's name.");
                         goto done;
                 }
                 if (json_object_object_get_ex(m->params, "arguments", &args) && args &&
@@ -289,9 +292,10 @@ int mcp_dispatch(McpServer *s, const McpMessage *m, json_object **ret_answer, Mc
                 if (json_object_object_get_ex(m->params, "_meta", &meta) &&
                     json_object_is_type(meta, json_type_object) &&
                     json_object_object_get_ex(meta, "progressToken", &token) &&
-                    !json_object_is_type(token, json_type_string) && !json_object_is_type(token, json_type_int))
+                    !json_object_is_type(token, json_type_string) &&
+                    !json_object_is_type(token, json_type_int))
                         token = NULL;
-                *ret_call = (McpToolCall) { .tool = t, .arguments = args, .progress_token = token };
+                *ret_call = (McpToolCall){.tool = t, .arguments = args, .progress_token = token};
                 return 1;
         } else
                 answer = jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found.");

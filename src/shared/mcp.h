@@ -10,11 +10,11 @@
 #include "mcp-tools.h"
 
 /* JSON-RPC 2.0's error codes. */
-#define JSONRPC_PARSE_ERROR (-32700)
-#define JSONRPC_INVALID_REQUEST (-32600)
+#define JSONRPC_PARSE_ERROR      (-32700)
+#define JSONRPC_INVALID_REQUEST  (-32600)
 #define JSONRPC_METHOD_NOT_FOUND (-32601)
-#define JSONRPC_INVALID_PARAMS (-32602)
-#define JSONRPC_INTERNAL_ERROR (-32603)
+#define JSONRPC_INVALID_PARAMS   (-32602)
+#define JSONRPC_INTERNAL_ERROR   (-32603)
 
 /* One message of a body (or of a line on stdio). Everything points into the batch's root. */
 typedef struct McpMessage {
@@ -37,7 +37,8 @@ typedef struct McpBatch {
  * (answer JSONRPC_PARSE_ERROR), -EINVAL when it is JSON but neither (JSONRPC_INVALID_REQUEST); both
  * with *ret_error, a static message; -ENOMEM. Each message that is malformed on its own (no "jsonrpc":
  * "2.0", a method that is not a string, an id of another type, params not an object) carries its error. */
-int mcp_batch_parse(const char *data, size_t size, unsigned max_depth, McpBatch **ret, const char **ret_error);
+int mcp_batch_parse(const char *data, size_t size, unsigned max_depth, McpBatch **ret,
+                    const char **ret_error);
 McpBatch *mcp_batch_free(McpBatch *b);
 
 /* Answers: {"jsonrpc":"2.0","id":id (NULL: null),"result":result} (takes result) and the error's. */

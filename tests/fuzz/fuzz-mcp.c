@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t i = 0; i < b->n_messages; i++)
                 for (McpVersion v = 0; v < _MCP_VERSION_MAX; v++)
                         for (McpTransport t = MCP_TRANSPORT_HTTP; t <= MCP_TRANSPORT_STDIO; t++) {
-                                McpServer s = { .transport = t, .version = v };
+                                McpServer s = {.transport = t, .version = v};
                                 json_object *answer = NULL;
                                 McpToolCall call = {};
                                 char *why = NULL;
@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                         FUZZ_ASSERT(k == 0 || k == -ENOMEM || (k == -EINVAL && why));
                                         if (k == 0) {
                                                 json_object *body = mcp_tool_body(call.arguments);
-                                                FUZZ_ASSERT(!body || !json_object_object_get_ex(body, "sandbox", NULL));
+                                                FUZZ_ASSERT(!body || !json_object_object_get_ex(
+                                                                             body, "sandbox", NULL));
                                                 json_object_put(body);
                                         }
                                         free(why);

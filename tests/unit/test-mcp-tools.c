@@ -27,12 +27,14 @@ static void test_table(void) {
                         CHECK(json_object_object_get_ex(d, "outputSchema", NULL) ==
                               mcp_version_has_structured_output(v));
                         json_object *props = json_object_object_get(schema, "properties");
-                        CHECK(json_object_object_get_ex(props, "sandbox", NULL) == (t->sandbox != MCP_SANDBOX_NONE));
+                        CHECK(json_object_object_get_ex(props, "sandbox", NULL) ==
+                              (t->sandbox != MCP_SANDBOX_NONE));
                         json_object_put(d);
                 }
                 /* over stdio, the sandbox is never required */
                 d = mcp_tool_describe(t, MCP_TRANSPORT_STDIO, MCP_VERSION_LATEST);
-                json_object *req = json_object_object_get(json_object_object_get(d, "inputSchema"), "required");
+                json_object *req =
+                        json_object_object_get(json_object_object_get(d, "inputSchema"), "required");
                 for (size_t j = 0; req && j < json_object_array_length(req); j++)
                         CHECK(!streq(json_object_get_string(json_object_array_get_idx(req, j)), "sandbox"));
                 json_object_put(d);
@@ -58,12 +60,13 @@ static void check_args(const char *tool, McpTransport tr, const char *json, cons
 }
 
 static void test_arguments(void) {
-        check_args("exec", MCP_TRANSPORT_HTTP, "{\"sandbox\":\"sb_a\",\"command\":\"true\",\"env\":{\"A\":\"1\"}}",
-                   NULL);
+        check_args("exec", MCP_TRANSPORT_HTTP,
+                   "{\"sandbox\":\"sb_a\",\"command\":\"true\",\"env\":{\"A\":\"1\"}}", NULL);
         check_args("exec", MCP_TRANSPORT_STDIO, "{\"command\":\"true\"}", NULL);
         check_args("exec", MCP_TRANSPORT_HTTP, "{\"command\":\"true\"}",
                    "Argument 'sandbox' is required: the id sandbox_create returned.");
-        check_args("exec", MCP_TRANSPORT_HTTP, "{\"sandbox\":\"\"}", "Argument 'sandbox' must be a non-empty string.");
+        check_args("exec", MCP_TRANSPORT_HTTP, "{\"sandbox\":\"\"}",
+                   "Argument 'sandbox' must be a non-empty string.");
         check_args("exec", MCP_TRANSPORT_HTTP, "{\"sandbox\":\"a\",\"timeout_seconds\":-1}",
                    "Argument 'timeout_seconds' must be a non-negative integer.");
         check_args("exec", MCP_TRANSPORT_HTTP, "{\"sandbox\":\"a\",\"timeout_seconds\":1.5}",
@@ -81,7 +84,8 @@ static void test_arguments(void) {
                    "Tool sandbox_list takes no argument 'sandbox'.");
         check_args("sandbox_list", MCP_TRANSPORT_HTTP, NULL, NULL);
         check_args("log_read", MCP_TRANSPORT_HTTP, "{}", NULL);
-        check_args("grep", MCP_TRANSPORT_HTTP, "{\"sandbox\":\"a\",\"pattern\":\"x\",\"ignore_case\":\"yes\"}",
+        check_args("grep", MCP_TRANSPORT_HTTP,
+                   "{\"sandbox\":\"a\",\"pattern\":\"x\",\"ignore_case\":\"yes\"}",
                    "Argument 'ignore_case' must be true or false.");
         check_args("ls", MCP_TRANSPORT_HTTP, "[]", "The arguments must be an object.");
 }
@@ -105,7 +109,8 @@ static void test_results(void) {
         free(note);
         json_object_put(c);
 
-        r = mcp_tool_result(MCP_VERSION_2025_06_18, json_tokener_parse("{\"exit_code\":0,\"stdout_truncated\":true}"));
+        r = mcp_tool_result(MCP_VERSION_2025_06_18,
+                            json_tokener_parse("{\"exit_code\":0,\"stdout_truncated\":true}"));
         c = json_object_object_get(r, "content");
         CHECK_INT(json_object_array_length(c), 2);
         CHECK_STR(json_object_get_string(json_object_object_get(json_object_array_get_idx(c, 0), "text")),

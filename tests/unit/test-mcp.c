@@ -86,7 +86,8 @@ static void test_versions(void) {
 }
 
 /* Dispatches the one message s holds: the answer, or NULL with *ret_call filled for a tools/call. */
-static json_object *dispatch(McpServer *srv, const char *s, int expected, McpToolCall *ret_call, McpBatch **keep) {
+static json_object *dispatch(McpServer *srv, const char *s, int expected, McpToolCall *ret_call,
+                             McpBatch **keep) {
         McpBatch *b = parse_ok(s);
         json_object *answer = NULL;
         McpToolCall call = {};
@@ -109,13 +110,14 @@ static int error_code(json_object *answer) {
 }
 
 static void test_dispatch(void) {
-        McpServer srv = { .transport = MCP_TRANSPORT_HTTP, .version = MCP_VERSION_2025_03_26 };
+        McpServer srv = {.transport = MCP_TRANSPORT_HTTP, .version = MCP_VERSION_2025_03_26};
         json_object *a, *r, *v;
         McpToolCall call;
         McpBatch *b;
 
         a = dispatch(&srv,
-                     "{\"jsonrpc\":\"2.0\",\"id\":\"i\",\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"i\",\"method\":\"initialize\",\"params\":{"
+                     "\"protocolVersion\":"
                      "\"2025-06-18\",\"capabilities\":{}}}",
                      0, NULL, NULL);
         CHECK(srv.initialized && srv.version == MCP_VERSION_2025_06_18);
@@ -125,7 +127,8 @@ static void test_dispatch(void) {
         CHECK(json_object_object_get_ex(json_object_object_get(r, "capabilities"), "tools", NULL));
         json_object_put(a);
 
-        a = dispatch(&srv, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}", 0, NULL, NULL);
+        a = dispatch(&srv, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}", 0, NULL,
+                     NULL);
         CHECK_INT(error_code(a), JSONRPC_INVALID_PARAMS);
         json_object_put(a);
 
@@ -157,7 +160,8 @@ static void test_dispatch(void) {
         CHECK_STR(json_object_get_string(json_object_object_get(call.arguments, "sandbox")), "sb_x");
         mcp_batch_free(b);
 
-        a = dispatch(&srv, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
+        a = dispatch(&srv,
+                     "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
                      0, NULL, NULL);
         CHECK_INT(error_code(a), JSONRPC_INVALID_PARAMS);
         json_object_put(a);
