@@ -71,6 +71,14 @@ def with_sandbox(plan, sid):
     return json.loads(json.dumps(plan).replace("{sid}", sid))
 
 
+def settled_rows(sid, n):
+    """A sandbox's audit rows once all n are in: sandboxd hands rows to the logger a moment after a call."""
+    def got():
+        rows = audit_log(session=sid)
+        return rows if len(rows) >= n else None
+    return wait_for(got, what=f"{n} audit rows of {sid}")
+
+
 def ops(rows):
     """A sandbox's audit rows, oldest first, as REST and MCP should both leave them."""
     return [(r["operation"], r["event"], r["source"], r["account_id"]) for r in reversed(rows)]
@@ -109,7 +117,7 @@ def test_seed_flow_matches_rest(admin):
     assert steps[3]["isError"] is False
     assert structured(steps[4])["stdout"] == "4950\n"
     assert structured(steps[5]) == {"id": sid, "deleted": True}
-    mcp_rows = audit_log(session=sid)
+    mcp_rows = settled_rows(sid, 7)
 
     # The same flow over REST, with the same key: the same rows (operation, event, source, account).
     r = admin.post("/v1/sandboxes", {"type": "small"})
@@ -124,7 +132,7 @@ def test_seed_flow_matches_rest(admin):
     assert admin.post(f"/v1/sandboxes/{rid}/exec", {"argv": ["python3", "/tmp/task.py"], "timeout_seconds": 60}
                       ).json()["stdout"] == "4950\n"
     assert admin.delete(f"/v1/sandboxes/{rid}").status_code == 204
-    rest_rows = audit_log(session=rid)
+    rest_rows = settled_rows(rid, 7)
 
     assert ops(mcp_rows) == ops(rest_rows), (ops(mcp_rows), ops(rest_rows))
     assert all(r["source"] == "agent" and r["account_id"].startswith("key:") for r in mcp_rows), mcp_rows
@@ -139,7 +147,6 @@ def test_progress_and_truncation(admin):
         out = http_client(admin.secret, [
             call("exec", progress=True, sandbox=sid, command="sleep 4; echo done", timeout_seconds=30),
             call("exec", sandbox=sid, command="head -c 3000000 /dev/zero | tr '\\0' a"),
-            call("log_read", sandbox=sid, limit=5, operation="exec"),
         ])
         s = out["steps"]
         assert structured(s[0])["stdout"] == "done\n"
@@ -152,8 +159,12 @@ def test_progress_and_truncation(admin):
         big = structured(s[1])
         assert big["stdout_truncated"] is True
         assert "stdout_truncated" in s[1]["content"][1]["text"] and "cut" in s[1]["content"][1]["text"]
-        rows = structured(s[2])["entries"]
-        assert len(rows) == 2 and all(r["operation"] == "exec" for r in rows)
+        # rows reach the log a moment after the call: once both are there, log_read shows them
+        wait_for(lambda: len(audit_log(sid, operation="exec")) == 2, what="both exec rows in the log")
+        out = http_client(admin.secret, [call("log_read", sandbox=sid, limit=5, operation="exec")])
+        rows = structured(out["steps"][0])["entries"]
+        assert [r["id"] for r in rows] == [int(r["id"]) for r in audit_log(sid, operation="exec")], rows
+        assert all(r["operation"] == "exec" and r["session_id"] == sid for r in rows), rows
     finally:
         admin.delete(f"/v1/sandboxes/{sid}")
 
@@ -182,8 +193,10 @@ def test_scope_refusal_changes_nothing(admin):
         assert out["steps"][0]["isError"] is True
         assert out["steps"][0]["content"][0]["text"] == "This API key lacks the action 'file.read'."
         assert admin.get(f"/v1/sandboxes/{sid}/files?path=/tmp/keep.txt").text == "original"
-        denied = [r for r in audit_log(session=sid) if r["event"] == "denied"]
-        assert {r["operation"] for r in denied} >= {"write", "exec", "view"}, denied
+        def denied():
+            ops_ = {r["operation"] for r in audit_log(session=sid) if r["event"] == "denied"}
+            return ops_ if ops_ >= {"write", "exec", "view"} else None
+        wait_for(denied, what="the refusals' denied rows")
     finally:
         admin.delete(f"/v1/sandboxes/{sid}")
 
@@ -308,7 +321,6 @@ def sandbox_exists(sid):
 
 def test_stdio_seed_flow():
     plan = [{"op": "tools"}] + json.loads(json.dumps(seed_plan()).replace('"sandbox": "{sid}", ', ""))
-    plan.append(call("log_read", limit=10))
     out, err = mcp_client(["stdio", "sandboxctl", "mcp"], plan, with_stderr=True)
     assert "connectError" not in out, (out, err)
     assert out["protocolVersion"] is None or out["protocolVersion"] == "2025-11-25"
@@ -322,12 +334,16 @@ def test_stdio_seed_flow():
     sid = session_id(err)
     # the session's sandbox is gone with the session, and its rows are those of the HTTP flow
     assert not sandbox_exists(sid)
-    rows = audit_log(session=sid)
+    rows = settled_rows(sid, 7)
     assert [(r["operation"], r["event"]) for r in reversed(rows)] == [
         ("sandbox.create", "finished"), ("write", "finished"), ("exec", "finished"), ("view", "finished"),
         ("str_replace", "finished"), ("exec", "finished"), ("sandbox.delete", "finished")], ops(rows)
     assert all(r["source"] == "agent" and r["account_id"] == "uid:0" for r in rows), rows
-    assert [e["operation"] for e in structured(s[6])["entries"]][:2] == ["exec", "str_replace"]
+    # log_read over stdio, in a second session that needs no sandbox of its own
+    out, err = mcp_client(["stdio", "sandboxctl", "mcp"], [call("log_read", sandbox=sid, limit=10)], with_stderr=True)
+    entries = structured(out["steps"][0])["entries"]
+    assert [e["operation"] for e in entries] == [r["operation"] for r in rows], entries
+    assert "created sandbox" not in err
 
 
 def test_stdio_keep_and_adopt():
