@@ -63,6 +63,9 @@ const Route gateway_routes[] = {
           ROUTE_SANDBOX, route_takeover_authenticate, route_takeover_authorize },
         { "GET", "/v1/sandboxes/{id}/takeovers/{n}/recording", GATEWAY_ACTION_TAKEOVER, "takeover",
           route_takeover_recording, ROUTE_SANDBOX },
+        /* MCP's Streamable HTTP (route-mcp.c): each tool call is its REST twin's route, checked as that
+         * route is; no GET stream and no sessions, so GET and DELETE get 405 */
+        { "POST", "/mcp", -1, "mcp", route_mcp, ROUTE_ANY_KEY },
         /* The dashboard: static files, no key (the page holds none; it asks for one). */
         { "GET", "/", -1, "read", route_dashboard_index, ROUTE_PUBLIC },
         { "HEAD", "/", -1, "read", route_dashboard_index, ROUTE_PUBLIC },

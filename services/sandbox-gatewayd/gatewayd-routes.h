@@ -72,6 +72,9 @@ int route_takeover_authenticate(Request *r);
 bool route_takeover_authorize(Request *r);
 int route_takeover_recording(Request *r);
 
+/* MCP over Streamable HTTP (route-mcp.c) */
+int route_mcp(Request *r);
+
 /* API keys */
 int route_key_create(Request *r);
 int route_key_list(Request *r);

@@ -17,7 +17,8 @@ typedef int (*route_handler_t)(Request *req);
 typedef enum RouteFlags {
         ROUTE_PUBLIC = 1 << 0,          /* no API key needed */
         ROUTE_SANDBOX = 1 << 1,         /* param 0 is a sandbox id; the key's sandbox scope applies */
-        ROUTE_ANY_KEY = 1 << 2,         /* any active key, whatever its actions (action -1): a key's own object */
+        ROUTE_ANY_KEY = 1 << 2,         /* any active key, whatever its actions (action -1): a key's own object;
+                                         * /mcp, whose tool calls are each checked as their REST route */
 } RouteFlags;
 
 typedef struct Route {

@@ -51,7 +51,11 @@ Request *request_unref(Request *r) {
         if (r->response && !r->queued)
                 MHD_destroy_response(r->response);
         sse_free(r->sse);
-        api_key_free(r->key);
+        if (r->outer)
+                request_unref(r->outer); /* whose key this was */
+        else
+                api_key_free(r->key);
+        strv_free(r->query);
         free(r->account_id);
         free(r->body);
         free(r->path);
@@ -64,6 +68,12 @@ const char *req_param(Request *r, size_t i) {
 }
 
 const char *req_query(Request *r, const char *name) {
+        if (r->outer) {
+                for (char **q = r->query; q && q[0] && q[1]; q += 2)
+                        if (streq(q[0], name))
+                                return q[1];
+                return NULL;
+        }
         return r->connection ? MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, name) : NULL;
 }
 
@@ -72,7 +82,7 @@ const char *req_header(Request *r, const char *name) {
 }
 
 bool req_answered(Request *r) {
-        return r->response != NULL;
+        return r->response != NULL || r->inner_answered;
 }
 
 static void req_unwatch_client(Request *r) {
@@ -119,6 +129,12 @@ static void req_set_response(Request *r, unsigned status, struct MHD_Response *r
 }
 
 void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp) {
+        if (r->outer) {
+                /* no connection to hand over */
+                if (resp)
+                        MHD_destroy_response(resp);
+                return req_reply_error(r, 500, "internal", "This route cannot answer an inner request.");
+        }
         if (r->response) {
                 if (resp)
                         MHD_destroy_response(resp);
@@ -130,6 +146,15 @@ void req_reply_response(Request *r, unsigned status, struct MHD_Response *resp) 
 void req_reply_data(Request *r, unsigned status, const char *content_type, const void *data, size_t size) {
         struct MHD_Response *resp;
 
+        if (r->outer) {
+                /* an inner request's answer goes to its caller, or nowhere once abandoned */
+                if (r->inner_answered || !r->answer_to)
+                        return;
+                r->inner_answered = true;
+                r->status = status;
+                r->answer_to(r, status, content_type, data, size);
+                return;
+        }
         if (r->response)
                 return;
         resp = MHD_create_response_from_buffer(size, (void *) data, MHD_RESPMEM_MUST_COPY);
@@ -159,7 +184,7 @@ void req_reply_empty(Request *r, unsigned status) {
 static void req_reply_error_message(Request *r, unsigned status, const char *code, const char *message) {
         _cleanup_free_ char *body = NULL;
 
-        if (r->response)
+        if (req_answered(r))
                 return;
         body = http_error_body(status, code, message, r->request_id);
         if (!body) {
@@ -458,6 +483,8 @@ static bool request_id_acceptable(const char *s) {
 /* Whose refusals count together: the client's IPv4 address, or its IPv6 /64 (one host can have a whole
  * /64); "unknown" if the connection says nothing. */
 static void req_client(Request *r, char *buf, size_t size) {
+        if (r->outer)
+                return req_client(r->outer, buf, size);
         const union MHD_ConnectionInfo *ci =
                 r->connection ? MHD_get_connection_info(r->connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
         const struct sockaddr *sa = ci ? ci->client_addr : NULL;
@@ -579,7 +606,7 @@ static void dispatch_run(Request *r) {
         if (r->key && !req_check_key(r))
                 return;
         k = r->match.route->handler(r);
-        if (k < 0 && !r->response) {
+        if (k < 0 && !req_answered(r)) {
                 log_msg(LOG_ERR, "Request %s %s (%s) failed: %s", r->method, r->path, r->request_id,
                         strerror(-k));
                 req_reply_errno(r, k);
@@ -682,27 +709,77 @@ static void dispatch(Request *r) {
                 return req_reply_error(r, 413, "payload_too_large", "The body is larger than %" PRIu64 " bytes.",
                                        m->config.max_body_bytes);
 
-        if (route->authenticate || !(route->flags & ROUTE_PUBLIC)) {
+        /* an inner request has its outer request's key already */
+        if (!r->outer && (route->authenticate || !(route->flags & ROUTE_PUBLIC))) {
                 k = route->authenticate ? route->authenticate(r) : req_authenticate(r);
                 if (k < 0) {
                         if (!req_answered(r))
                                 req_reply_errno(r, k);
                         return;
                 }
+        }
 
-                /* A sandbox's name is made its id first, once: the scope lists ids, and the handler must
-                 * act on the sandbox the scope was checked for, not on whatever has the name by then. */
-                if ((route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0)) &&
-                    (!route->authenticate || r->key->sandboxes)) {
-                        snprintf(r->named, sizeof(r->named), "%s", req_param(r, 0));
-                        k = req_resolve_sandbox(r, on_sandbox_resolved);
-                        if (k < 0)
-                                return req_reply_errno(r, k);
-                        if (k > 0)
-                                return;
-                }
+        /* A sandbox's name is made its id first, once: the scope lists ids, and the handler must act on
+         * the sandbox the scope was checked for, not on whatever has the name by then. */
+        if (r->key && (route->flags & ROUTE_SANDBOX) && !sandbox_id_is_valid(req_param(r, 0)) &&
+            (!route->authenticate || r->key->sandboxes)) {
+                snprintf(r->named, sizeof(r->named), "%s", req_param(r, 0));
+                k = req_resolve_sandbox(r, on_sandbox_resolved);
+                if (k < 0)
+                        return req_reply_errno(r, k);
+                if (k > 0)
+                        return;
         }
         dispatch_run(r);
+}
+
+/* --- inner requests ----------------------------------------------------------------------------- */
+
+int req_inner_new(Request *outer, const char *method, const char *path, Request **ret) {
+        Request *r;
+
+        if (!outer->key)
+                return -EPERM;
+        r = calloc(1, sizeof(Request));
+        if (!r)
+                return -ENOMEM;
+        r->n_ref = 1;
+        r->cancel_fd = -EBADF;
+        r->manager = outer->manager;
+        r->outer = request_ref(outer);
+        r->key = outer->key;
+        r->started_at = now_usec(CLOCK_REALTIME);
+        snprintf(r->method, sizeof(r->method), "%s", method);
+        snprintf(r->request_id, sizeof(r->request_id), "%s", outer->request_id);
+        r->path = strdup(path);
+        r->account_id = outer->account_id ? strdup(outer->account_id) : NULL;
+        if (!r->path || (outer->account_id && !r->account_id)) {
+                request_unref(r);
+                return -ENOMEM;
+        }
+        r->route_error = route_find(gateway_routes, gateway_routes_count, method, path, &r->match);
+        *ret = r;
+        return 0;
+}
+
+void req_inner_dispatch(Request *r) {
+        assert(r->outer);
+        if (r->dispatched)
+                return;
+        r->dispatched = true;
+        dispatch(r);
+}
+
+void req_inner_abandon(Request *r) {
+        if (!r || !r->outer)
+                return;
+        r->cancel_fd = safe_close(r->cancel_fd);
+        r->closed = true;
+        r->answer_to = NULL;
+        r->inner_answered = true;
+        request_ref(r);
+        req_cancel_queued_calls(r);
+        request_unref(r);
 }
 
 /* --- body framing ------------------------------------------------------------------------------ */

@@ -57,6 +57,15 @@ struct Request {
         void (*on_close)(Request *r); /* the client went away (watchers detach here) */
         bool counts_stream;          /* holds one of the key's MaxStreamsPerKey= */
         KeySession *key_session;     /* a stream: ended when its key is revoked or expires */
+
+        /* An inner request (req_inner_new()): a route run on behalf of another request (an MCP tool
+         * call), with that request's key, account and request id, its query from query (name, value
+         * pairs), and its answer handed to answer_to instead of a client. */
+        Request *outer;
+        char **query;
+        void (*answer_to)(Request *r, unsigned status, const char *content_type, const void *data, size_t size);
+        void *answer_userdata;
+        bool inner_answered;
 };
 
 Request *request_ref(Request *r);
@@ -113,6 +122,17 @@ int req_call_full(Request *r, const char *destination, const char *path, const c
 /* An Exec start of the request's key (manager_exec_start_take()): 0, or, over the key's budget, the
  * request is answered 429 "too_many_execs" with Retry-After and -EBUSY returned. */
 int req_exec_start_take(Request *r);
+
+/* An inner request of outer's for method and path, with outer's key, account, request id and client: the
+ * caller sets query, body (malloc'ed, NUL-terminated), answer_to and answer_userdata, then runs it with
+ * req_inner_dispatch(), which does what a client's request of that route gets: the route's match (404,
+ * 405), the key's actions and sandbox scope (a refusal recorded as the REST route's), a sandbox's name
+ * made its id, and the handler. answer_to runs once, with the answer (status, content type, body). */
+int req_inner_new(Request *outer, const char *method, const char *path, Request **ret);
+void req_inner_dispatch(Request *r);
+/* The outer request's client left: a command of the inner one is cancelled, its queued calls dropped,
+ * and its answer no longer delivered. */
+void req_inner_abandon(Request *r);
 
 /* The HTTP server itself. */
 /* Limits from m->config: MaxConnections=, MaxConnectionsPerAddress=, ConnectionTimeoutSec=, HeaderTimeoutSec=. */

@@ -101,55 +101,6 @@ static void print_json(json_object *o) {
                            JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-/* Reads an a{sv} of t, u, b and s values into o. */
-static int read_info(sd_bus_message *m, json_object *o) {
-        const char *key, *contents;
-        int r;
-
-        r = sd_bus_message_enter_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                r = sd_bus_message_read(m, "s", &key);
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_peek_type(m, NULL, &contents);
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_enter_container(m, 'v', contents);
-                if (r < 0)
-                        return r;
-                if (streq(contents, "t")) {
-                        uint64_t v;
-                        r = sd_bus_message_read(m, "t", &v);
-                        json_object_object_add(o, key, json_object_new_uint64(v));
-                } else if (streq(contents, "u")) {
-                        uint32_t v;
-                        r = sd_bus_message_read(m, "u", &v);
-                        json_object_object_add(o, key, json_object_new_uint64(v));
-                } else if (streq(contents, "b")) {
-                        int v;
-                        r = sd_bus_message_read(m, "b", &v);
-                        json_object_object_add(o, key, json_object_new_boolean(v));
-                } else if (streq(contents, "s")) {
-                        const char *v;
-                        r = sd_bus_message_read(m, "s", &v);
-                        json_object_object_add(o, key, json_object_new_string(v));
-                } else
-                        r = sd_bus_message_skip(m, contents);
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_exit_container(m);
-                if (r >= 0)
-                        r = sd_bus_message_exit_container(m);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        return sd_bus_message_exit_container(m);
-}
-
 static bool info_truncated(json_object *info) {
         json_object *t;
         return json_object_object_get_ex(info, "truncated", &t) && json_object_get_boolean(t);
@@ -211,7 +162,7 @@ static int call_print_info(sd_bus *bus, sd_bus_message *m) {
         info = json_object_new_object();
         if (!info)
                 return -ENOMEM;
-        r = read_info(reply, info);
+        r = bus_read_dict(reply, info);
         if (r >= 0 && arg_json)
                 print_json(info);
         json_object_put(info);
@@ -283,7 +234,7 @@ static int verb_view(sd_bus *bus, char **args, const Options *o) {
         if (r < 0)
                 return r;
         json_object *info = json_object_new_object();
-        r = read_info(reply, info);
+        r = bus_read_dict(reply, info);
         if (r >= 0 && arg_json) {
                 json_add_bytes(info, "text", text, size);
                 print_json(info);
@@ -346,7 +297,7 @@ static int finish_list(sd_bus_message *reply, int r, json_object *info, json_obj
         if (r >= 0)
                 r = sd_bus_message_exit_container(reply);
         if (r >= 0)
-                r = read_info(reply, info);
+                r = bus_read_dict(reply, info);
         if (r >= 0 && arg_json) {
                 json_object_object_add(info, key, json_object_get(list));
                 print_json(info);

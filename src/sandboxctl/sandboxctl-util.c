@@ -759,6 +759,55 @@ json_object *egress_policy_json(const EgressPolicy *p) {
         return o;
 }
 
+int bus_read_dict(sd_bus_message *m, json_object *o) {
+        const char *key, *contents;
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                r = sd_bus_message_read(m, "s", &key);
+                if (r >= 0)
+                        r = sd_bus_message_peek_type(m, NULL, &contents);
+                if (r >= 0)
+                        r = sd_bus_message_enter_container(m, 'v', contents);
+                if (r < 0)
+                        return r;
+                if (streq(contents, "t")) {
+                        uint64_t v;
+                        r = sd_bus_message_read(m, "t", &v);
+                        json_object_object_add(o, key, json_object_new_uint64(v));
+                } else if (streq(contents, "u")) {
+                        uint32_t v;
+                        r = sd_bus_message_read(m, "u", &v);
+                        json_object_object_add(o, key, json_object_new_uint64(v));
+                } else if (streq(contents, "i")) {
+                        int32_t v;
+                        r = sd_bus_message_read(m, "i", &v);
+                        json_object_object_add(o, key, json_object_new_int(v));
+                } else if (streq(contents, "b")) {
+                        int v;
+                        r = sd_bus_message_read(m, "b", &v);
+                        json_object_object_add(o, key, json_object_new_boolean(v));
+                } else if (streq(contents, "s") || streq(contents, "o")) {
+                        const char *v;
+                        r = sd_bus_message_read(m, contents, &v);
+                        json_object_object_add(o, key, json_object_new_string(v));
+                } else
+                        r = sd_bus_message_skip(m, contents);
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(m);
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(m);
+}
+
 static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }

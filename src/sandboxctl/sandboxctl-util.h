@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
+
 #include <systemd/sd-event.h>
 
 #include "egress-policy.h"
@@ -166,3 +167,8 @@ char *egress_entries_join(const EgressEntry *l, size_t n);
 /* The policy as JSON, as the REST API and the audit rows show it: {"default": "deny"|"allow", "allow": [...],
  * "deny": [...]}, canonical entries. NULL on ENOMEM. */
 json_object *egress_policy_json(const EgressPolicy *p);
+
+/* Reads an a{sv} of a reply (a tool's info, a row, properties) into o: t, u and i values as integers, b
+ * as booleans, s and o as strings; values of other types are skipped. Returns 0 or a negative errno
+ * from sd-bus. */
+int bus_read_dict(sd_bus_message *m, json_object *o);

@@ -26,6 +26,7 @@
 #include "sandboxctl-api-key.h"
 #include "sandboxctl-export.h"
 #include "sandboxctl-shell.h"
+#include "sandboxctl-mcp.h"
 #include "sandboxctl-process.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
@@ -2106,6 +2107,12 @@ static int help(void) {
                "  glob ID PATTERN             Sorted paths matching PATTERN (*, ?, [...], **)\n"
                "  grep ID PATTERN [PATH]      Lines matching a PCRE2 regex, as FILE:LINE:TEXT\n"
                "\n"
+               "Agent Commands:\n"
+               "  mcp [--sandbox=ID|--type=TYPE] [--keep]\n"
+               "                              Serve the MCP tools (exec, files, file tools, log) on\n"
+               "                              stdin/stdout for an agent; one sandbox per session,\n"
+               "                              deleted at the end unless --keep (sandboxctl mcp --help)\n"
+               "\n"
                "Audit Log Commands:\n"
                "  log [SANDBOX]               Show the audit log, of one sandbox (id or name) or of\n"
                "                              all; newest last\n"
@@ -2594,6 +2601,9 @@ int main(int argc, char *argv[]) {
         /* so do the file tools (sandboxctl-tools.c) */
         if (argc >= 2 && is_tool_verb(argv[1]))
                 return verb_tool(argc - 1, argv + 1);
+        /* and "mcp", the MCP server on stdio (sandboxctl-mcp.c) */
+        if (argc >= 2 && streq(argv[1], "mcp"))
+                return verb_mcp(argc - 1, argv + 1);
         /* and the background processes' verbs (sandboxctl-process.c) */
         if (argc >= 2 && is_process_verb(argv[1]))
                 return verb_process(argc - 1, argv + 1);

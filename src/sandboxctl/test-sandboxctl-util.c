@@ -11,6 +11,7 @@
 
 #include "macro.h"
 #include "sandboxctl-util.h"
+#include "test-bus-msg.h"
 #include "test-util.h"
 
 static void test_parse_uint64(void) {
@@ -480,7 +481,44 @@ static void test_egress_policy_text(void) {
         json_object_put(j);
 }
 
+/* A reply's a{sv} into JSON: each type it reads, others skipped, and a value of the wrong shape refused. */
+static void test_bus_read_dict(void) {
+        sd_bus_message *m = new_msg();
+        json_object *o = json_object_new_object();
+        uint8_t bytes[] = { 1, 2 };
+
+        CHECK(sd_bus_message_open_container(m, 'a', "{sv}") >= 0);
+        CHECK(sd_bus_message_append(m, "{sv}{sv}{sv}{sv}{sv}{sv}", "t", "t", UINT64_C(1) << 40, "u", "u", 7u, "i", "i",
+                                    -3, "b", "b", 1, "s", "s", "text", "o", "o", "/a/b") >= 0);
+        CHECK(sd_bus_message_open_container(m, 'e', "sv") >= 0 && sd_bus_message_append(m, "s", "ay") >= 0 &&
+              sd_bus_message_open_container(m, 'v', "ay") >= 0 &&
+              sd_bus_message_append_array(m, 'y', bytes, sizeof(bytes)) >= 0 && sd_bus_message_close_container(m) >= 0 &&
+              sd_bus_message_close_container(m) >= 0);
+        CHECK(sd_bus_message_close_container(m) >= 0);
+        CHECK(sd_bus_message_append(m, "s", "after") >= 0);
+        m = done(m);
+
+        CHECK_INT(bus_read_dict(m, o), 1);
+        CHECK_STR(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+                  "{\"t\":1099511627776,\"u\":7,\"i\":-3,\"b\":true,\"s\":\"text\",\"o\":\"/a/b\"}");
+        const char *after = NULL;
+        CHECK(sd_bus_message_read(m, "s", &after) > 0 && after && streq(after, "after"));
+        json_object_put(o);
+        sd_bus_message_unref(m);
+
+        /* not an a{sv} */
+        m = new_msg();
+        CHECK(sd_bus_message_append(m, "s", "x") >= 0);
+        m = done(m);
+        o = json_object_new_object();
+        CHECK(bus_read_dict(m, o) < 0);
+        json_object_put(o);
+        sd_bus_message_unref(m);
+}
+
 int main(void) {
+        bus_setup();
+        test_bus_read_dict();
         test_parse_uint64();
         test_parse_seconds();
         test_parse_mode();
