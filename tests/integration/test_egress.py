@@ -9,7 +9,7 @@ import subprocess
 import dbus
 import pytest
 
-from conftest import HOST_NETWORK_DROPIN, allow_host_network, audit_log, dbus_error, run, wait_for
+from conftest import HOST_NETWORK_DROPIN, LONG, allow_host_network, audit_log, dbus_error, run, wait_for
 from test_sandboxd import wait_sandboxd_active
 
 INVALID = "org.freedesktop.DBus.Error.InvalidArgs"
@@ -250,9 +250,12 @@ def test_default_allow_with_deny_and_what_is_never_reachable(mgr, upstream, egre
     other_addr = str(mgr.props(opath)["EgressAddress"])
     addr = str(mgr.props(path)["EgressAddress"])
     host_side = ".".join(addr.split(".")[:3] + [str(int(addr.split(".")[3]) - 1)])
-    # a listener in the other sandbox, reachable from inside it
-    mgr.sh(other, "cd /tmp && echo upstream says hello > index.html && "
-                  "(nohup python3 -m http.server 8080 >/dev/null 2>&1 &)")
+    # a listener in the other sandbox, reachable from inside it: a background process, since one left
+    # behind by an Exec's shell ends with that Exec's runtime limit (small: 20 s), which the checks below
+    # can outlast on a loaded machine
+    mgr.sh(other, "echo upstream says hello > /tmp/index.html")
+    mgr.iface.StartProcess(other, dbus.Array(["python3", "-m", "http.server", "8080"], signature="s"),
+                           dbus.Dictionary({"cwd": "/tmp"}, signature="sv"), timeout=LONG)
     wait_for(lambda: reachable(mgr, other, "127.0.0.1"), what="the other sandbox's server")
 
     assert reachable(mgr, sid, "203.0.113.10")                  # default allow
