@@ -77,6 +77,8 @@ typedef struct Manager {
         struct ManagerEgressDns *egress_dns; /* their resolvers' upstreams, the firewall's NFLOG group
                                               * (sandbox-egress-dns.c) */
 
+        struct ImageState *images;  /* the image store and its jobs (image-dbus.c, issue 24) */
+
         sd_event_source *sigterm, *sigint, *sighup;
         bool exiting;
 } Manager;
