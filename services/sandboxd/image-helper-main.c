@@ -157,7 +157,7 @@ static void save_stream(const char *path, char digest[static IMAGE_DIGEST_SIZE])
                 snprintf(digest + 7 + 2 * i, 3, "%02x", sum[i]);
 }
 
-static void finish(const char *tree, const char *digest, uint64_t devices) {
+static void finish(const char *tree, const char *digest, uint64_t devices, uint64_t setid) {
         ImageHygiene h;
 
         set_phase("sanitize");
@@ -165,7 +165,7 @@ static void finish(const char *tree, const char *digest, uint64_t devices) {
         if (r < 0)
                 die("sanitizing the tree: %s", strerror(-r));
         report("done %llu %s %llu %llu %llu", (unsigned long long) h.size, digest,
-               (unsigned long long) (devices + h.devices_dropped), (unsigned long long) h.setid_stripped,
+               (unsigned long long) (devices + h.devices_dropped), (unsigned long long) (setid + h.setid_stripped),
                (unsigned long long) h.owners_reset);
 }
 
@@ -215,7 +215,7 @@ int main(int argc, char *argv[]) {
                 } else
                         die("unknown format '%s'", format);
                 (void) namespace_remove_workspace(layout);
-                finish(tree, u.digest, u.devices_dropped);
+                finish(tree, u.digest, u.devices_dropped, u.setid_stripped);
                 return EXIT_SUCCESS;
         }
         if (argc == 6 && streq(argv[1], "build")) {
@@ -243,7 +243,7 @@ int main(int argc, char *argv[]) {
                 set_phase("unpack");
                 unpack(fd, tree, &u);
                 (void) unlink(file);
-                finish(tree, u.digest, u.devices_dropped);
+                finish(tree, u.digest, u.devices_dropped, u.setid_stripped);
                 return EXIT_SUCCESS;
         }
         fprintf(stderr, "usage: %s import FORMAT TAG JOBDIR | build SUITE VARIANT PACKAGES JOBDIR\n",

@@ -152,6 +152,11 @@ int image_unpack(int fd, const char *dir, ImageUnpack *u, char **ret_error) {
                         u->devices_dropped++;
                         continue;
                 }
+                mode_t mode = archive_entry_perm(e);
+                if (type == AE_IFREG && (mode & (S_ISUID | S_ISGID))) {
+                        archive_entry_set_perm(e, mode & ~(mode_t) (S_ISUID | S_ISGID));
+                        u->setid_stripped++;
+                }
                 archive_entry_xattr_clear(e);
                 archive_entry_acl_clear(e);
                 archive_entry_set_fflags(e, 0, 0);

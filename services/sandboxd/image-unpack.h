@@ -13,6 +13,7 @@ typedef struct ImageUnpack {
         void *userdata;
         uint64_t entries;          /* out: entries written */
         uint64_t devices_dropped;  /* out: device nodes and sockets not written */
+        uint64_t setid_stripped;   /* out: files whose setuid or setgid bit was not written */
         char digest[IMAGE_DIGEST_SIZE]; /* out: sha256 of the stream as read */
 } ImageUnpack;
 
@@ -23,8 +24,9 @@ int image_entry_path_check(const char *path);
 /* Reads a tar stream (any compression libarchive knows) from fd and writes its entries below dir (an
  * existing directory; the calling process chdir()s into it). Refused, failing the whole unpack (-EPERM):
  * absolute paths, ".." components, hard links to such targets, entries whose path passes through a
- * symlink. Not written (counted in devices_dropped): character and block devices, sockets. Owners and
- * modes are kept (image_tree_sanitize() neutralises them afterwards); extended attributes (file
+ * symlink. Not written (counted in devices_dropped): character and block devices, sockets; nor
+ * (setid_stripped) the setuid and setgid bits of files. Owners and the other mode bits are kept
+ * (image_tree_sanitize() neutralises owners afterwards); extended attributes (file
  * capabilities among them) and ACLs are not written. Returns 0, or a negative errno with a message in
  * *ret_error (malloc'd). */
 int image_unpack(int fd, const char *dir, ImageUnpack *u, char **ret_error);

@@ -138,10 +138,24 @@ static int setup_image_root(const SandboxLayout *l, const char *disk, int home_f
                 FAIL("create the overlay's work directory");
         /* The workspace's layer (etc/passwd, group, hosts, hostname, resolv.conf) above the image: one
          * overlay, since the kernel stacks file systems at most two deep and the host's root may be an
-         * overlay already. */
-        snprintf(path, sizeof(path), "lowerdir=%s/" NAMESPACE_LAYER_NAME ":%s,upperdir=%s/upper,workdir=%s/work",
-                 l->workspace, l->image_tree, disk, disk);
-        if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, path) < 0)
+         * overlay already. Its options are given relative to the workspace, with the image bound at
+         * lower/ first: they show in the sandbox's /proc/self/mountinfo, and the host's paths need not. */
+        snprintf(path, sizeof(path), "%s/" NAMESPACE_LOWER_NAME, l->workspace);
+        _cleanup_close_ int image_fd = clone_tree(l->image_tree, true);
+        if (image_fd < 0) {
+                errno = -image_fd;
+                FAIL("clone the image's tree");
+        }
+        r = attach_tree(image_fd, path);
+        if (r < 0) {
+                errno = -r;
+                FAIL("bind the image's tree");
+        }
+        if (chdir(l->workspace) < 0)
+                FAIL("enter the workspace");
+        if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV,
+                  "lowerdir=" NAMESPACE_LAYER_NAME ":" NAMESPACE_LOWER_NAME ",upperdir=" DISK_MOUNT_NAME
+                  "/upper,workdir=" DISK_MOUNT_NAME "/work") < 0)
                 FAIL("mount the image's overlay");
         /* The overlay holds its upper and work directories itself; the disk's root need not stay. */
         if (umount2(disk, MNT_DETACH) < 0)
@@ -427,7 +441,8 @@ int namespace_workspace_add_image(const char *workspace, const char *hostname) {
 
         if (dfd < 0)
                 return -errno;
-        if (mkdirat(dfd, NAMESPACE_ROOT_NAME, 0755) < 0 || mkdirat(dfd, NAMESPACE_LAYER_NAME, 0755) < 0)
+        if (mkdirat(dfd, NAMESPACE_ROOT_NAME, 0755) < 0 || mkdirat(dfd, NAMESPACE_LAYER_NAME, 0755) < 0 ||
+            mkdirat(dfd, NAMESPACE_LOWER_NAME, 0755) < 0)
                 return -errno;
         /* etc/ moves into the layer; etc stays its path for whoever writes there (resolv.conf). */
         if (renameat(dfd, "etc", dfd, NAMESPACE_LAYER_NAME "/etc") < 0 ||

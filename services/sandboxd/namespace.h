@@ -48,6 +48,7 @@ int namespace_make_workspace(const char *workspace, const char *user, uid_t uid,
  * etc/hostname for hostname, which the image's own /etc would otherwise answer for. */
 #define NAMESPACE_ROOT_NAME "root"
 #define NAMESPACE_LAYER_NAME "layer" /* the layer of etc/ files above the image */
+#define NAMESPACE_LOWER_NAME "lower" /* where the image's tree is bound, in the sandbox's namespace only */
 int namespace_workspace_add_image(const char *workspace, const char *hostname);
 
 /* Removes a workspace without following any symlink planted in it and without crossing into other
