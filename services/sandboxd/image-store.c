@@ -269,7 +269,7 @@ int image_tree_sanitize(const char *tree, ImageHygiene *ret) {
                 mode_t mode;
         } mountpoints[] = {
                 { "proc", 0555 }, { "dev", 0755 }, { "tmp", 01777 }, { "var", 0755 }, { "var/tmp", 01777 },
-                { "home", 0755 }, { "etc", 0755 }, { "run", 0755 },
+                { "home", 0755 }, { "etc", 0755 }, { "run", 0755 }, { "sys", 0555 },
         };
         _cleanup_close_ int root = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         ImageHygiene h = {};

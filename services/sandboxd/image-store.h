@@ -59,7 +59,7 @@ int image_store_commit(const char *images_dir, const char *job_dir, const char *
  * Run on every tree before it becomes an image, by whatever made it (libarchive, umoci, mmdebstrap):
  * device nodes and sockets are removed; setuid and setgid bits of files are cleared; owners and groups
  * other than the system ids (0..999) and nobody (65534) become root's. Nothing is followed: symlinks are
- * looked at, never through. Then the mount points a sandbox needs (proc dev tmp var/tmp home etc run)
+ * looked at, never through. Then the mount points a sandbox needs (proc dev tmp var/tmp home etc run sys)
  * are made real directories, replacing whatever else had their name. */
 typedef struct ImageHygiene {
         uint64_t devices_dropped, setid_stripped, owners_reset;

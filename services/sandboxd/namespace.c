@@ -185,6 +185,25 @@ static int setup_image_root(const SandboxLayout *l, const char *disk, int home_f
                 FAIL("mount the home, /tmp and /var/tmp");
         }
 
+        /* /sys as every sandbox has it: read-only, its cgroup hierarchies covered. Only sysfs itself, none
+         * of the file systems the host mounts below it. */
+        snprintf(path, sizeof(path), "%s/sys", root);
+        if (mkdir(path, 0555) < 0 && errno != EEXIST)
+                FAIL("create /sys");
+        _cleanup_close_ int sys_fd = clone_tree("/sys", true);
+        if (sys_fd < 0) {
+                errno = -sys_fd;
+                FAIL("clone /sys");
+        }
+        r = attach_tree(sys_fd, path);
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount /sys");
+        }
+        snprintf(path, sizeof(path), "%s/sys/fs/cgroup", root);
+        if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") < 0)
+                FAIL("hide /sys/fs/cgroup");
+
         /* pivot_root(".", "."): the old root ends up on top of the new one, and is detached at once
          * (pivot_root(2), NOTES). Nothing of the host's tree is reachable after this. */
         if (chdir(root) < 0)

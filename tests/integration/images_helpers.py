@@ -2,6 +2,7 @@
 # Helpers of the image tests (issue 24): tiny root file systems made here, from Debian's static busybox
 # or from files the test assembles, imported through the bus; nothing comes from the network.
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -9,8 +10,6 @@ import tarfile
 import threading
 
 import dbus
-import dbus.mainloop.glib
-from gi.repository import GLib
 
 from conftest import BUS_NAME, LONG, MANAGER_PATH
 
@@ -58,28 +57,47 @@ def busybox_tar(marker=b"image marker\n", extra=None):
 
 
 class Jobs:
-    """Listens to JobProgress and JobFinished on its own connection, in a thread of its own."""
+    """JobProgress and JobFinished as busctl monitor sees them (a thread reads its JSON lines: no D-Bus
+    main loop in a second thread, which dbus-python does not bear)."""
 
     def __init__(self):
-        dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
-        self.bus = dbus.SystemBus(private=True)
         self.finished = {}
         self.progress = {}
         self.cond = threading.Condition()
-        self.bus.add_signal_receiver(self._on_finished, "JobFinished", IMAGES_IFACE, None, MANAGER_PATH)
-        self.bus.add_signal_receiver(self._on_progress, "JobProgress", IMAGES_IFACE, None, MANAGER_PATH)
-        self.loop = GLib.MainLoop()
-        self.thread = threading.Thread(target=self.loop.run, daemon=True)
+        self.proc = subprocess.Popen(["busctl", "--system", "monitor", "--json=short", "--match",
+                                      f"type='signal',interface='{IMAGES_IFACE}'"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        # busctl says nothing once it listens: an import of an empty stream fails at once, and its
+        # JobFinished, once seen, says the monitor is in place (the loop only bounds a hang)
+        for _ in range(120):
+            null = os.open("/dev/null", os.O_RDONLY)
+            try:
+                job = str(images().ImportImage("monitor-probe", dbus.types.UnixFd(null),
+                                               dbus.Dictionary({}, signature="sv"), timeout=LONG))
+            finally:
+                os.close(null)
+            with self.cond:
+                if self.cond.wait_for(lambda: job in self.finished, timeout=1):
+                    return
+            # not seen: the job ended before busctl listened; wait for it to be gone, then again
+            wait_gone(job)
+        raise AssertionError("busctl monitor never saw a JobFinished")
 
-    def _on_finished(self, job, image, result, error_name, message):
-        with self.cond:
-            self.finished[str(job)] = (str(image), str(result), str(error_name), str(message))
-            self.cond.notify_all()
-
-    def _on_progress(self, job, image, phase, done, total):
-        with self.cond:
-            self.progress.setdefault(str(job), []).append((str(phase), int(done), int(total)))
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            data = m.get("payload", {}).get("data", [])
+            with self.cond:
+                if m.get("member") == "JobFinished" and len(data) == 5:
+                    self.finished[data[0]] = tuple(data[1:])
+                elif m.get("member") == "JobProgress" and len(data) == 5:
+                    self.progress.setdefault(data[0], []).append((data[2], int(data[3]), int(data[4])))
+                self.cond.notify_all()
 
     def wait(self, job, timeout=600):
         with self.cond:
@@ -88,9 +106,13 @@ class Jobs:
             return self.finished[job]
 
     def close(self):
-        self.loop.quit()
-        self.thread.join(5)
-        self.bus.close()
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def wait_gone(job):
+    from conftest import wait_for
+    wait_for(lambda: job not in [str(j[0]) for j in images().ListJobs()], what=f"job {job} to end")
 
 
 def start_import(name, data, fmt="tar", tag=None, bus=None):
@@ -146,4 +168,91 @@ def oci_layout_tar(tree_tar, workdir, tag="latest"):
     with tarfile.open(fileobj=buf, mode="w") as t:
         t.add(layout, arcname=".")
     shutil.rmtree(workdir, ignore_errors=True)
+    return buf.getvalue()
+
+
+# The one real mmdebstrap build of a test run (issue 24's tests may build at most one image per run): a small
+# Debian with what the escape suite's probes run (python3, su/passwd/chfn, mount, busctl). It is kept in the
+# store for the rest of the run (the harness's state is thrown away after it), so whichever test asks first
+# builds it and the others reuse it.
+DEBIAN_IMAGE = "debian24"
+DEBIAN_PACKAGES = ["python3", "passwd", "systemd", "procps"]
+
+
+def debian_image(jobs):
+    """The run's Debian image: (name, seconds its build took, or None if it was there already)."""
+    if DEBIAN_IMAGE in {str(r[0]) for r in images().ListImages()}:
+        return DEBIAN_IMAGE, None
+    import time
+    started = time.monotonic()
+    job = str(images().BuildImage(DEBIAN_IMAGE, dbus.Dictionary({
+        "suite": "bookworm", "variant": "minbase",
+        "packages": dbus.Array(DEBIAN_PACKAGES, signature="s")}, signature="sv"), timeout=LONG))
+    image, result, error_name, message = jobs.wait(job, timeout=1800)
+    assert result == "done", (error_name, message)
+    return DEBIAN_IMAGE, time.monotonic() - started
+
+
+# The escape suite's image, made without the network: the files of a few of the host's own Debian packages
+# and everything they depend on (dpkg's lists), with the host's PAM configuration, as a rootfs tarball. What
+# the suite's probes run (python3, su, passwd, chfn, mount, unshare, busctl, bash) is all there, but nothing
+# else of the host: it is an image like any other.
+USERLAND_PACKAGES = ["bash", "dash", "coreutils", "util-linux", "mount", "login", "passwd", "python3-minimal",
+                     "libpython3.11-stdlib", "systemd", "procps", "libpam-modules", "libpam-runtime", "grep",
+                     "findutils", "sed"]
+
+
+def _dpkg_database():
+    """Installed packages and their dependencies (the first installed alternative of each), in one query."""
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Status}\t${Depends}, ${Pre-Depends}\n"],
+                       capture_output=True, text=True, check=True)
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    installed = {p for p, status, _ in rows if "install ok installed" in status}
+    deps = {}
+    for p, _, d in rows:
+        out = []
+        for dep in d.split(","):
+            for alt in dep.split("|"):
+                name = alt.strip().split(" ")[0].split(":")[0]
+                if name in installed:
+                    out.append(name)
+                    break
+        deps[p] = out
+    return installed, deps
+
+
+def host_userland_tar(packages=USERLAND_PACKAGES, marker=b"userland image\n"):
+    installed, deps = _dpkg_database()
+    seen, todo = set(), [p for p in packages if p in installed]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        todo.extend(d for d in deps.get(p, []) if d not in seen)
+    r = subprocess.run(["dpkg-query", "-L"] + sorted(seen), capture_output=True, text=True, check=True)
+    files = {line for line in r.stdout.splitlines() if line.startswith("/")}
+    for d in ("/etc/pam.d", "/etc/security"):
+        files.update(os.path.join(d, f) for f in os.listdir(d)) if os.path.isdir(d) else None
+    files.update(["/etc/nsswitch.conf", "/etc/login.defs", "/etc/debian_version"])
+    buf = io.BytesIO()
+    added = set()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for top in ("bin", "sbin", "lib", "lib64"):  # merged /usr, as the host has it
+            if os.path.islink("/" + top):
+                add_file(tar, top, type=tarfile.SYMTYPE, linkname=os.readlink("/" + top))
+        for d in ("usr", "etc", "tmp", "var", "var/tmp", "home", "proc", "dev", "root", "run"):
+            add_file(tar, d, type=tarfile.DIRTYPE, mode=0o1777 if d.endswith("tmp") else 0o755)
+        for f in sorted(files):
+            if not os.path.lexists(f) or os.path.isdir(f) and not os.path.islink(f):
+                continue
+            # through the host's merged-/usr links: the real place, never a path through a symlink
+            real = os.path.join(os.path.realpath(os.path.dirname(f)), os.path.basename(f)).lstrip("/")
+            if real in added:
+                continue
+            added.add(real)
+            tar.add(f, arcname=real, recursive=False)
+        add_file(tar, "usr/bin/marker", marker)
+        # a Debian image's shadow: its own, locked (the escape suite tries to link it out)
+        add_file(tar, "etc/shadow", b"root:*:19000:0:99999:7:::\n", mode=0o640, gid=42)
     return buf.getvalue()
