@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The image store on the bus (issue 24): org.sandboxd.sandbox1.Images on /org/sandboxd/sandbox1, and its jobs.
  *
- * A job (ImportImage, BuildImage) is sandboxd-image-helper in a process group of its own, working in a
- * dot-directory of the store; its stdout lines are the job's progress, sent on as JobProgress signals.
+ * A job (ImportImage, BuildImage) is sandboxd-image-helper in a transient service of its own
+ * (sandbox-image-<job>.service), working in a dot-directory of the store: not in sandboxd's service, whose
+ * sandboxing (ProtectSystem=strict, RestrictSUIDSGID=, DevicePolicy=closed) mmdebstrap and umoci cannot work
+ * in, and stopped by systemd as a whole, whatever it started. Its standard input is the caller's stream,
+ * its standard output a pipe to sandboxd: its lines are the job's progress, sent on as JobProgress
+ * signals, and its end (EOF) is the job's.
  * When it is done, sandboxd writes the metadata and renames the directory into place, so an image is
  * there whole or not at all; a failed or cancelled job's directory is removed, and a sandboxd that was
  * killed meanwhile removes it at its next start (image_store_startup()). Every call is audited: the
  * jobs' rows when they end (image.import, image.build), removal's at once (image.remove). */
 #include "image-dbus.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -34,6 +39,7 @@
 #include "sandboxd-dbus.h"
 #include "sandboxd-manager.h"
 #include "time-util.h"
+#include "unit.h"
 
 #define IMAGE_JOBS_MAX 8
 #define IMAGE_PACKAGES_MAX 256
@@ -52,8 +58,14 @@ struct ImageJob {
         char *source;
         const char *operation;   /* image.import, image.build */
         char *dir;               /* the job's directory in the store */
-        pid_t pid;
-        sd_event_source *child_source, *out_source;
+        char unit[UNIT_NAME_MAX];
+        char **argv;             /* the helper's, for ExecStart= */
+        int input_fd;            /* its standard input (owned), until the unit is asked for */
+        int output_fd;           /* the pipe's write end (owned), likewise */
+        bool private_network;    /* imports: no network at all */
+        JobWait *start;          /* StartTransientUnit's job */
+        bool running;            /* the unit is (or is being) started: stop it to end the job */
+        sd_event_source *out_source;
         char line[1024];
         size_t n_line;
         char *done;              /* the helper's "done …" line */
@@ -110,8 +122,11 @@ static ImageJob *job_free(ImageJob *j) {
                         st->n_jobs--;
                         break;
                 }
-        j->child_source = sd_event_source_disable_unref(j->child_source);
+        job_wait_cancel(j->start);
         j->out_source = sd_event_source_disable_unref(j->out_source);
+        j->input_fd = safe_close(j->input_fd);
+        j->output_fd = safe_close(j->output_fd);
+        strv_free(j->argv);
         free(j->source);
         free(j->dir);
         free(j->done);
@@ -125,9 +140,11 @@ void image_jobs_free(Manager *m) {
 
         if (!st)
                 return;
+        /* The jobs' services stop too: nobody would take their result (the next start removes their
+         * directories). */
         while (st->jobs) {
-                if (st->jobs->pid > 0)
-                        (void) kill(-st->jobs->pid, SIGKILL);
+                if (st->jobs->running)
+                        (void) unit_stop_nowait(m, st->jobs->unit);
                 job_free(st->jobs);
         }
         free(st->dir);
@@ -174,8 +191,9 @@ static void job_emit_finished(ImageJob *j, const char *result, const char *error
                                   "sssss", j->id, j->name, result, strempty(error_name), strempty(message));
 }
 
-/* The helper has exited: the image goes into place, or the job's directory goes. */
-static void job_end(ImageJob *j, int status) {
+/* The helper has ended (its output's EOF) or could not start (start_error): the image goes into place, or
+ * the job's directory goes. */
+static void job_end(ImageJob *j, const char *start_error) {
         Manager *m = j->manager;
         ImageInfo info = { .created_at = now_usec(CLOCK_REALTIME) };
         unsigned long long size, devices, setid, owners;
@@ -183,12 +201,17 @@ static void job_end(ImageJob *j, int status) {
         const char *error_name = NULL;
         int r;
 
-        j->pid = 0;
         snprintf(info.name, sizeof(info.name), "%s", j->name);
+        if (j->running)
+                (void) unit_stop_nowait(m, j->unit); /* whatever is left of it (normally nothing) */
+        j->running = false;
         if (j->cancelled) {
                 error_name = SANDBOXD_ERROR_INTERRUPTED;
                 snprintf(message, sizeof(message), "The job was cancelled.");
-        } else if (!j->done || status != 0 ||
+        } else if (start_error) {
+                error_name = SD_BUS_ERROR_FAILED;
+                snprintf(message, sizeof(message), "Could not start the job's service: %s", start_error);
+        } else if (!j->done ||
                    sscanf(j->done, "done %llu %127s %llu %llu %llu", &size, digest, &devices, &setid, &owners) != 5) {
                 error_name = SD_BUS_ERROR_FAILED;
                 snprintf(message, sizeof(message), "%s %s: %s", streq(j->operation, "image.build") ? "Building"
@@ -232,46 +255,18 @@ static void job_end(ImageJob *j, int status) {
         job_free(j);
 }
 
-static int on_job_exit(sd_event_source *es, const siginfo_t *si, void *userdata) {
-        ImageJob *j = userdata;
-
-        /* Whatever is still in the pipe first: the "done" line may not have been read yet. */
-        if (j->out_source) {
-                int fd = sd_event_source_get_io_fd(j->out_source);
-                char buf[4096];
-                ssize_t n;
-                while ((n = read(fd, buf, sizeof(buf))) > 0)
-                        for (ssize_t i = 0; i < n; i++) {
-                                if (buf[i] != '\n') {
-                                        if (j->n_line < sizeof(j->line) - 1)
-                                                j->line[j->n_line++] = buf[i];
-                                        continue;
-                                }
-                                j->line[j->n_line] = 0;
-                                j->n_line = 0;
-                                if (strncmp(j->line, "done ", 5) == 0) {
-                                        free(j->done);
-                                        j->done = strdup(j->line);
-                                } else if (strncmp(j->line, "error ", 6) == 0) {
-                                        free(j->error);
-                                        j->error = strdup(j->line + 6);
-                                }
-                        }
-        }
-        job_end(j, si->si_code == CLD_EXITED ? si->si_status : 128 + si->si_status);
-        return 0;
-}
-
 static int on_job_output(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
         ImageJob *j = userdata;
         char buf[4096];
         ssize_t n;
 
         n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
         if (n <= 0) {
-                if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                        return 0;
+                /* EOF: the helper (and all it started) is done, one way or another. */
                 j->out_source = sd_event_source_disable_unref(j->out_source);
+                job_end(j, NULL);
                 return 0;
         }
         for (ssize_t i = 0; i < n; i++) {
@@ -303,16 +298,65 @@ static const char *helper_path(void) {
         return getenv("SANDBOXD_IMAGE_HELPER_PATH") ?: LIBEXECDIR "/sandboxd/sandboxd-image-helper";
 }
 
-/* Starts the helper with argv (its last argument is filled in: the job's directory) and stdin from
- * input_fd (or /dev/null). */
+static int append_job_props(sd_bus_message *msg, void *userdata) {
+        ImageJob *j = userdata;
+        char desc[256];
+        int r;
+
+        snprintf(desc, sizeof(desc), "sandboxd image job %s (%s %s)", j->id, j->operation, j->name);
+        r = sd_bus_message_append(msg, "(sv)(sv)(sv)(sv)(sv)(sv)(sv)", "Description", "s", desc, "Type", "s", "exec",
+                                  "CollectMode", "s", "inactive-or-failed", "KillMode", "s", "control-group",
+                                  "TimeoutStopUSec", "t", 5 * USEC_PER_SEC, "StandardError", "s", "journal",
+                                  "PrivateNetwork", "b", j->private_network);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(msg, "(sv)", "Environment", "as", 2, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                                  "LC_ALL=C.UTF-8");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(msg, "(sv)(sv)", "StandardInputFileDescriptor", "h", j->input_fd,
+                                  "StandardOutputFileDescriptor", "h", j->output_fd);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(msg, 'r', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "s", "ExecStart");
+        if (r >= 0)
+                r = sd_bus_message_open_container(msg, 'v', "a(sasb)");
+        if (r >= 0)
+                r = sd_bus_message_open_container(msg, 'a', "(sasb)");
+        if (r >= 0)
+                r = sd_bus_message_open_container(msg, 'r', "sasb");
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "s", helper_path());
+        if (r >= 0)
+                r = sd_bus_message_append_strv(msg, j->argv);
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "b", false);
+        for (int i = 0; r >= 0 && i < 4; i++)
+                r = sd_bus_message_close_container(msg);
+        return r;
+}
+
+static void on_job_started(Manager *m, const char *result, const sd_bus_error *error, void *userdata) {
+        ImageJob *j = userdata;
+
+        j->start = NULL;
+        if (result && streq(result, "done"))
+                return; /* it runs; its output's EOF ends the job */
+        /* It never ran: nothing writes to the pipe, whose EOF would not come while we hold nothing of it
+         * either; end the job here. */
+        j->running = false;
+        j->out_source = sd_event_source_disable_unref(j->out_source);
+        job_end(j, error && sd_bus_error_is_set(error) ? error->message : result ?: "unknown error");
+}
+
+/* Starts the helper with argv (its last argument is filled in: the job's directory) in a transient service,
+ * with stdin from input_fd (or /dev/null). */
 static int job_start(Manager *m, const Caller *c, const char *operation, const char *name, const char *source,
                      char **argv, size_t dir_index, int input_fd, ImageJob **ret) {
         ImageState *st = state(m);
-        _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int null = -EBADF;
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        sigset_t none, defaults;
+        int out[2] = { -EBADF, -EBADF };
         char dir[4096];
         ImageJob *j;
         int r;
@@ -321,24 +365,31 @@ static int job_start(Manager *m, const Caller *c, const char *operation, const c
         if (!j)
                 return -ENOMEM;
         j->manager = m;
+        j->input_fd = j->output_fd = -EBADF;
         snprintf(j->id, sizeof(j->id), "job_%llu", (unsigned long long) ++st->next_id);
+        snprintf(j->unit, sizeof(j->unit), "sandbox-image-%s.service", j->id);
         snprintf(j->name, sizeof(j->name), "%s", name);
         j->operation = operation;
+        j->private_network = !streq(operation, "image.build");
         j->caller = *c;
         j->started_at = now_usec(CLOCK_REALTIME);
         j->mono = now_usec(CLOCK_MONOTONIC);
         snprintf(dir, sizeof(dir), "%s/.%s", st->dir, j->id);
         j->source = strdup(source);
         j->dir = strdup(dir);
-        if (!j->source || !j->dir) {
-                free(j->source);
-                free(j->dir);
-                free(j);
-                return -ENOMEM;
-        }
         j->next = st->jobs;
         st->jobs = j;
         st->n_jobs++;
+        if (!j->source || !j->dir) {
+                job_free(j);
+                return -ENOMEM;
+        }
+        argv[dir_index] = j->dir;
+        j->argv = strv_copy(argv);
+        if (!j->argv) {
+                job_free(j);
+                return -ENOMEM;
+        }
 
         (void) namespace_remove_workspace(dir);
         if (mkdir(dir, 0700) < 0) {
@@ -346,56 +397,36 @@ static int job_start(Manager *m, const Caller *c, const char *operation, const c
                 job_free(j);
                 return r;
         }
-        argv[dir_index] = j->dir;
-        if (pipe2(out, O_CLOEXEC) < 0) {
+        j->input_fd = input_fd >= 0 ? fcntl(input_fd, F_DUPFD_CLOEXEC, 3) : open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (j->input_fd < 0 || pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0) {
                 r = -errno;
                 goto fail;
         }
-        if (input_fd < 0 && (null = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        j->output_fd = out[1];
+        /* Blocking for the helper: it writes its lines whole. */
+        if (fcntl(j->output_fd, F_SETFL, 0) < 0) {
                 r = -errno;
+                safe_close(out[0]);
                 goto fail;
-        }
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, input_fd >= 0 ? input_fd : null, STDIN_FILENO);
-        posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-        posix_spawnattr_init(&attr);
-        sigemptyset(&none);
-        sigemptyset(&defaults);
-        sigaddset(&defaults, SIGPIPE);
-        sigaddset(&defaults, SIGTERM);
-        sigaddset(&defaults, SIGINT);
-        sigaddset(&defaults, SIGHUP);
-        sigaddset(&defaults, SIGCHLD);
-        posix_spawnattr_setsigmask(&attr, &none);
-        posix_spawnattr_setsigdefault(&attr, &defaults);
-        posix_spawnattr_setpgroup(&attr, 0);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-        char *envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *) "LC_ALL=C.UTF-8", NULL };
-        r = -posix_spawn(&j->pid, helper_path(), &fa, &attr, argv, envp);
-        posix_spawn_file_actions_destroy(&fa);
-        posix_spawnattr_destroy(&attr);
-        if (r < 0)
-                goto fail;
-        out[1] = safe_close(out[1]);
-        if (fcntl(out[0], F_SETFL, O_NONBLOCK) < 0) {
-                r = -errno;
-                goto fail_kill;
         }
         r = sd_event_add_io(m->event, &j->out_source, out[0], EPOLLIN, on_job_output, j);
-        if (r < 0)
-                goto fail_kill;
+        if (r < 0) {
+                safe_close(out[0]);
+                goto fail;
+        }
         (void) sd_event_source_set_io_fd_own(j->out_source, true);
-        out[0] = -EBADF;
-        r = sd_event_add_child(m->event, &j->child_source, j->pid, WEXITED, on_job_exit, j);
+        r = unit_start_transient(m, j->unit, append_job_props, NULL, j, on_job_started, j, &j->start);
         if (r < 0)
-                goto fail_kill;
-        log_msg(LOG_INFO, "Image job %s started: %s %s (%s).", j->id, operation, name, source);
+                goto fail;
+        j->running = true;
+        /* The message holds copies of both: systemd's are the only ones now, so EOF comes when the helper
+         * (and everything it started) is gone. */
+        j->input_fd = safe_close(j->input_fd);
+        j->output_fd = safe_close(j->output_fd);
+        log_msg(LOG_INFO, "Image job %s started: %s %s (%s), in %s.", j->id, operation, name, source, j->unit);
         *ret = j;
         return 0;
 
-fail_kill:
-        (void) kill(-j->pid, SIGKILL);
-        (void) waitpid(j->pid, NULL, 0);
 fail:
         (void) namespace_remove_workspace(dir);
         job_free(j);
@@ -757,12 +788,12 @@ static int method_cancel_job(sd_bus_message *msg, void *userdata, sd_bus_error *
                 return r;
         for (ImageJob *j = state(m)->jobs; j; j = j->next)
                 if (streq(j->id, id)) {
-                        /* The whole group: umoci, skopeo, mmdebstrap and what they started. Its row and
-                         * JobFinished come when the helper is reaped. */
+                        /* The whole unit: umoci, skopeo, mmdebstrap and what they started. Its row and
+                         * JobFinished come with the end of its output. */
                         j->cancelled = true;
                         j->caller = c;
-                        if (j->pid > 0)
-                                (void) kill(-j->pid, SIGKILL);
+                        if (j->running)
+                                (void) unit_stop_nowait(m, j->unit);
                         return sd_bus_reply_method_return(msg, NULL);
                 }
         return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_JOB, "No image job '%s' (it may have ended).", id);
@@ -879,6 +910,18 @@ int image_bus_setup(Manager *m) {
                 return -ENOMEM;
         }
         m->images = st;
+        /* Job ids (and so their units' names) never repeat, across restarts too. */
+        st->next_id = now_usec(CLOCK_REALTIME) / USEC_PER_MSEC;
+        /* What an earlier sandboxd's jobs left: their services stop, their directories go. */
+        _cleanup_(closedirp) DIR *d = opendir(st->dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                char unit[UNIT_NAME_MAX];
+                if (strncmp(de->d_name, ".job_", 5) != 0 || strlen(de->d_name) > 64)
+                        continue;
+                snprintf(unit, sizeof(unit), "sandbox-image-%s.service", de->d_name + 1);
+                (void) unit_stop_nowait(m, unit);
+        }
         r = image_store_startup(st->dir);
         if (r < 0)
                 log_msg(LOG_WARNING, "Could not clear what an earlier run left in %s: %s", st->dir, strerror(-r));

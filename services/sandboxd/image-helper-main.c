@@ -6,8 +6,9 @@
  *
  * It makes JOBDIR/tree and reports on stdout, one line each: "progress PHASE DONE TOTAL", then
  * "done SIZE DIGEST DEVICES SETID OWNERS" or "error MESSAGE" (exit status 1). sandboxd writes the
- * metadata and moves JOBDIR into place; whatever this leaves behind on failure, sandboxd removes. Every
- * process it starts dies with it (PR_SET_PDEATHSIG), as it dies with sandboxd. */
+ * metadata and moves JOBDIR into place; whatever this leaves behind on failure, sandboxd removes. It runs
+ * in a transient service (sandbox-image-<job>.service), which systemd stops as a whole; every process it
+ * starts also dies with it (PR_SET_PDEATHSIG). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
@@ -173,10 +174,8 @@ int main(int argc, char *argv[]) {
         char tree[4096], layout[4096], file[4096], ref[4200];
         ImageUnpack u = {};
 
-        /* sandboxd killed (-9 even): the job ends, and its next start removes the job's directory. */
-        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1)
-                return EXIT_FAILURE;
+        /* It runs as a transient service of its own (image-dbus.c): should sandboxd die, the next one stops
+         * the service and removes the job's directory; until then a write to the gone pipe ends it. */
         setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin", 1);
         umask(022);
 

@@ -179,6 +179,38 @@ DEBIAN_IMAGE = "debian24"
 DEBIAN_PACKAGES = ["python3", "passwd", "systemd", "procps"]
 
 
+def archive_hosts():
+    """The hosts of the archive the host's apt uses (mmdebstrap's default sources)."""
+    hosts = set()
+    for d in ("/etc/apt/sources.list.d",):
+        for f in os.listdir(d) if os.path.isdir(d) else []:
+            if f.endswith((".sources", ".list")):
+                for line in open(os.path.join(d, f)):
+                    if line.lstrip().startswith("#"):
+                        continue
+                    for word in line.split():
+                        if word.startswith(("http://", "https://")):
+                            hosts.add(word.split("/")[2])
+    if os.path.exists("/etc/apt/sources.list"):
+        for line in open("/etc/apt/sources.list"):
+            for word in line.split():
+                if word.startswith(("http://", "https://")) and not line.lstrip().startswith("#"):
+                    hosts.add(word.split("/")[2])
+    return sorted(hosts)
+
+
+def archive_unreachable():
+    """Why the archive cannot be reached from here (a harness with a private network), or None."""
+    hosts = archive_hosts()
+    if not hosts:
+        return "the host's apt has no http(s) sources"
+    for h in hosts:
+        if subprocess.run(["getent", "ahosts", h], capture_output=True).returncode != 0:
+            return (f"{h} (the host's Debian archive) does not resolve here: the harness runs with a private "
+                    "network; run it with --net host for the build")
+    return None
+
+
 def debian_image(jobs):
     """The run's Debian image: (name, seconds its build took, or None if it was there already)."""
     if DEBIAN_IMAGE in {str(r[0]) for r in images().ListImages()}:

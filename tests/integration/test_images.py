@@ -4,6 +4,7 @@
 # where their writes go, pools per type, removal refused while in use, and a kill -9 mid-import. Every image
 # here is made locally (busybox-static, files the test assembles, layouts made with umoci and skopeo).
 import hashlib
+import json
 import io
 import os
 import subprocess
@@ -427,3 +428,76 @@ def test_image_needs_a_disk(mgr):
     finally:
         os.unlink(DROPIN)
         restart_sandboxd()
+
+
+def test_xml_contract_is_what_is_served(mgr, sandbox, bb):
+    """dbus/org.sandboxd.sandbox1.xml is what sandboxd serves: the Images interface and the Image property."""
+    import xml.etree.ElementTree as ET
+
+    def members(root, iface_name):
+        [iface] = [i for i in root.iter("interface") if i.get("name") == iface_name]
+        methods = {m.get("name"): [(a.get("direction", "in"), a.get("type"), a.get("name")) for a in m.iter("arg")]
+                   for m in iface.iter("method")}
+        signals = {s.get("name"): [(a.get("type"), a.get("name")) for a in s.iter("arg")] for s in iface.iter("signal")}
+        props = {p.get("name"): p.get("type") for p in iface.iter("property")}
+        return methods, signals, props
+
+    src = ET.parse(os.path.join(os.path.dirname(__file__), "..", "..", "dbus", "org.sandboxd.sandbox1.xml")).getroot()
+    obj = mgr.bus.get_object("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", introspect=False)
+    served = ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
+    assert members(served, "org.sandboxd.sandbox1.Images") == members(src, "org.sandboxd.sandbox1.Images")
+    sid, path = sandbox(image=bb[0])
+    sobj = mgr.bus.get_object("org.sandboxd.sandbox1", path, introspect=False)
+    served = ET.fromstring(str(sobj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
+    assert members(served, "org.sandboxd.sandbox1.Sandbox")[2]["Image"] == "s"
+    assert members(src, "org.sandboxd.sandbox1.Sandbox")[2]["Image"] == "s"
+
+
+def test_sandboxctl_image(mgr, bb, tmp_path):
+    """sandboxctl image import (a file, a directory holding an OCI layout), list, show, remove; create --image."""
+    tarball = "/var/tmp/ctl24.tar"
+    with open(tarball, "wb") as f:
+        f.write(busybox_tar(marker=b"ctl\n"))
+    try:
+        remove_image("ctl24")
+        r = run("sandboxctl", "image", "import", "ctl24", tarball, check=False)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("job_") and "ctl24: unpack" in r.stderr and "ctl24: done" in r.stderr
+        out = run("sandboxctl", "image", "list").stdout
+        assert "ctl24" in out and "tar" in out
+        show = json.loads(run("sandboxctl", "image", "show", "ctl24", "--json").stdout)
+        with open(tarball, "rb") as f:
+            assert show["digest"] == "sha256:" + hashlib.sha256(f.read()).hexdigest()
+        sid = run("sandboxctl", "create", "--type=small", "--image=ctl24").stdout.strip()
+        try:
+            assert "Image: ctl24" in run("sandboxctl", "status", sid).stdout
+            assert mgr.exec(sid, ["cat", "/usr/bin/marker"])[1] == b"ctl\n"
+            r = run("sandboxctl", "image", "remove", "ctl24", check=False)
+            assert r.returncode == 1 and "in use" in r.stderr
+        finally:
+            mgr.delete(sid)
+        assert run("sandboxctl", "image", "remove", "ctl24", check=False).returncode == 0
+        # a hostile one fails with the job's message, and exit status 1
+        bad = "/var/tmp/ctl24-bad.tar"
+        with open(bad, "wb") as f:
+            f.write(REFUSED["dotdot"]())
+        r = run("sandboxctl", "image", "import", "ctl24", bad, check=False)
+        assert r.returncode == 1 and "refused" in r.stderr
+        os.unlink(bad)
+        # an OCI layout directory goes as an oci-archive, read with the caller's rights
+        layout_tar = oci_layout_tar(busybox_tar(marker=b"dir\n"), "/var/tmp/ctl24-oci")
+        layout = "/var/tmp/ctl24-layout"
+        os.makedirs(layout, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(layout_tar)) as t:
+            t.extractall(layout)
+        r = run("sandboxctl", "image", "import", "ctl24", layout, check=False)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(run("sandboxctl", "image", "show", "ctl24", "--json").stdout)["source"] == \
+            "oci-archive:latest"
+        subprocess.run(["rm", "-rf", layout], check=True)
+        # usage errors
+        assert run("sandboxctl", "image", "import", "x", check=False).returncode == 2
+        assert run("sandboxctl", "image", "frobnicate", check=False).returncode == 2
+    finally:
+        os.unlink(tarball)
+        remove_image("ctl24")

@@ -6,11 +6,13 @@ import pytest
 
 import kernel
 from conftest import audit_log
-from images_helpers import DEBIAN_PACKAGES, Jobs, debian_image, images
+from images_helpers import DEBIAN_PACKAGES, Jobs, archive_unreachable, debian_image, images
 
-pytestmark = pytest.mark.skipif(not kernel.disk_images_possible(),
-                                reason="image sandboxes keep their writable layer on a disk image, which this "
-                                       "kernel cannot give them (no loop devices or ext4)")
+UNREACHABLE = archive_unreachable()
+pytestmark = [pytest.mark.skipif(not kernel.disk_images_possible(),
+                                 reason="image sandboxes keep their writable layer on a disk image, which this "
+                                        "kernel cannot give them (no loop devices or ext4)"),
+              pytest.mark.skipif(UNREACHABLE is not None, reason=f"mmdebstrap cannot build: {UNREACHABLE}")]
 
 
 @pytest.fixture(scope="module")
