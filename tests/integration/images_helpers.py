@@ -110,6 +110,19 @@ class Jobs:
         self.proc.wait()
 
 
+def wait_row(operation, *needles, session=None):
+    """The newest audit row of operation (of session) whose detail holds every needle, once sandbox-auditd has
+    it: rows reach the logger from sandboxd's spool after the call is answered."""
+    from conftest import audit_log, wait_for
+
+    def find():
+        for row in audit_log(session=session, operation=operation, limit=20):
+            if all(n in row["detail"] for n in needles):
+                return row
+        return None
+    return wait_for(find, what=f"an audit row of {operation} with {needles}")
+
+
 def wait_gone(job):
     from conftest import wait_for
     wait_for(lambda: job not in [str(j[0]) for j in images().ListJobs()], what=f"job {job} to end")

@@ -15,9 +15,9 @@ import dbus
 import pytest
 
 import kernel
-from conftest import LONG, Manager, audit_log, dbus_error, run, systemctl_show, wait_for
+from conftest import LONG, Manager, dbus_error, run, systemctl_show, wait_for
 from images_helpers import (IMAGES_DIR, Jobs, add_file, busybox_tar, images, import_image, oci_layout_tar,
-                            remove_image, start_import)
+                            remove_image, start_import, wait_row)
 
 pytestmark = pytest.mark.skipif(not kernel.disk_images_possible(),
                                 reason="image sandboxes keep their writable layer on a disk image, which this "
@@ -101,14 +101,13 @@ def test_import_list_get_remove(jobs):
     # the tree is root's and read-only to everyone else on the host
     assert os.stat(f"{IMAGES_DIR}/imp24/tree").st_uid == 0
     assert os.stat(IMAGES_DIR).st_mode & 0o777 == 0o700
-    rows = audit_log(operation="image.import", limit=5)
-    assert rows[0]["event"] == "finished" and '"image":"imp24"' in rows[0]["detail"]
-    assert digest in rows[0]["detail"]
+    row = wait_row("image.import", f'"job":"{job}"')
+    assert row["event"] == "finished" and '"image":"imp24"' in row["detail"] and digest in row["detail"]
 
     images().RemoveImage("imp24", dbus.Dictionary({}, signature="sv"))
     assert "imp24" not in listed()
     assert not os.path.exists(f"{IMAGES_DIR}/imp24") and dot_entries() == []
-    assert audit_log(operation="image.remove", limit=1)[0]["event"] == "finished"
+    assert wait_row("image.remove", '"image":"imp24"')["event"] == "finished"
     with pytest.raises(dbus.DBusException) as e:
         images().GetImage("imp24")
     assert dbus_error(e)[0] == ERR + "NoSuchImage"
@@ -173,7 +172,7 @@ def test_image_sandbox_sees_the_image_only(mgr, sandbox, bb, host_markers):
     # the image itself is read-only to the sandbox: its user may write only where the image lets it
     code, _, err, _ = mgr.sh(sid, "echo x > /usr/bin/marker")
     assert code != 0 and b"ermission denied" in err
-    row = audit_log(session=sid, operation="sandbox.create", limit=1)[0]
+    row = wait_row("sandbox.create", session=sid)
     assert f'"image":"{bb[0]}"' in row["detail"]
 
 
@@ -206,8 +205,8 @@ def test_remove_refused_while_in_use(mgr, sandbox, bb):
     assert bb[0] in listed() and os.path.isdir(f"{IMAGES_DIR}/{bb[0]}/tree")
     info = {str(k): v for k, v in images().GetImage(bb[0]).items()}
     assert sid in [str(x) for x in info["used_by"]]
-    row = audit_log(operation="image.remove", limit=1)[0]
-    assert row["event"] == "failed" and "ImageInUse" in row["detail"]
+    row = wait_row("image.remove", f'"image":"{bb[0]}"', "ImageInUse")
+    assert row["event"] == "failed"
 
 
 def hostile(build):
@@ -237,14 +236,15 @@ def test_hostile_tarball_refused(jobs, case):
     before = os.stat("/etc/passwd")
     name = "hostile24"
     remove_image(name)
-    image, result, error_name, message = import_image(jobs, name, REFUSED[case]())
+    job = start_import(name, REFUSED[case]())
+    image, result, error_name, message = jobs.wait(job)
     assert result == "failed" and error_name == "org.freedesktop.DBus.Error.Failed", message
     assert ("refused" in message) or case == "not a tar", message
     assert name not in listed() and dot_entries() == []
     assert not os.path.exists("/tmp/escaped-images24") and not os.path.exists("/escaped-images24")
     assert not os.path.exists("/var/lib/sandboxd/escaped-images24")
     assert os.stat("/etc/passwd") == before
-    row = audit_log(operation="image.import", limit=1)[0]
+    row = wait_row("image.import", f'"job":"{job}"')
     assert row["event"] == "failed" and row["exit_code"] == -1
 
 
@@ -360,7 +360,7 @@ def test_cancel(jobs):
         held.close()
     assert "cancel24" not in listed() and dot_entries() == [] and list(images().ListJobs()) == []
     wait_for(lambda: not helper_pids(), what="the helper to be gone")
-    row = audit_log(operation="image.import", limit=1)[0]
+    row = wait_row("image.import", f'"job":"{held.job}"')
     assert row["event"] == "failed" and "cancelled" in row["detail"]
 
 

@@ -5,8 +5,7 @@ import dbus
 import pytest
 
 import kernel
-from conftest import audit_log
-from images_helpers import DEBIAN_PACKAGES, Jobs, archive_unreachable, debian_image, images
+from images_helpers import DEBIAN_PACKAGES, Jobs, archive_unreachable, debian_image, images, wait_row
 
 UNREACHABLE = archive_unreachable()
 pytestmark = [pytest.mark.skipif(not kernel.disk_images_possible(),
@@ -28,8 +27,8 @@ def test_build_and_run(jobs, mgr, sandbox):
         print(f"mmdebstrap build of {name} ({', '.join(DEBIAN_PACKAGES)}): {seconds:.1f} s")
         phases = [p for job, ps in jobs.progress.items() for p, _, _ in ps]
         assert "mmdebstrap" in phases and "unpack" in phases and "sanitize" in phases, phases
-        row = audit_log(operation="image.build", limit=1)[0]
-        assert row["event"] == "finished" and f'"image":"{name}"' in row["detail"]
+        row = wait_row("image.build", f'"image":"{name}"')
+        assert row["event"] == "finished"
     info = {str(k): v for k, v in images().GetImage(name).items()}
     assert str(info["source"]).startswith("mmdebstrap:bookworm/minbase+python3")
     assert info["digest"].startswith("sha256:") and info["size"] > 50 << 20

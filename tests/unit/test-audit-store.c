@@ -75,7 +75,7 @@ static void test_string_tables(void) {
                 CHECK(s);
                 CHECK(audit_source_from_string(s) == (AuditSource) i);
         }
-        CHECK_U64(_AUDIT_OPERATION_MAX, 25);
+        CHECK_U64(_AUDIT_OPERATION_MAX, 28);
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_API_KEY_LIST), "api_key.list");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_AUTH), "auth");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_NETWORK_DENIED), "network.denied");
