@@ -16,6 +16,7 @@ import pytest
 
 import kernel
 from conftest import LONG, Manager, dbus_error, run, systemctl_show, wait_for
+from gateway_helpers import admin, assert_error, up  # noqa: F401 (admin, up: fixtures)
 from images_helpers import (IMAGES_DIR, Jobs, add_file, busybox_tar, images, import_image, oci_layout_tar,
                             remove_image, start_import, wait_row)
 
@@ -501,3 +502,26 @@ def test_sandboxctl_image(mgr, bb, tmp_path):
     finally:
         os.unlink(tarball)
         remove_image("ctl24")
+
+
+def test_gateway_image(admin, bb, mgr):  # noqa: F811 (gateway_helpers' module fixture)
+    """POST /v1/sandboxes with an image, the object's image, and the refusals."""
+    r = admin.post("/v1/sandboxes", {"type": "small", "image": bb[0], "ttl_seconds": 600})
+    assert r.status_code == 201, r.text
+    sb = r.json()
+    try:
+        assert sb["image"] == bb[0]
+        assert admin.get(f"/v1/sandboxes/{sb['id']}").json()["image"] == bb[0]
+        assert mgr.exec(sb["id"], ["cat", "/usr/bin/marker"])[1] == b"image marker\n"
+        r = admin.post(f"/v1/sandboxes/{sb['id']}/exec", {"argv": ["cat", "/etc/os-release"]})
+        assert r.status_code == 200 and r.json()["stdout"] == "ID=busybox-test\n", r.text
+    finally:
+        admin.delete(f"/v1/sandboxes/{sb['id']}")
+    host = admin.post("/v1/sandboxes", {"type": "small"}).json()
+    assert host["image"] == "host"
+    admin.delete(f"/v1/sandboxes/{host['id']}")
+    before = len(mgr.list())
+    assert_error(admin.post("/v1/sandboxes", {"image": "nope24"}), 404, "not_found", "No image 'nope24'.")
+    assert_error(admin.post("/v1/sandboxes", {"image": "a/b"}), 400, "invalid_request")
+    assert_error(admin.post("/v1/sandboxes", {"image": 5}), 400, "invalid_request")
+    assert len(mgr.list()) == before
