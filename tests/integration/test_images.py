@@ -7,6 +7,7 @@ import hashlib
 import json
 import io
 import os
+import re
 import subprocess
 import tarfile
 import time
@@ -525,3 +526,26 @@ def test_gateway_image(admin, bb, mgr):  # noqa: F811 (gateway_helpers' module f
     assert_error(admin.post("/v1/sandboxes", {"image": "a/b"}), 400, "invalid_request")
     assert_error(admin.post("/v1/sandboxes", {"image": 5}), 400, "invalid_request")
     assert len(mgr.list()) == before
+
+
+def test_gateway_images_routes(admin, bb, mgr, sandbox):  # noqa: F811
+    """GET /v1/images and GET /v1/images/{name}: the store as sandboxd lists it; used_by as the key may see it."""
+    r = admin.get("/v1/images")
+    assert r.status_code == 200, r.text
+    [img] = [i for i in r.json()["images"] if i["name"] == bb[0]]
+    assert set(img) == {"name", "source", "created_at", "size", "digest"}
+    row = listed()[bb[0]]
+    assert img["digest"] == str(row[4]) and img["size"] == int(row[3]) and img["source"] == "tar"
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$", img["created_at"])
+    sid, _ = sandbox(image=bb[0])
+    one = admin.get(f"/v1/images/{bb[0]}").json()
+    assert one["name"] == bb[0] and sid in one["used_by"] and one["devices_dropped"] == 0
+    # a key scoped to another sandbox sees the image, not the sandbox on it
+    other, _ = sandbox()
+    scoped, _ = admin.mint(preset="runner", sandboxes=[other], ttl_seconds=600)
+    got = scoped.get(f"/v1/images/{bb[0]}")
+    assert got.status_code == 200 and sid not in got.json()["used_by"], got.text
+    assert_error(admin.get("/v1/images/nope24"), 404, "not_found", "No image 'nope24'.")
+    # a key without sandbox.read is refused
+    nothing, _ = admin.mint(role="member", actions=["exec"], ttl_seconds=600)
+    assert nothing.get("/v1/images").status_code == 403
