@@ -389,10 +389,11 @@ def test_type_image_pool_and_disk(mgr, sandbox, bb, jobs):
         restart_sandboxd()
         pool = "/var/lib/sandboxd/pool"
 
-        def ready():  # small's 2 and img24's 1, their slices up and their inits running
+        def ready():  # small's 2 and img24's 1, their inits exec'd (set-up done, sandbox-init runs)
             ids = set(os.listdir(pool))
             return ids if len(ids) == 3 and all(
-                systemctl_show(f"sandbox-{i}-init.scope", "ActiveState")["ActiveState"] == "active"
+                systemctl_show(f"sandbox-{i}-init.scope", "ActiveState")["ActiveState"] == "active" and
+                run("pgrep", "-f", f"^sandbox-init {i}$", check=False).returncode == 0
                 for i in ids) else None
         pooled = wait_for(ready, timeout=60, what="the pools to fill")
         with pytest.raises(dbus.DBusException) as e:
