@@ -550,3 +550,24 @@ def test_gateway_images_routes(admin, bb, mgr, sandbox):  # noqa: F811
     # a key without sandbox.read is refused
     nothing, _ = admin.mint(role="member", actions=["exec"], ttl_seconds=600)
     assert nothing.get("/v1/images").status_code == 403
+
+
+def test_sandboxctl_image_ctrl_c_cancels():
+    """sandboxctl image import from a stream that does not end: Ctrl-C cancels the job, nothing is left."""
+    import signal
+    remove_image("ctlc24")
+    r, w = os.pipe()
+    p = subprocess.Popen(["sandboxctl", "image", "import", "ctlc24", "-"], stdin=r, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    os.close(r)
+    try:
+        os.write(w, busybox_tar()[:4096])
+        job = wait_for(lambda: [str(j[0]) for j in images().ListJobs() if str(j[1]) == "ctlc24"], what="the job")[0]
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 1 and out.strip() == job, (out, err)
+    assert "cancelling" in err and "ctlc24 cancelled" in err, err
+    assert "ctlc24" not in listed() and dot_entries() == []
+    assert wait_row("image.import", f'"job":"{job}"')["event"] == "failed"
