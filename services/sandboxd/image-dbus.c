@@ -17,13 +17,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bus-fields.h"
