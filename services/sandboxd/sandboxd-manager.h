@@ -32,7 +32,7 @@ typedef struct Manager {
         sd_bus *bus;
         SandboxdConfig config;
         char *state_dir;
-        char *init_path;            /* sandbox-init, as the sandbox sees it (the host's /usr) */
+        char *init_path;            /* sandbox-init on the host, run from a descriptor (statically linked) */
         char *file_helper_path;     /* sandboxd-file-helper, likewise */
         SandboxStore *store;
         AuditSpool *audit;
