@@ -571,3 +571,22 @@ def test_sandboxctl_image_ctrl_c_cancels():
     assert "cancelling" in err and "ctlc24 cancelled" in err, err
     assert "ctlc24" not in listed() and dot_entries() == []
     assert wait_row("image.import", f'"job":"{job}"')["event"] == "failed"
+
+
+def test_full_disk_fails_clearly(jobs):
+    """The store's file system full in the middle of an import: the job fails saying so, and leaves nothing."""
+    # mounted before sandboxd starts, so that its own mount namespace (PrivateMounts=) has it too
+    run("mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "images24-full", IMAGES_DIR)
+    restart_sandboxd()
+    try:
+        def big(tar):
+            add_file(tar, "./usr/big", os.urandom(8 << 20))
+        job = start_import("full24", busybox_tar(extra=big))
+        image, result, error_name, message = jobs.wait(job)
+        assert result == "failed" and "No space left" in message, message
+        assert os.listdir(IMAGES_DIR) == []  # the job's directory went
+        assert wait_row("image.import", f'"job":"{job}"')["event"] == "failed"
+    finally:
+        run("umount", IMAGES_DIR)
+        restart_sandboxd()
+    assert "full24" not in listed()
