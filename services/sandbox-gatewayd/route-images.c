@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Routes of sandboxd's image store (issue 24), read-only: GET /v1/images and GET /v1/images/{name}. */
+/* Routes of sandboxd's image store (issue 24): GET /v1/images, GET and DELETE /v1/images/{name}. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,4 +118,28 @@ static int build_name(sd_bus_message *m, void *userdata) {
 
 int route_image_get(Request *r) {
         return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, IMAGES_INTERFACE, "GetImage", build_name, on_get, 0);
+}
+
+/* DELETE /v1/images/{name}: RemoveImage, for admin keys only (an image is every account's). */
+static int build_remove(sd_bus_message *m, void *userdata) {
+        Request *r = userdata;
+        int k = sd_bus_message_append(m, "s", req_param(r, 0));
+        if (k < 0)
+                return k;
+        return req_append_context(r, m);
+}
+
+static void on_removed(Request *r, sd_bus_message *reply, const sd_bus_error *error) {
+        if (sd_bus_error_is_set(error))
+                return req_reply_bus_error(r, error);
+        req_reply_empty(r, 204);
+}
+
+int route_image_delete(Request *r) {
+        if (r->key->role != KEY_ROLE_ADMIN) {
+                req_deny(r, 403, "forbidden", NULL, "Removing an image needs an admin key.");
+                return 0;
+        }
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, IMAGES_INTERFACE, "RemoveImage", build_remove,
+                        on_removed, 0);
 }

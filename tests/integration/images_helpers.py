@@ -110,14 +110,14 @@ class Jobs:
         self.proc.wait()
 
 
-def wait_row(operation, *needles, session=None):
+def wait_row(operation, *needles, session=None, request_id=None):
     """The newest audit row of operation (of session) whose detail holds every needle, once sandbox-auditd has
     it: rows reach the logger from sandboxd's spool after the call is answered."""
     from conftest import audit_log, wait_for
 
     def find():
         for row in audit_log(session=session, operation=operation, limit=20):
-            if all(n in row["detail"] for n in needles):
+            if all(n in row["detail"] for n in needles) and request_id in (None, row["request_id"]):
                 return row
         return None
     return wait_for(find, what=f"an audit row of {operation} with {needles}")

@@ -197,6 +197,7 @@ ROUTES = [
     # issue 24's read-only image routes (not in DESIGN.md's table: docs/API.md#images says why sandbox.read)
     ("GET", "/v1/images", "sandbox.read", {}),
     ("GET", "/v1/images/{img}", "sandbox.read", {}),
+    ("DELETE", "/v1/images/{img}", "sandbox.delete", {}),
     ("GET", "/v1/log/{row}/output", "log.read", {}),
     ("GET", "/v1/log/export", "log.read", {"stream": True}),
     ("POST", "/v1/sandboxes/{sb}/takeover-token", "takeover", {}),

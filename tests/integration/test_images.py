@@ -590,3 +590,24 @@ def test_full_disk_fails_clearly(jobs):
         run("umount", IMAGES_DIR)
         restart_sandboxd()
     assert "full24" not in listed()
+
+
+def test_gateway_delete_image(admin, jobs, mgr):  # noqa: F811
+    """DELETE /v1/images/{name}: admin keys only, refused while in use, then gone, audited under the request."""
+    remove_image("rest24")
+    assert import_image(jobs, "rest24", busybox_tar())[1] == "done"
+    sid = admin.post("/v1/sandboxes", {"type": "small", "image": "rest24"}).json()["id"]
+    try:
+        member, _ = admin.mint(preset="member", ttl_seconds=600)
+        assert_error(member.delete("/v1/images/rest24"), 403, "forbidden", "Removing an image needs an admin key.")
+        body = assert_error(admin.delete("/v1/images/rest24"), 409, "conflict")
+        assert "in use" in body["error"]
+        assert "rest24" in listed()
+    finally:
+        admin.delete(f"/v1/sandboxes/{sid}")
+    r = admin.delete("/v1/images/rest24")
+    assert r.status_code == 204, r.text
+    assert "rest24" not in listed()
+    row = wait_row("image.remove", '"image":"rest24"', request_id=r.headers["X-Request-Id"])
+    assert row["event"] == "finished"
+    assert_error(admin.delete("/v1/images/rest24"), 404, "not_found")
