@@ -48,6 +48,8 @@ export interface SandboxInfo {
         type: string;
         state: "starting" | "running" | "stopping" | "failed";
         network: "none" | "egress" | "host";
+        /** the image its root is made of, or "host" (issue 24) */
+        image: string;
         /** network "egress" only; all three fields */
         egress_policy: Required<EgressPolicy> | null;
         egress: { address: string; counters: EgressCounters } | null;
@@ -64,6 +66,8 @@ export interface CreateSandboxOptions extends RequestOptions {
         network?: "none" | "egress" | "host";
         /** with network "egress"; without it the type's policy */
         egressPolicy?: EgressPolicy;
+        /** "host" or an image of sandboxd's store; without it the type's Image= */
+        image?: string;
 }
 
 export interface WithSandboxOptions extends CreateSandboxOptions {
@@ -290,6 +294,7 @@ export declare class Sandbox {
         type: string;
         state: SandboxInfo["state"];
         network: SandboxInfo["network"];
+        image: string;
         owner: string;
         createdAt: string;
         expiresAt: string;

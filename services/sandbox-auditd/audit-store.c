@@ -49,6 +49,9 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_PROCESS_START] = "process.start",
         [AUDIT_OPERATION_PROCESS_SIGNAL] = "process.signal",
         [AUDIT_OPERATION_PROCESS_EXIT] = "process.exit",
+        [AUDIT_OPERATION_IMAGE_IMPORT] = "image.import",
+        [AUDIT_OPERATION_IMAGE_BUILD] = "image.build",
+        [AUDIT_OPERATION_IMAGE_REMOVE] = "image.remove",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

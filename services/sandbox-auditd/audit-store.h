@@ -39,6 +39,9 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_PROCESS_START,  /* sandboxd: a background process (issue 25) started, or failed to */
         AUDIT_OPERATION_PROCESS_SIGNAL, /* sandboxd: a signal sent to one */
         AUDIT_OPERATION_PROCESS_EXIT,   /* sandboxd: its end, with the last of its output */
+        AUDIT_OPERATION_IMAGE_IMPORT,   /* sandboxd: an image import job's end (issue 24) */
+        AUDIT_OPERATION_IMAGE_BUILD,    /* sandboxd: an image build job's end */
+        AUDIT_OPERATION_IMAGE_REMOVE,   /* sandboxd: an image removed, or refused */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

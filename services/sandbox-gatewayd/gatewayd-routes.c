@@ -47,6 +47,11 @@ const Route gateway_routes[] = {
         { "POST", "/v1/sandboxes/{id}/tools/grep", GATEWAY_ACTION_FILE_READ, "grep", route_tool, ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/log", GATEWAY_ACTION_LOG_READ, "log.read", route_log_sandbox, ROUTE_SANDBOX },
         { "GET", "/v1/sandboxes/{id}/watch", GATEWAY_ACTION_LOG_READ, "log.read", route_watch, ROUTE_SANDBOX },
+        /* Issue 24: the images sandboxes may be made of, for whoever may read sandboxes. */
+        { "GET", "/v1/images", GATEWAY_ACTION_SANDBOX_READ, "sandbox.read", route_image_list, 0 },
+        { "GET", "/v1/images/{name}", GATEWAY_ACTION_SANDBOX_READ, "sandbox.read", route_image_get, 0 },
+        /* the handler asks for role admin too */
+        { "DELETE", "/v1/images/{name}", GATEWAY_ACTION_SANDBOX_DELETE, "image.remove", route_image_delete, 0 },
         { "GET", "/v1/log", GATEWAY_ACTION_LOG_READ, "log.read", route_log_all, 0 },
         { "GET", "/v1/log/{row}/output", GATEWAY_ACTION_LOG_READ, "log.read", route_log_output, 0 },
         /* the handler asks for role admin too */

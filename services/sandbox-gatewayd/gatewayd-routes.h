@@ -22,6 +22,11 @@ int req_resolve_sandbox(Request *r, void (*then)(Request *r, const sd_bus_error 
 /* Reads a sandbox's properties (a{sv}, the Sandbox interface's GetAll) into the REST sandbox object. */
 int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret);
 
+/* images (route-images.c, issue 24): the store, read-only; param 0 of the second is the image's name */
+int route_image_list(Request *r);
+int route_image_get(Request *r);
+/* RemoveImage; the handler asks for role admin too */
+int route_image_delete(Request *r);
 /* exec */
 int route_exec(Request *r);
 /* Into an open a{sv} of Exec's or StartProcess's options: the body's "cwd" and "env" (types checked

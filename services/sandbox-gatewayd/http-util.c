@@ -439,6 +439,9 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 { SANDBOXD_ERROR_NO_SUCH_SANDBOX, 404, "not_found" },
                 { SANDBOXD_ERROR_NO_SUCH_FILE, 404, "not_found" },
                 { SANDBOXD_ERROR_NO_SUCH_PROCESS, 404, "not_found" },
+                /* issue 24: POST /v1/sandboxes naming an image the store does not have */
+                { "org.sandboxd.sandbox1.NoSuchImage", 404, "not_found" },
+                { "org.sandboxd.sandbox1.ImageInUse", 409, "conflict" },
                 { SANDBOXD_ERROR_FILE_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NAME_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NOT_RUNNING, 409, "conflict" },

@@ -15,7 +15,7 @@
 
 /* The sandbox object's properties as GetAll gives them; the others are skipped. */
 typedef struct SandboxProps {
-        const char *id, *name, *type, *state, *network, *owner, *egress_address;
+        const char *id, *name, *type, *state, *network, *owner, *egress_address, *image;
         uint64_t created_at, expires_at;
         json_object *egress_policy; /* {"default","allow","deny"}, built from EgressPolicy */
         uint64_t egress_counters[4]; /* EgressCounters: allowed packets, bytes, denied packets, bytes */
@@ -102,6 +102,8 @@ static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, 
                 sp = &p->network;
         else if (streq(key, "Owner"))
                 sp = &p->owner;
+        else if (streq(key, "Image"))
+                sp = &p->image;
         else if (streq(key, "EgressAddress"))
                 sp = &p->egress_address;
         else if (streq(key, "CreatedAt"))
@@ -143,7 +145,7 @@ static json_object *egress_json(const SandboxProps *p) {
 
 int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object **ret) {
         SandboxProps p = { .id = "", .name = "", .type = "", .state = "", .network = "", .owner = "",
-                           .egress_address = "" };
+                           .egress_address = "", .image = "host" };
         json_object *o, *limits;
         bool egress;
         int r;
@@ -164,6 +166,7 @@ int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object 
         json_object_object_add(o, "type", json_object_new_string(p.type));
         json_object_object_add(o, "state", json_object_new_string(p.state));
         json_object_object_add(o, "network", json_object_new_string(p.network));
+        json_object_object_add(o, "image", json_object_new_string(p.image)); /* issue 24 */
         /* The policy and the counters mean something for network egress only: null for the others. */
         egress = streq(p.network, "egress");
         json_object_object_add(o, "egress_policy", egress ? TAKE_PTR(p.egress_policy) : NULL);
@@ -343,6 +346,7 @@ static const JsonField create_fields[] = {
         { "type", JSON_FIELD_STRING },
         { "ttl_seconds", JSON_FIELD_UINT },
         { "network", JSON_FIELD_STRING },
+        { "image", JSON_FIELD_STRING },
         EGRESS_POLICY_FIELD(false),
 };
 
@@ -389,6 +393,8 @@ static int build_create(sd_bus_message *m, void *userdata) {
                 k = sd_bus_message_append(m, "{sv}", "type", "s", s);
         if (k >= 0 && (s = json_get_string(c->body, "network")))
                 k = sd_bus_message_append(m, "{sv}", "network", "s", s);
+        if (k >= 0 && (s = json_get_string(c->body, "image")))
+                k = sd_bus_message_append(m, "{sv}", "image", "s", s);
         if (k >= 0 && json_object_object_get_ex(c->body, "ttl_seconds", NULL))
                 k = sd_bus_message_append(m, "{sv}", "ttl_seconds", "t", json_get_uint(c->body, "ttl_seconds"));
         if (k >= 0 && json_object_object_get_ex(c->body, "egress_policy", &policy)) {

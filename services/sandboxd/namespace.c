@@ -12,6 +12,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -117,6 +118,105 @@ static int loopback_up(void) {
         return 0;
 }
 
+/* Issue 24: the rest of namespace_setup() for an image sandbox, once the writable pieces are cloned out of the
+ * disk (whose root is mounted at disk, for the overlay's upper and work directories): the overlay root in
+ * the workspace, /etc's top layer, /home, /tmp and /var/tmp on it; then the root pivoted onto it and the
+ * host's detached; then /dev, /proc and the rest as for every sandbox. Every mount point in the image is a
+ * real directory (image_tree_sanitize()) and the overlay's upper layer is empty, so no path here passes
+ * through a symlink of the image. */
+static int setup_image_root(const SandboxLayout *l, const char *disk, int home_fd, int tmp_fd, int vartmp_fd,
+                            const char **ret_step) {
+        char root[4096], path[8192 + 64];
+        int r;
+
+        snprintf(root, sizeof(root), "%s/" NAMESPACE_ROOT_NAME, l->workspace);
+        snprintf(path, sizeof(path), "%s/upper", disk);
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                FAIL("create the writable layer");
+        snprintf(path, sizeof(path), "%s/work", disk);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                FAIL("create the overlay's work directory");
+        /* The workspace's layer (etc/passwd, group, hosts, hostname, resolv.conf) above the image: one
+         * overlay, since the kernel stacks file systems at most two deep and the host's root may be an
+         * overlay already. Its options are given relative to the workspace, with the image bound at
+         * lower/ first: they show in the sandbox's /proc/self/mountinfo, and the host's paths need not. */
+        snprintf(path, sizeof(path), "%s/" NAMESPACE_LOWER_NAME, l->workspace);
+        _cleanup_close_ int image_fd = clone_tree(l->image_tree, true);
+        if (image_fd < 0) {
+                errno = -image_fd;
+                FAIL("clone the image's tree");
+        }
+        r = attach_tree(image_fd, path);
+        if (r < 0) {
+                errno = -r;
+                FAIL("bind the image's tree");
+        }
+        if (chdir(l->workspace) < 0)
+                FAIL("enter the workspace");
+        if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV,
+                  "lowerdir=" NAMESPACE_LAYER_NAME ":" NAMESPACE_LOWER_NAME ",upperdir=" DISK_MOUNT_NAME
+                  "/upper,workdir=" DISK_MOUNT_NAME "/work") < 0)
+                FAIL("mount the image's overlay");
+        /* The overlay holds its upper and work directories itself; the disk's root need not stay. */
+        if (umount2(disk, MNT_DETACH) < 0)
+                FAIL("unmount the disk image's root");
+
+        snprintf(path, sizeof(path), "%s/home", root);
+        if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+                FAIL("mount /home");
+        snprintf(path, sizeof(path), "%s%s", root, l->home);
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                FAIL("create the home mount point");
+        snprintf(path, sizeof(path), "%s/home", root);
+        if (mount(NULL, path, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+                FAIL("make /home read-only");
+        snprintf(path, sizeof(path), "%s%s", root, l->home);
+        r = attach_tree(home_fd, path);
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "%s/tmp", root);
+                r = attach_tree(tmp_fd, path);
+        }
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "%s/var/tmp", root);
+                r = attach_tree(vartmp_fd, path);
+        }
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount the home, /tmp and /var/tmp");
+        }
+
+        /* /sys as every sandbox has it: read-only, its cgroup hierarchies covered. Only sysfs itself, none
+         * of the file systems the host mounts below it. */
+        snprintf(path, sizeof(path), "%s/sys", root);
+        if (mkdir(path, 0555) < 0 && errno != EEXIST)
+                FAIL("create /sys");
+        _cleanup_close_ int sys_fd = clone_tree("/sys", true);
+        if (sys_fd < 0) {
+                errno = -sys_fd;
+                FAIL("clone /sys");
+        }
+        r = attach_tree(sys_fd, path);
+        if (r < 0) {
+                errno = -r;
+                FAIL("mount /sys");
+        }
+        snprintf(path, sizeof(path), "%s/sys/fs/cgroup", root);
+        if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") < 0)
+                FAIL("hide /sys/fs/cgroup");
+
+        /* pivot_root(".", "."): the old root ends up on top of the new one, and is detached at once
+         * (pivot_root(2), NOTES). Nothing of the host's tree is reachable after this. */
+        if (chdir(root) < 0)
+                FAIL("enter the image's root");
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                FAIL("pivot the root onto the image");
+        if (umount2(".", MNT_DETACH) < 0)
+                FAIL("detach the host's root");
+        if (chdir("/") < 0)
+                FAIL("chdir /");
+        return 0;
+}
+
 int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         char path[4096];
         _cleanup_close_ int home_fd = -EBADF, tmp_fd = -EBADF, vartmp_fd = -EBADF, passwd_fd = -EBADF,
@@ -158,6 +258,17 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
         TAKE(home_fd, writable, "home", false);
         TAKE(tmp_fd, writable, "tmp", false);
         TAKE(vartmp_fd, writable, "var-tmp", false);
+        if (l->image_tree) {
+                if (l->disk_image_fd < 0) {
+                        errno = EINVAL;
+                        FAIL("an image sandbox needs its disk");
+                }
+                snprintf(path, sizeof(path), "%s/" DISK_MOUNT_NAME, l->workspace);
+                r = setup_image_root(l, path, home_fd, tmp_fd, vartmp_fd, ret_step);
+                if (r < 0)
+                        return r;
+                goto devices;
+        }
         if (l->disk_image_fd >= 0) {
                 /* The clones hold the file system now; its root (lost+found and all) need not stay. */
                 snprintf(path, sizeof(path), "%s/" DISK_MOUNT_NAME, l->workspace);
@@ -267,6 +378,7 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
                 }
         }
 
+devices:
         r = make_dev();
         if (r < 0) {
                 errno = -r;
@@ -339,6 +451,29 @@ static int fill_workspace(const char *workspace, const char *user, uid_t uid, gi
                 return r;
         snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\n%s:x:%u:\nnogroup:x:65534:\n", user, (unsigned) gid);
         return write_file_at(dfd, "etc/group", buf, 0644);
+}
+
+int namespace_workspace_add_image(const char *workspace, const char *hostname) {
+        _cleanup_close_ int dfd = open(workspace, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char buf[512];
+        int r;
+
+        if (dfd < 0)
+                return -errno;
+        if (mkdirat(dfd, NAMESPACE_ROOT_NAME, 0755) < 0 || mkdirat(dfd, NAMESPACE_LAYER_NAME, 0755) < 0 ||
+            mkdirat(dfd, NAMESPACE_LOWER_NAME, 0755) < 0)
+                return -errno;
+        /* etc/ moves into the layer; etc stays its path for whoever writes there (resolv.conf). */
+        if (renameat(dfd, "etc", dfd, NAMESPACE_LAYER_NAME "/etc") < 0 ||
+            symlinkat(NAMESPACE_LAYER_NAME "/etc", dfd, "etc") < 0)
+                return -errno;
+        snprintf(buf, sizeof(buf), "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                 "127.0.1.1\t%s\n", hostname);
+        r = write_file_at(dfd, "etc/hosts", buf, 0644);
+        if (r < 0)
+                return r;
+        snprintf(buf, sizeof(buf), "%s\n", hostname);
+        return write_file_at(dfd, "etc/hostname", buf, 0644);
 }
 
 int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home,

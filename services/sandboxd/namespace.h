@@ -23,6 +23,11 @@ typedef struct SandboxLayout {
         const char *hide_paths;  /* HidePaths=: more host paths to hide, separated by single spaces; or NULL */
         uid_t uid;               /* the sandbox's user and group, owners of the home in a disk image */
         gid_t gid;
+        /* Issue 24: the image's tree on the host (<state>/images/<name>/tree), or NULL: the host's own tree.
+         * With an image, the root is an overlay of it with upper and work directories on the disk image
+         * (needed then), and nothing of the host's tree is reachable: the root is pivoted onto the overlay
+         * and the old one detached. hide_paths and state_dir do not matter then. */
+        const char *image_tree;
 } SandboxLayout;
 
 /* Runs in a freshly forked child that is PID 1 of a new PID namespace (see sandbox.c) and has just
@@ -36,6 +41,15 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step);
  * removed again; one that existed already (-EEXIST) is not touched. */
 int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home,
                              const char *disk_template);
+
+/* Issue 24: readies a workspace (made by namespace_make_workspace() with a disk) for an image sandbox:
+ * the directory its root overlay is mounted on (NAMESPACE_ROOT_NAME), the overlay's top layer
+ * (NAMESPACE_LAYER_NAME, holding etc/: the workspace's etc becomes a symlink to it), and etc/hosts and
+ * etc/hostname for hostname, which the image's own /etc would otherwise answer for. */
+#define NAMESPACE_ROOT_NAME "root"
+#define NAMESPACE_LAYER_NAME "layer" /* the layer of etc/ files above the image */
+#define NAMESPACE_LOWER_NAME "lower" /* where the image's tree is bound, in the sandbox's namespace only */
+int namespace_workspace_add_image(const char *workspace, const char *hostname);
 
 /* Removes a workspace without following any symlink planted in it and without crossing into other
  * file systems. */

@@ -124,6 +124,13 @@ static int property_id(sd_bus *bus, const char *path, const char *interface, con
         return sd_bus_message_append(reply, "s", (const char *) userdata);
 }
 
+/* Issue 24: its image, or "host" for the host's own tree. */
+static int property_image(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        char **p = userdata;
+        return sd_bus_message_append(reply, "s", *p ?: "host");
+}
+
 static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Id", "s", property_id, offsetof(Sandbox, id), SD_BUS_VTABLE_PROPERTY_CONST),
@@ -133,6 +140,7 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Uid", "u", NULL, offsetof(Sandbox, uid), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Unit", "s", property_string_ptr, offsetof(Sandbox, slice), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Network", "s", property_network, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Image", "s", property_image, offsetof(Sandbox, image), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("EgressPolicy", "a{sv}", property_egress_policy, 0,
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("EgressAddress", "s", property_egress_address, 0, SD_BUS_VTABLE_PROPERTY_CONST),

@@ -262,6 +262,13 @@ static _noreturn_ void helper_exec(Sandbox *s, int sock, pid_t sandboxd) {
 
         if (confine_reset_signals() < 0)
                 _exit(EXIT_FAILURE);
+        /* The helper as the host has it: an image sandbox's root has no /usr/libexec of ours (issue 24). It
+         * is linked statically, so it needs nothing else of the host's tree. */
+        int exe = open(m->file_helper_path, O_PATH | O_CLOEXEC);
+        int exe_high = exe < 0 ? -1 : fcntl(exe, F_DUPFD_CLOEXEC, 10); /* above the fds set up below */
+        if (exe_high < 0)
+                _exit(EXIT_FAILURE);
+        safe_close(exe);
         /* Its root and cwd become the sandbox's; nothing of sandboxd's stdio comes along. */
         if (setns(s->init_pidfd, CLONE_NEWNS) < 0)
                 _exit(EXIT_FAILURE);
@@ -272,7 +279,7 @@ static _noreturn_ void helper_exec(Sandbox *s, int sock, pid_t sandboxd) {
             dup2(watch_high, FILE_HELPER_WATCH_FD) < 0)
                 _exit(EXIT_FAILURE);
         /* The sandbox's own confinement: what the helper does, the sandbox's processes could do too. */
-        int keep[] = { FILE_HELPER_SOCKET_FD, FILE_HELPER_WATCH_FD };
+        int keep[] = { FILE_HELPER_SOCKET_FD, FILE_HELPER_WATCH_FD, exe_high };
         if (confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, NULL) < 0 ||
             chdir(SANDBOXD_SANDBOX_HOME) < 0)
                 _exit(EXIT_FAILURE);
@@ -283,7 +290,7 @@ static _noreturn_ void helper_exec(Sandbox *s, int sock, pid_t sandboxd) {
                 _exit(EXIT_FAILURE);
         char *argv[] = { (char *) "sandboxd-file-helper", NULL };
         char *envp[] = { NULL };
-        execve(m->file_helper_path, argv, envp);
+        execveat(exe_high, "", argv, envp, AT_EMPTY_PATH);
         _exit(EXIT_FAILURE);
 }
 

@@ -158,6 +158,12 @@ static int create_entry(const char *key, sd_bus_message *msg, void *userdata, sd
         } else if (streq(key, "ttl_seconds")) {
                 r = sd_bus_message_read(msg, "v", "t", &o->ttl_seconds);
                 o->have_ttl = true;
+        } else if (streq(key, "image")) {
+                r = sd_bus_message_read(msg, "v", "s", &o->image);
+                if (r >= 0 && !streq(o->image, "host") && !name_is_valid(o->image))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Option 'image' must be \"host\" or an image's name, not '%s'.",
+                                                 o->image);
         } else
                 return unknown_option(error, "CreateSandbox", key);
         if (r < 0)
@@ -224,11 +230,20 @@ int create_options_check(const CreateOptions *o, const SandboxdConfig *config, C
         if (network == SANDBOX_NETWORK_EGRESS)
                 policy = o->have_egress_policy ? &o->egress_policy : t->egress ?: &empty_policy;
 
+        /* Issue 24: the image, whose writable layer needs the type's disk. Whether the store has it is
+         * the caller's to check. */
+        const char *image = o->image ? (streq(o->image, "host") ? NULL : o->image) : (t->image[0] ? t->image : NULL);
+        if (image && t->disk_max == 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Type %s has no disk (DiskMax=infinity): an image sandbox's writable "
+                                         "layer lives on its disk.", t->name);
+
         *ret = (CreateChoice) {
                 .type = t->name,
                 .ttl_usec = ttl_usec,
                 .network = network,
                 .policy = policy,
+                .image = image,
         };
         return 0;
 }

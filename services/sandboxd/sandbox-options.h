@@ -42,6 +42,7 @@ typedef struct CreateOptions {
         bool have_egress_policy;
         uint64_t ttl_seconds;
         bool have_ttl;
+        const char *image;   /* issue 24: NULL: the type's Image=; "host": the host's tree */
 } CreateOptions;
 
 /* On success *ret owns a policy: create_options_done(). */
@@ -54,6 +55,7 @@ typedef struct CreateChoice {
         SandboxNetwork network;       /* the option's, or the type's */
         const EgressPolicy *policy;   /* network egress: the option's, the type's, or an empty (default deny)
                                        * one; NULL for other networks. Borrowed from o or config */
+        const char *image;            /* issue 24: the option's or the type's image; NULL: the host's tree */
 } CreateChoice;
 
 /* The type is a configured one, the TTL within the maximum, network "host" allowed by the configuration

@@ -29,6 +29,8 @@
 #include "io-util.h"
 #include "log.h"
 #include "disk-image.h"
+#include "image-dbus.h"
+#include "image-store.h"
 #include "namespace.h"
 #include "offload.h"
 #include "sandbox-egress.h"
@@ -163,6 +165,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->name);
         free(s->type);
         free(s->owner);
+        free(s->image);
         free(s->slice);
         free(s->workspace);
         free(s);
@@ -246,6 +249,8 @@ static void audit_row(Sandbox *s, const Caller *c, const char *operation, const 
                         json_object_object_add(o, "egress_policy", egress_policy_to_json(s->egress.policy));
                         json_object_object_add(o, "egress_address", json_object_new_string(address));
                 }
+                if (s->image)
+                        json_object_object_add(o, "image", json_object_new_string(s->image));
                 json_object_object_add(o, "uid", json_object_new_uint64(s->uid));
                 json_object_object_add(o, "owner", json_object_new_string(s->owner));
                 json_object_object_add(o, "expires_at", json_object_new_uint64(s->expires_at));
@@ -362,6 +367,28 @@ static int on_init_pidfd(sd_event_source *es, int fd, uint32_t revents, void *us
 
 /* --- creation --------------------------------------------------------------------------------------- */
 
+#define WORKSPACE_IMAGE_FILE "image" /* the image's name, in an image sandbox's workspace */
+
+static int write_workspace_image(const char *workspace, const char *image) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/" WORKSPACE_IMAGE_FILE, workspace);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        size_t n = strlen(image);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, image, n) != (ssize_t) n)
+                return errno > 0 ? -errno : -EIO;
+        return 0;
+}
+
+static char *read_workspace_image(const char *workspace) {
+        char path[4096], buf[SANDBOX_NAME_MAX + 2];
+        snprintf(path, sizeof(path), "%s/" WORKSPACE_IMAGE_FILE, workspace);
+        if (read_small_file(path, buf, sizeof(buf)) <= 0 || !name_is_valid(buf))
+                return NULL;
+        return strdup(buf);
+}
+
 static _noreturn_ void init_fail(int fd, const char *step, int error) {
         scope_child_fail(fd, SCOPE_CHILD_STAGE_SETUP, step, error, EXIT_FAILURE);
 }
@@ -384,6 +411,14 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 if (image < 0)
                         init_fail(err_fd, "open the disk image", errno);
         }
+        /* sandbox-init as the host has it, for after the root changed (an image sandbox's root has no
+         * /usr/libexec of ours): run from this descriptor. */
+        int init_exe = open(m->init_path, O_PATH | O_CLOEXEC);
+        if (init_exe < 0)
+                init_fail(err_fd, "open sandbox-init", errno);
+        char image_tree[4096];
+        if (s->image)
+                snprintf(image_tree, sizeof(image_tree), "%s/%s/" IMAGE_TREE_NAME, manager_images_dir(m), s->image);
         /* Network egress: the namespace sandboxd made with its link (sandbox-egress.c); none: a new one
          * with loopback only; host: the host's. */
         if (s->egress.netns_fd >= 0 && setns(s->egress.netns_fd, CLONE_NEWNET) < 0)
@@ -403,6 +438,7 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 .hide_paths = m->config.hide_paths,
                 .uid = s->uid,
                 .gid = (gid_t) s->uid,
+                .image_tree = s->image ? image_tree : NULL,
         };
         r = namespace_setup(&layout, &step);
         if (r < 0)
@@ -412,14 +448,14 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
                 init_fail(err_fd, "open /dev/null", errno);
-        int keep[] = { err_fd };
+        int keep[] = { err_fd, init_exe };
         r = confine_sandbox_process(keep, ELEMENTSOF(keep), s->uid, &step);
         if (r < 0)
                 init_fail(err_fd, step, -r);
 
         char *argv[] = { (char *) "sandbox-init", s->id, NULL };
         char *envp[] = { NULL };
-        execve(m->init_path, argv, envp);
+        execveat(init_exe, "", argv, envp, AT_EMPTY_PATH);
         init_fail(err_fd, "execute sandbox-init", errno);
 }
 
@@ -639,7 +675,7 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
 
         for (Sandbox *p = m->pool; p && !s; p = p->pool_next)
                 if (p->state == SANDBOX_RUNNING && p->init_pidfd >= 0 && streq(p->type, spec->type) &&
-                    p->network == spec->network)
+                    p->network == spec->network && streq_ptr(p->image, spec->image))
                         s = p;
         if (!s)
                 return 0;
@@ -779,6 +815,12 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         }
         s->uid = uid;
         s->network = spec->network;
+        if (spec->image && !(s->image = strdup(spec->image))) {
+                r = -ENOMEM;
+                manager_release_uid(m, uid);
+                sandbox_free(s);
+                return r;
+        }
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
         s->expires_at = spec->ttl_usec > 0 ? s->created_at + spec->ttl_usec : 0;
@@ -803,6 +845,14 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
                                      disk_template);
         if (r < 0)
                 goto fail_workspace;
+        if (s->image) {
+                /* Its image's name in the workspace too: a restarted sandboxd reads it back (adoption). */
+                r = disk_template ? namespace_workspace_add_image(s->workspace, s->id) : -EINVAL;
+                if (r >= 0)
+                        r = write_workspace_image(s->workspace, s->image);
+                if (r < 0)
+                        goto fail;
+        }
         if (spec->network == SANDBOX_NETWORK_EGRESS) {
                 const char *step = NULL;
                 r = sandbox_egress_setup(s, spec->egress_policy, &step);
@@ -996,6 +1046,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         s->exec_next = exec_next;
         s->exec_reserved = exec_next;
         s->state = SANDBOX_RUNNING;
+        s->image = read_workspace_image(s->workspace); /* NULL: the host's tree */
         if (network == SANDBOX_NETWORK_EGRESS) {
                 r = sandbox_egress_adopt(s, egress_address, egress_policy);
                 if (r < 0)
@@ -1051,6 +1102,10 @@ static void pool_fill(Manager *m) {
                 SandboxNetwork network = t->network == SANDBOX_NETWORK_HOST ? SANDBOX_NETWORK_NONE : t->network;
                 if (network == SANDBOX_NETWORK_EGRESS && m->egress.error < 0)
                         continue;
+                /* Image=: pooled once the store has it (ImportImage or BuildImage calls us then). */
+                const char *image = t->image[0] ? t->image : NULL;
+                if (image && !image_exists(manager_images_dir(m), image))
+                        continue;
                 for (; have < t->pool_size; have++) {
                         SandboxCreateSpec spec = {
                                 .type = t->name,
@@ -1058,6 +1113,7 @@ static void pool_fill(Manager *m) {
                                 .network = network,
                                 .egress_policy = network == SANDBOX_NETWORK_EGRESS ? (t->egress ?: &empty_policy)
                                                                                    : NULL,
+                                .image = image,
                                 .pooled = true,
                         };
                         r = sandbox_create(m, &spec, NULL, NULL);

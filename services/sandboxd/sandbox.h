@@ -42,6 +42,7 @@ typedef struct Sandbox {
         char *workspace;   /* <state>/sandboxes/<id> */
         uid_t uid;
         SandboxNetwork network;
+        char *image;        /* the image its root is made of (issue 24); NULL: the host's tree */
         SandboxEgress egress;      /* network egress: its policy, address, link (sandbox-egress.c) */
         struct SandboxEgressDns *egress_dns; /* network egress: its resolver and denials (sandbox-egress-dns.c) */
         uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
@@ -94,6 +95,7 @@ typedef struct SandboxCreateSpec {
         SandboxNetwork network;
         const EgressPolicy *egress_policy; /* network egress: its policy (copied); NULL otherwise */
         const Caller *caller;
+        const char *image; /* NULL: the host's tree */
         bool pooled;   /* make one for the pool (no request, no audit row, no signal) */
 } SandboxCreateSpec;
 

@@ -14,6 +14,8 @@
 #include "caller.h"
 #include "daemon-util.h"
 #include "egress-policy.h"
+#include "image-dbus.h"
+#include "image-store.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox-dbus.h"
@@ -183,6 +185,10 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                                          ") could not be made at start-up (%s); see sandboxd's journal.",
                                          t->name, t->disk_max, r == -ENOEXEC ? "mkfs.ext4 failed" : strerror(-r));
 
+        if (choice.image && !image_exists(manager_images_dir(m), choice.image))
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_IMAGE, "No image '%s'%s.", choice.image,
+                                         o->image ? "" : " (the type's Image=)");
+
         SandboxCreateSpec spec = {
                 .name = o->name,
                 .type = type,
@@ -191,6 +197,7 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 .network = choice.network,
                 .egress_policy = choice.policy,
                 .caller = c,
+                .image = choice.image,
         };
         r = sandbox_create(m, &spec, call->msg, NULL);
         if (r == -EUSERS)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* sandboxd's state: the bus, the event loop, the sandboxes, the uid pool and the systemd jobs we wait for. */
 #include "sandboxd-manager.h"
+#include "image-dbus.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -377,6 +378,7 @@ Manager *manager_free(Manager *m) {
         while (m->pool)
                 sandbox_free(m->pool);
         m->pool_timer = sd_event_source_disable_unref(m->pool_timer);
+        image_jobs_free(m);
         unit_flush_stops(m);
         if (m->jobs)
                 manager_free_jobs(m);
@@ -541,6 +543,9 @@ int manager_startup(Manager *m) {
         }
 
         r = manager_bus_setup(m);
+        if (r < 0)
+                return r;
+        r = image_bus_setup(m);
         if (r < 0)
                 return r;
         r = unit_watch_jobs(m);

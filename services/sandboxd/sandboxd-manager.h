@@ -32,7 +32,7 @@ typedef struct Manager {
         sd_bus *bus;
         SandboxdConfig config;
         char *state_dir;
-        char *init_path;            /* sandbox-init, as the sandbox sees it (the host's /usr) */
+        char *init_path;            /* sandbox-init on the host, run from a descriptor (statically linked) */
         char *file_helper_path;     /* sandboxd-file-helper, likewise */
         SandboxStore *store;
         AuditSpool *audit;
@@ -76,6 +76,8 @@ typedef struct Manager {
         ManagerEgress egress;       /* egress sandboxes' addresses and firewall (sandbox-egress.c) */
         struct ManagerEgressDns *egress_dns; /* their resolvers' upstreams, the firewall's NFLOG group
                                               * (sandbox-egress-dns.c) */
+
+        struct ImageState *images;  /* the image store and its jobs (image-dbus.c, issue 24) */
 
         sd_event_source *sigterm, *sigint, *sighup;
         bool exiting;

@@ -20,7 +20,6 @@
 #include "sandboxd-bus.h"
 #include "utf8-util.h"
 
-#define EXIT_USAGE        2
 #define CALL_TIMEOUT_USEC (150 * USEC_PER_SEC)
 /* An Exec without a timeout of its own runs as long as sandboxd lets it. */
 #define EXEC_NO_TIMEOUT_USEC (24 * 3600 * USEC_PER_SEC)

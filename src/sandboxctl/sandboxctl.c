@@ -24,6 +24,7 @@
 #include "sandbox-id.h"
 #include "sandboxd-bus.h"
 #include "sandboxctl-api-key.h"
+#include "sandboxctl-image.h"
 #include "sandboxctl-export.h"
 #include "sandboxctl-shell.h"
 #include "sandboxctl-mcp.h"
@@ -69,6 +70,7 @@ static JsonMode arg_json = JSON_OFF;
 static const char *arg_name = NULL;
 static const char *arg_type = NULL;
 static const char *arg_network = NULL;
+static const char *arg_image = NULL; /* issue 24: create --image= */
 /* create, network: an egress policy of the sandbox's own */
 static const char **arg_allow = NULL, **arg_deny = NULL;
 static size_t arg_n_allow = 0, arg_n_deny = 0;
@@ -472,7 +474,7 @@ fail:
 /* --- status ------------------------------------------------------------------------------------- */
 
 typedef struct SandboxInfo {
-        char *id, *name, *type, *state, *unit, *network, *owner;
+        char *id, *name, *type, *state, *unit, *network, *owner, *image;
         uint32_t uid;
         uint64_t created_at, expires_at;
 } SandboxInfo;
@@ -485,6 +487,7 @@ static void sandbox_info_done(SandboxInfo *i) {
         free(i->unit);
         free(i->network);
         free(i->owner);
+        free(i->image);
 }
 
 static int get_sandbox_info(sd_bus *bus, const char *id, sd_bus_error *error, SandboxInfo *info) {
@@ -513,6 +516,7 @@ static int get_sandbox_info(sd_bus *bus, const char *id, sd_bus_error *error, Sa
                 { "Uid", 'u', &info->uid },
                 { "Unit", 's', &info->unit },
                 { "Network", 's', &info->network },
+                { "Image", 's', &info->image },
                 { "Owner", 's', &info->owner },
                 { "CreatedAt", 't', &info->created_at },
                 { "ExpiresAt", 't', &info->expires_at },
@@ -533,6 +537,7 @@ static int print_sandbox_json(const char *id, const SandboxInfo *i) {
         json_object_object_add(o, "uid", json_object_new_int64(i->uid));
         json_object_object_add(o, "unit", json_object_new_string(strempty(i->unit)));
         json_object_object_add(o, "network", json_object_new_string(strempty(i->network)));
+        json_object_object_add(o, "image", json_object_new_string(i->image ?: "host"));
         json_object_object_add(o, "owner", json_object_new_string(strempty(i->owner)));
         json_object_object_add(o, "created_at", json_timestamp(i->created_at));
         json_object_object_add(o, "expires_at", json_timestamp(i->expires_at));
@@ -556,6 +561,7 @@ static void print_sandbox_text(const char *id, const SandboxInfo *i) {
         print_field("Uid", uid);
         print_field("Unit", i->unit);
         print_field("Network", i->network);
+        print_field("Image", i->image ?: "host");
         print_field("Owner", i->owner);
         print_field("CreatedAt", i->created_at == 0 ? "n/a" : strna(format_timestamp(i->created_at, buf)));
         print_field("ExpiresAt", i->expires_at == 0 ? "never" : strna(format_timestamp(i->expires_at, buf)));
@@ -622,6 +628,8 @@ static int verb_create(char **args, size_t n_args) {
         if (arg_name && (r = append_dict_string(m, "name", arg_name)) < 0)
                 goto build_error;
         if (arg_type && (r = append_dict_string(m, "type", arg_type)) < 0)
+                goto build_error;
+        if (arg_image && (r = append_dict_string(m, "image", arg_image)) < 0)
                 goto build_error;
         if (arg_ttl_set && (r = append_dict_uint64(m, "ttl_seconds", arg_ttl)) < 0)
                 goto build_error;
@@ -2069,7 +2077,8 @@ static int help(void) {
                "  status ID...                Show the properties of one or more sandboxes\n"
                "  create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=none|egress|host]\n"
                "         [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
-               "                              Create a sandbox and print its id\n"
+               "         [--image=NAME|host]  Create a sandbox and print its id (--image: its root is\n"
+               "                              that image of sandboxctl image list, not the host's)\n"
                "  delete ID...                Delete one or more sandboxes\n"
                "  set-ttl ID SECONDS          Let a sandbox expire SECONDS from now\n"
                "  network ID                  Show a sandbox's network: address, egress policy and\n"
@@ -2209,6 +2218,7 @@ enum {
         ARG_TYPE,
         ARG_TTL,
         ARG_NETWORK,
+        ARG_IMAGE,
         ARG_ALLOW,
         ARG_DENY,
         ARG_EGRESS_DEFAULT,
@@ -2265,6 +2275,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "type", required_argument, NULL, ARG_TYPE },
                 { "ttl", required_argument, NULL, ARG_TTL },
                 { "network", required_argument, NULL, ARG_NETWORK },
+                { "image", required_argument, NULL, ARG_IMAGE },
                 { "allow", required_argument, NULL, ARG_ALLOW },
                 { "deny", required_argument, NULL, ARG_DENY },
                 { "egress-default", required_argument, NULL, ARG_EGRESS_DEFAULT },
@@ -2388,6 +2399,10 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                                 return fail_usage(NULL, "--network: expected none, egress or host, got '%s'",
                                                   optarg);
                         arg_network = optarg;
+                        break;
+
+                case ARG_IMAGE:
+                        arg_image = optarg;
                         break;
 
                 case ARG_ALLOW:
@@ -2570,7 +2585,7 @@ static const Verb verbs[] = {
         { "list", 1, 1, EXIT_FAILURE, "list", verb_list },
         { "status", 2, SIZE_MAX, EXIT_FAILURE, "status ID...", verb_status },
         { "create", 1, 1, EXIT_FAILURE,
-          "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE] [--allow=ENTRY...] "
+          "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE] [--image=NAME] [--allow=ENTRY...] "
           "[--deny=ENTRY...] [--egress-default=deny|allow]", verb_create },
         { "delete", 2, SIZE_MAX, EXIT_FAILURE, "delete ID...", verb_delete },
         { "set-ttl", 3, 3, EXIT_FAILURE, "set-ttl ID SECONDS", verb_set_ttl },
@@ -2592,6 +2607,9 @@ int main(int argc, char *argv[]) {
         size_t n_args = 0;
         int r;
 
+        /* "image" has options of its own (sandboxctl-image.c) */
+        if (argc >= 2 && streq(argv[1], "image"))
+                return verb_image(argc - 1, argv + 1);
         /* "api-key" has options of its own (sandboxctl-api-key.c) */
         if (argc >= 2 && streq(argv[1], "api-key"))
                 return verb_api_key(argc - 1, argv + 1);

@@ -120,7 +120,7 @@ typedef enum Section {
 } Section;
 
 typedef struct TypeLocations {
-        Location max_timeout, default_timeout, network;
+        Location max_timeout, default_timeout, network, image;
 } TypeLocations;
 
 typedef struct Loader {
@@ -388,6 +388,19 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 if (r < 0)
                         return ini_bad_value(l->error, at, key, value, r, "a number from 0 to 64");
                 t->pool_size = (unsigned) v;
+                return 0;
+        }
+
+        /* Issue 24: the image its sandboxes' root is made of. */
+        if (streq(key, "Image")) {
+                if (streq(value, "host")) {
+                        t->image[0] = 0;
+                        return 0;
+                }
+                if (!name_is_valid(value))
+                        return ini_bad_value(l->error, at, key, value, -EINVAL, "host, or an image's name");
+                strcpy(t->image, value); /* fits: name_is_valid() caps the length */
+                l->types[idx].image = *at;
                 return 0;
         }
 
@@ -662,6 +675,14 @@ static int validate(void *userdata) {
                                          "DefaultTimeoutSec= is greater than MaxTimeoutSec= in [Type:%s]",
                                          c->types[i].name);
                 }
+
+        /* An image sandbox's writable layer lives on its disk: without one it would share the host's space
+         * (and overlayfs cannot put it on every file system). */
+        for (size_t i = 0; i < c->n_types; i++)
+                if (c->types[i].image[0] && c->types[i].disk_max == 0)
+                        return ini_error(l->error, &l->types[i].image,
+                                         "Image=%s in [Type:%s] needs a DiskMax= other than infinity",
+                                         c->types[i].image, c->types[i].name);
 
         /* Network "host" is unconfined: a type may default to it only where the host allows it. */
         for (size_t i = 0; i < c->n_types; i++)

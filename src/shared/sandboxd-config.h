@@ -64,6 +64,9 @@ typedef struct SandboxType {
         uint64_t egress_rate_max;      /* EgressRateMax=: bytes per second out of one sandbox; 0: no limit */
         /* Issue 25. ProcessOutputMax=: bytes a background process's output ring keeps per stream. */
         uint64_t process_output_max;
+        /* Issue 24. Image=: the image of the store its sandboxes' root is made of, unless CreateSandbox
+         * names one; "" (Image=host, the default): the host's own tree, read-only. */
+        char image[SANDBOX_NAME_MAX + 1];
 } SandboxType;
 
 /* ProcessOutputMax= of every built-in type, and its bounds (the upper one keeps a ReadProcessOutput

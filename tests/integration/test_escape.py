@@ -150,9 +150,10 @@ class World:
     """The sandboxes of this module: a (network none) that attacks, b its neighbour (network none) with a
     secret in a background process's environment and a canary file, h (network host)."""
 
-    def __init__(self):
+    def __init__(self, image=None):
         self.mgr = Manager()
         self.made = []
+        self.image = image  # issue 24: test_escape_image.py runs the suite on sandboxes of an image
         self.a = self.make(network="none")
         self.b = self.make(network="none")
         self.h = self.make(network="host")
@@ -172,6 +173,8 @@ class World:
         self.a_sleeper = wait_for(lambda: host_pid_of(self.a_uid, b"sleep\x004343.5"), what="a's sleeper")
 
     def make(self, **opts):
+        if self.image:
+            opts["image"] = self.image
         sid, _ = self.mgr.create(type="small", **opts)
         self.made.append(str(sid))
         return str(sid)

@@ -20,8 +20,8 @@ SESSION_REQUIRED = {"event": "error",
                     "error": "Creating API keys needs a dashboard or CLI session, or an admin-scoped key.",
                     "code": "session_required", "status": 403}
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-SANDBOX_FIELDS = {"id", "name", "type", "state", "network", "egress_policy", "egress", "owner", "created_at",
-                  "expires_at", "limits"}
+SANDBOX_FIELDS = {"id", "name", "type", "state", "network", "image", "egress_policy", "egress", "owner",
+                  "created_at", "expires_at", "limits"}
 RESULT_FIELDS = {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "duration_ms",
                  "timed_out", "oom_killed"}
 

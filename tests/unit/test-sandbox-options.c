@@ -233,6 +233,39 @@ static void test_create(const SandboxdConfig *config) {
                 CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "ttl_seconds must be between 1 and");
                 sd_bus_error_free(&e);
         }
+
+        /* Issue 24: image, the type's Image= by default, "host" over it, and the disk it needs. */
+        CHECK_INT(create_options_check(&(CreateOptions) {}, config, &ch, &e), 0);
+        CHECK(!ch.image);
+        m = MSG("a{sv}", 1, "image", "s", "py312");
+        CHECK_INT(create_options_read(m, &c, &o, &e), 0);
+        CHECK_STR(o.image, "py312");
+        CHECK_INT(create_options_check(&o, config, &ch, &e), 0);
+        CHECK_STR(ch.image, "py312");
+        create_options_done(&o);
+        sd_bus_message_unref(m);
+        m = MSG("a{sv}", 1, "image", "s", "a/b");
+        r = create_options_read(m, &c, &o, &e);
+        CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "Option 'image' must be \"host\" or an image's name");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        SandboxdConfig with_image = *config;
+        SandboxType *small = (SandboxType *) sandboxd_config_find_type(&with_image, "small");
+        CHECK(small != NULL);
+        if (small) {
+                strcpy(small->image, "node20");
+                CHECK_INT(create_options_check(&(CreateOptions) {.type = "small"}, &with_image, &ch, &e), 0);
+                CHECK_STR(ch.image, "node20");
+                CHECK_INT(create_options_check(&(CreateOptions) {.type = "small", .image = "host"}, &with_image, &ch,
+                                               &e), 0);
+                CHECK(!ch.image);
+                small->disk_max = 0;
+                r = create_options_check(&(CreateOptions) {.type = "small"}, &with_image, &ch, &e);
+                CHECK_REFUSED(r, &e, SD_BUS_ERROR_INVALID_ARGS, "has no disk (DiskMax=infinity)");
+                sd_bus_error_free(&e);
+                CHECK_INT(create_options_check(&(CreateOptions) {.type = "small", .image = "host"}, &with_image, &ch,
+                                               &e), 0);
+        }
 }
 
 static void test_exec(const SandboxdConfig *config) {

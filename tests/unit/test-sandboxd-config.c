@@ -612,6 +612,33 @@ static void test_process_output_max(void) {
                             "as 1M)");
 }
 
+/* Issue 24: Image=, host by default, a name, and the disk it needs. */
+static void test_image(void) {
+        SandboxdConfig c;
+        const SandboxType *t;
+
+        sandboxd_config_defaults(&c);
+        for (size_t i = 0; i < c.n_types; i++)
+                CHECK_STR(c.types[i].image, "");
+
+        reset_dir();
+        write_file("etc/main.conf", "[Type:small]\nImage=py312\n[Type:img]\nImage=node-20\nDiskMax=1G\n"
+                                    "[Type:medium]\nImage=py312\nImage=host\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && streq(t->image, "py312"));
+        t = sandboxd_config_find_type(&c, "img");
+        CHECK(t && streq(t->image, "node-20"));
+        t = sandboxd_config_find_type(&c, "medium");
+        CHECK(t && streq(t->image, "")); /* the last assignment wins: host */
+
+        write_file("etc/main.conf", "[Type:small]\nImage=../etc\n");
+        CHECK_MAIN_ERROR(2, "Invalid Image=../etc: not understood (expected host, or an image's name)");
+        write_file("etc/main.conf", "[Type:small]\nImage=py312\nDiskMax=infinity\n");
+        CHECK_MAIN_ERROR(2, "Image=py312 in [Type:small] needs a DiskMax= other than infinity");
+        sandboxd_config_defaults(&c);
+}
+
 static void test_network(void) {
         SandboxdConfig c;
         const SandboxType *t;
@@ -752,6 +779,7 @@ int main(void) {
         test_hide_paths();
         test_errors();
         test_network();
+        test_image();
 
         test_rm_rf(tmpdir);
 

@@ -150,14 +150,15 @@ export class Client {
         }
 
         /** Creates a sandbox and answers it once it runs. egressPolicy ({default, allow, deny}) goes with
-         * network "egress". */
-        async createSandbox({ type, ttlSeconds, name, network, egressPolicy, signal } = {}) {
+         * network "egress"; image is "host" or an image of sandboxd's store (NotFound if there is none). */
+        async createSandbox({ type, ttlSeconds, name, network, egressPolicy, image, signal } = {}) {
                 const body = {};
                 if (type !== undefined) body.type = type;
                 if (ttlSeconds !== undefined) body.ttl_seconds = ttlSeconds;
                 if (name !== undefined) body.name = name;
                 if (network !== undefined) body.network = network;
                 if (egressPolicy !== undefined) body.egress_policy = egressPolicy;
+                if (image !== undefined) body.image = image;
                 const info = await this._json("POST", "/v1/sandboxes", { json: body, signal });
                 return new Sandbox(this, info);
         }
@@ -602,6 +603,7 @@ export class Sandbox {
                 this.type = info.type;
                 this.state = info.state;
                 this.network = info.network;
+                this.image = info.image;
                 this.owner = info.owner;
                 this.createdAt = info.created_at;
                 this.expiresAt = info.expires_at;

@@ -81,6 +81,9 @@ test("errors are typed: 401, 403, 404, 400 with code and requestId", async () =>
                 (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
         await assert.rejects(admin.createSandbox({ ttlSeconds: -1 }),
                 (e) => assertTyped(e, BadRequest, 400, "invalid_request"));
+        /* issue 24: an image the store does not have */
+        await assert.rejects(admin.createSandbox({ image: "no-such-image" }),
+                (e) => assertTyped(e, NotFound, 404, "not_found"));
         /* A client-side misuse is a TypeError, not a request. */
         assert.throws(() => new Client({ apiKey: "" }), TypeError);
 });

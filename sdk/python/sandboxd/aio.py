@@ -189,8 +189,9 @@ class AsyncClient:
 
     async def create(self, type: Optional[str] = None, ttl_seconds: Optional[int] = None, name: Optional[str] = None,
                      network: Optional[str] = None, on_exit: str = "delete",
-                     egress_policy: Optional[JSON] = None) -> AsyncSandbox:
-        return AsyncSandbox(await _run(self.sync.create, type, ttl_seconds, name, network, on_exit, egress_policy))
+                     egress_policy: Optional[JSON] = None, image: Optional[str] = None) -> AsyncSandbox:
+        return AsyncSandbox(await _run(self.sync.create, type, ttl_seconds, name, network, on_exit, egress_policy,
+                                       image))
 
     async def get(self, sandbox_id: str) -> AsyncSandbox:
         return AsyncSandbox(await _run(self.sync.get, sandbox_id))

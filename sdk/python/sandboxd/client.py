@@ -239,15 +239,17 @@ class Client:
 
     def create(self, type: Optional[str] = None, ttl_seconds: Optional[int] = None, name: Optional[str] = None,
                network: Optional[str] = None, on_exit: str = "delete",
-               egress_policy: Optional[JSON] = None) -> "Sandbox":
+               egress_policy: Optional[JSON] = None, image: Optional[str] = None) -> "Sandbox":
         """Makes a sandbox and returns once it runs. Used as a context manager, a sandbox made with
         on_exit="delete" is deleted when the block ends, whether or not the block raised. network is
         "none", "egress" or "host"; egress_policy ({"default": "deny"|"allow", "allow": [...], "deny":
-        [...]}, entries are names, "*." wildcards and CIDRs) goes with network="egress"."""
+        [...]}, entries are names, "*." wildcards and CIDRs) goes with network="egress". image: "host" or
+        an image of sandboxd's store (its root is then that image's; NotFound if there is none)."""
         if on_exit not in ("delete", "keep"):
             raise ValueError('on_exit must be "delete" or "keep"')
         body = {k: v for k, v in (("type", type), ("ttl_seconds", ttl_seconds), ("name", name),
-                                  ("network", network), ("egress_policy", egress_policy)) if v is not None}
+                                  ("network", network), ("egress_policy", egress_policy),
+                                  ("image", image)) if v is not None}
         try:
             info = self._request("POST", "/v1/sandboxes", body)
         except (Timeout, ConnectionFailed):
@@ -493,6 +495,7 @@ class Sandbox:
         self.type: Optional[str] = info.get("type")
         self.state: Optional[str] = info.get("state")
         self.network: Optional[str] = info.get("network")
+        self.image: Optional[str] = info.get("image")  # issue 24: an image's name, or "host"
         self.owner: Optional[str] = info.get("owner")
         self.created_at: Optional[str] = info.get("created_at")
         self.expires_at: Optional[str] = info.get("expires_at")

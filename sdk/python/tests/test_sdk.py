@@ -108,6 +108,19 @@ def test_create_that_raises_leaves_nothing(sdk_admin):
     assert {s.id for s in sdk_admin.list()} == before
 
 
+def test_image(sdk_admin):
+    """issue 24: a sandbox's image ("host" by default), and one the store does not have."""
+    with sdk_admin.create(type="small", ttl_seconds=600) as sb:
+        assert sb.image == "host"
+    with sdk_admin.create(type="small", ttl_seconds=600, image="host") as sb:
+        assert sb.image == "host"
+    before = {s.id for s in sdk_admin.list()}
+    with pytest.raises(NotFound) as ei:
+        sdk_admin.create(type="small", ttl_seconds=600, image="no-such-image")
+    assert ei.value.code == "not_found" and "no-such-image" in str(ei.value)
+    assert {s.id for s in sdk_admin.list()} == before
+
+
 def test_on_exit_keep(sdk_admin):
     with sdk_admin.create(type="small", ttl_seconds=600, on_exit="keep") as sb:
         sid = sb.id
