@@ -14,7 +14,7 @@
 
 struct SandboxStore {
         sqlite3 *db;
-        sqlite3_stmt *insert, *delete, *set_expiry, *set_exec_next, *set_egress_policy, *load;
+        sqlite3_stmt *insert, *delete, *set_expiry, *set_exec_next, *set_egress_policy, *set_paused, *load;
 };
 
 /* Append-only: each entry moves the schema one version up. */
@@ -34,6 +34,10 @@ static const char *const migrations[] = {
         /* 2, issue 23: an egress sandbox's address and policy, so that a restart rebuilds its rules. */
         "ALTER TABLE sandboxes ADD COLUMN egress_address TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE sandboxes ADD COLUMN egress_policy TEXT NOT NULL DEFAULT ''",
+        /* 3, issue 26: a paused sandbox (paused_at > 0) stays paused across a restart, with the TTL it had
+         * left when it was paused (0: none). */
+        "ALTER TABLE sandboxes ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE sandboxes ADD COLUMN ttl_left INTEGER NOT NULL DEFAULT 0",
 };
 
 SandboxStore *sandbox_store_free(SandboxStore *s) {
@@ -44,6 +48,7 @@ SandboxStore *sandbox_store_free(SandboxStore *s) {
         sqlite3_finalize(s->set_expiry);
         sqlite3_finalize(s->set_exec_next);
         sqlite3_finalize(s->set_egress_policy);
+        sqlite3_finalize(s->set_paused);
         sqlite3_finalize(s->load);
         sqlite3_close_v2(s->db);
         free(s);
@@ -81,9 +86,13 @@ int sandbox_store_open(const char *path, SandboxStore **ret) {
             (r = sqlite_prepare_persistent(s->db, "UPDATE sandboxes SET egress_policy = ? WHERE id = ?",
                                            &s->set_egress_policy)) < 0 ||
             (r = sqlite_prepare_persistent(s->db,
+                                           "UPDATE sandboxes SET paused_at = ?, ttl_left = ?, expires_at = ?"
+                                           " WHERE id = ?",
+                                           &s->set_paused)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
                                            "SELECT id, name, type, owner, uid, network, created_at,"
                                            " expires_at, init_pid, init_start, exec_next, egress_address,"
-                                           " egress_policy FROM sandboxes"
+                                           " egress_policy, paused_at, ttl_left FROM sandboxes"
                                            " ORDER BY created_at",
                                            &s->load)) < 0)
                 goto fail;
@@ -136,6 +145,15 @@ int sandbox_store_set_egress_policy(SandboxStore *s, const char *id, const char 
         return sqlite_step_done(s->set_egress_policy);
 }
 
+int sandbox_store_set_paused(SandboxStore *s, const char *id, uint64_t paused_at, uint64_t ttl_left,
+                             uint64_t expires_at) {
+        sqlite3_bind_int64(s->set_paused, 1, (sqlite3_int64) paused_at);
+        sqlite3_bind_int64(s->set_paused, 2, (sqlite3_int64) ttl_left);
+        sqlite3_bind_int64(s->set_paused, 3, (sqlite3_int64) expires_at);
+        sqlite3_bind_text(s->set_paused, 4, id, -1, SQLITE_STATIC);
+        return sqlite_step_done(s->set_paused);
+}
+
 int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {
         sqlite3_stmt *st = s->load;
         int rc, r = 0;
@@ -155,6 +173,8 @@ int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {
                         .exec_next = (uint64_t) sqlite3_column_int64(st, 10),
                         .egress_address = (const char *) sqlite3_column_text(st, 11),
                         .egress_policy = (const char *) sqlite3_column_text(st, 12),
+                        .paused_at = (uint64_t) sqlite3_column_int64(st, 13),
+                        .ttl_left = (uint64_t) sqlite3_column_int64(st, 14),
                 };
                 r = cb(&rec, userdata);
                 if (r < 0)

@@ -33,6 +33,7 @@
 #include "offload.h"
 #include "sandbox-egress.h"
 #include "sandbox-exec.h"
+#include "sandbox-pause.h"
 #include "sandbox-process.h"
 #include "sandbox-files.h"
 #include "sandbox-tools.h"
@@ -146,6 +147,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                                 break;
                         }
         }
+        sandbox_pause_free(s);
         exec_detach_all(s);
         process_detach_all(s);
         warm_scope_free_all(s);
@@ -293,8 +295,14 @@ static int on_ttl(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static int sandbox_arm_ttl(Sandbox *s) {
-        if (s->expires_at == 0) {
+const char *sandbox_state_name(const Sandbox *s) {
+        if (s->state == SANDBOX_RUNNING && s->paused)
+                return "paused";
+        return sandbox_state_to_string(s->state);
+}
+
+int sandbox_arm_ttl(Sandbox *s) {
+        if (s->expires_at == 0 || s->paused) {
                 s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
                 return 0;
         }
@@ -312,6 +320,16 @@ int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec) {
         uint64_t expires = now_usec(CLOCK_REALTIME) + ttl_usec;
         int r;
 
+        if (s->paused) {
+                /* Running time: the new TTL is what it has left when it resumes (sandbox-pause.c). */
+                r = sandbox_store_set_paused(s->manager->store, s->id, s->paused_at, ttl_usec, expires);
+                if (r < 0)
+                        return r;
+                s->ttl_left = ttl_usec;
+                s->expires_at = expires;
+                sandbox_emit_changed(s, "ExpiresAt");
+                return 0;
+        }
         r = sandbox_store_set_expiry(s->manager->store, s->id, expires);
         if (r < 0)
                 return r;
@@ -527,6 +545,7 @@ static void sandbox_started(Sandbox *s) {
                 return sandbox_create_failed(s, "arm the TTL timer", -r);
         }
         s->state = SANDBOX_RUNNING;
+        sandbox_idle_arm(s);
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s.", s->id,
                     s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
         sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
@@ -716,6 +735,7 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
                 sandbox_create_failed(s, "arm the TTL timer", -r);
                 return 1;
         }
+        sandbox_idle_arm(s);
 
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s, from the pool.",
                     s->id, s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
@@ -979,7 +999,7 @@ static bool init_is_ours(const char *id, pid_t pid, uint64_t start) {
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
                   SandboxNetwork network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
                   uint64_t init_start, uint64_t exec_next, const char *egress_address,
-                  const char *egress_policy) {
+                  const char *egress_policy, uint64_t paused_at, uint64_t ttl_left) {
         Sandbox *s;
         int r;
 
@@ -1019,6 +1039,15 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         snprintf(image, sizeof(image), "%s/" DISK_IMAGE_NAME, s->workspace);
         if (access(image, F_OK) >= 0)
                 disk_pin(s);
+        if (paused_at > 0) {
+                /* Paused: its TTL does not run, and its slice stays frozen (or is frozen again). */
+                r = sandbox_pause_adopt(s, paused_at, ttl_left);
+                if (r < 0)
+                        log_sandbox(LOG_ERR, id, "Sandbox %s was paused but its slice could not be frozen again: %s",
+                                    id, strerror(-r));
+                log_sandbox(LOG_INFO, id, "Adopted paused sandbox %s (init %d).", id, (int) init_pid);
+                return 0;
+        }
         if (expires_at > 0 && expires_at <= now_usec(CLOCK_REALTIME)) {
                 log_sandbox(LOG_INFO, id, "Sandbox %s expired while sandboxd was away.", id);
                 return sandbox_delete(s, NULL, "sandbox.expire", NULL);
@@ -1026,6 +1055,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         r = sandbox_arm_ttl(s);
         if (r < 0)
                 return r;
+        sandbox_idle_arm(s);
         log_sandbox(LOG_INFO, id, "Adopted sandbox %s (init %d).", id, (int) init_pid);
         return 0;
 }

@@ -84,6 +84,19 @@ typedef struct Sandbox {
         unsigned n_processes;
         ExecQueued *exec_queue; /* Execs waiting for a warm scope in the making (sandbox-exec.c) */
         unsigned n_exec_queued;
+
+        /* Issue 26, sandbox-pause.c: its slice frozen (cgroup.freeze). While paused, state stays RUNNING
+         * (the bus says "paused"), the TTL timer is off and ttl_left holds what was left of it. */
+        bool paused;
+        uint64_t paused_at;          /* µs since the epoch; 0 while it runs */
+        uint64_t paused_mono;        /* for the commands' deadlines, moved out at resume */
+        uint64_t ttl_left;           /* while paused: µs of TTL left (0: it has none) */
+        sd_bus_message **pause_requests; /* PauseSandbox calls answered once the kernel says frozen */
+        size_t n_pause_requests;
+        sd_event_source *freeze_check;
+        uint64_t freeze_deadline;
+        uint64_t last_active_mono;   /* IdlePauseSec=: the last call naming it, or end of work in it */
+        sd_event_source *idle_timer;
 } Sandbox;
 
 typedef struct SandboxCreateSpec {
@@ -113,12 +126,16 @@ void sandbox_audit_extra(Sandbox *s, const Caller *c, const char *operation, con
                          struct json_object *extra, uint64_t started_at, uint64_t mono_start);
 
 int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec);
+/* Arms (or, expiry 0 or paused, disarms) the TTL timer at s->expires_at. */
+int sandbox_arm_ttl(Sandbox *s);
+/* "paused" for a running sandbox that is paused, else its state's name: what the bus and REST show. */
+const char *sandbox_state_name(const Sandbox *s);
 
 /* Re-adopts a sandbox found in the store at start-up. */
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
                   SandboxNetwork network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
                   uint64_t init_start, uint64_t exec_next, const char *egress_address,
-                  const char *egress_policy);
+                  const char *egress_policy, uint64_t paused_at, uint64_t ttl_left);
 
 Sandbox *sandbox_free(Sandbox *s);
 

@@ -20,6 +20,7 @@
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
 #include "sandbox-options.h"
+#include "sandbox-pause.h"
 #include "sandbox-process.h"
 #include "sandbox-shell.h"
 #include "sandbox-id.h"
@@ -85,6 +86,7 @@ typedef enum MethodSandbox {
         METHOD_NO_SANDBOX,      /* the call names none (its first argument is no sandbox id) */
         METHOD_ANY_SANDBOX,     /* the first argument names one, by id or name, in any state */
         METHOD_RUNNING_SANDBOX, /* the same, and it must be running */
+        METHOD_ACTIVE_SANDBOX,  /* running and not paused (issue 26: AutoResume= resumes it first) */
 } MethodSandbox;
 
 /* A row of the Manager's method table: what the dispatcher does for the method before its handler
@@ -237,8 +239,8 @@ static int run_list_sandboxes(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 _cleanup_free_ char *path = sandbox_bus_path(s);
                 if (!path)
                         return -ENOMEM;
-                r = sd_bus_message_append(reply, "(ssssso)", s->id, s->name, s->type,
-                                          sandbox_state_to_string(s->state), s->owner, path);
+                r = sd_bus_message_append(reply, "(ssssso)", s->id, s->name, s->type, sandbox_state_name(s),
+                                          s->owner, path);
                 if (r < 0)
                         return r;
         }
@@ -352,6 +354,30 @@ static int run_delete_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_erro
         if (r < 0)
                 return r;
         return 1;
+}
+
+/* --- pause and resume (sandbox-pause.c) ----------------------------------------------------------- */
+
+static int read_pause_resume(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return context_options_read(call->msg, &call->caller, row->member, error);
+}
+
+static int run_pause_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sandbox_pause(s, &call->caller, "request", call->msg);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not pause sandbox %s: %s", s->id, strerror(-r));
+        return 1; /* answered once the kernel has frozen it */
+}
+
+static int run_resume_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sandbox_resume(s, &call->caller, "request");
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not resume sandbox %s: %s", s->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, NULL);
 }
 
 /* A command's limits come from its sandbox's type, which a reload may have removed: Exec and
@@ -910,7 +936,7 @@ static char *tool_failure_detail(MethodArgs *a, const sd_bus_error *error) {
 }
 
 #define TOOL_ROW(m, op, kind)                                                                               \
-        { .member = m, .operation = op, .sandbox = METHOD_RUNNING_SANDBOX, .tool = kind, .read = read_tool, \
+        { .member = m, .operation = op, .sandbox = METHOD_ACTIVE_SANDBOX, .tool = kind, .read = read_tool, \
           .run = run_tool, .done = done_tool, .failure_detail = tool_failure_detail }
 
 static const MethodRow manager_methods[] = {
@@ -922,13 +948,15 @@ static const MethodRow manager_methods[] = {
         { "SetNetworkPolicy", "sandbox.update", METHOD_RUNNING_SANDBOX, 0, read_set_network_policy,
           run_set_network_policy, done_set_network_policy },
         { "DeleteSandbox", "sandbox.delete", METHOD_ANY_SANDBOX, 0, read_delete_sandbox, run_delete_sandbox },
-        { "Exec", "exec", METHOD_RUNNING_SANDBOX, 0, read_exec, run_exec, done_exec },
-        { "WriteFile", "write", METHOD_RUNNING_SANDBOX, 0, read_write_file, run_write_file },
-        { "ReadFile", "read", METHOD_RUNNING_SANDBOX, 0, read_read_file, run_read_file },
-        { "OpenShell", "takeover", METHOD_RUNNING_SANDBOX, 0, read_open_shell, run_open_shell },
+        { "PauseSandbox", "sandbox.pause", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_pause_sandbox },
+        { "ResumeSandbox", "sandbox.resume", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_resume_sandbox },
+        { "Exec", "exec", METHOD_ACTIVE_SANDBOX, 0, read_exec, run_exec, done_exec },
+        { "WriteFile", "write", METHOD_ACTIVE_SANDBOX, 0, read_write_file, run_write_file },
+        { "ReadFile", "read", METHOD_ACTIVE_SANDBOX, 0, read_read_file, run_read_file },
+        { "OpenShell", "takeover", METHOD_ACTIVE_SANDBOX, 0, read_open_shell, run_open_shell },
         { "ResizeShell", NULL, METHOD_NO_SANDBOX, 0, read_resize_shell, run_resize_shell },
         { "WaitShell", NULL, METHOD_NO_SANDBOX, 0, read_wait_shell, run_wait_shell },
-        { "StartProcess", "process.start", METHOD_RUNNING_SANDBOX, 0, read_start_process, run_start_process,
+        { "StartProcess", "process.start", METHOD_ACTIVE_SANDBOX, 0, read_start_process, run_start_process,
           done_start_process },
         { "ListProcesses", NULL, METHOD_ANY_SANDBOX, 0, NULL, run_list_processes },
         { "SignalProcess", "process.signal", METHOD_RUNNING_SANDBOX, 0, read_signal_process, run_signal_process,
@@ -975,10 +1003,23 @@ static int call_sandbox(const MethodRow *row, Call *call, const char *id, Sandbo
 
         if (!s)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SANDBOX, "No sandbox '%s'.", id);
-        if (row->sandbox == METHOD_RUNNING_SANDBOX && s->state != SANDBOX_RUNNING)
+        if (row->sandbox != METHOD_ANY_SANDBOX && s->state != SANDBOX_RUNNING)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
                                          sandbox_state_to_string(s->state));
         snprintf(call->session_id, sizeof(call->session_id), "%s", s->id);
+        if (row->sandbox == METHOD_ACTIVE_SANDBOX && s->paused) {
+                const SandboxType *t = sandboxd_config_find_type(&call->manager->config, s->type);
+                if (!t || !t->auto_resume)
+                        return sd_bus_error_setf(error, SANDBOXD_ERROR_SANDBOX_PAUSED,
+                                                 "Sandbox %s is paused: resume it first (ResumeSandbox).", s->id);
+                /* AutoResume=yes: the call resumes it, on the record as a resume of its own. */
+                int r = sandbox_resume(s, &call->caller, row->operation ?: row->member);
+                if (r < 0)
+                        return sd_bus_error_set_errnof(error, r, "Could not resume sandbox %s: %s", s->id,
+                                                       strerror(-r));
+        }
+        if (row->sandbox != METHOD_NO_SANDBOX)
+                sandbox_touch(s);
         *ret = s;
         return 0;
 }
@@ -1059,6 +1100,10 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("SetNetworkPolicy", SD_BUS_ARGS("s", id, "a{sv}", policy, "a{sv}", context),
                                 SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("DeleteSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("PauseSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ResumeSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Exec", SD_BUS_ARGS("s", id, "as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_code, "ay", stdout, "ay", stderr, "a{sv}", info),

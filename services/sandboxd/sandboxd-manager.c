@@ -449,7 +449,7 @@ static int adopt_one(const SandboxRecord *r, void *userdata) {
         SandboxNetwork network = r->network < 0 ? SANDBOX_NETWORK_NONE : r->network;
         int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, network, r->created_at,
                               r->expires_at, r->init_pid, r->init_start, r->exec_next, r->egress_address,
-                              r->egress_policy);
+                              r->egress_policy, r->paused_at, r->ttl_left);
         if (q < 0)
                 log_sandbox(LOG_ERR, r->id, "Could not adopt sandbox %s: %s", r->id, strerror(-q));
         return 0;

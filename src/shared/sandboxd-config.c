@@ -418,6 +418,30 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 return 0;
         }
 
+        /* Issue 26: pausing an idle sandbox, and resuming a paused one on use. */
+        if (streq(key, "IdlePauseSec")) {
+                if (streq(value, "infinity")) {
+                        t->idle_pause_usec = 0;
+                        return 0;
+                }
+                r = parse_sec(value, &v);
+                if (r >= 0 && (v < USEC_PER_SEC || v > 30 * USEC_PER_DAY))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "a time from 1s to 30d such as 10min, or infinity");
+                t->idle_pause_usec = v;
+                return 0;
+        }
+
+        if (streq(key, "AutoResume")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "yes or no");
+                t->auto_resume = r;
+                return 0;
+        }
+
         /* Issue 23: the type's network, egress policy and rate. */
         if (streq(key, "EgressRateMax")) {
                 if (streq(value, "infinity")) {

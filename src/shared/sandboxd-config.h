@@ -64,6 +64,11 @@ typedef struct SandboxType {
         uint64_t egress_rate_max;      /* EgressRateMax=: bytes per second out of one sandbox; 0: no limit */
         /* Issue 25. ProcessOutputMax=: bytes a background process's output ring keeps per stream. */
         uint64_t process_output_max;
+        /* Issue 26. IdlePauseSec=: a sandbox with no running Exec, shell, file call or background process
+         * and no call naming it for this long is paused; 0: never (the default). AutoResume=: a call that
+         * needs the sandbox running resumes a paused one first instead of failing with SandboxPaused. */
+        uint64_t idle_pause_usec;
+        bool auto_resume;
 } SandboxType;
 
 /* ProcessOutputMax= of every built-in type, and its bounds (the upper one keeps a ReadProcessOutput
