@@ -49,6 +49,8 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_PROCESS_START] = "process.start",
         [AUDIT_OPERATION_PROCESS_SIGNAL] = "process.signal",
         [AUDIT_OPERATION_PROCESS_EXIT] = "process.exit",
+        [AUDIT_OPERATION_SANDBOX_PAUSE] = "sandbox.pause",
+        [AUDIT_OPERATION_SANDBOX_RESUME] = "sandbox.resume",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

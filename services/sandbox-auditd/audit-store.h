@@ -39,6 +39,8 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_PROCESS_START,  /* sandboxd: a background process (issue 25) started, or failed to */
         AUDIT_OPERATION_PROCESS_SIGNAL, /* sandboxd: a signal sent to one */
         AUDIT_OPERATION_PROCESS_EXIT,   /* sandboxd: its end, with the last of its output */
+        AUDIT_OPERATION_SANDBOX_PAUSE,  /* sandboxd: a sandbox frozen (issue 26), asked for or idle */
+        AUDIT_OPERATION_SANDBOX_RESUME, /* sandboxd: thawed, asked for or by a call (AutoResume=) */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

@@ -699,6 +699,26 @@ static int verb_delete(char **args, size_t n_args) {
         return ret;
 }
 
+/* Issue 26: pause and resume, each id in turn like delete. */
+static int verb_pause_resume(char **args, size_t n_args) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        const char *verb = args[0], *method = streq(args[0], "pause") ? "PauseSandbox" : "ResumeSandbox";
+        int r, ret = 0;
+
+        r = acquire_bus(verb, &bus);
+        if (r < 0)
+                return r;
+        for (size_t k = 1; k < n_args; k++) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+
+                r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, method,
+                                       &error, NULL, "sa{sv}", args[k], 0);
+                if (r < 0)
+                        ret = log_bus_error(verb, &error, r);
+        }
+        return ret;
+}
+
 static int verb_set_ttl(char **args, size_t n_args) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
@@ -2126,6 +2146,8 @@ static int help(void) {
                "                              Create a sandbox and print its id\n"
                "  delete ID...                Delete one or more sandboxes\n"
                "  set-ttl ID SECONDS          Let a sandbox expire SECONDS from now\n"
+               "  pause ID...                 Freeze every process of sandboxes; their TTL stops\n"
+               "  resume ID...                Let paused sandboxes run again\n"
                "  network ID                  Show a sandbox's network: address, egress policy and\n"
                "                              counters\n"
                "  network ID [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
@@ -2631,6 +2653,8 @@ static const Verb verbs[] = {
           "[--deny=ENTRY...] [--egress-default=deny|allow]", verb_create },
         { "delete", 2, SIZE_MAX, EXIT_FAILURE, "delete ID...", verb_delete },
         { "set-ttl", 3, 3, EXIT_FAILURE, "set-ttl ID SECONDS", verb_set_ttl },
+        { "pause", 2, SIZE_MAX, EXIT_FAILURE, "pause ID...", verb_pause_resume },
+        { "resume", 2, SIZE_MAX, EXIT_FAILURE, "resume ID...", verb_pause_resume },
         { "network", 2, 2, EXIT_FAILURE,
           "network ID [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]", verb_network },
         { "exec", 3, SIZE_MAX, EXIT_EXEC_FAILED, "exec ID [OPTIONS...] [--] CMD [ARGS...]", verb_exec },
