@@ -16,6 +16,10 @@ const Route gateway_routes[] = {
           ROUTE_SANDBOX },
         { "PUT", "/v1/sandboxes/{id}/network", GATEWAY_ACTION_SANDBOX_UPDATE, "sandbox.update",
           route_sandbox_network, ROUTE_SANDBOX },
+        { "POST", "/v1/sandboxes/{id}/pause", GATEWAY_ACTION_SANDBOX_PAUSE, "sandbox.pause", route_sandbox_pause,
+          ROUTE_SANDBOX },
+        { "POST", "/v1/sandboxes/{id}/resume", GATEWAY_ACTION_SANDBOX_PAUSE, "sandbox.resume",
+          route_sandbox_resume, ROUTE_SANDBOX },
         { "POST", "/v1/sandboxes/{id}/exec", GATEWAY_ACTION_EXEC, "exec", route_exec, ROUTE_SANDBOX },
         /* background processes: what starts or acts on one is exec, reading is as a sandbox's */
         { "POST", "/v1/sandboxes/{id}/processes", GATEWAY_ACTION_EXEC, "process.start", route_process_start,

@@ -17,6 +17,8 @@
 typedef struct SandboxProps {
         const char *id, *name, *type, *state, *network, *owner, *egress_address;
         uint64_t created_at, expires_at;
+        int paused;                 /* issue 26: Paused, PausedAt */
+        uint64_t paused_at;
         json_object *egress_policy; /* {"default","allow","deny"}, built from EgressPolicy */
         uint64_t egress_counters[4]; /* EgressCounters: allowed packets, bytes, denied packets, bytes */
 } SandboxProps;
@@ -108,6 +110,10 @@ static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, 
                 tp = &p->created_at;
         else if (streq(key, "ExpiresAt"))
                 tp = &p->expires_at;
+        else if (streq(key, "PausedAt"))
+                tp = &p->paused_at;
+        else if (streq(key, "Paused"))
+                return sd_bus_message_read(reply, "v", "b", &p->paused);
         else if (streq(key, "EgressPolicy"))
                 return read_egress_policy(reply, &p->egress_policy);
         else if (streq(key, "EgressCounters"))
@@ -172,6 +178,8 @@ int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object 
         json_object_object_add(o, "owner", json_object_new_string(p.owner));
         json_object_object_add(o, "created_at", json_time(p.created_at));
         json_object_object_add(o, "expires_at", json_time(p.expires_at));
+        json_object_object_add(o, "paused", json_object_new_boolean(p.paused));
+        json_object_object_add(o, "paused_at", p.paused_at > 0 ? json_time(p.paused_at) : NULL);
         const SandboxType *t = sandboxd_config_find_type(&m->sandboxd, p.type);
         if (t) {
                 limits = json_object_new_object();
@@ -741,6 +749,27 @@ int route_sandbox_delete(Request *r) {
                 return fetch_start(r, 204, delete_if_own);
         return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "DeleteSandbox",
                         build_delete, on_deleted, 0);
+}
+
+/* --- pause and resume (issue 26): the call, then the object ------------------------------------- */
+
+static int pause_resume(Request *r, const char *method) {
+        Fetch *f = calloc(1, sizeof(Fetch));
+        if (!f)
+                return -ENOMEM;
+        r->data = f;
+        r->data_free = fetch_free;
+        /* on_ttl_set(): after the call, the object with status 200 (f->status is set there) */
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, method, build_delete,
+                        on_ttl_set, 0);
+}
+
+int route_sandbox_pause(Request *r) {
+        return pause_resume(r, "PauseSandbox");
+}
+
+int route_sandbox_resume(Request *r) {
+        return pause_resume(r, "ResumeSandbox");
 }
 
 /* --- a sandbox's name in the path, where the id is needed --------------------------------------- */

@@ -21,7 +21,7 @@ SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 SESSION_REQUIRED = "Creating API keys needs a dashboard or CLI session, or an admin-scoped key."
 ERROR_KEYS = {"event", "error", "code", "status", "requestId"}
 ALL_ACTIONS = ["sandbox.create", "sandbox.read", "sandbox.update", "sandbox.delete", "sandbox.delete-own",
-               "exec", "file.write", "file.read", "log.read", "takeover", "api-key.admin"]
+               "exec", "file.write", "file.read", "log.read", "takeover", "api-key.admin", "sandbox.pause"]
 ADMIN_ONLY = {"takeover", "api-key.admin"}
 
 
@@ -202,6 +202,8 @@ ROUTES = [
     ("POST", "/v1/api-keys", "api-key.admin", {"json": {"preset": "admin"}}),
     ("GET", "/v1/api-keys", "api-key.admin", {}),
     ("DELETE", "/v1/api-keys/{victim}", "api-key.admin", {}),
+    ("POST", "/v1/sandboxes/{sb}/pause", "sandbox.pause", {}),
+    ("POST", "/v1/sandboxes/{sb}/resume", "sandbox.pause", {}),
 ]
 ROUTE_IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]
 CREDENTIALS_401 = ["no key", "empty bearer", "basic", "malformed", "not base32", "unknown", "expired", "revoked"]
