@@ -46,7 +46,7 @@ export interface SandboxInfo {
         id: string;
         name: string;
         type: string;
-        state: "starting" | "running" | "stopping" | "failed";
+        state: "starting" | "running" | "paused" | "stopping" | "failed";
         network: "none" | "egress" | "host";
         /** network "egress" only; all three fields */
         egress_policy: Required<EgressPolicy> | null;
@@ -55,6 +55,9 @@ export interface SandboxInfo {
         created_at: string;
         expires_at: string;
         limits: SandboxLimits | null;
+        /** issue 26 */
+        paused: boolean;
+        paused_at: string | null;
 }
 
 export interface CreateSandboxOptions extends RequestOptions {
@@ -203,12 +206,17 @@ export declare class Sandbox {
         createdAt: string;
         expiresAt: string;
         limits: SandboxLimits | null;
+        paused: boolean;
+        pausedAt: string | null;
         egressPolicy: Required<EgressPolicy> | null;
         egressAddress: string | null;
         /** as of the last answer: refresh() reads them again */
         egressCounters: EgressCounters | null;
         refresh(opts?: RequestOptions): Promise<this>;
         extend(ttlSeconds: number, opts?: RequestOptions): Promise<this>;
+        /** Freezes it (its TTL stops); calls that need it running reject with Conflict "sandbox_paused". */
+        pause(opts?: RequestOptions): Promise<this>;
+        resume(opts?: RequestOptions): Promise<this>;
         /** Replaces the whole egress policy (PUT …/network). */
         setNetworkPolicy(policy: EgressPolicy, opts?: RequestOptions): Promise<this>;
         /** Resolves also when the sandbox is gone already (a 404 not_found is no error). */

@@ -343,3 +343,39 @@ def test_xml_contract_is_what_is_served(mgr, sandbox):
     sprops = members(served, "org.sandboxd.sandbox1.Sandbox")[1]
     wprops = members(src, "org.sandboxd.sandbox1.Sandbox")[1]
     assert (sprops["Paused"], sprops["PausedAt"]) == (wprops["Paused"], wprops["PausedAt"]) == ("b", "t")
+
+
+def test_rest_routes(mgr):
+    """POST …/pause and …/resume through the gateway: the object, 409 sandbox_paused, the action's scope."""
+    import requests
+    run("systemctl", "start", "sandbox-auditd.service", "sandbox-gatewayd.socket")
+    base = "http://127.0.0.1:8790"
+
+    def key(*args):
+        return json.loads(ctl("api-key", "create", *args, "--ttl", "1h", "--json").stdout)["secret"]
+
+    runner = {"Authorization": "Bearer " + key("--preset", "runner")}
+    sb = wait_for(lambda: requests.post(f"{base}/v1/sandboxes", json={"type": "small", "ttl_seconds": 600},
+                                        headers=runner, timeout=120), what="the gateway")
+    assert sb.status_code == 201, sb.text
+    sid = sb.json()["id"]
+    try:
+        assert sb.json()["paused"] is False and sb.json()["paused_at"] is None
+        r = requests.post(f"{base}/v1/sandboxes/{sid}/pause", headers=runner, timeout=120)
+        assert r.status_code == 200, r.text
+        assert (r.json()["state"], r.json()["paused"]) == ("paused", True) and r.json()["paused_at"]
+        assert frozen(sid)
+        r = requests.post(f"{base}/v1/sandboxes/{sid}/exec", json={"command": "true"}, headers=runner, timeout=120)
+        assert (r.status_code, r.json()["code"]) == (409, "sandbox_paused"), r.text
+        # a key without sandbox.pause may neither pause nor resume
+        other = {"Authorization": "Bearer " + key("--actions", "sandbox.read,exec")}
+        r = requests.post(f"{base}/v1/sandboxes/{sid}/resume", headers=other, timeout=120)
+        assert (r.status_code, r.json()["code"]) == (403, "forbidden"), r.text
+        assert frozen(sid)
+        r = requests.post(f"{base}/v1/sandboxes/{sid}/resume", headers=runner, timeout=120)
+        assert r.status_code == 200 and r.json()["state"] == "running" and r.json()["paused"] is False, r.text
+        assert not frozen(sid)
+        r = requests.post(f"{base}/v1/sandboxes/sb_nosuchthing/pause", headers=runner, timeout=120)
+        assert r.status_code == 404, r.text
+    finally:
+        requests.delete(f"{base}/v1/sandboxes/{sid}", headers=runner, timeout=120)

@@ -513,6 +513,8 @@ export class Sandbox {
                 this.createdAt = info.created_at;
                 this.expiresAt = info.expires_at;
                 this.limits = info.limits;
+                this.paused = info.paused ?? false; /* issue 26; pausedAt: null while it runs */
+                this.pausedAt = info.paused_at ?? null;
                 /* network "egress" only (null for the others): {default, allow, deny}, the address, and the
                  * firewall's counters as of this answer ({allowed_packets, allowed_bytes, denied_packets,
                  * denied_bytes}, as the gateway sends them, like limits) */
@@ -534,6 +536,20 @@ export class Sandbox {
         /** The sandbox now expires ttlSeconds from now. */
         async extend(ttlSeconds, { signal } = {}) {
                 this._update(await this.client._json("PATCH", this._base, { json: { ttl_seconds: ttlSeconds }, signal }));
+                return this;
+        }
+
+        /** Freezes every process of the sandbox; its TTL stops until resume(). While paused, exec, files,
+         * tools, processes and takeovers reject with Conflict, code "sandbox_paused", unless its type
+         * resumes on use (AutoResume=yes). Pausing a paused sandbox changes nothing. */
+        async pause({ signal } = {}) {
+                this._update(await this.client._json("POST", `${this._base}/pause`, { signal }));
+                return this;
+        }
+
+        /** Lets a paused sandbox run again; its expiry moves out by the time it was paused. */
+        async resume({ signal } = {}) {
+                this._update(await this.client._json("POST", `${this._base}/resume`, { signal }));
                 return this;
         }
 

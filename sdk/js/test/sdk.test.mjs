@@ -101,6 +101,23 @@ test("API keys: create, list, use, revoke; a runner key lacks log.read", async (
         await assert.rejects(admin.apiKeys.revoke("key_aaaaaaaaaaaaaaaaaaaa"), NotFound);
 });
 
+test("pause and resume (issue 26)", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                assert.equal(await sb.pause(), sb);
+                assert.equal(sb.state, "paused");
+                assert.equal(sb.paused, true);
+                assert.ok(sb.pausedAt);
+                assert.equal((await admin.getSandbox(sb.id)).state, "paused");
+                await assert.rejects(sb.exec("true"), (e) => assertTyped(e, Conflict, 409, "sandbox_paused"));
+                await sb.pause(); /* again: nothing changes */
+                await sb.resume();
+                assert.equal(sb.state, "running");
+                assert.equal(sb.paused, false);
+                assert.equal(sb.pausedAt, null);
+                assert.equal((await sb.exec("echo back")).stdout, "back\n");
+        });
+});
+
 test("get, list, extend, files in text and bytes, argv, env, cwd, stdin", async () => {
         await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
                 const got = await admin.getSandbox(sb.id);

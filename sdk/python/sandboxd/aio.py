@@ -63,6 +63,14 @@ class AsyncSandbox:
         await _run(self.sync.refresh)
         return self
 
+    async def pause(self) -> "AsyncSandbox":
+        await _run(self.sync.pause)
+        return self
+
+    async def resume(self) -> "AsyncSandbox":
+        await _run(self.sync.resume)
+        return self
+
     async def set_network_policy(self, policy: Optional[JSON] = None, **kw: Any) -> "AsyncSandbox":
         """Sandbox.set_network_policy: the egress policy replaced whole (a dict, or default=, allow=, deny=)."""
         await _run(self.sync.set_network_policy, policy, **kw)

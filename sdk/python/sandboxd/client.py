@@ -475,6 +475,8 @@ class Sandbox:
         self.created_at: Optional[str] = info.get("created_at")
         self.expires_at: Optional[str] = info.get("expires_at")
         self.limits: Optional[JSON] = info.get("limits")
+        self.paused: bool = bool(info.get("paused", False))
+        self.paused_at: Optional[str] = info.get("paused_at")
         # network "egress" only (None for the others): {"default", "allow", "deny"}; the address; the
         # firewall's counters {"allowed_packets", "allowed_bytes", "denied_packets", "denied_bytes"},
         # as of the last answer (refresh() reads them again)
@@ -511,6 +513,18 @@ class Sandbox:
     def extend(self, ttl_seconds: int) -> "Sandbox":
         """The sandbox now expires ttl_seconds from now."""
         self._set(self._client._request("PATCH", self._path(), {"ttl_seconds": int(ttl_seconds)}))
+        return self
+
+    def pause(self) -> "Sandbox":
+        """Freezes every process of the sandbox; its TTL stops until resume(). While paused, exec, files,
+        tools, processes and takeovers raise Conflict (code "sandbox_paused") unless its type resumes on
+        use (AutoResume=yes). Pausing a paused sandbox changes nothing."""
+        self._set(self._client._request("POST", self._path("/pause")))
+        return self
+
+    def resume(self) -> "Sandbox":
+        """Lets a paused sandbox run again; its expiry moves out by the time it was paused."""
+        self._set(self._client._request("POST", self._path("/resume")))
         return self
 
     def set_network_policy(self, policy: Optional[JSON] = None, *, default: Optional[str] = None,

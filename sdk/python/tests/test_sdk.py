@@ -132,6 +132,27 @@ def test_extend_and_list(sdk_admin, sdk_sb):
         sdk_sb.extend(0)
 
 
+def test_pause_and_resume(sdk_admin, sdk_admin_secret, sdk_sb):
+    """Issue 26: sb.pause() freezes it (exec refused with Conflict sandbox_paused), sb.resume() thaws it."""
+    assert sdk_sb.pause() is sdk_sb
+    assert (sdk_sb.state, sdk_sb.paused) == ("paused", True) and sdk_sb.paused_at
+    assert sdk_admin.get(sdk_sb.id).state == "paused"
+    with pytest.raises(Conflict) as ei:
+        sdk_sb.exec("true")
+    assert ei.value.code == "sandbox_paused" and ei.value.status == 409
+    sdk_sb.pause()  # again: nothing changes
+    assert sdk_sb.resume().state == "running" and not sdk_sb.paused and sdk_sb.paused_at is None
+    assert sdk_sb.exec("echo back").stdout == "back\n"
+    import asyncio
+    from sandboxd.aio import AsyncClient
+
+    async def go():
+        a = await AsyncClient(sdk_admin_secret, timeout=120).get(sdk_sb.id)
+        assert (await a.pause()).paused
+        assert not (await a.resume()).paused
+    asyncio.run(go())
+
+
 # --- typed errors ----------------------------------------------------------------------------------------
 
 def test_error_unauthorized():
