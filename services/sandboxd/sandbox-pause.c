@@ -214,6 +214,16 @@ int sandbox_resume(Sandbox *s, const Caller *c, const char *reason) {
 }
 
 int sandbox_pause_adopt(Sandbox *s, uint64_t paused_at, uint64_t ttl_left) {
+        if (paused_at == 0) {
+                /* The store says it runs: a sandboxd killed after the freeze but before the store had it
+                 * (sandbox_pause()) left it frozen. The store is what counts. */
+                if (is_frozen(s) > 0) {
+                        log_sandbox(LOG_NOTICE, s->id, "Sandbox %s was left frozen by a pause that did not "
+                                    "finish; thawing it.", s->id);
+                        return set_frozen(s, false);
+                }
+                return 0;
+        }
         s->paused = true;
         s->paused_at = paused_at;
         s->paused_mono = now_usec(CLOCK_MONOTONIC); /* its commands did not survive the restart anyway */

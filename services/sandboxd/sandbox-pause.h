@@ -20,7 +20,8 @@ int sandbox_pause(Sandbox *s, const Caller *c, const char *reason, sd_bus_messag
  * "request", or the operation that resumed it (AutoResume=). A running sandbox: nothing changes, 0. */
 int sandbox_resume(Sandbox *s, const Caller *c, const char *reason);
 
-/* At start-up, for a sandbox the store has as paused: the slice frozen (again), no TTL timer. */
+/* At start-up: for a sandbox the store has as paused (paused_at > 0) the slice frozen (again), no TTL
+ * timer; for one it has as running, a slice that a pause cut short left frozen is thawed. */
 int sandbox_pause_adopt(Sandbox *s, uint64_t paused_at, uint64_t ttl_left);
 
 /* IdlePauseSec=: a call names the sandbox, or work in it ended. */

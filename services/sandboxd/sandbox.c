@@ -1048,6 +1048,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
                 log_sandbox(LOG_INFO, id, "Adopted paused sandbox %s (init %d).", id, (int) init_pid);
                 return 0;
         }
+        (void) sandbox_pause_adopt(s, 0, 0);
         if (expires_at > 0 && expires_at <= now_usec(CLOCK_REALTIME)) {
                 log_sandbox(LOG_INFO, id, "Sandbox %s expired while sandboxd was away.", id);
                 return sandbox_delete(s, NULL, "sandbox.expire", NULL);

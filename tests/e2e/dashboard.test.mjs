@@ -415,3 +415,26 @@ test("no URL the page used carried a key; the takeover WebSocket carried a one-t
         assert.equal(sockets.length, 1, sockets.join(" "));
         assert.match(sockets[0], /\/takeover\?token=sbx_tt_[^&]+&cols=\d+&rows=\d+$/);
 });
+
+test("a sandbox is paused and resumed from the page (issue 26)", async () => {
+        const sb = await newSandbox("e2e-pause");
+        await openSandbox(sb);
+        await page.getByRole("button", { name: "Pause" }).click();
+        await page.getByRole("button", { name: "Resume" }).waitFor({ timeout: WAIT });
+        await page.locator(`a.sandbox-link[data-id="${sb.id}"] .state-paused`).waitFor({ timeout: WAIT });
+        assert.match(await page.locator("#detail-props").textContent(), /paused/);
+        const got = await api("GET", `/v1/sandboxes/${sb.id}`);
+        assert.equal(got.state, "paused");
+        assert.equal(got.paused, true);
+        const r = await fetch(`${BASE}/v1/sandboxes/${sb.id}/exec`, {
+                method: "POST", headers: { Authorization: `Bearer ${ADMIN}`, "Content-Type": "application/json" },
+                body: JSON.stringify({ command: "true" }),
+        });
+        assert.equal(r.status, 409);
+        assert.equal((await r.json()).code, "sandbox_paused");
+        await shot("paused");
+        await page.getByRole("button", { name: "Resume" }).click();
+        await page.getByRole("button", { name: "Pause" }).waitFor({ timeout: WAIT });
+        await page.locator(`a.sandbox-link[data-id="${sb.id}"] .state-running`).waitFor({ timeout: WAIT });
+        assert.equal((await api("GET", `/v1/sandboxes/${sb.id}`)).paused, false);
+});

@@ -379,3 +379,19 @@ def test_rest_routes(mgr):
         assert r.status_code == 404, r.text
     finally:
         requests.delete(f"{base}/v1/sandboxes/{sid}", headers=runner, timeout=120)
+
+
+def test_frozen_slice_of_a_running_sandbox_is_thawed_at_start(mgr, sandbox):
+    """A sandboxd killed between the freeze and the store's write leaves the slice frozen while the store says
+    running: the store counts, and the next start thaws it."""
+    sid, path = sandbox()
+    start_counter(mgr, sid)
+    with open(f"/sys/fs/cgroup/unified/sandbox.slice/sandbox-{sid}.slice/cgroup.freeze", "w") as f:
+        f.write("1")
+    wait_for(lambda: frozen(sid), what="the hand-made freeze")
+    restart_sandboxd()
+    assert not bool(mgr.props(path)["Paused"])
+    wait_for(lambda: not frozen(sid), what="the thaw")
+    c = count(sid)
+    wait_for(lambda: count(sid) > c, what="the counter to go on")
+    assert mgr.sh(sid, "echo ok")[1] == b"ok\n"

@@ -245,7 +245,11 @@ async function loadSandboxes() {
         renderSandboxes();
         // the open sandbox's counters move: the list has them too
         const open = current && sandboxes.find((s) => s.id === current.id);
-        if (open)
+        if (open && open.state !== current.state) {
+                /* paused or resumed elsewhere (the API, IdlePauseSec=): the detail follows */
+                current = open;
+                renderDetail(open);
+        } else if (open)
                 renderNetwork(open, false);
         showError("sandboxes-error", null);
 }
@@ -315,6 +319,25 @@ $("delete-sandbox").addEventListener("click", async () => {
         }
 });
 
+// Issue 26: POST …/pause or …/resume; the answer is the sandbox, shown at once, and the list follows.
+$("pause-sandbox").addEventListener("click", async () => {
+        if (!current)
+                return;
+        const button = $("pause-sandbox"), resume = button.textContent === "Resume";
+        button.disabled = true;
+        try {
+                const sb = await api("POST", `/v1/sandboxes/${enc(current.id)}/${resume ? "resume" : "pause"}`);
+                current = sb;
+                renderDetail(sb);
+                showError("detail-error", null);
+                await loadSandboxes();
+        } catch (e) {
+                showError("detail-error", e);
+        } finally {
+                button.disabled = false;
+        }
+});
+
 // --- one sandbox -----------------------------------------------------------------------------------
 
 window.addEventListener("hashchange", () => {
@@ -380,7 +403,14 @@ function renderDetail(sb) {
         $("detail-title").textContent = sb.name ? `${sb.name} (${sb.id})` : sb.id;
         const props = [["State", sb.state], ["Type", sb.type], ["Network", sb.network], ["Owner", sb.owner],
                        ["Created", fmtDateTime(sb.created_at)],
-                       ["Expires", sb.expires_at ? fmtDateTime(sb.expires_at) : "never"]];
+                       ["Expires", sb.expires_at ? fmtDateTime(sb.expires_at) + (sb.paused ? " (held while paused)" : "")
+                                                 : "never"]];
+        if (sb.paused && sb.paused_at)
+                props.splice(1, 0, ["Paused", fmtDateTime(sb.paused_at)]);
+        // Issue 26: one button, Pause for a running sandbox and Resume for a paused one.
+        const pause = $("pause-sandbox");
+        pause.textContent = sb.paused ? "Resume" : "Pause";
+        pause.hidden = !(sb.state === "running" || sb.state === "paused");
         $("detail-props").replaceChildren(...props.flatMap(([k, v]) => [el("dt", { text: k }),
                                                                          el("dd", { text: v ?? "" })]));
         renderNetwork(sb, true);
