@@ -459,7 +459,7 @@ def test_sandboxctl_api_key():
     assert re.fullmatch(r"key_[a-z2-7]{20}", key["id"])
     assert key["name"] == "from-ctl" and key["role"] == "member" and key["revokedAt"] is None
     assert key["scope"] == {"actions": ["sandbox.create", "sandbox.read", "sandbox.update", "sandbox.delete-own",
-                                        "exec", "file.write"], "sandboxes": "*"}
+                                        "exec", "file.write", "sandbox.pause"], "sandboxes": "*"}
     for t in (key["createdAt"], key["expiresAt"]):
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", t)
 
