@@ -51,6 +51,8 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_PROCESS_EXIT] = "process.exit",
         [AUDIT_OPERATION_SANDBOX_PAUSE] = "sandbox.pause",
         [AUDIT_OPERATION_SANDBOX_RESUME] = "sandbox.resume",
+        [AUDIT_OPERATION_SNAPSHOT_CREATE] = "snapshot.create",
+        [AUDIT_OPERATION_SNAPSHOT_REMOVE] = "snapshot.remove",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

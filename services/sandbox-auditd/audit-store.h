@@ -41,6 +41,8 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_PROCESS_EXIT,   /* sandboxd: its end, with the last of its output */
         AUDIT_OPERATION_SANDBOX_PAUSE,  /* sandboxd: a sandbox frozen (issue 26), asked for or idle */
         AUDIT_OPERATION_SANDBOX_RESUME, /* sandboxd: thawed, asked for or by a call (AutoResume=) */
+        AUDIT_OPERATION_SNAPSHOT_CREATE, /* sandboxd: a snapshot of a sandbox's disk taken (issue 26) */
+        AUDIT_OPERATION_SNAPSHOT_REMOVE, /* sandboxd: one removed */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

@@ -136,10 +136,19 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
                 r = disk_image_mount(l->disk_image_fd, path, ret_step);
                 if (r < 0)
                         return r;
-                r = disk_image_populate(path, l->uid, l->gid);
-                if (r < 0) {
-                        errno = -r;
-                        FAIL("populate the disk image");
+                if (l->disk_from_uid != (uid_t) -1) {
+                        /* A snapshot's: its directories are there, owned by the sandbox it was taken of. */
+                        r = disk_image_reown(path, l->disk_from_uid, l->uid);
+                        if (r < 0) {
+                                errno = -r;
+                                FAIL("give the snapshot's files to the sandbox's user");
+                        }
+                } else {
+                        r = disk_image_populate(path, l->uid, l->gid);
+                        if (r < 0) {
+                                errno = -r;
+                                FAIL("populate the disk image");
+                        }
                 }
                 writable = DISK_MOUNT_NAME "/";
         }

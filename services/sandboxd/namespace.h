@@ -23,6 +23,8 @@ typedef struct SandboxLayout {
         const char *hide_paths;  /* HidePaths=: more host paths to hide, separated by single spaces; or NULL */
         uid_t uid;               /* the sandbox's user and group, owners of the home in a disk image */
         gid_t gid;
+        uid_t disk_from_uid;     /* issue 26: the disk image is a snapshot's, whose files uid/gid disk_from_uid
+                                  * owns (given to uid, gid); (uid_t) -1: a fresh image, populated */
 } SandboxLayout;
 
 /* Runs in a freshly forked child that is PID 1 of a new PID namespace (see sandbox.c) and has just

@@ -42,6 +42,7 @@ typedef struct CreateOptions {
         bool have_egress_policy;
         uint64_t ttl_seconds;
         bool have_ttl;
+        const char *snapshot; /* issue 26: its disk a copy of this snapshot's (id or name); NULL: a fresh one */
 } CreateOptions;
 
 /* On success *ret owns a policy: create_options_done(). */

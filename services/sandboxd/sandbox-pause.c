@@ -67,15 +67,33 @@ static int is_frozen(Sandbox *s) {
         return strstr(buf, "frozen 1") != NULL;
 }
 
-static void reply_pause_requests(Sandbox *s) {
-        for (size_t i = 0; i < s->n_pause_requests; i++) {
-                (void) sd_bus_reply_method_return(s->pause_requests[i], NULL);
-                sd_bus_message_unref(s->pause_requests[i]);
-        }
-        free(s->pause_requests);
-        s->pause_requests = NULL;
-        s->n_pause_requests = 0;
+/* A PauseSandbox call to answer, or a snapshot to go on, once the slice is frozen. */
+typedef struct FreezeWaiter {
+        sd_bus_message *request;
+        sandbox_frozen_t cb;
+        void *userdata;
+} FreezeWaiter;
+
+/* frozen false: the sandbox is going away. */
+static void release_waiters(Sandbox *s, bool frozen) {
+        FreezeWaiter *w = s->freeze_waiters;
+        size_t n = s->n_freeze_waiters;
+
+        s->freeze_waiters = NULL;
+        s->n_freeze_waiters = 0;
         s->freeze_check = sd_event_source_disable_unref(s->freeze_check);
+        for (size_t i = 0; i < n; i++) {
+                if (w[i].request) {
+                        (void) sd_bus_reply_method_return(w[i].request, NULL);
+                        sd_bus_message_unref(w[i].request);
+                } else
+                        w[i].cb(w[i].userdata, frozen);
+        }
+        free(w);
+}
+
+static void reply_pause_requests(Sandbox *s) {
+        release_waiters(s, true);
 }
 
 static int on_freeze_check(sd_event_source *es, uint64_t usec, void *userdata) {
@@ -94,20 +112,28 @@ static int on_freeze_check(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* request is answered once the slice is frozen. */
-static int wait_frozen(Sandbox *s, sd_bus_message *request) {
+/* request is answered (or cb called) once the slice is frozen. */
+static int wait_frozen_full(Sandbox *s, sd_bus_message *request, sandbox_frozen_t cb, void *userdata) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         int r;
 
-        if (!request)
+        if (!request && !cb)
                 return 0;
-        if (!s->freeze_check && is_frozen(s) != 0)
-                return sd_bus_reply_method_return(request, NULL);
-        sd_bus_message **n = realloc(s->pause_requests, (s->n_pause_requests + 1) * sizeof(*n));
+        if (!s->freeze_check && is_frozen(s) != 0) {
+                if (request)
+                        return sd_bus_reply_method_return(request, NULL);
+                cb(userdata, true);
+                return 0;
+        }
+        FreezeWaiter *n = realloc(s->freeze_waiters, (s->n_freeze_waiters + 1) * sizeof(*n));
         if (!n)
                 return -ENOMEM;
-        s->pause_requests = n;
-        s->pause_requests[s->n_pause_requests++] = sd_bus_message_ref(request);
+        s->freeze_waiters = n;
+        s->freeze_waiters[s->n_freeze_waiters++] = (FreezeWaiter) {
+                .request = request ? sd_bus_message_ref(request) : NULL,
+                .cb = cb,
+                .userdata = userdata,
+        };
         if (s->freeze_check)
                 return 0;
         s->freeze_deadline = now + FREEZE_WAIT_USEC;
@@ -118,6 +144,32 @@ static int wait_frozen(Sandbox *s, sd_bus_message *request) {
         if (r < 0)
                 reply_pause_requests(s);
         return 0;
+}
+
+static int wait_frozen(Sandbox *s, sd_bus_message *request) {
+        return wait_frozen_full(s, request, NULL, NULL);
+}
+
+int sandbox_freeze_hold(Sandbox *s, sandbox_frozen_t cb, void *userdata) {
+        int r;
+
+        if (!s->paused && s->freeze_holds == 0) {
+                r = set_frozen(s, true);
+                if (r < 0)
+                        return r;
+        }
+        s->freeze_holds++;
+        r = wait_frozen_full(s, NULL, cb, userdata);
+        if (r < 0)
+                sandbox_freeze_release(s);
+        return r;
+}
+
+void sandbox_freeze_release(Sandbox *s) {
+        if (s->freeze_holds == 0)
+                return;
+        if (--s->freeze_holds == 0 && !s->paused)
+                (void) set_frozen(s, false);
 }
 
 static void pause_audit(Sandbox *s, const Caller *c, const char *operation, const char *reason, bool already,
@@ -188,7 +240,7 @@ int sandbox_resume(Sandbox *s, const Caller *c, const char *reason) {
         r = sandbox_store_set_paused(s->manager->store, s->id, 0, 0, expires);
         if (r < 0)
                 return r;
-        r = set_frozen(s, false);
+        r = s->freeze_holds > 0 ? 0 : set_frozen(s, false); /* else the snapshot's end thaws it */
         if (r < 0) {
                 (void) sandbox_store_set_paused(s->manager->store, s->id, s->paused_at, s->ttl_left,
                                                 s->expires_at);
@@ -235,7 +287,7 @@ int sandbox_pause_adopt(Sandbox *s, uint64_t paused_at, uint64_t ttl_left) {
 /* --- IdlePauseSec= -------------------------------------------------------------------------------- */
 
 static bool sandbox_busy(Sandbox *s) {
-        return s->n_execs > 0 || s->n_exec_queued > 0 || process_count_running(s) > 0 ||
+        return s->freeze_holds > 0 || s->n_execs > 0 || s->n_exec_queued > 0 || process_count_running(s) > 0 ||
                shell_count_open(s->manager, s->id) > 0 || sandbox_files_busy(s->id);
 }
 
@@ -287,7 +339,8 @@ void sandbox_idle_arm(Sandbox *s) {
 }
 
 void sandbox_pause_free(Sandbox *s) {
-        /* Deleted while a pause waited for the kernel: the pause happened, then the deletion. */
-        reply_pause_requests(s);
+        /* Deleted while a pause waited for the kernel: the pause happened, then the deletion; a snapshot
+         * waiting learns the sandbox is gone. */
+        release_waiters(s, false);
         s->idle_timer = sd_event_source_disable_unref(s->idle_timer);
 }

@@ -38,5 +38,19 @@ int sandbox_store_set_egress_policy(SandboxStore *s, const char *id, const char 
 int sandbox_store_set_paused(SandboxStore *s, const char *id, uint64_t paused_at, uint64_t ttl_left,
                              uint64_t expires_at);
 
+/* Issue 26: a snapshot of a sandbox's disk. size: bytes its image takes on the host; disk_size: the
+ * image's length (its type's DiskMax=); source_uid: the owner of its files, given to the new sandbox's uid
+ * in a sandbox made from it. */
+typedef struct SnapshotRecord {
+        const char *id, *name, *source, *type, *owner;
+        uid_t source_uid;
+        uint64_t size, disk_size, created_at;
+} SnapshotRecord;
+
+int sandbox_store_snapshot_insert(SandboxStore *s, const SnapshotRecord *r);
+int sandbox_store_snapshot_delete(SandboxStore *s, const char *id);
+typedef int (*snapshot_store_cb)(const SnapshotRecord *r, void *userdata);
+int sandbox_store_snapshot_load(SandboxStore *s, snapshot_store_cb cb, void *userdata);
+
 typedef int (*sandbox_store_cb)(const SandboxRecord *r, void *userdata);
 int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata);

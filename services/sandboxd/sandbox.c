@@ -167,6 +167,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->owner);
         free(s->slice);
         free(s->workspace);
+        free(s->from_snapshot);
         free(s);
         return NULL;
 }
@@ -185,6 +186,7 @@ static int sandbox_alloc(Manager *m, const char *id, const char *name, const cha
         s->manager = m;
         scope_child_setup(&s->child, m, &init_child_ops, s);
         s->init_pidfd = s->disk_pin_fd = s->egress.netns_fd = -EBADF;
+        s->disk_from_uid = (uid_t) -1;
         snprintf(s->id, sizeof(s->id), "%s", id);
         s->name = strdup(name);
         s->type = strdup(type);
@@ -421,6 +423,7 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 .hide_paths = m->config.hide_paths,
                 .uid = s->uid,
                 .gid = (gid_t) s->uid,
+                .disk_from_uid = s->disk_from_uid,
         };
         r = namespace_setup(&layout, &step);
         if (r < 0)
@@ -546,10 +549,14 @@ static void sandbox_started(Sandbox *s) {
         }
         s->state = SANDBOX_RUNNING;
         sandbox_idle_arm(s);
-        log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s.", s->id,
-                    s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
-        sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
-                      s->create_mono);
+        log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s%s%s.", s->id,
+                    s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner,
+                    s->from_snapshot ? " from snapshot " : "", strempty(s->from_snapshot));
+        json_object *extra = NULL;
+        if (s->from_snapshot && (extra = json_object_new_object()))
+                json_object_object_add(extra, "snapshot", json_object_new_string(s->from_snapshot));
+        sandbox_audit_extra(s, &s->create_caller, "sandbox.create", "finished", extra, s->create_started,
+                            s->create_mono);
         if (s->create_request) {
                 (void) sandbox_reply_created(s, s->create_request);
                 s->create_request = sd_bus_message_unref(s->create_request);
@@ -768,7 +775,7 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         uid_t uid;
         int r;
 
-        if (!spec->pooled) {
+        if (!spec->pooled && !spec->snapshot_image) {
                 r = pool_claim(m, spec, request, ret);
                 if (r != 0)
                         return r < 0 ? r : 0;
@@ -814,7 +821,12 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         const SandboxType *t = sandboxd_config_find_type(&m->config, spec->type);
         const char *disk_template = NULL;
         s->disk_max = t ? t->disk_max : 0;
-        if (s->disk_max > 0) {
+        if (spec->snapshot_image) {
+                /* Its disk is a copy of the snapshot's (the caller checked its size is the type's). */
+                disk_template = spec->snapshot_image;
+                s->disk_from_uid = spec->snapshot_uid;
+                s->from_snapshot = spec->snapshot_id ? strdup(spec->snapshot_id) : NULL;
+        } else if (s->disk_max > 0) {
                 disk_template = manager_disk_template(m, s->disk_max, &r);
                 if (!disk_template)
                         goto fail_workspace;

@@ -45,6 +45,8 @@ typedef struct Sandbox {
         SandboxEgress egress;      /* network egress: its policy, address, link (sandbox-egress.c) */
         struct SandboxEgressDns *egress_dns; /* network egress: its resolver and denials (sandbox-egress-dns.c) */
         uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
+        uid_t disk_from_uid; /* while it is created from a snapshot: the uid owning its files; else -1 */
+        char *from_snapshot; /* the snapshot it was created from (for its sandbox.create row), or NULL */
         int disk_pin_fd;    /* O_PATH of its home on the disk image: keeps the file system for us to let go */
         uint64_t created_at, expires_at;   /* µs since the epoch */
         SandboxState state;
@@ -91,8 +93,9 @@ typedef struct Sandbox {
         uint64_t paused_at;          /* µs since the epoch; 0 while it runs */
         uint64_t paused_mono;        /* for the commands' deadlines, moved out at resume */
         uint64_t ttl_left;           /* while paused: µs of TTL left (0: it has none) */
-        sd_bus_message **pause_requests; /* PauseSandbox calls answered once the kernel says frozen */
-        size_t n_pause_requests;
+        struct FreezeWaiter *freeze_waiters; /* PauseSandbox calls and snapshots waiting for "frozen 1" */
+        size_t n_freeze_waiters;
+        unsigned freeze_holds;       /* snapshots that keep it frozen for a moment (sandbox-snapshot.c) */
         sd_event_source *freeze_check;
         uint64_t freeze_deadline;
         uint64_t last_active_mono;   /* IdlePauseSec=: the last call naming it, or end of work in it */
@@ -108,6 +111,10 @@ typedef struct SandboxCreateSpec {
         const EgressPolicy *egress_policy; /* network egress: its policy (copied); NULL otherwise */
         const Caller *caller;
         bool pooled;   /* make one for the pool (no request, no audit row, no signal) */
+        /* Issue 26: its disk a copy of this snapshot image (whose files snapshot_uid owns); or NULL */
+        const char *snapshot_image;
+        uid_t snapshot_uid;
+        const char *snapshot_id;
 } SandboxCreateSpec;
 
 /* Starts creating a sandbox; request gets its reply once it is running (or failed). A sandbox of a

@@ -21,6 +21,7 @@
 #include "sandbox-files.h"
 #include "sandbox-options.h"
 #include "sandbox-pause.h"
+#include "sandbox-snapshot.h"
 #include "sandbox-process.h"
 #include "sandbox-shell.h"
 #include "sandbox-id.h"
@@ -46,6 +47,9 @@ typedef union MethodArgs {
         struct {
                 uint64_t ttl;
         } set_ttl;
+        struct {
+                const char *name; /* SnapshotSandbox; RemoveSnapshot: the snapshot's id or name */
+        } snapshot;
         EgressPolicy network_policy;
         struct {
                 char **argv;
@@ -150,10 +154,30 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
         if (o->name && (hashmap_get(m->sandbox_names, o->name) || hashmap_get(m->sandboxes, o->name)))
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NAME_EXISTS, "A sandbox named '%s' exists already.",
                                          o->name);
+        /* Issue 26: a snapshot's disk. Without a type, the snapshot's; with one, its disk must be as large. */
+        Snapshot *snap = NULL;
+        if (o->snapshot) {
+                snap = snapshot_find(m, o->snapshot, false);
+                if (!snap)
+                        return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SNAPSHOT, "No snapshot '%s'.",
+                                                 o->snapshot);
+                if (!o->type)
+                        o->type = snap->type;
+        }
         r = create_options_check(o, &m->config, &choice, error);
         if (r < 0)
                 return r;
         const char *type = choice.type;
+        char snap_image[4096];
+        if (snap) {
+                const SandboxType *st = sandboxd_config_find_type(&m->config, type);
+                if (!st || st->disk_max != snap->disk_size)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Snapshot %s is of a disk of %" PRIu64 " bytes (type %s); type %s "
+                                                 "has DiskMax=%" PRIu64 ".",
+                                                 snap->id, snap->disk_size, snap->type, type, st ? st->disk_max : 0);
+                snapshot_image_path(m, snap, snap_image, sizeof(snap_image));
+        }
         if (choice.network == SANDBOX_NETWORK_EGRESS) {
                 r = manager_egress_check(m, error);
                 if (r < 0)
@@ -193,6 +217,9 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 .network = choice.network,
                 .egress_policy = choice.policy,
                 .caller = c,
+                .snapshot_image = snap ? snap_image : NULL,
+                .snapshot_uid = snap ? snap->source_uid : (uid_t) -1,
+                .snapshot_id = snap ? snap->id : NULL,
         };
         r = sandbox_create(m, &spec, call->msg, NULL);
         if (r == -EUSERS)
@@ -377,6 +404,70 @@ static int run_resume_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_erro
         r = sandbox_resume(s, &call->caller, "request");
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Could not resume sandbox %s: %s", s->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, NULL);
+}
+
+/* --- snapshots (sandbox-snapshot.c) --------------------------------------------------------------- */
+
+static int read_snapshot_sandbox(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_read(call->msg, "s", &a->snapshot.name);
+        if (r < 0)
+                return r;
+        /* no options of its own yet: the caller context */
+        return context_options_read(call->msg, &call->caller, "SnapshotSandbox", error);
+}
+
+static int run_snapshot_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        return snapshot_take(s, isempty(a->snapshot.name) ? NULL : a->snapshot.name, &call->caller, call->msg,
+                             error);
+}
+
+static int run_list_snapshots(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(call->msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssssstt)");
+        if (r < 0)
+                return r;
+        for (Snapshot *snap = call->manager->snapshots; snap; snap = snap->next) {
+                if (snap->pending)
+                        continue;
+                r = sd_bus_message_append(reply, "(ssssstt)", snap->id, snap->name, snap->source, snap->type,
+                                          snap->owner, snap->created_at, snap->size);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int read_remove_snapshot(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_read(call->msg, "s", &a->snapshot.name);
+        if (r < 0)
+                return r;
+        return context_options_read(call->msg, &call->caller, "RemoveSnapshot", error);
+}
+
+static int run_remove_snapshot(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_error *error) {
+        Snapshot *snap = snapshot_find(call->manager, a->snapshot.name, false);
+        int r;
+
+        if (!snap)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SNAPSHOT, "No snapshot '%s'.", a->snapshot.name);
+        snprintf(call->session_id, sizeof(call->session_id), "%s", snap->source);
+        r = snapshot_remove(call->manager, snap, &call->caller, call->started_at, call->mono);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not remove snapshot %s: %s", a->snapshot.name,
+                                               strerror(-r));
         return sd_bus_reply_method_return(call->msg, NULL);
 }
 
@@ -950,6 +1041,10 @@ static const MethodRow manager_methods[] = {
         { "DeleteSandbox", "sandbox.delete", METHOD_ANY_SANDBOX, 0, read_delete_sandbox, run_delete_sandbox },
         { "PauseSandbox", "sandbox.pause", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_pause_sandbox },
         { "ResumeSandbox", "sandbox.resume", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_resume_sandbox },
+        { "SnapshotSandbox", "snapshot.create", METHOD_RUNNING_SANDBOX, 0, read_snapshot_sandbox,
+          run_snapshot_sandbox },
+        { "ListSnapshots", NULL, METHOD_NO_SANDBOX, 0, NULL, run_list_snapshots },
+        { "RemoveSnapshot", "snapshot.remove", METHOD_NO_SANDBOX, 0, read_remove_snapshot, run_remove_snapshot },
         { "Exec", "exec", METHOD_ACTIVE_SANDBOX, 0, read_exec, run_exec, done_exec },
         { "WriteFile", "write", METHOD_ACTIVE_SANDBOX, 0, read_write_file, run_write_file },
         { "ReadFile", "read", METHOD_ACTIVE_SANDBOX, 0, read_read_file, run_read_file },
@@ -1104,6 +1199,12 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("PauseSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResumeSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SnapshotSandbox", SD_BUS_ARGS("s", id, "s", name, "a{sv}", options),
+                                SD_BUS_RESULT("s", snapshot), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListSnapshots", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssstt)", snapshots),
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("RemoveSnapshot", SD_BUS_ARGS("s", snapshot, "a{sv}", context), SD_BUS_NO_RESULT,
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Exec", SD_BUS_ARGS("s", id, "as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_code, "ay", stdout, "ay", stderr, "a{sv}", info),

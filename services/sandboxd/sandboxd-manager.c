@@ -28,6 +28,7 @@
 #include "time-util.h"
 #include "macro.h"
 #include "sandbox-store.h"
+#include "sandbox-snapshot.h"
 #include "sandbox.h"
 #include "sandbox-egress-dns.h"
 #include "sandbox-shell.h"
@@ -377,6 +378,7 @@ Manager *manager_free(Manager *m) {
         while (m->pool)
                 sandbox_free(m->pool);
         m->pool_timer = sd_event_source_disable_unref(m->pool_timer);
+        snapshot_free_all(m);
         unit_flush_stops(m);
         if (m->jobs)
                 manager_free_jobs(m);
@@ -555,6 +557,10 @@ int manager_startup(Manager *m) {
         r = sandbox_store_load(m->store, adopt_one, m);
         if (r < 0)
                 return r;
+        /* Issue 26: the snapshots, and what a kill -9 left of one being taken. */
+        r = snapshot_startup(m);
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not load the snapshots: %m");
         remove_strays(m);
         manager_egress_startup(m);
         r = sandbox_pool_startup(m);

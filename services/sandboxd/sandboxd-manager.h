@@ -77,6 +77,8 @@ typedef struct Manager {
         struct ManagerEgressDns *egress_dns; /* their resolvers' upstreams, the firewall's NFLOG group
                                               * (sandbox-egress-dns.c) */
 
+        struct Snapshot *snapshots; /* issue 26: taken and being taken, oldest first (sandbox-snapshot.c) */
+
         sd_event_source *sigterm, *sigint, *sighup;
         bool exiting;
 } Manager;

@@ -27,6 +27,7 @@
 #include "sandboxctl-export.h"
 #include "sandboxctl-shell.h"
 #include "sandboxctl-process.h"
+#include "sandboxctl-snapshot.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
@@ -74,6 +75,7 @@ static JsonMode arg_json = JSON_OFF;
 static const char *arg_name = NULL;
 static const char *arg_type = NULL;
 static const char *arg_network = NULL;
+static const char *arg_from_snapshot = NULL; /* create --from-snapshot (issue 26) */
 /* create, network: an egress policy of the sandbox's own */
 static const char **arg_allow = NULL, **arg_deny = NULL;
 static size_t arg_n_allow = 0, arg_n_deny = 0;
@@ -646,6 +648,8 @@ static int verb_create(char **args, size_t n_args) {
         if (arg_type && (r = append_dict_string(m, "type", arg_type)) < 0)
                 goto build_error;
         if (arg_ttl_set && (r = append_dict_uint64(m, "ttl_seconds", arg_ttl)) < 0)
+                goto build_error;
+        if (arg_from_snapshot && (r = append_dict_string(m, "snapshot", arg_from_snapshot)) < 0)
                 goto build_error;
         /* --allow, --deny and --egress-default imply --network=egress (parse_argv() refused another). */
         if ((arg_network || arg_policy_given()) &&
@@ -2143,7 +2147,9 @@ static int help(void) {
                "  status ID...                Show the properties of one or more sandboxes\n"
                "  create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=none|egress|host]\n"
                "         [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
+               "         [--from-snapshot=SNAPSHOT]\n"
                "                              Create a sandbox and print its id\n"
+               "  snapshot ID|list|remove     Snapshots of sandboxes' disks (see snapshot --help)\n"
                "  delete ID...                Delete one or more sandboxes\n"
                "  set-ttl ID SECONDS          Let a sandbox expire SECONDS from now\n"
                "  pause ID...                 Freeze every process of sandboxes; their TTL stops\n"
@@ -2282,6 +2288,7 @@ enum {
         ARG_ALLOW,
         ARG_DENY,
         ARG_EGRESS_DEFAULT,
+        ARG_FROM_SNAPSHOT,
         ARG_CWD,
         ARG_ENV,
         ARG_TIMEOUT,
@@ -2354,6 +2361,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "allow", required_argument, NULL, ARG_ALLOW },
                 { "deny", required_argument, NULL, ARG_DENY },
                 { "egress-default", required_argument, NULL, ARG_EGRESS_DEFAULT },
+                { "from-snapshot", required_argument, NULL, ARG_FROM_SNAPSHOT },
                 { "cwd", required_argument, NULL, ARG_CWD },
                 { "env", required_argument, NULL, ARG_ENV },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
@@ -2465,6 +2473,12 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         if (parse_seconds(optarg, &arg_ttl) < 0)
                                 return log_usage("--ttl: invalid number of seconds '%s'", optarg);
                         arg_ttl_set = true;
+                        break;
+
+                case ARG_FROM_SNAPSHOT:
+                        if (isempty(optarg))
+                                return log_usage("--from-snapshot: empty snapshot id or name");
+                        arg_from_snapshot = optarg;
                         break;
 
                 case ARG_NETWORK:
@@ -2650,7 +2664,7 @@ static const Verb verbs[] = {
         { "status", 2, SIZE_MAX, EXIT_FAILURE, "status ID...", verb_status },
         { "create", 1, 1, EXIT_FAILURE,
           "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE] [--allow=ENTRY...] "
-          "[--deny=ENTRY...] [--egress-default=deny|allow]", verb_create },
+          "[--deny=ENTRY...] [--egress-default=deny|allow] [--from-snapshot=SNAPSHOT]", verb_create },
         { "delete", 2, SIZE_MAX, EXIT_FAILURE, "delete ID...", verb_delete },
         { "set-ttl", 3, 3, EXIT_FAILURE, "set-ttl ID SECONDS", verb_set_ttl },
         { "pause", 2, SIZE_MAX, EXIT_FAILURE, "pause ID...", verb_pause_resume },
@@ -2685,6 +2699,9 @@ int main(int argc, char *argv[]) {
         /* and the background processes' verbs (sandboxctl-process.c) */
         if (argc >= 2 && is_process_verb(argv[1]))
                 return verb_process(argc - 1, argv + 1);
+        /* and the snapshots' (sandboxctl-snapshot.c) */
+        if (argc >= 2 && streq(argv[1], "snapshot"))
+                return verb_snapshot(argc - 1, argv + 1);
 
         r = parse_argv(argc, argv, &args, &n_args);
         if (r < 0) {

@@ -293,6 +293,20 @@ static int manager_assignment(Loader *l, const IniPosition *at, const char *key,
                 return 0;
         }
 
+        if (streq(key, "SnapshotStoreMax")) {
+                if (streq(value, "infinity")) {
+                        c->snapshot_store_max = 0;
+                        return 0;
+                }
+                r = parse_size(value, &v);
+                if (r >= 0 && v == 0)
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "a size such as 20G, or infinity");
+                c->snapshot_store_max = v;
+                return 0;
+        }
+
         if (streq(key, "Audit")) {
                 r = parse_boolean(value);
                 if (r < 0)

@@ -129,6 +129,9 @@ typedef struct SandboxdConfig {
         size_t n_types;
         SandboxTotalsConfig totals;   /* [Sandboxes] */
         SandboxdNetworkConfig network; /* [Network] */
+        /* Issue 26. [Manager] SnapshotStoreMax=: bytes all snapshots' images may take on the host together;
+         * 0: no limit (infinity, the default). */
+        uint64_t snapshot_store_max;
 } SandboxdConfig;
 
 /* Built-in defaults: the values documented in sandboxd.conf(5), and the types small (100%, 1G, 256

@@ -617,6 +617,18 @@ static void test_idle_pause(void) {
                             "10min, or infinity)");
         write_file("etc/main.conf", "[Type:small]\nAutoResume=maybe\n");
         CHECK_MAIN_ERROR(2, "Invalid AutoResume=maybe: not understood (expected yes or no)");
+
+        /* and the snapshots' store */
+        sandboxd_config_defaults(&c);
+        CHECK_U64(c.snapshot_store_max, 0);
+        write_file("etc/main.conf", "[Manager]\nSnapshotStoreMax=20G\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        CHECK_U64(c.snapshot_store_max, UINT64_C(20) << 30);
+        write_file("etc/main.conf", "[Manager]\nSnapshotStoreMax=infinity\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        CHECK_U64(c.snapshot_store_max, 0);
+        write_file("etc/main.conf", "[Manager]\nSnapshotStoreMax=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid SnapshotStoreMax=0: out of range (expected a size such as 20G, or infinity)");
 }
 
 /* Issue 25: ProcessOutputMax= per type. */
