@@ -352,6 +352,7 @@ static const JsonField create_fields[] = {
         { "ttl_seconds", JSON_FIELD_UINT },
         { "network", JSON_FIELD_STRING },
         EGRESS_POLICY_FIELD(false),
+        { "snapshot", JSON_FIELD_STRING }, /* issue 26: its disk a copy of this snapshot's */
 };
 
 typedef struct Create {
@@ -397,6 +398,8 @@ static int build_create(sd_bus_message *m, void *userdata) {
                 k = sd_bus_message_append(m, "{sv}", "type", "s", s);
         if (k >= 0 && (s = json_get_string(c->body, "network")))
                 k = sd_bus_message_append(m, "{sv}", "network", "s", s);
+        if (k >= 0 && (s = json_get_string(c->body, "snapshot")))
+                k = sd_bus_message_append(m, "{sv}", "snapshot", "s", s);
         if (k >= 0 && json_object_object_get_ex(c->body, "ttl_seconds", NULL))
                 k = sd_bus_message_append(m, "{sv}", "ttl_seconds", "t", json_get_uint(c->body, "ttl_seconds"));
         if (k >= 0 && json_object_object_get_ex(c->body, "egress_policy", &policy)) {
@@ -504,6 +507,16 @@ int route_sandbox_create(Request *r) {
         if (json_object_object_get_ex(body, "ttl_seconds", NULL) && json_get_uint(body, "ttl_seconds") == 0) {
                 json_object_put(body);
                 req_reply_error(r, 400, "invalid_request", "Field 'ttl_seconds' must be at least 1.");
+                return 0;
+        }
+        /* Issue 26: a snapshot's files are its source sandbox's: only a key that may read every sandbox's
+         * snapshots may start a sandbox from one. */
+        if (json_get_string(body, "snapshot") &&
+            (!api_key_allows(r->key, GATEWAY_ACTION_SNAPSHOT_READ, NULL) || (r->key && r->key->sandboxes))) {
+                json_object_put(body);
+                req_deny(r, 403, "forbidden", NULL,
+                         "Creating a sandbox from a snapshot needs snapshot.read on every sandbox (a key not "
+                         "scoped to some).");
                 return 0;
         }
         c = calloc(1, sizeof(Create));

@@ -482,7 +482,7 @@ int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message 
                                          name);
         snprintf(image, sizeof(image), "%s/" DISK_IMAGE_NAME, s->workspace);
         if (stat(image, &st) < 0 || !S_ISREG(st.st_mode))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_NOT_SUPPORTED,
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_DISK,
                                          "Sandbox %s has no disk image (its type has DiskMax=infinity): there is "
                                          "nothing to snapshot.", s->id);
         uint64_t estimate = (uint64_t) st.st_blocks * 512, used = snapshots_size(m);

@@ -44,6 +44,9 @@
 #define SANDBOXD_ERROR_SANDBOX_PAUSED "org.sandboxd.sandbox1.SandboxPaused"
 /* Issue 26: RemoveSnapshot, CreateSandbox's snapshot: no snapshot with that id or name. Not in the errno map. */
 #define SANDBOXD_ERROR_NO_SUCH_SNAPSHOT "org.sandboxd.sandbox1.NoSuchSnapshot"
+/* Issue 26: SnapshotSandbox of a sandbox without a disk image (its type has DiskMax=infinity). Not in the
+ * errno map. */
+#define SANDBOXD_ERROR_NO_DISK "org.sandboxd.sandbox1.NoDisk"
 /* Never a reply: the "error" in the detail of an audit row whose operation sandboxd's death cut off
  * (audit-spool.c). Not in the errno map. */
 #define SANDBOXD_ERROR_INTERRUPTED "org.sandboxd.sandbox1.Interrupted"

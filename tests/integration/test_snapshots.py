@@ -289,3 +289,66 @@ def test_xml_contract_is_what_is_served(mgr):
     served = ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
     for name in ("SnapshotSandbox", "ListSnapshots", "RemoveSnapshot"):
         assert methods(served)[name] == methods(src)[name], name
+
+
+def test_rest_routes(mgr):
+    """POST …/snapshots, GET /v1/snapshots[/{id}], DELETE, and POST /v1/sandboxes with a snapshot, through the
+    gateway, with the actions' rules."""
+    import requests
+    run("systemctl", "start", "sandbox-auditd.service", "sandbox-gatewayd.socket")
+    base = "http://127.0.0.1:8790"
+
+    def key(*args):
+        return {"Authorization": "Bearer " + json.loads(run("sandboxctl", "api-key", "create", *args, "--ttl", "1h",
+                                                            "--json").stdout)["secret"]}
+
+    runner, admin = key("--preset", "runner"), key("--preset", "admin")
+    r = wait_for(lambda: requests.post(f"{base}/v1/sandboxes", json={"type": "small", "ttl_seconds": 600},
+                                       headers=runner, timeout=120), what="the gateway")
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    made = [sid]
+    try:
+        requests.put(f"{base}/v1/sandboxes/{sid}/files", params={"path": "/home/sandbox/r.txt"}, data=b"rest\n",
+                     headers=runner, timeout=120).raise_for_status()
+        r = requests.post(f"{base}/v1/sandboxes/{sid}/snapshots", json={"name": "rest-snap"}, headers=runner,
+                          timeout=300)
+        assert r.status_code == 201, r.text
+        snap = r.json()
+        assert set(snap) == {"id", "name", "source", "type", "owner", "created_at", "size"}
+        assert (snap["name"], snap["source"], snap["type"]) == ("rest-snap", sid, "small") and snap["size"] > 0
+        assert snap["owner"].startswith("key:")
+        listed = requests.get(f"{base}/v1/snapshots", headers=runner, timeout=120).json()["snapshots"]
+        assert snap in listed
+        assert requests.get(f"{base}/v1/snapshots/rest-snap", headers=runner, timeout=120).json() == snap
+        # a fork through the API
+        r = requests.post(f"{base}/v1/sandboxes", json={"snapshot": "rest-snap", "ttl_seconds": 600},
+                          headers=runner, timeout=120)
+        assert r.status_code == 201, r.text
+        made.append(r.json()["id"])
+        out = requests.post(f"{base}/v1/sandboxes/{made[-1]}/exec", json={"command": "cat ~/r.txt"},
+                            headers=runner, timeout=120).json()
+        assert out["stdout"] == "rest\n", out
+        # a key scoped to some sandboxes may not fork, nor see snapshots of others
+        scoped = key("--actions", "sandbox.create,snapshot.read,sandbox.read", "--sandboxes", made[-1])
+        r = requests.post(f"{base}/v1/sandboxes", json={"snapshot": "rest-snap"}, headers=scoped, timeout=120)
+        assert (r.status_code, r.json()["code"]) == (403, "forbidden"), r.text
+        assert requests.get(f"{base}/v1/snapshots", headers=scoped, timeout=120).json()["snapshots"] == []
+        assert requests.get(f"{base}/v1/snapshots/rest-snap", headers=scoped, timeout=120).status_code == 404
+        # bad input
+        r = requests.post(f"{base}/v1/sandboxes/{sid}/snapshots", json={"name": 3}, headers=runner, timeout=120)
+        assert r.status_code == 400, r.text
+        r = requests.post(f"{base}/v1/sandboxes/{sid}/snapshots", json={"name": "rest-snap"}, headers=runner,
+                          timeout=120)
+        assert (r.status_code, r.json()["code"]) == (409, "conflict"), r.text
+        r = requests.post(f"{base}/v1/sandboxes", json={"snapshot": "sn_nosuchthing"}, headers=runner, timeout=120)
+        assert r.status_code == 404, r.text
+        # the runner preset has no snapshot.delete
+        r = requests.delete(f"{base}/v1/snapshots/{snap['id']}", headers=runner, timeout=120)
+        assert (r.status_code, r.json()["code"]) == (403, "forbidden"), r.text
+        assert requests.delete(f"{base}/v1/snapshots/{snap['id']}", headers=admin, timeout=120).status_code == 204
+        assert requests.get(f"{base}/v1/snapshots/{snap['id']}", headers=admin, timeout=120).status_code == 404
+        assert requests.delete(f"{base}/v1/snapshots/{snap['id']}", headers=admin, timeout=120).status_code == 404
+    finally:
+        for s in made:
+            requests.delete(f"{base}/v1/sandboxes/{s}", headers=admin, timeout=120)
