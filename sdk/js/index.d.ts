@@ -41,6 +41,17 @@ export interface EgressCounters {
         denied_bytes: number;
 }
 
+/** Issue 26: a snapshot of a sandbox's disk, as sent. */
+export interface SnapshotInfo {
+        id: string;
+        name: string;
+        source: string;
+        type: string;
+        owner: string;
+        created_at: string;
+        size: number;
+}
+
 /** The gateway's sandbox object, as sent (snake_case). */
 export interface SandboxInfo {
         id: string;
@@ -67,6 +78,8 @@ export interface CreateSandboxOptions extends RequestOptions {
         network?: "none" | "egress" | "host";
         /** with network "egress"; without it the type's policy */
         egressPolicy?: EgressPolicy;
+        /** issue 26: a snapshot's id or name: the new sandbox's disk is a copy of it */
+        snapshot?: string;
 }
 
 export interface WithSandboxOptions extends CreateSandboxOptions {
@@ -216,6 +229,8 @@ export declare class Sandbox {
         extend(ttlSeconds: number, opts?: RequestOptions): Promise<this>;
         /** Freezes it (its TTL stops); calls that need it running reject with Conflict "sandbox_paused". */
         pause(opts?: RequestOptions): Promise<this>;
+        /** issue 26: a snapshot of its disk (frozen meanwhile) */
+        snapshot(opts?: RequestOptions & { name?: string }): Promise<SnapshotInfo>;
         resume(opts?: RequestOptions): Promise<this>;
         /** Replaces the whole egress policy (PUT …/network). */
         setNetworkPolicy(policy: EgressPolicy, opts?: RequestOptions): Promise<this>;
@@ -263,6 +278,9 @@ export declare class Client {
         createSandbox(opts?: CreateSandboxOptions): Promise<Sandbox>;
         getSandbox(idOrName: string, opts?: RequestOptions): Promise<Sandbox>;
         listSandboxes(opts?: RequestOptions): Promise<Sandbox[]>;
+        listSnapshots(opts?: RequestOptions): Promise<SnapshotInfo[]>;
+        getSnapshot(idOrName: string, opts?: RequestOptions): Promise<SnapshotInfo>;
+        deleteSnapshot(idOrName: string, opts?: RequestOptions): Promise<void>;
         getLog(opts?: GlobalLogOptions): Promise<LogEntry[]>;
         getLogOutput(rowId: number, opts?: RequestOptions & { encoding?: "base64" }):
                 Promise<{ id: number; stdout: string; stderr: string }>;

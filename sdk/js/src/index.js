@@ -151,13 +151,14 @@ export class Client {
 
         /** Creates a sandbox and answers it once it runs. egressPolicy ({default, allow, deny}) goes with
          * network "egress". */
-        async createSandbox({ type, ttlSeconds, name, network, egressPolicy, signal } = {}) {
+        async createSandbox({ type, ttlSeconds, name, network, egressPolicy, snapshot, signal } = {}) {
                 const body = {};
                 if (type !== undefined) body.type = type;
                 if (ttlSeconds !== undefined) body.ttl_seconds = ttlSeconds;
                 if (name !== undefined) body.name = name;
                 if (network !== undefined) body.network = network;
                 if (egressPolicy !== undefined) body.egress_policy = egressPolicy;
+                if (snapshot !== undefined) body.snapshot = snapshot; /* issue 26: a fork of that snapshot */
                 const info = await this._json("POST", "/v1/sandboxes", { json: body, signal });
                 return new Sandbox(this, info);
         }
@@ -170,6 +171,20 @@ export class Client {
         async listSandboxes({ signal } = {}) {
                 const r = await this._json("GET", "/v1/sandboxes", { signal });
                 return r.sandboxes.map((s) => new Sandbox(this, s));
+        }
+
+        /** Issue 26: the snapshots the key may read ({id, name, source, type, owner, created_at, size}). */
+        async listSnapshots({ signal } = {}) {
+                return (await this._json("GET", "/v1/snapshots", { signal })).snapshots;
+        }
+
+        async getSnapshot(idOrName, { signal } = {}) {
+                return this._json("GET", `/v1/snapshots/${enc(idOrName)}`, { signal });
+        }
+
+        /** Removes a snapshot; sandboxes made from it keep their disks. */
+        async deleteSnapshot(idOrName, { signal } = {}) {
+                await this._json("DELETE", `/v1/snapshots/${enc(idOrName)}`, { signal });
         }
 
         /** The whole audit log (GET /v1/log) with its filters: limit, offset, operation, event, source,
@@ -545,6 +560,14 @@ export class Sandbox {
         async pause({ signal } = {}) {
                 this._update(await this.client._json("POST", `${this._base}/pause`, { signal }));
                 return this;
+        }
+
+        /** Takes a snapshot of the sandbox's disk (home, /tmp, /var/tmp; frozen meanwhile) and resolves to it
+         * ({id, name, source, type, owner, created_at, size}); client.createSandbox({ snapshot: id }) starts
+         * sandboxes from it. Processes are not part of it. */
+        async snapshot({ name, signal } = {}) {
+                return this.client._json("POST", `${this._base}/snapshots`,
+                                         { json: name !== undefined ? { name } : {}, signal });
         }
 
         /** Lets a paused sandbox run again; its expiry moves out by the time it was paused. */

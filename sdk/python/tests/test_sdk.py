@@ -153,6 +153,25 @@ def test_pause_and_resume(sdk_admin, sdk_admin_secret, sdk_sb):
     asyncio.run(go())
 
 
+def test_snapshot_and_fork(sdk_admin, sdk_sb):
+    """Issue 26: sb.snapshot() and client.create(snapshot=…): a fork with the files, going its own way."""
+    sdk_sb.files.write("/home/sandbox/s.txt", "snap\n")
+    snap = sdk_sb.snapshot("sdk-py-snap")
+    try:
+        assert snap["id"].startswith("sn_") and snap["name"] == "sdk-py-snap" and snap["source"] == sdk_sb.id
+        assert snap in sdk_admin.list_snapshots() and sdk_admin.get_snapshot("sdk-py-snap") == snap
+        with sdk_admin.create(snapshot=snap["id"], ttl_seconds=300) as fork:
+            assert fork.exec("cat ~/s.txt").stdout == "snap\n"
+            fork.exec("echo fork > ~/s.txt")
+        assert sdk_sb.exec("cat ~/s.txt").stdout == "snap\n"
+        with pytest.raises(Conflict):
+            sdk_sb.snapshot("sdk-py-snap")
+    finally:
+        sdk_admin.delete_snapshot(snap["id"])
+    with pytest.raises(NotFound):
+        sdk_admin.get_snapshot(snap["id"])
+
+
 # --- typed errors ----------------------------------------------------------------------------------------
 
 def test_error_unauthorized():
