@@ -239,7 +239,76 @@ $("logout").addEventListener("click", () => signOut(""));
 let sandboxes = [];
 let current = null; // the sandbox shown: { id, name, ... }
 
+// Issue 26: the snapshots the key may read, each with Fork (a new sandbox from it) and Remove. A key
+// without snapshot.read just has no list.
+let snapshotList = [];
+
+async function loadSnapshots() {
+        try {
+                snapshotList = (await api("GET", "/v1/snapshots")).snapshots;
+        } catch (e) {
+                snapshotList = [];
+        }
+        const list = $("snapshot-list");
+        list.replaceChildren(...snapshotList.map((s) => {
+                const fork = el("button", { type: "button", class: "snapshot-fork", "data-id": s.id, text: "Fork",
+                                            "aria-label": `Create a sandbox from snapshot ${s.name}` });
+                const remove = el("button", { type: "button", class: "snapshot-remove danger", "data-id": s.id,
+                                              text: "Remove", "aria-label": `Remove snapshot ${s.name}` });
+                fork.addEventListener("click", () => forkSnapshot(s, fork));
+                remove.addEventListener("click", () => removeSnapshot(s, remove));
+                return el("li", { "data-id": s.id }, el("span", { class: "sb-name", text: s.name }), fork, remove,
+                          el("span", { class: "sb-meta",
+                                       text: `${s.id} · of ${s.source} · ${fmtBytes(s.size)} · ${fmtDateTime(s.created_at)}` }));
+        }));
+        $("snapshot-empty").hidden = snapshotList.length > 0;
+}
+
+async function forkSnapshot(s, button) {
+        button.disabled = true;
+        try {
+                const sb = await api("POST", "/v1/sandboxes", { snapshot: s.id });
+                await loadSandboxes();
+                location.hash = sb.id;
+        } catch (e) {
+                showError("sandboxes-error", e);
+        } finally {
+                button.disabled = false;
+        }
+}
+
+async function removeSnapshot(s, button) {
+        if (!confirm(`Remove snapshot ${s.name}? Sandboxes made from it keep their disks.`))
+                return;
+        button.disabled = true;
+        try {
+                await api("DELETE", `/v1/snapshots/${enc(s.id)}`);
+        } catch (e) {
+                showError("sandboxes-error", e);
+        }
+        await loadSnapshots();
+}
+
+$("snapshot-sandbox").addEventListener("click", async () => {
+        if (!current)
+                return;
+        const button = $("snapshot-sandbox");
+        button.disabled = true;
+        button.textContent = "Snapshotting…";
+        try {
+                await api("POST", `/v1/sandboxes/${enc(current.id)}/snapshots`, {});
+                showError("detail-error", null);
+                await loadSnapshots();
+        } catch (e) {
+                showError("detail-error", e);
+        } finally {
+                button.disabled = false;
+                button.textContent = "Snapshot";
+        }
+});
+
 async function loadSandboxes() {
+        loadSnapshots();
         const data = await api("GET", "/v1/sandboxes");
         sandboxes = data.sandboxes.sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
         renderSandboxes();
