@@ -409,14 +409,15 @@ static int run_resume_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_erro
 
 /* --- snapshots (sandbox-snapshot.c) --------------------------------------------------------------- */
 
-static int read_snapshot_sandbox(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+/* SnapshotSandbox's name and options (no options of its own yet: the caller context), RemoveSnapshot's
+ * snapshot and context. */
+static int read_snapshot_name(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
         int r;
 
         r = sd_bus_message_read(call->msg, "s", &a->snapshot.name);
         if (r < 0)
                 return r;
-        /* no options of its own yet: the caller context */
-        return context_options_read(call->msg, &call->caller, "SnapshotSandbox", error);
+        return context_options_read(call->msg, &call->caller, row->member, error);
 }
 
 static int run_snapshot_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
@@ -446,15 +447,6 @@ static int run_list_snapshots(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
-}
-
-static int read_remove_snapshot(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
-        int r;
-
-        r = sd_bus_message_read(call->msg, "s", &a->snapshot.name);
-        if (r < 0)
-                return r;
-        return context_options_read(call->msg, &call->caller, "RemoveSnapshot", error);
 }
 
 static int run_remove_snapshot(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_error *error) {
@@ -1041,10 +1033,10 @@ static const MethodRow manager_methods[] = {
         { "DeleteSandbox", "sandbox.delete", METHOD_ANY_SANDBOX, 0, read_delete_sandbox, run_delete_sandbox },
         { "PauseSandbox", "sandbox.pause", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_pause_sandbox },
         { "ResumeSandbox", "sandbox.resume", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_resume_sandbox },
-        { "SnapshotSandbox", "snapshot.create", METHOD_RUNNING_SANDBOX, 0, read_snapshot_sandbox,
+        { "SnapshotSandbox", "snapshot.create", METHOD_RUNNING_SANDBOX, 0, read_snapshot_name,
           run_snapshot_sandbox },
         { "ListSnapshots", NULL, METHOD_NO_SANDBOX, 0, NULL, run_list_snapshots },
-        { "RemoveSnapshot", "snapshot.remove", METHOD_NO_SANDBOX, 0, read_remove_snapshot, run_remove_snapshot },
+        { "RemoveSnapshot", "snapshot.remove", METHOD_NO_SANDBOX, 0, read_snapshot_name, run_remove_snapshot },
         { "Exec", "exec", METHOD_ACTIVE_SANDBOX, 0, read_exec, run_exec, done_exec },
         { "WriteFile", "write", METHOD_ACTIVE_SANDBOX, 0, read_write_file, run_write_file },
         { "ReadFile", "read", METHOD_ACTIVE_SANDBOX, 0, read_read_file, run_read_file },

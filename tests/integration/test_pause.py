@@ -321,27 +321,29 @@ def test_sandboxctl(mgr, sandbox):
     assert r.returncode != 0
 
 
-def test_xml_contract_is_what_is_served(mgr, sandbox):
+def xml_members(mgr, path, iface_name):
+    """(methods, properties) of iface_name as dbus/org.sandboxd.sandbox1.xml has them, and as the object at path
+    serves them."""
     import xml.etree.ElementTree as ET
 
-    def members(root, iface_name):
+    def members(root):
         [iface] = [i for i in root.iter("interface") if i.get("name") == iface_name]
         methods = {m.get("name"): [(a.get("direction", "in"), a.get("type"), a.get("name")) for a in m.iter("arg")]
                    for m in iface.iter("method")}
-        props = {p.get("name"): p.get("type") for p in iface.iter("property")}
-        return methods, props
+        return methods, {p.get("name"): p.get("type") for p in iface.iter("property")}
 
     src = ET.parse(os.path.join(os.path.dirname(__file__), "..", "..", "dbus", "org.sandboxd.sandbox1.xml")).getroot()
-    obj = mgr.bus.get_object("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", introspect=False)
+    obj = mgr.bus.get_object("org.sandboxd.sandbox1", path, introspect=False)
     served = ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
-    want, got = members(src, "org.sandboxd.sandbox1.Manager")[0], members(served, "org.sandboxd.sandbox1.Manager")[0]
+    return members(src), members(served)
+
+
+def test_xml_contract_is_what_is_served(mgr, sandbox):
+    (want, _), (got, _) = xml_members(mgr, "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager")
     for name in ("PauseSandbox", "ResumeSandbox"):
         assert got[name] == want[name], name
     sid, spath = sandbox()
-    sobj = mgr.bus.get_object("org.sandboxd.sandbox1", spath, introspect=False)
-    served = ET.fromstring(str(sobj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
-    sprops = members(served, "org.sandboxd.sandbox1.Sandbox")[1]
-    wprops = members(src, "org.sandboxd.sandbox1.Sandbox")[1]
+    (_, wprops), (_, sprops) = xml_members(mgr, spath, "org.sandboxd.sandbox1.Sandbox")
     assert (sprops["Paused"], sprops["PausedAt"]) == (wprops["Paused"], wprops["PausedAt"]) == ("b", "t")
 
 

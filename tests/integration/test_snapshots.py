@@ -12,7 +12,7 @@ import dbus
 import pytest
 
 from conftest import LONG, audit_log, dbus_error, run, sandbox_path, wait_for
-from test_pause import count, frozen, restart_sandboxd, start_counter
+from test_pause import count, frozen, restart_sandboxd, start_counter, xml_members
 from test_sandboxd import wait_sandboxd_active
 
 CTX = dbus.Dictionary({}, signature="sv")
@@ -277,18 +277,9 @@ def test_kill9_mid_snapshot_leaves_no_half_snapshot(mgr, sandbox):
 
 
 def test_xml_contract_is_what_is_served(mgr):
-    import xml.etree.ElementTree as ET
-
-    def methods(root):
-        [iface] = [i for i in root.iter("interface") if i.get("name") == "org.sandboxd.sandbox1.Manager"]
-        return {m.get("name"): [(a.get("direction", "in"), a.get("type"), a.get("name")) for a in m.iter("arg")]
-                for m in iface.iter("method")}
-
-    src = ET.parse(os.path.join(os.path.dirname(__file__), "..", "..", "dbus", "org.sandboxd.sandbox1.xml")).getroot()
-    obj = mgr.bus.get_object("org.sandboxd.sandbox1", "/org/sandboxd/sandbox1", introspect=False)
-    served = ET.fromstring(str(obj.Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")))
+    (want, _), (got, _) = xml_members(mgr, "/org/sandboxd/sandbox1", "org.sandboxd.sandbox1.Manager")
     for name in ("SnapshotSandbox", "ListSnapshots", "RemoveSnapshot"):
-        assert methods(served)[name] == methods(src)[name], name
+        assert got[name] == want[name], name
 
 
 def test_rest_routes(mgr):
