@@ -31,9 +31,9 @@ static json_object *snapshot_json(const char *id, const char *name, const char *
 }
 
 typedef struct SnapshotQuery {
-        char *want;       /* one snapshot's id or name; NULL: all */
-        unsigned status;  /* of the answer */
-        bool remove;      /* DELETE: found and allowed, then RemoveSnapshot */
+        char *want;      /* one snapshot's id or name; NULL: all */
+        unsigned status; /* of the answer */
+        bool remove;     /* DELETE: found and allowed, then RemoveSnapshot */
 } SnapshotQuery;
 
 static void query_free(void *p) {
@@ -77,7 +77,8 @@ static void on_list(Request *r, sd_bus_message *reply, const sd_bus_error *error
                 const char *id, *name, *source, *type, *owner;
                 uint64_t created, size;
 
-                k = sd_bus_message_read(reply, "(ssssstt)", &id, &name, &source, &type, &owner, &created, &size);
+                k = sd_bus_message_read(reply, "(ssssstt)", &id, &name, &source, &type, &owner, &created,
+                                        &size);
                 if (k <= 0)
                         break;
                 if (!api_key_allows(r->key, GATEWAY_ACTION_SNAPSHOT_READ, source))
@@ -145,8 +146,8 @@ static int query_start(Request *r, const char *want, unsigned status, bool remov
         }
         r->data = q;
         r->data_free = query_free;
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "ListSnapshots", NULL,
-                        on_list, 0);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "ListSnapshots",
+                        NULL, on_list, 0);
 }
 
 int route_snapshot_list(Request *r) {
@@ -164,7 +165,7 @@ int route_snapshot_delete(Request *r) {
 /* --- POST /v1/sandboxes/{id}/snapshots: SnapshotSandbox, then the object ------------------------ */
 
 static const JsonField take_fields[] = {
-        { "name", JSON_FIELD_STRING },
+        {"name", JSON_FIELD_STRING},
 };
 
 typedef struct Take {
@@ -205,8 +206,8 @@ static void on_taken(Request *r, sd_bus_message *reply, const sd_bus_error *erro
         t->query.want = strdup(id);
         if (!t->query.want)
                 return req_reply_errno(r, -ENOMEM);
-        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "ListSnapshots", NULL,
-                     on_list, 0);
+        k = req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "ListSnapshots",
+                     NULL, on_list, 0);
         if (k < 0)
                 req_reply_errno(r, k);
 }
@@ -228,6 +229,6 @@ int route_snapshot_take(Request *r) {
         t->query.status = 201;
         r->data = t;
         r->data_free = take_free;
-        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "SnapshotSandbox",
-                        build_take, on_taken, SNAPSHOT_CALL_USEC);
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
+                        "SnapshotSandbox", build_take, on_taken, SNAPSHOT_CALL_USEC);
 }

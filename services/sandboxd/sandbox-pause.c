@@ -10,8 +10,8 @@
 #include "sandbox-pause.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +37,9 @@
 
 void sandbox_slice_cgroup_file(const Sandbox *s, const char *file, char *buf, size_t size) {
         /* The cgroup2 hierarchy: its own mount on a hybrid host, the root on a pure one. */
-        const char *root = access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0 ? "/sys/fs/cgroup/unified"
-                                                                                     : "/sys/fs/cgroup";
+        const char *root = access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0
+                                   ? "/sys/fs/cgroup/unified"
+                                   : "/sys/fs/cgroup";
         snprintf(buf, size, "%s/sandbox.slice/%s/%s", root, s->slice, file);
 }
 
@@ -101,9 +102,10 @@ static int on_freeze_check(sd_event_source *es, uint64_t usec, void *userdata) {
 
         if (!s->paused || is_frozen(s) != 0 || usec >= s->freeze_deadline) {
                 if (s->paused && is_frozen(s) <= 0)
-                        log_sandbox(LOG_WARNING, s->id, "Sandbox %s is not frozen yet after %" PRIu64 " ms (a "
-                                    "process in an uninterruptible sleep?); answering its pause anyway.", s->id,
-                                    FREEZE_WAIT_USEC / USEC_PER_MSEC);
+                        log_sandbox(LOG_WARNING, s->id,
+                                    "Sandbox %s is not frozen yet after %" PRIu64 " ms (a "
+                                    "process in an uninterruptible sleep?); answering its pause anyway.",
+                                    s->id, FREEZE_WAIT_USEC / USEC_PER_MSEC);
                 reply_pause_requests(s);
                 return 0;
         }
@@ -129,7 +131,7 @@ static int wait_frozen_full(Sandbox *s, sd_bus_message *request, sandbox_frozen_
         if (!n)
                 return -ENOMEM;
         s->freeze_waiters = n;
-        s->freeze_waiters[s->n_freeze_waiters++] = (FreezeWaiter) {
+        s->freeze_waiters[s->n_freeze_waiters++] = (FreezeWaiter){
                 .request = request ? sd_bus_message_ref(request) : NULL,
                 .cb = cb,
                 .userdata = userdata,
@@ -139,8 +141,8 @@ static int wait_frozen_full(Sandbox *s, sd_bus_message *request, sandbox_frozen_
         s->freeze_deadline = now + FREEZE_WAIT_USEC;
         /* Polled: freezing takes the kernel well under a millisecond unless a process sleeps
          * uninterruptibly, and a poll of cgroup.events costs less than an inotify watch per pause. */
-        r = sd_event_add_time(s->manager->event, &s->freeze_check, CLOCK_MONOTONIC, now + FREEZE_POLL_USEC, 0,
-                              on_freeze_check, s);
+        r = sd_event_add_time(s->manager->event, &s->freeze_check, CLOCK_MONOTONIC, now + FREEZE_POLL_USEC,
+                              0, on_freeze_check, s);
         if (r < 0)
                 reply_pause_requests(s);
         return 0;
@@ -270,8 +272,10 @@ int sandbox_pause_adopt(Sandbox *s, uint64_t paused_at, uint64_t ttl_left) {
                 /* The store says it runs: a sandboxd killed after the freeze but before the store had it
                  * (sandbox_pause()) left it frozen. The store is what counts. */
                 if (is_frozen(s) > 0) {
-                        log_sandbox(LOG_NOTICE, s->id, "Sandbox %s was left frozen by a pause that did not "
-                                    "finish; thawing it.", s->id);
+                        log_sandbox(LOG_NOTICE, s->id,
+                                    "Sandbox %s was left frozen by a pause that did not "
+                                    "finish; thawing it.",
+                                    s->id);
                         return set_frozen(s, false);
                 }
                 return 0;
@@ -287,8 +291,9 @@ int sandbox_pause_adopt(Sandbox *s, uint64_t paused_at, uint64_t ttl_left) {
 /* --- IdlePauseSec= -------------------------------------------------------------------------------- */
 
 static bool sandbox_busy(Sandbox *s) {
-        return s->freeze_holds > 0 || s->n_execs > 0 || s->n_exec_queued > 0 || process_count_running(s) > 0 ||
-               shell_count_open(s->manager, s->id) > 0 || sandbox_files_busy(s->id);
+        return s->freeze_holds > 0 || s->n_execs > 0 || s->n_exec_queued > 0 ||
+               process_count_running(s) > 0 || shell_count_open(s->manager, s->id) > 0 ||
+               sandbox_files_busy(s->id);
 }
 
 static int on_idle(sd_event_source *es, uint64_t usec, void *userdata) {
@@ -334,8 +339,8 @@ void sandbox_idle_arm(Sandbox *s) {
                 return;
         }
         /* The timer only looks: it moves itself on while the sandbox is in use (on_idle()). */
-        (void) sd_event_add_time(s->manager->event, &s->idle_timer, CLOCK_MONOTONIC, when, USEC_PER_MSEC * 10,
-                                 on_idle, s);
+        (void) sd_event_add_time(s->manager->event, &s->idle_timer, CLOCK_MONOTONIC, when,
+                                 USEC_PER_MSEC * 10, on_idle, s);
 }
 
 void sandbox_pause_free(Sandbox *s) {

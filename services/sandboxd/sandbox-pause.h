@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Pausing a sandbox (issue 26): its slice frozen and thawed as one, its TTL and its commands' timeouts held. */
+/* Pausing a sandbox (issue 26): its slice frozen and thawed as one, its TTL and its commands' timeouts held.
+ */
 #pragma once
 
 #include <stdbool.h>

@@ -79,8 +79,8 @@ static void snapshot_unlink_from_list(Manager *m, Snapshot *snap) {
                 }
 }
 
-static Snapshot *snapshot_new(Manager *m, const char *id, const char *name, const char *source, const char *type,
-                              const char *owner) {
+static Snapshot *snapshot_new(Manager *m, const char *id, const char *name, const char *source,
+                              const char *type, const char *owner) {
         Snapshot *snap = calloc(1, sizeof(Snapshot));
 
         if (!snap)
@@ -139,7 +139,8 @@ static int load_one(const SnapshotRecord *r, void *userdata) {
         snap->created_at = r->created_at;
         snapshot_image_path(m, snap, path, sizeof(path));
         if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
-                log_msg(LOG_WARNING, "Snapshot %s (%s) has no image at %s; forgetting it.", snap->id, snap->name, path);
+                log_msg(LOG_WARNING, "Snapshot %s (%s) has no image at %s; forgetting it.", snap->id,
+                        snap->name, path);
                 (void) sandbox_store_snapshot_delete(m->store, snap->id);
                 snapshot_unlink_from_list(m, snap);
                 snapshot_free(snap);
@@ -167,8 +168,9 @@ int snapshot_startup(Manager *m) {
                 if (de->d_name[0] == '.' && !streq(de->d_name, ".") && !streq(de->d_name, "..")) {
                         /* a snapshot cut short while it was copied */
                         if (unlinkat(dirfd(d), de->d_name, 0) >= 0)
-                                log_msg(LOG_NOTICE, "Removed %s/%s, a snapshot an earlier sandboxd did not finish.",
-                                        dir, de->d_name);
+                                log_msg(LOG_NOTICE,
+                                        "Removed %s/%s, a snapshot an earlier sandboxd did not finish.", dir,
+                                        de->d_name);
                         continue;
                 }
                 size_t n = strlen(de->d_name);
@@ -180,8 +182,8 @@ int snapshot_startup(Manager *m) {
                         continue;
                 /* whole on disk, but its row never written: not a snapshot anyone was told of */
                 if (unlinkat(dirfd(d), de->d_name, 0) >= 0)
-                        log_msg(LOG_NOTICE, "Removed %s/%s, a snapshot an earlier sandboxd did not record.", dir,
-                                de->d_name);
+                        log_msg(LOG_NOTICE, "Removed %s/%s, a snapshot an earlier sandboxd did not record.",
+                                dir, de->d_name);
         }
         return 0;
 }
@@ -190,12 +192,12 @@ int snapshot_startup(Manager *m) {
 
 typedef struct SnapshotJob {
         Manager *manager;
-        Snapshot *snap;              /* pending, in the list */
+        Snapshot *snap; /* pending, in the list */
         char sandbox_id[SANDBOX_ID_LEN + 1];
         sd_bus_message *request;
         Caller caller;
         uint64_t started_at, mono, frozen_mono;
-        bool held;                   /* the sandbox's slice is held frozen for us */
+        bool held; /* the sandbox's slice is held frozen for us */
         /* for the thread: */
         char image[4096], sync_dir[256], tmp[4200], final[4200], dir[4000];
         int error;
@@ -235,7 +237,8 @@ static int copy_sparse(int in, int out, off_t size) {
                         off_t from = off, to = off;
                         ssize_t n;
                         if (!plain) {
-                                n = copy_file_range(in, &from, out, &to, (size_t) MIN(hole - off, (off_t) 1 << 30), 0);
+                                n = copy_file_range(in, &from, out, &to,
+                                                    (size_t) MIN(hole - off, (off_t) 1 << 30), 0);
                                 if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP ||
                                               errno == ENOSYS)) {
                                         plain = true;
@@ -243,7 +246,8 @@ static int copy_sparse(int in, int out, off_t size) {
                                 }
                         } else {
                                 n = pread(in, buf, (size_t) MIN(hole - off, (off_t) sizeof(buf)), off);
-                                /* a short write is what a file system nearly full gives: the rest, or its error */
+                                /* a short write is what a file system nearly full gives: the rest, or its
+                                 * error */
                                 for (ssize_t done = 0, w; n > 0 && done < n; done += w) {
                                         w = pwrite(out, buf + done, (size_t) (n - done), off + done);
                                         if (w < 0)
@@ -320,7 +324,8 @@ fail:
         return NULL;
 }
 
-static char *snapshot_detail(const Snapshot *snap, const SnapshotJob *j, const char *error_name, const char *message) {
+static char *snapshot_detail(const Snapshot *snap, const SnapshotJob *j, const char *error_name,
+                             const char *message) {
         json_object *o = json_object_new_object();
         char *s;
 
@@ -335,8 +340,9 @@ static char *snapshot_detail(const Snapshot *snap, const SnapshotJob *j, const c
         if (j) {
                 json_object_object_add(o, "reflink", json_object_new_boolean(j->reflinked));
                 if (j->frozen_mono)
-                        json_object_object_add(o, "frozen_usec",
-                                               json_object_new_uint64(now_usec(CLOCK_MONOTONIC) - j->frozen_mono));
+                        json_object_object_add(
+                                o, "frozen_usec",
+                                json_object_new_uint64(now_usec(CLOCK_MONOTONIC) - j->frozen_mono));
         }
         if (error_name) {
                 json_object_object_add(o, "error", json_object_new_string(error_name));
@@ -347,13 +353,17 @@ static char *snapshot_detail(const Snapshot *snap, const SnapshotJob *j, const c
         return s;
 }
 
-static void snapshot_job_audit(SnapshotJob *j, const char *event, const char *error_name, const char *message) {
+static void snapshot_job_audit(SnapshotJob *j, const char *event, const char *error_name,
+                               const char *message) {
         _cleanup_free_ char *detail = snapshot_detail(j->snap, j, error_name, message);
         manager_audit(j->manager, &j->caller,
-                      &(AuditRow) { .session_id = j->sandbox_id, .operation = "snapshot.create", .event = event,
-                                    .detail = detail, .exit_code = error_name ? -1 : 0,
-                                    .started_at = j->started_at,
-                                    .duration_usec = now_usec(CLOCK_MONOTONIC) - j->mono });
+                      &(AuditRow){.session_id = j->sandbox_id,
+                                  .operation = "snapshot.create",
+                                  .event = event,
+                                  .detail = detail,
+                                  .exit_code = error_name ? -1 : 0,
+                                  .started_at = j->started_at,
+                                  .duration_usec = now_usec(CLOCK_MONOTONIC) - j->mono});
 }
 
 /* The end: thawed (unless paused meanwhile), then stored and answered, or undone and answered. */
@@ -382,9 +392,15 @@ static void snapshot_job_finish(SnapshotJob *j, int error, const char *step) {
                 snap->size = j->size;
                 snap->created_at = now_usec(CLOCK_REALTIME);
                 SnapshotRecord rec = {
-                        .id = snap->id, .name = snap->name, .source = snap->source, .type = snap->type,
-                        .owner = snap->owner, .source_uid = snap->source_uid, .size = snap->size,
-                        .disk_size = snap->disk_size, .created_at = snap->created_at,
+                        .id = snap->id,
+                        .name = snap->name,
+                        .source = snap->source,
+                        .type = snap->type,
+                        .owner = snap->owner,
+                        .source_uid = snap->source_uid,
+                        .size = snap->size,
+                        .disk_size = snap->disk_size,
+                        .created_at = snap->created_at,
                 };
                 r = sandbox_store_snapshot_insert(m->store, &rec);
                 if (r < 0) {
@@ -397,10 +413,11 @@ static void snapshot_job_finish(SnapshotJob *j, int error, const char *step) {
                 if (sd_bus_error_is_set(&e))
                         ; /* said above */
                 else if (error == ENOSPC || error == EDQUOT)
-                        (void) sd_bus_error_setf(&e, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                                 "Could not snapshot sandbox %s: no space left on the file system "
-                                                 "of %s; nothing was kept and the sandbox runs on as before.",
-                                                 j->sandbox_id, j->dir);
+                        (void) sd_bus_error_setf(
+                                &e, SANDBOXD_ERROR_LIMIT_EXCEEDED,
+                                "Could not snapshot sandbox %s: no space left on the file system "
+                                "of %s; nothing was kept and the sandbox runs on as before.",
+                                j->sandbox_id, j->dir);
                 else
                         (void) sd_bus_error_setf(&e, SD_BUS_ERROR_FAILED,
                                                  "Could not snapshot sandbox %s: %s: %s; nothing was kept.",
@@ -415,8 +432,9 @@ static void snapshot_job_finish(SnapshotJob *j, int error, const char *step) {
                 return;
         }
         snap->pending = false;
-        log_sandbox(LOG_INFO, j->sandbox_id, "Snapshot %s (%s) of sandbox %s taken: %" PRIu64 " bytes%s, frozen %" PRIu64
-                    " ms.", snap->id, snap->name, j->sandbox_id, snap->size, j->reflinked ? " (reflink)" : "",
+        log_sandbox(LOG_INFO, j->sandbox_id,
+                    "Snapshot %s (%s) of sandbox %s taken: %" PRIu64 " bytes%s, frozen %" PRIu64 " ms.",
+                    snap->id, snap->name, j->sandbox_id, snap->size, j->reflinked ? " (reflink)" : "",
                     (now_usec(CLOCK_MONOTONIC) - j->frozen_mono) / USEC_PER_MSEC);
         snapshot_job_audit(j, "finished", NULL, NULL);
         if (j->request)
@@ -467,30 +485,36 @@ static int snapshot_id_generate(Manager *m, char ret[static SANDBOX_ID_LEN + 1])
         return 0;
 }
 
-int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message *request, sd_bus_error *error) {
+int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message *request,
+                  sd_bus_error *error) {
         Manager *m = s->manager;
         char id[SANDBOX_ID_LEN + 1], image[4096];
         struct stat st;
         int r;
 
         if (name && (!name_is_valid(name) || snapshot_id_is_valid(name) || sandbox_id_is_valid(name)))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Snapshot name '%s' is not valid: 1-64 characters of [A-Za-z0-9._-], not "
-                                         "starting with '.' or '-', and not shaped like an id.", name);
+                return sd_bus_error_setf(
+                        error, SD_BUS_ERROR_INVALID_ARGS,
+                        "Snapshot name '%s' is not valid: 1-64 characters of [A-Za-z0-9._-], not "
+                        "starting with '.' or '-', and not shaped like an id.",
+                        name);
         if (name && snapshot_find(m, name, true))
-                return sd_bus_error_setf(error, SANDBOXD_ERROR_NAME_EXISTS, "A snapshot named '%s' exists already.",
-                                         name);
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NAME_EXISTS,
+                                         "A snapshot named '%s' exists already.", name);
         snprintf(image, sizeof(image), "%s/" DISK_IMAGE_NAME, s->workspace);
         if (stat(image, &st) < 0 || !S_ISREG(st.st_mode))
-                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_DISK,
-                                         "Sandbox %s has no disk image (its type has DiskMax=infinity): there is "
-                                         "nothing to snapshot.", s->id);
+                return sd_bus_error_setf(
+                        error, SANDBOXD_ERROR_NO_DISK,
+                        "Sandbox %s has no disk image (its type has DiskMax=infinity): there is "
+                        "nothing to snapshot.",
+                        s->id);
         uint64_t estimate = (uint64_t) st.st_blocks * 512, used = snapshots_size(m);
         if (m->config.snapshot_store_max > 0 && used + estimate > m->config.snapshot_store_max)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_LIMIT_EXCEEDED,
-                                         "The snapshots take %" PRIu64 " bytes and this one would take about %" PRIu64
-                                         " more; SnapshotStoreMax= allows %" PRIu64 ".", used, estimate,
-                                         m->config.snapshot_store_max);
+                                         "The snapshots take %" PRIu64
+                                         " bytes and this one would take about %" PRIu64
+                                         " more; SnapshotStoreMax= allows %" PRIu64 ".",
+                                         used, estimate, m->config.snapshot_store_max);
         r = snapshot_id_generate(m, id);
         if (r < 0)
                 return r;
@@ -525,8 +549,8 @@ int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message 
                 snapshot_unlink_from_list(m, j->snap);
                 snapshot_free(j->snap);
                 snapshot_job_free(j);
-                return sd_bus_error_set_errnof(error, r, "Could not freeze sandbox %s for the snapshot: %s", s->id,
-                                               strerror(-r));
+                return sd_bus_error_set_errnof(error, r, "Could not freeze sandbox %s for the snapshot: %s",
+                                               s->id, strerror(-r));
         }
         return 1;
 }
@@ -544,9 +568,12 @@ int snapshot_remove(Manager *m, Snapshot *snap, const Caller *c, uint64_t starte
                 log_msg(LOG_WARNING, "Could not remove %s: %m", path);
         _cleanup_free_ char *detail = snapshot_detail(snap, NULL, NULL, NULL);
         manager_audit(m, c,
-                      &(AuditRow) { .session_id = snap->source, .operation = "snapshot.remove", .event = "finished",
-                                    .detail = detail, .started_at = started_at,
-                                    .duration_usec = now_usec(CLOCK_MONOTONIC) - mono });
+                      &(AuditRow){.session_id = snap->source,
+                                  .operation = "snapshot.remove",
+                                  .event = "finished",
+                                  .detail = detail,
+                                  .started_at = started_at,
+                                  .duration_usec = now_usec(CLOCK_MONOTONIC) - mono});
         log_msg(LOG_INFO, "Removed snapshot %s (%s) for %s.", snap->id, snap->name, c->account_id);
         snapshot_unlink_from_list(m, snap);
         snapshot_free(snap);

@@ -22,7 +22,7 @@ typedef struct Snapshot {
         uint64_t size;      /* bytes its image takes on the host (0 while it is taken) */
         uint64_t disk_size; /* the image's length: its type's DiskMax= */
         uint64_t created_at;
-        bool pending;       /* being taken: its name is taken, but it is not listed and cannot be used */
+        bool pending; /* being taken: its name is taken, but it is not listed and cannot be used */
 } Snapshot;
 
 /* "sn_" and 10 characters of [a-z2-7]. */
@@ -43,7 +43,8 @@ void snapshot_image_path(Manager *m, const Snapshot *snap, char *buf, size_t siz
  * its image cloned (FICLONE) or copied sparse in a thread of its own, then thawed; request gets (s id) once
  * it is stored, or an error with nothing kept and the sandbox running as before. name NULL: the id.
  * Returns 1 (answered later) or fills error. */
-int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message *request, sd_bus_error *error);
+int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message *request,
+                  sd_bus_error *error);
 
 /* Removes a snapshot (sandboxes made from it have copies). */
 int snapshot_remove(Manager *m, Snapshot *snap, const Caller *c, uint64_t started_at, uint64_t mono);

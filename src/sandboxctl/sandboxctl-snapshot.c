@@ -65,7 +65,8 @@ static int fail(const sd_bus_error *e, int r) {
 static int open_bus(sd_bus **ret) {
         int r = sd_bus_open_system(ret);
         if (r < 0) {
-                fprintf(stderr, "sandboxctl: snapshot: Failed to connect to the system bus: %s\n", strerror(-r));
+                fprintf(stderr, "sandboxctl: snapshot: Failed to connect to the system bus: %s\n",
+                        strerror(-r));
                 return EXIT_FAILURE;
         }
         return 0;
@@ -80,8 +81,8 @@ static int do_take(const char *id, const char *name) {
 
         if (open_bus(&bus) != 0)
                 return EXIT_FAILURE;
-        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
-                                           "SnapshotSandbox");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "SnapshotSandbox");
         if (r >= 0)
                 r = sd_bus_message_append(m, "ssa{sv}", id, strempty(name), 0);
         if (r < 0)
@@ -113,14 +114,16 @@ static int do_list(int json_flags) {
         if (json_flags >= 0 && !(list = json_object_new_array()))
                 return fail(NULL, -ENOMEM);
         if (json_flags < 0)
-                printf("%-13s %-24s %-13s %-8s %12s %s\n", "ID", "NAME", "SOURCE", "TYPE", "SIZE", "CREATED");
+                printf("%-13s %-24s %-13s %-8s %12s %s\n", "ID", "NAME", "SOURCE", "TYPE", "SIZE",
+                       "CREATED");
         r = sd_bus_message_enter_container(reply, 'a', "(ssssstt)");
         while (r >= 0) {
                 const char *id, *name, *source, *type, *owner;
                 uint64_t created, size;
                 char ts[FORMAT_TIMESTAMP_MAX];
 
-                r = sd_bus_message_read(reply, "(ssssstt)", &id, &name, &source, &type, &owner, &created, &size);
+                r = sd_bus_message_read(reply, "(ssssstt)", &id, &name, &source, &type, &owner, &created,
+                                        &size);
                 if (r <= 0)
                         break;
                 n++;
@@ -171,8 +174,9 @@ static int do_remove(char **ids, size_t n) {
         /* Like delete: every one is tried, each failure reported. */
         for (size_t i = 0; i < n; i++) {
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                int r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE,
-                                           "RemoveSnapshot", &error, NULL, "sa{sv}", ids[i], 0);
+                int r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
+                                           SANDBOXD_MANAGER_INTERFACE, "RemoveSnapshot", &error, NULL,
+                                           "sa{sv}", ids[i], 0);
                 if (r < 0)
                         ret = fail(&error, r);
         }
@@ -182,9 +186,9 @@ static int do_remove(char **ids, size_t n) {
 int verb_snapshot(int argc, char *argv[]) {
         enum { ARG_NAME = 0x100, ARG_JSON };
         static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "name", required_argument, NULL, ARG_NAME },
-                { "json", optional_argument, NULL, ARG_JSON },
+                {"help", no_argument, NULL, 'h'},
+                {"name", required_argument, NULL, ARG_NAME},
+                {"json", optional_argument, NULL, ARG_JSON},
                 {},
         };
         const char *name = NULL;
