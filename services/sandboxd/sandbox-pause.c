@@ -75,8 +75,8 @@ typedef struct FreezeWaiter {
         void *userdata;
 } FreezeWaiter;
 
-/* frozen false: the sandbox is going away. */
-static void release_waiters(Sandbox *s, bool frozen) {
+/* status for the snapshots' callbacks: 0 frozen, -ETIMEDOUT not within the bound, -ESRCH the sandbox goes. */
+static void release_waiters(Sandbox *s, int status) {
         FreezeWaiter *w = s->freeze_waiters;
         size_t n = s->n_freeze_waiters;
 
@@ -88,25 +88,28 @@ static void release_waiters(Sandbox *s, bool frozen) {
                         (void) sd_bus_reply_method_return(w[i].request, NULL);
                         sd_bus_message_unref(w[i].request);
                 } else
-                        w[i].cb(w[i].userdata, frozen);
+                        w[i].cb(w[i].userdata, status);
         }
         free(w);
 }
 
 static void reply_pause_requests(Sandbox *s) {
-        release_waiters(s, true);
+        release_waiters(s, 0);
 }
 
 static int on_freeze_check(sd_event_source *es, uint64_t usec, void *userdata) {
         Sandbox *s = userdata;
+        bool wanted = s->paused || s->freeze_holds > 0;
+        int frozen = is_frozen(s);
 
-        if (!s->paused || is_frozen(s) != 0 || usec >= s->freeze_deadline) {
-                if (s->paused && is_frozen(s) <= 0)
+        if (!wanted || frozen > 0 || usec >= s->freeze_deadline) {
+                if (wanted && frozen <= 0)
                         log_sandbox(LOG_WARNING, s->id,
                                     "Sandbox %s is not frozen yet after %" PRIu64 " ms (a "
                                     "process in an uninterruptible sleep?); answering its pause anyway.",
                                     s->id, FREEZE_WAIT_USEC / USEC_PER_MSEC);
-                reply_pause_requests(s);
+                /* a pause is answered anyway (the kernel finishes it); a snapshot must not go on */
+                release_waiters(s, frozen > 0 ? 0 : -ETIMEDOUT);
                 return 0;
         }
         (void) sd_event_source_set_time(es, usec + FREEZE_POLL_USEC);
@@ -121,10 +124,12 @@ static int wait_frozen_full(Sandbox *s, sd_bus_message *request, sandbox_frozen_
 
         if (!request && !cb)
                 return 0;
-        if (!s->freeze_check && is_frozen(s) != 0) {
+        int frozen = is_frozen(s);
+        /* cgroup.events unreadable: a pause is answered now, a snapshot waits for the bound and fails */
+        if (!s->freeze_check && (frozen > 0 || (request && frozen < 0))) {
                 if (request)
                         return sd_bus_reply_method_return(request, NULL);
-                cb(userdata, true);
+                cb(userdata, 0);
                 return 0;
         }
         FreezeWaiter *n = realloc(s->freeze_waiters, (s->n_freeze_waiters + 1) * sizeof(*n));
@@ -346,6 +351,6 @@ void sandbox_idle_arm(Sandbox *s) {
 void sandbox_pause_free(Sandbox *s) {
         /* Deleted while a pause waited for the kernel: the pause happened, then the deletion; a snapshot
          * waiting learns the sandbox is gone. */
-        release_waiters(s, false);
+        release_waiters(s, -ESRCH);
         s->idle_timer = sd_event_source_disable_unref(s->idle_timer);
 }

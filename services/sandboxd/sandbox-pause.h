@@ -31,10 +31,10 @@ void sandbox_touch(Sandbox *s);
 void sandbox_idle_arm(Sandbox *s);
 
 /* Snapshots: the slice frozen for a moment without pausing the sandbox (nothing on the bus changes). cb
- * runs once the kernel reports it frozen (frozen true; or after the bound), or with frozen false if the
- * sandbox goes first. Every hold that succeeded is released once: the last release thaws the slice unless
+ * runs once the kernel reports it frozen (status 0), or with -ETIMEDOUT if it is not after the bound (a
+ * process in an uninterruptible sleep), or with -ESRCH if the sandbox goes first. Every hold that succeeded is released once: the last release thaws the slice unless
  * the sandbox is paused meanwhile. A ResumeSandbox during a hold leaves the thaw to the release. */
-typedef void (*sandbox_frozen_t)(void *userdata, bool frozen);
+typedef void (*sandbox_frozen_t)(void *userdata, int status);
 int sandbox_freeze_hold(Sandbox *s, sandbox_frozen_t cb, void *userdata);
 void sandbox_freeze_release(Sandbox *s);
 

@@ -451,15 +451,18 @@ static int on_thread_done(sd_event_source *es, int fd, uint32_t revents, void *u
         return 0;
 }
 
-static void on_frozen(void *userdata, bool frozen) {
+static void on_frozen(void *userdata, int status) {
         SnapshotJob *j = userdata;
         Manager *m = j->manager;
         int r;
 
-        if (!frozen) {
+        if (status == -ESRCH) {
                 j->held = false; /* the sandbox, and its hold, are gone */
                 return snapshot_job_finish(j, ENXIO, "keep the sandbox (it was deleted meanwhile)");
         }
+        if (status < 0)
+                /* a copy of a disk still being written would not be what a crash leaves */
+                return snapshot_job_finish(j, -status, "freeze the sandbox (a process did not stop)");
         j->frozen_mono = now_usec(CLOCK_MONOTONIC);
         j->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (j->efd < 0)
