@@ -53,6 +53,7 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_SANDBOX_RESUME] = "sandbox.resume",
         [AUDIT_OPERATION_SNAPSHOT_CREATE] = "snapshot.create",
         [AUDIT_OPERATION_SNAPSHOT_REMOVE] = "snapshot.remove",
+        [AUDIT_OPERATION_SNAPSHOT_READ] = "snapshot.read",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

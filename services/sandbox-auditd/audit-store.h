@@ -43,6 +43,7 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_SANDBOX_RESUME, /* sandboxd: thawed, asked for or by a call (AutoResume=) */
         AUDIT_OPERATION_SNAPSHOT_CREATE, /* sandboxd: a snapshot of a sandbox's disk taken (issue 26) */
         AUDIT_OPERATION_SNAPSHOT_REMOVE, /* sandboxd: one removed */
+        AUDIT_OPERATION_SNAPSHOT_READ,   /* the gateway: a refused read of snapshots */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

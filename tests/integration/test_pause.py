@@ -84,7 +84,10 @@ def test_pause_freezes_everything_and_resume_goes_on(mgr, sandbox):
     c, cpu = count(sid), cpu_usec(sid)
     time.sleep(1)  # a loop that runs bumps its counter many thousand times in this second
     assert count(sid) == c, "the counter advanced while paused"
-    assert cpu_usec(sid) == cpu, "the slice used CPU while paused"
+    # The kernel may still account the last slices before the freeze (a few hundred µs seen); the loop,
+    # running, would add about a CPU-second here.
+    used = cpu_usec(sid) - cpu
+    assert used < 20000, f"the slice used {used} µs of CPU while paused"
     resume(mgr, sid)
     assert not frozen(sid)
     props = mgr.props(path)
