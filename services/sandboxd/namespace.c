@@ -324,7 +324,9 @@ static int fill_workspace(const char *workspace, const char *user, uid_t uid, gi
                 /* The writable directories are made in the image, as it is mounted (namespace_setup()). */
                 if (mkdirat(dfd, DISK_MOUNT_NAME, 0700) < 0)
                         return -errno;
-                r = disk_image_copy(disk_template, dfd, DISK_IMAGE_NAME);
+                /* "": the image is put in place later, before the init opens it (a snapshot's, copied in a
+                 * thread: sandbox.c) */
+                r = isempty(disk_template) ? 0 : disk_image_copy(disk_template, dfd, DISK_IMAGE_NAME);
                 if (r < 0)
                         return r;
         } else {

@@ -33,7 +33,8 @@ typedef struct SandboxLayout {
 int namespace_setup(const SandboxLayout *l, const char **ret_step);
 
 /* Creates the workspace on the host: the passwd/group files the sandbox sees, and either a sparse copy
- * of disk_template (DISK_IMAGE_NAME, plus the directory it is mounted on) or, with disk_template NULL,
+ * of disk_template (DISK_IMAGE_NAME, plus the directory it is mounted on; with "" only the directory: the
+ * image is put there later) or, with disk_template NULL,
  * the directories home (0700, owned by uid), tmp and var-tmp (1777). On failure, a workspace it made is
  * removed again; one that existed already (-EEXIST) is not touched. */
 int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home,

@@ -558,6 +558,103 @@ int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message 
         return 1;
 }
 
+/* --- a sandbox's disk from a snapshot, copied off the event loop ----------------------------------- */
+
+struct ImageCopy {
+        int in; /* the source, opened before the call returns: a removal after it is safe */
+        char dst[4096], tmp[4200];
+        image_copy_done_t done;
+        void *userdata; /* NULL once abandoned */
+        int error;
+        pthread_t thread;
+        int efd;
+        sd_event_source *source;
+};
+
+static void *image_copy_thread(void *userdata) {
+        ImageCopy *c = userdata;
+        _cleanup_close_ int in = TAKE_FD(c->in), out = -EBADF;
+        struct stat st;
+        uint64_t one = 1;
+        int r = 0;
+
+        if (fstat(in, &st) < 0)
+                r = -errno;
+        if (r == 0) {
+                out = open(c->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (out < 0)
+                        r = -errno;
+        }
+        if (r == 0 && ioctl(out, FICLONE, in) < 0) {
+                r = copy_sparse(in, out, st.st_size);
+                if (r == 0 && ftruncate(out, st.st_size) < 0)
+                        r = -errno;
+        }
+        if (r == 0 && rename(c->tmp, c->dst) < 0)
+                r = -errno;
+        if (r < 0 && out >= 0)
+                (void) unlink(c->tmp);
+        c->error = -r;
+        (void) !write(c->efd, &one, sizeof(one));
+        return NULL;
+}
+
+static int on_image_copied(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        ImageCopy *c = userdata;
+
+        (void) pthread_join(c->thread, NULL);
+        if (c->userdata)
+                c->done(c->userdata, c->error);
+        else if (c->error == 0)
+                (void) unlink(c->dst); /* its sandbox went meanwhile */
+        c->source = sd_event_source_disable_unref(c->source);
+        safe_close(c->efd);
+        free(c);
+        return 0;
+}
+
+int image_copy_start(Manager *m, const char *src, const char *dst, image_copy_done_t done, void *userdata,
+                     ImageCopy **ret) {
+        ImageCopy *c = calloc(1, sizeof(ImageCopy));
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        c->in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (c->in < 0) {
+                free(c);
+                return -errno;
+        }
+        snprintf(c->dst, sizeof(c->dst), "%s", dst);
+        snprintf(c->tmp, sizeof(c->tmp), "%.4090s.new", dst);
+        c->done = done;
+        c->userdata = userdata;
+        c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (c->efd < 0) {
+                r = -errno;
+                safe_close(c->in);
+                free(c);
+                return r;
+        }
+        r = sd_event_add_io(m->event, &c->source, c->efd, EPOLLIN, on_image_copied, c);
+        if (r >= 0)
+                r = -pthread_create(&c->thread, NULL, image_copy_thread, c);
+        if (r < 0) {
+                c->source = sd_event_source_disable_unref(c->source);
+                safe_close(c->efd);
+                safe_close(c->in);
+                free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+void image_copy_abandon(ImageCopy *c) {
+        if (c)
+                c->userdata = NULL;
+}
+
 int snapshot_remove(Manager *m, Snapshot *snap, const Caller *c, uint64_t started_at, uint64_t mono) {
         char path[4096];
         int r;

@@ -46,5 +46,14 @@ void snapshot_image_path(Manager *m, const Snapshot *snap, char *buf, size_t siz
 int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message *request,
                   sd_bus_error *error);
 
+/* Copies the image src to dst (FICLONE, else sparse) in a thread of its own, by way of a temporary name
+ * beside dst; done(userdata, 0 or a positive errno) runs in the event loop afterwards. The returned job
+ * may be told its caller is gone (image_copy_abandon()): dst is then removed once the copy ends. */
+typedef struct ImageCopy ImageCopy;
+typedef void (*image_copy_done_t)(void *userdata, int error);
+int image_copy_start(Manager *m, const char *src, const char *dst, image_copy_done_t done, void *userdata,
+                     ImageCopy **ret);
+void image_copy_abandon(ImageCopy *c);
+
 /* Removes a snapshot (sandboxes made from it have copies). */
 int snapshot_remove(Manager *m, Snapshot *snap, const Caller *c, uint64_t started_at, uint64_t mono);

@@ -35,6 +35,7 @@
 #include "sandbox-exec.h"
 #include "sandbox-pause.h"
 #include "sandbox-process.h"
+#include "sandbox-snapshot.h"
 #include "sandbox-files.h"
 #include "sandbox-tools.h"
 #include "sandbox-store.h"
@@ -168,6 +169,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->slice);
         free(s->workspace);
         free(s->from_snapshot);
+        image_copy_abandon(s->disk_copy);
         free(s);
         return NULL;
 }
@@ -622,9 +624,28 @@ static void init_child_scope_failed(ScopeChild *c, int error, const sd_bus_error
 
 /* Its scope and slice are up: the init may set up the sandbox and exec sandbox-init. */
 static void init_child_go(ScopeChild *c) {
+        Sandbox *s = c->userdata;
+
+        if (s->disk_copy) {
+                /* its disk, a snapshot's copy, is not in place yet: on_disk_copied() lets it go */
+                s->go_deferred = true;
+                return;
+        }
         int r = scope_child_go(c);
         if (r < 0)
-                sandbox_create_failed(c->userdata, "start sandbox-init", -r);
+                sandbox_create_failed(s, "start sandbox-init", -r);
+}
+
+static void on_disk_copied(void *userdata, int error) {
+        Sandbox *s = userdata;
+
+        s->disk_copy = NULL;
+        if (error != 0)
+                return sandbox_create_failed(s, "copy the snapshot's disk image", error);
+        if (s->go_deferred) {
+                s->go_deferred = false;
+                init_child_go(&s->child);
+        }
 }
 
 /* The init waits for go before anything else; its report pipe is watched from the start, and its
@@ -822,8 +843,9 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         const char *disk_template = NULL;
         s->disk_max = t ? t->disk_max : 0;
         if (spec->snapshot_image) {
-                /* Its disk is a copy of the snapshot's (the caller checked its size is the type's). */
-                disk_template = spec->snapshot_image;
+                /* Its disk is a copy of the snapshot's (the caller checked its size is the type's), made in a
+                 * thread while systemd makes its units: "" leaves the image out of the workspace for now. */
+                disk_template = "";
                 s->disk_from_uid = spec->snapshot_uid;
                 s->from_snapshot = spec->snapshot_id ? strdup(spec->snapshot_id) : NULL;
         } else if (s->disk_max > 0) {
@@ -835,6 +857,13 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
                                      disk_template);
         if (r < 0)
                 goto fail_workspace;
+        if (spec->snapshot_image) {
+                char image[4096];
+                snprintf(image, sizeof(image), "%s/" DISK_IMAGE_NAME, s->workspace);
+                r = image_copy_start(m, spec->snapshot_image, image, on_disk_copied, s, &s->disk_copy);
+                if (r < 0)
+                        goto fail;
+        }
         if (spec->network == SANDBOX_NETWORK_EGRESS) {
                 const char *step = NULL;
                 r = sandbox_egress_setup(s, spec->egress_policy, &step);

@@ -47,6 +47,8 @@ typedef struct Sandbox {
         uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
         uid_t disk_from_uid; /* while it is created from a snapshot: the uid owning its files; else -1 */
         char *from_snapshot; /* the snapshot it was created from (for its sandbox.create row), or NULL */
+        struct ImageCopy *disk_copy; /* while that snapshot's image is copied for it, off the event loop */
+        bool go_deferred;    /* its init may go, once the copy is in place */
         int disk_pin_fd;    /* O_PATH of its home on the disk image: keeps the file system for us to let go */
         uint64_t created_at, expires_at;   /* µs since the epoch */
         SandboxState state;
