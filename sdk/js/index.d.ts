@@ -41,12 +41,23 @@ export interface EgressCounters {
         denied_bytes: number;
 }
 
+/** Issue 26: a snapshot of a sandbox's disk, as sent. */
+export interface SnapshotInfo {
+        id: string;
+        name: string;
+        source: string;
+        type: string;
+        owner: string;
+        created_at: string;
+        size: number;
+}
+
 /** The gateway's sandbox object, as sent (snake_case). */
 export interface SandboxInfo {
         id: string;
         name: string;
         type: string;
-        state: "starting" | "running" | "stopping" | "failed";
+        state: "starting" | "running" | "paused" | "stopping" | "failed";
         network: "none" | "egress" | "host";
         /** the image its root is made of, or "host" (issue 24) */
         image: string;
@@ -57,6 +68,9 @@ export interface SandboxInfo {
         created_at: string;
         expires_at: string;
         limits: SandboxLimits | null;
+        /** issue 26 */
+        paused: boolean;
+        paused_at: string | null;
 }
 
 export interface CreateSandboxOptions extends RequestOptions {
@@ -68,6 +82,8 @@ export interface CreateSandboxOptions extends RequestOptions {
         egressPolicy?: EgressPolicy;
         /** "host" or an image of sandboxd's store; without it the type's Image= */
         image?: string;
+        /** issue 26: a snapshot's id or name: the new sandbox's disk is a copy of it */
+        snapshot?: string;
 }
 
 export interface WithSandboxOptions extends CreateSandboxOptions {
@@ -299,12 +315,19 @@ export declare class Sandbox {
         createdAt: string;
         expiresAt: string;
         limits: SandboxLimits | null;
+        paused: boolean;
+        pausedAt: string | null;
         egressPolicy: Required<EgressPolicy> | null;
         egressAddress: string | null;
         /** as of the last answer: refresh() reads them again */
         egressCounters: EgressCounters | null;
         refresh(opts?: RequestOptions): Promise<this>;
         extend(ttlSeconds: number, opts?: RequestOptions): Promise<this>;
+        /** Freezes it (its TTL stops); calls that need it running reject with Conflict "sandbox_paused". */
+        pause(opts?: RequestOptions): Promise<this>;
+        /** issue 26: a snapshot of its disk (frozen meanwhile) */
+        snapshot(opts?: RequestOptions & { name?: string }): Promise<SnapshotInfo>;
+        resume(opts?: RequestOptions): Promise<this>;
         /** Replaces the whole egress policy (PUT …/network). */
         setNetworkPolicy(policy: EgressPolicy, opts?: RequestOptions): Promise<this>;
         /** Resolves also when the sandbox is gone already (a 404 not_found is no error). */
@@ -351,6 +374,9 @@ export declare class Client {
         createSandbox(opts?: CreateSandboxOptions): Promise<Sandbox>;
         getSandbox(idOrName: string, opts?: RequestOptions): Promise<Sandbox>;
         listSandboxes(opts?: RequestOptions): Promise<Sandbox[]>;
+        listSnapshots(opts?: RequestOptions): Promise<SnapshotInfo[]>;
+        getSnapshot(idOrName: string, opts?: RequestOptions): Promise<SnapshotInfo>;
+        deleteSnapshot(idOrName: string, opts?: RequestOptions): Promise<void>;
         getLog(opts?: GlobalLogOptions): Promise<LogEntry[]>;
         getLogOutput(rowId: number, opts?: RequestOptions & { encoding?: "base64" }):
                 Promise<{ id: number; stdout: string; stderr: string }>;

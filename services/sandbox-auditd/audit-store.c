@@ -52,6 +52,11 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_IMAGE_IMPORT] = "image.import",
         [AUDIT_OPERATION_IMAGE_BUILD] = "image.build",
         [AUDIT_OPERATION_IMAGE_REMOVE] = "image.remove",
+        [AUDIT_OPERATION_SANDBOX_PAUSE] = "sandbox.pause",
+        [AUDIT_OPERATION_SANDBOX_RESUME] = "sandbox.resume",
+        [AUDIT_OPERATION_SNAPSHOT_CREATE] = "snapshot.create",
+        [AUDIT_OPERATION_SNAPSHOT_REMOVE] = "snapshot.remove",
+        [AUDIT_OPERATION_SNAPSHOT_READ] = "snapshot.read",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

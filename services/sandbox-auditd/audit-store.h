@@ -42,6 +42,11 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_IMAGE_IMPORT,   /* sandboxd: an image import job's end (issue 24) */
         AUDIT_OPERATION_IMAGE_BUILD,    /* sandboxd: an image build job's end */
         AUDIT_OPERATION_IMAGE_REMOVE,   /* sandboxd: an image removed, or refused */
+        AUDIT_OPERATION_SANDBOX_PAUSE,  /* sandboxd: a sandbox frozen (issue 26), asked for or idle */
+        AUDIT_OPERATION_SANDBOX_RESUME, /* sandboxd: thawed, asked for or by a call (AutoResume=) */
+        AUDIT_OPERATION_SNAPSHOT_CREATE, /* sandboxd: a snapshot of a sandbox's disk taken (issue 26) */
+        AUDIT_OPERATION_SNAPSHOT_REMOVE, /* sandboxd: one removed */
+        AUDIT_OPERATION_SNAPSHOT_READ,   /* the gateway: a refused read of snapshots */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

@@ -24,6 +24,10 @@ static const char *const gateway_action_table[_GATEWAY_ACTION_MAX] = {
         [GATEWAY_ACTION_LOG_READ] = "log.read",
         [GATEWAY_ACTION_TAKEOVER] = "takeover",
         [GATEWAY_ACTION_API_KEY_ADMIN] = "api-key.admin",
+        [GATEWAY_ACTION_SANDBOX_PAUSE] = "sandbox.pause",
+        [GATEWAY_ACTION_SNAPSHOT_CREATE] = "snapshot.create",
+        [GATEWAY_ACTION_SNAPSHOT_READ] = "snapshot.read",
+        [GATEWAY_ACTION_SNAPSHOT_DELETE] = "snapshot.delete",
 };
 
 DEFINE_STRING_TABLE(gateway_action, GatewayAction, _GATEWAY_ACTION_MAX)
@@ -53,7 +57,9 @@ uint64_t key_role_actions(KeyRole r) {
 #define RUNNER_ACTIONS                                                                                      \
         (GATEWAY_ACTION_BIT(GATEWAY_ACTION_SANDBOX_CREATE) | GATEWAY_ACTION_BIT(GATEWAY_ACTION_SANDBOX_READ) | \
          GATEWAY_ACTION_BIT(GATEWAY_ACTION_SANDBOX_UPDATE) | GATEWAY_ACTION_BIT(GATEWAY_ACTION_EXEC) |         \
-         GATEWAY_ACTION_BIT(GATEWAY_ACTION_FILE_WRITE) | GATEWAY_ACTION_BIT(GATEWAY_ACTION_SANDBOX_DELETE_OWN))
+         GATEWAY_ACTION_BIT(GATEWAY_ACTION_FILE_WRITE) | GATEWAY_ACTION_BIT(GATEWAY_ACTION_SANDBOX_DELETE_OWN) | \
+         GATEWAY_ACTION_BIT(GATEWAY_ACTION_SANDBOX_PAUSE) | GATEWAY_ACTION_BIT(GATEWAY_ACTION_SNAPSHOT_CREATE) | \
+         GATEWAY_ACTION_BIT(GATEWAY_ACTION_SNAPSHOT_READ))
 
 static const struct {
         const char *name;

@@ -22,6 +22,10 @@ typedef enum GatewayAction {
         GATEWAY_ACTION_LOG_READ,
         GATEWAY_ACTION_TAKEOVER,
         GATEWAY_ACTION_API_KEY_ADMIN,
+        GATEWAY_ACTION_SANDBOX_PAUSE, /* issue 26: pause and resume */
+        GATEWAY_ACTION_SNAPSHOT_CREATE, /* issue 26: snapshots */
+        GATEWAY_ACTION_SNAPSHOT_READ,
+        GATEWAY_ACTION_SNAPSHOT_DELETE,
         _GATEWAY_ACTION_MAX,
         _GATEWAY_ACTION_INVALID = -EINVAL,
 } GatewayAction;

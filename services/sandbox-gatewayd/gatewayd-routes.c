@@ -16,6 +16,17 @@ const Route gateway_routes[] = {
           ROUTE_SANDBOX },
         { "PUT", "/v1/sandboxes/{id}/network", GATEWAY_ACTION_SANDBOX_UPDATE, "sandbox.update",
           route_sandbox_network, ROUTE_SANDBOX },
+        { "POST", "/v1/sandboxes/{id}/pause", GATEWAY_ACTION_SANDBOX_PAUSE, "sandbox.pause", route_sandbox_pause,
+          ROUTE_SANDBOX },
+        { "POST", "/v1/sandboxes/{id}/resume", GATEWAY_ACTION_SANDBOX_PAUSE, "sandbox.resume",
+          route_sandbox_resume, ROUTE_SANDBOX },
+        { "POST", "/v1/sandboxes/{id}/snapshots", GATEWAY_ACTION_SNAPSHOT_CREATE, "snapshot.create",
+          route_snapshot_take, ROUTE_SANDBOX },
+        /* a snapshot's source sandbox is what a scoped key's scope is checked against (route-snapshots.c) */
+        { "GET", "/v1/snapshots", GATEWAY_ACTION_SNAPSHOT_READ, "snapshot.read", route_snapshot_list, 0 },
+        { "GET", "/v1/snapshots/{id}", GATEWAY_ACTION_SNAPSHOT_READ, "snapshot.read", route_snapshot_get, 0 },
+        { "DELETE", "/v1/snapshots/{id}", GATEWAY_ACTION_SNAPSHOT_DELETE, "snapshot.remove", route_snapshot_delete,
+          0 },
         { "POST", "/v1/sandboxes/{id}/exec", GATEWAY_ACTION_EXEC, "exec", route_exec, ROUTE_SANDBOX },
         /* background processes: what starts or acts on one is exec, reading is as a sandbox's */
         { "POST", "/v1/sandboxes/{id}/processes", GATEWAY_ACTION_EXEC, "process.start", route_process_start,

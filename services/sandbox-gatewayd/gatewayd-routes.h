@@ -12,6 +12,12 @@ int route_sandbox_list(Request *r);
 int route_sandbox_get(Request *r);
 int route_sandbox_update(Request *r);
 int route_sandbox_delete(Request *r);
+int route_sandbox_pause(Request *r);
+int route_sandbox_resume(Request *r);
+int route_snapshot_take(Request *r);
+int route_snapshot_list(Request *r);
+int route_snapshot_get(Request *r);
+int route_snapshot_delete(Request *r);
 /* PUT /v1/sandboxes/{id}/network: {"egress_policy": {...}} → SetNetworkPolicy, then the object. */
 int route_sandbox_network(Request *r);
 /* For dispatch(), once per request: if the path's {id} is a sandbox's name, looks its id up, puts it in

@@ -447,6 +447,10 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 { SANDBOXD_ERROR_NOT_RUNNING, 409, "conflict" },
                 /* SetNetworkPolicy on a sandbox of network none or host: no policy to change */
                 { SANDBOXD_ERROR_NOT_EGRESS, 409, "not_egress" },
+                /* issue 26: Exec, files, tools, shells, processes on a paused sandbox (no AutoResume=) */
+                { SANDBOXD_ERROR_SANDBOX_PAUSED, 409, "sandbox_paused" },
+                { SANDBOXD_ERROR_NO_SUCH_SNAPSHOT, 404, "not_found" },
+                { SANDBOXD_ERROR_NO_DISK, 409, "no_disk" },
                 { SANDBOXD_ERROR_LIMIT_EXCEEDED, 422, "limit_exceeded" },
                 { SANDBOXD_ERROR_NO_MATCH, 422, "no_match" },
                 { SANDBOXD_ERROR_AMBIGUOUS_MATCH, 422, "ambiguous_match" },

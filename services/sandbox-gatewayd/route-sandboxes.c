@@ -17,6 +17,8 @@
 typedef struct SandboxProps {
         const char *id, *name, *type, *state, *network, *owner, *egress_address, *image;
         uint64_t created_at, expires_at;
+        int paused;                 /* issue 26: Paused, PausedAt */
+        uint64_t paused_at;
         json_object *egress_policy; /* {"default","allow","deny"}, built from EgressPolicy */
         uint64_t egress_counters[4]; /* EgressCounters: allowed packets, bytes, denied packets, bytes */
 } SandboxProps;
@@ -110,6 +112,10 @@ static int sandbox_prop(const char *key, sd_bus_message *reply, void *userdata, 
                 tp = &p->created_at;
         else if (streq(key, "ExpiresAt"))
                 tp = &p->expires_at;
+        else if (streq(key, "PausedAt"))
+                tp = &p->paused_at;
+        else if (streq(key, "Paused"))
+                return sd_bus_message_read(reply, "v", "b", &p->paused);
         else if (streq(key, "EgressPolicy"))
                 return read_egress_policy(reply, &p->egress_policy);
         else if (streq(key, "EgressCounters"))
@@ -175,6 +181,8 @@ int sandbox_json_from_properties(Manager *m, sd_bus_message *reply, json_object 
         json_object_object_add(o, "owner", json_object_new_string(p.owner));
         json_object_object_add(o, "created_at", json_time(p.created_at));
         json_object_object_add(o, "expires_at", json_time(p.expires_at));
+        json_object_object_add(o, "paused", json_object_new_boolean(p.paused));
+        json_object_object_add(o, "paused_at", p.paused_at > 0 ? json_time(p.paused_at) : NULL);
         const SandboxType *t = sandboxd_config_find_type(&m->sandboxd, p.type);
         if (t) {
                 limits = json_object_new_object();
@@ -348,6 +356,7 @@ static const JsonField create_fields[] = {
         { "network", JSON_FIELD_STRING },
         { "image", JSON_FIELD_STRING },
         EGRESS_POLICY_FIELD(false),
+        { "snapshot", JSON_FIELD_STRING }, /* issue 26: its disk a copy of this snapshot's */
 };
 
 typedef struct Create {
@@ -395,6 +404,8 @@ static int build_create(sd_bus_message *m, void *userdata) {
                 k = sd_bus_message_append(m, "{sv}", "network", "s", s);
         if (k >= 0 && (s = json_get_string(c->body, "image")))
                 k = sd_bus_message_append(m, "{sv}", "image", "s", s);
+        if (k >= 0 && (s = json_get_string(c->body, "snapshot")))
+                k = sd_bus_message_append(m, "{sv}", "snapshot", "s", s);
         if (k >= 0 && json_object_object_get_ex(c->body, "ttl_seconds", NULL))
                 k = sd_bus_message_append(m, "{sv}", "ttl_seconds", "t", json_get_uint(c->body, "ttl_seconds"));
         if (k >= 0 && json_object_object_get_ex(c->body, "egress_policy", &policy)) {
@@ -502,6 +513,16 @@ int route_sandbox_create(Request *r) {
         if (json_object_object_get_ex(body, "ttl_seconds", NULL) && json_get_uint(body, "ttl_seconds") == 0) {
                 json_object_put(body);
                 req_reply_error(r, 400, "invalid_request", "Field 'ttl_seconds' must be at least 1.");
+                return 0;
+        }
+        /* Issue 26: a snapshot's files are its source sandbox's: only a key that may read every sandbox's
+         * snapshots may start a sandbox from one. */
+        if (json_get_string(body, "snapshot") &&
+            (!api_key_allows(r->key, GATEWAY_ACTION_SNAPSHOT_READ, NULL) || (r->key && r->key->sandboxes))) {
+                json_object_put(body);
+                req_deny(r, 403, "forbidden", NULL,
+                         "Creating a sandbox from a snapshot needs snapshot.read on every sandbox (a key not "
+                         "scoped to some).");
                 return 0;
         }
         c = calloc(1, sizeof(Create));
@@ -747,6 +768,27 @@ int route_sandbox_delete(Request *r) {
                 return fetch_start(r, 204, delete_if_own);
         return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, "DeleteSandbox",
                         build_delete, on_deleted, 0);
+}
+
+/* --- pause and resume (issue 26): the call, then the object ------------------------------------- */
+
+static int pause_resume(Request *r, const char *method) {
+        Fetch *f = calloc(1, sizeof(Fetch));
+        if (!f)
+                return -ENOMEM;
+        r->data = f;
+        r->data_free = fetch_free;
+        /* on_ttl_set(): after the call, the object with status 200 (f->status is set there) */
+        return req_call(r, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, method, build_delete,
+                        on_ttl_set, 0);
+}
+
+int route_sandbox_pause(Request *r) {
+        return pause_resume(r, "PauseSandbox");
+}
+
+int route_sandbox_resume(Request *r) {
+        return pause_resume(r, "ResumeSandbox");
 }
 
 /* --- a sandbox's name in the path, where the id is needed --------------------------------------- */

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -208,6 +210,94 @@ int disk_image_mount(int image, const char *mountpoint, const char **ret_step) {
         if (mount(dev, mountpoint, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "noinit_itable") < 0)
                 FAIL("mount the disk image");
         return 0;
+}
+
+#define REOWN_BUF_SIZE 8192
+
+static int reown_at(int dfd, const char *name, uid_t from, uid_t to) {
+        struct stat st;
+
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH)) < 0)
+                return -errno;
+        if (st.st_uid != from && st.st_gid != (gid_t) from)
+                return S_ISDIR(st.st_mode);
+        if (fchownat(dfd, name, st.st_uid == from ? to : (uid_t) -1, st.st_gid == (gid_t) from ? (gid_t) to : (gid_t) -1,
+                     AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH)) < 0)
+                return -errno;
+        /* chown() clears the set-id bits: put a directory's setgid (inherited group) back. */
+        if (S_ISDIR(st.st_mode) && (st.st_mode & S_ISGID) && fchmodat(dfd, name, st.st_mode & 07777, 0) < 0 &&
+            name[0])
+                return -errno;
+        return S_ISDIR(st.st_mode);
+}
+
+int disk_image_reown(const char *dir, uid_t from, uid_t to) {
+        int fds[DISK_REOWN_DEPTH_MAX];
+        size_t pos[DISK_REOWN_DEPTH_MAX], len[DISK_REOWN_DEPTH_MAX];
+        char *bufs;
+        int depth = 0, r = 0;
+
+        bufs = mmap(NULL, (size_t) DISK_REOWN_DEPTH_MAX * REOWN_BUF_SIZE, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (bufs == MAP_FAILED)
+                return -errno;
+        fds[0] = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fds[0] < 0) {
+                r = -errno;
+                goto out;
+        }
+        r = reown_at(fds[0], "", from, to);
+        if (r < 0)
+                goto out;
+        pos[0] = len[0] = 0;
+        while (depth >= 0) {
+                char *buf = bufs + (size_t) depth * REOWN_BUF_SIZE;
+                if (pos[depth] >= len[depth]) {
+                        long n = syscall(SYS_getdents64, fds[depth], buf, REOWN_BUF_SIZE);
+                        if (n < 0) {
+                                r = -errno;
+                                goto out;
+                        }
+                        if (n == 0) {
+                                fds[depth] = safe_close(fds[depth]);
+                                depth--;
+                                continue;
+                        }
+                        pos[depth] = 0;
+                        len[depth] = (size_t) n;
+                }
+                /* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, then the name */
+                char *e = buf + pos[depth];
+                unsigned short reclen;
+                memcpy(&reclen, e + 16, sizeof(reclen));
+                pos[depth] += reclen;
+                const char *name = e + 19;
+                if (streq(name, ".") || streq(name, ".."))
+                        continue;
+                r = reown_at(fds[depth], name, from, to);
+                if (r < 0)
+                        goto out;
+                if (r == 0)
+                        continue;
+                if (depth + 1 >= DISK_REOWN_DEPTH_MAX) {
+                        r = -ELOOP;
+                        goto out;
+                }
+                int fd = openat(fds[depth], name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0) {
+                        r = -errno;
+                        goto out;
+                }
+                depth++;
+                fds[depth] = fd;
+                pos[depth] = len[depth] = 0;
+        }
+        r = 0;
+out:
+        for (; depth >= 0; depth--)
+                safe_close(fds[depth]);
+        (void) munmap(bufs, (size_t) DISK_REOWN_DEPTH_MAX * REOWN_BUF_SIZE);
+        return r;
 }
 
 int disk_image_populate(const char *dir, uid_t uid, gid_t gid) {

@@ -30,5 +30,12 @@ int disk_image_copy(const char *template_path, int dfd, const char *name);
  * Returns negative errno; *ret_step says which step failed. */
 int disk_image_mount(int image, const char *mountpoint, const char **ret_step);
 
+/* Issue 26: in an image copied from a snapshot, gives everything owned by uid (or group) from to uid (and
+ * group) to, under dir (the mounted image's root, dir itself included), not following symlinks. Only
+ * system calls and an mmap'd buffer: it runs in a child forked from a threaded sandboxd. Directories
+ * deeper than DISK_REOWN_DEPTH_MAX fail it with -ELOOP. */
+#define DISK_REOWN_DEPTH_MAX 128
+int disk_image_reown(const char *dir, uid_t from, uid_t to);
+
 /* Creates home/ (0700, owned by uid:gid), tmp/ and var-tmp/ (1777) in dir, the image's root. */
 int disk_image_populate(const char *dir, uid_t uid, gid_t gid);

@@ -236,10 +236,19 @@ int namespace_setup(const SandboxLayout *l, const char **ret_step) {
                 r = disk_image_mount(l->disk_image_fd, path, ret_step);
                 if (r < 0)
                         return r;
-                r = disk_image_populate(path, l->uid, l->gid);
-                if (r < 0) {
-                        errno = -r;
-                        FAIL("populate the disk image");
+                if (l->disk_from_uid != (uid_t) -1) {
+                        /* A snapshot's: its directories are there, owned by the sandbox it was taken of. */
+                        r = disk_image_reown(path, l->disk_from_uid, l->uid);
+                        if (r < 0) {
+                                errno = -r;
+                                FAIL("give the snapshot's files to the sandbox's user");
+                        }
+                } else {
+                        r = disk_image_populate(path, l->uid, l->gid);
+                        if (r < 0) {
+                                errno = -r;
+                                FAIL("populate the disk image");
+                        }
                 }
                 writable = DISK_MOUNT_NAME "/";
         }
@@ -427,7 +436,9 @@ static int fill_workspace(const char *workspace, const char *user, uid_t uid, gi
                 /* The writable directories are made in the image, as it is mounted (namespace_setup()). */
                 if (mkdirat(dfd, DISK_MOUNT_NAME, 0700) < 0)
                         return -errno;
-                r = disk_image_copy(disk_template, dfd, DISK_IMAGE_NAME);
+                /* "": the image is put in place later, before the init opens it (a snapshot's, copied in a
+                 * thread: sandbox.c) */
+                r = isempty(disk_template) ? 0 : disk_image_copy(disk_template, dfd, DISK_IMAGE_NAME);
                 if (r < 0)
                         return r;
         } else {

@@ -28,6 +28,8 @@ typedef struct SandboxLayout {
          * (needed then), and nothing of the host's tree is reachable: the root is pivoted onto the overlay
          * and the old one detached. hide_paths and state_dir do not matter then. */
         const char *image_tree;
+        uid_t disk_from_uid;     /* issue 26: the disk image is a snapshot's, whose files uid/gid disk_from_uid
+                                  * owns (given to uid, gid); (uid_t) -1: a fresh image, populated */
 } SandboxLayout;
 
 /* Runs in a freshly forked child that is PID 1 of a new PID namespace (see sandbox.c) and has just
@@ -36,7 +38,8 @@ typedef struct SandboxLayout {
 int namespace_setup(const SandboxLayout *l, const char **ret_step);
 
 /* Creates the workspace on the host: the passwd/group files the sandbox sees, and either a sparse copy
- * of disk_template (DISK_IMAGE_NAME, plus the directory it is mounted on) or, with disk_template NULL,
+ * of disk_template (DISK_IMAGE_NAME, plus the directory it is mounted on; with "" only the directory: the
+ * image is put there later) or, with disk_template NULL,
  * the directories home (0700, owned by uid), tmp and var-tmp (1777). On failure, a workspace it made is
  * removed again; one that existed already (-EEXIST) is not touched. */
 int namespace_make_workspace(const char *workspace, const char *user, uid_t uid, gid_t gid, const char *home,

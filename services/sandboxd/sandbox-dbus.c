@@ -65,7 +65,13 @@ static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata
 static int property_state(sd_bus *bus, const char *path, const char *interface, const char *property,
                           sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Sandbox *s = userdata;
-        return sd_bus_message_append(reply, "s", sandbox_state_to_string(s->state));
+        return sd_bus_message_append(reply, "s", sandbox_state_name(s));
+}
+
+static int property_paused(sd_bus *bus, const char *path, const char *interface, const char *property,
+                           sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        return sd_bus_message_append(reply, "b", (int) s->paused);
 }
 
 static int property_network(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -148,6 +154,10 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Owner", "s", property_string_ptr, offsetof(Sandbox, owner), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("CreatedAt", "t", NULL, offsetof(Sandbox, created_at), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("ExpiresAt", "t", NULL, offsetof(Sandbox, expires_at), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        /* Issue 26 */
+        SD_BUS_PROPERTY("Paused", "b", property_paused, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PausedAt", "t", NULL, offsetof(Sandbox, paused_at), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
 };
 

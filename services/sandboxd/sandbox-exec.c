@@ -28,6 +28,7 @@
 #include "offload.h"
 #include "oom.h"
 #include "sandbox.h"
+#include "sandbox-pause.h"
 #include "sandboxd-bus.h"
 #include "sandboxd-manager.h"
 #include "scope-child.h"
@@ -126,6 +127,7 @@ static Exec *exec_free(Exec *e) {
         if (!e)
                 return NULL;
         if (e->sandbox) {
+                sandbox_touch(e->sandbox); /* IdlePauseSec= counts from here */
                 for (Exec **p = &e->sandbox->execs; *p; p = &(*p)->next)
                         if (*p == e) {
                                 *p = e->next;
@@ -733,6 +735,21 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) kill(e->child.pid, SIGKILL);
         (void) unit_stop_nowait(e->manager, e->child.unit);
         return 0;
+}
+
+void exec_hold_deadlines(Sandbox *s, bool hold, uint64_t paused_usec) {
+        for (Exec *e = s->execs; e; e = e->next) {
+                /* Not the "make sure" timer of one being stopped already: that one runs on. */
+                if (!e->deadline_source || e->timed_out || e->cancelled || e->timeout_usec == 0)
+                        continue;
+                if (hold) {
+                        (void) sd_event_source_set_enabled(e->deadline_source, SD_EVENT_OFF);
+                        continue;
+                }
+                e->deadline += paused_usec;
+                (void) sd_event_source_set_time(e->deadline_source, e->deadline);
+                (void) sd_event_source_set_enabled(e->deadline_source, SD_EVENT_ONESHOT);
+        }
 }
 
 /* The caller hung up its cancel_fd (closed the other end, or died): nobody waits for the answer. The

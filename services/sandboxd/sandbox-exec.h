@@ -33,6 +33,10 @@ int exec_start(Sandbox *s, const ExecSpec *spec, sd_bus_message *request);
 /* The sandbox is going away: forget it, but keep waiting for the process. */
 void exec_detach_all(Sandbox *s);
 
+/* Issue 26: the sandbox is paused (hold: the running commands' deadline timers stop) or resumed after
+ * paused_usec (their deadlines move out by that much and the timers run again). */
+void exec_hold_deadlines(Sandbox *s, bool hold, uint64_t paused_usec);
+
 /* The environment of a command of s: the sandbox's defaults (PATH, HOME, USER, …), with extra's
  * KEY=VALUE entries added or overriding them. NULL on ENOMEM. StartProcess's too. */
 char **exec_build_env(Sandbox *s, char **extra);

@@ -581,6 +581,16 @@ void sandbox_files_prepare(Sandbox *s) {
                 (void) sd_event_source_set_enabled(helper_defer, SD_EVENT_ONESHOT);
 }
 
+bool sandbox_files_busy(const char *id) {
+        for (QueuedJob *q = queued_jobs; q; q = q->next)
+                if (streq(q->id, id))
+                        return true;
+        for (FileHelper *h = file_helpers; h; h = h->next)
+                if (h->busy && streq(h->id, id))
+                        return true;
+        return false;
+}
+
 void sandbox_files_forget(Sandbox *s) {
         /* the waiting first, so that no helper is started for them as the others go */
         for (QueuedJob **p = &queued_jobs; *p;) {

@@ -51,5 +51,8 @@ void sandbox_files_prepare(Sandbox *s);
  * sandbox is deleted, before its uid is freed. */
 void sandbox_files_forget(Sandbox *s);
 
+/* Issue 26: whether a file call of sandbox id runs or waits (its helper busy, or a job queued). */
+bool sandbox_files_busy(const char *id);
+
 /* Makes a sandbox path absolute (relative ones are below the home); returns -EINVAL for bad ones. */
 int sandbox_resolve_path(const char *path, char **ret);

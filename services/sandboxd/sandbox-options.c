@@ -130,6 +130,8 @@ static int create_entry(const char *key, sd_bus_message *msg, void *userdata, sd
                 r = sd_bus_message_read(msg, "v", "s", &o->name);
         else if (streq(key, "type"))
                 r = sd_bus_message_read(msg, "v", "s", &o->type);
+        else if (streq(key, "snapshot"))
+                r = sd_bus_message_read(msg, "v", "s", &o->snapshot);
         else if (streq(key, "network")) {
                 r = sd_bus_message_read(msg, "v", "s", &network);
                 if (r >= 0) {

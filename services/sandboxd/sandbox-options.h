@@ -43,6 +43,7 @@ typedef struct CreateOptions {
         uint64_t ttl_seconds;
         bool have_ttl;
         const char *image;   /* issue 24: NULL: the type's Image=; "host": the host's tree */
+        const char *snapshot; /* issue 26: its disk a copy of this snapshot's (id or name); NULL: a fresh one */
 } CreateOptions;
 
 /* On success *ret owns a policy: create_options_done(). */

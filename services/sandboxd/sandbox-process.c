@@ -793,6 +793,31 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+void process_hold_deadlines(Sandbox *s, bool hold, uint64_t paused_usec) {
+        uint64_t t;
+
+        for (Process *p = s->processes; p; p = p->next) {
+                if (!p->deadline_source || p->timed_out || p->child.exited)
+                        continue;
+                if (hold) {
+                        (void) sd_event_source_set_enabled(p->deadline_source, SD_EVENT_OFF);
+                        continue;
+                }
+                if (sd_event_source_get_time(p->deadline_source, &t) >= 0)
+                        (void) sd_event_source_set_time(p->deadline_source, t + paused_usec);
+                (void) sd_event_source_set_enabled(p->deadline_source, SD_EVENT_ONESHOT);
+        }
+}
+
+unsigned process_count_running(Sandbox *s) {
+        unsigned n = 0;
+
+        for (Process *p = s->processes; p; p = p->next)
+                if (p->state == PROCESS_STARTING || p->state == PROCESS_RUNNING)
+                        n++;
+        return n;
+}
+
 static void process_child_go(ScopeChild *c) {
         Process *p = c->userdata;
 

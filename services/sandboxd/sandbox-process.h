@@ -152,6 +152,11 @@ char *process_bus_path(const Process *p);
  * forget it and end on their own; the ended ones are freed. */
 void process_detach_all(Sandbox *s);
 
+/* Issue 26: as exec_hold_deadlines(), for the sandbox's running background processes. */
+void process_hold_deadlines(Sandbox *s, bool hold, uint64_t paused_usec);
+/* Background processes of s still running. */
+unsigned process_count_running(Sandbox *s);
+
 /* --- sandbox-process-dbus.c --------------------------------------------------------------------- */
 
 int process_bus_register(Manager *m);

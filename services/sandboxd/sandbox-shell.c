@@ -141,6 +141,18 @@ static Shell *shell_free(Shell *sh) {
         return NULL;
 }
 
+unsigned shell_count_open(Manager *m, const char *id) {
+        unsigned n = 0;
+        Shell *sh;
+
+        if (!m->shells)
+                return 0;
+        HASHMAP_FOREACH(sh, m->shells, i)
+        if (!sh->ended && streq(sh->sandbox_id, id))
+                n++;
+        return n;
+}
+
 void shell_free_all(Manager *m) {
         Shell *sh;
 

@@ -34,3 +34,6 @@ int shell_wait(Manager *m, const char *unit, uid_t caller, sd_bus_message *reque
 
 /* At exit: hangs up every shell and forgets them. */
 void shell_free_all(Manager *m);
+
+/* Issue 26: the shells of sandbox id that have not ended. */
+unsigned shell_count_open(Manager *m, const char *id);

@@ -14,7 +14,8 @@
 
 struct SandboxStore {
         sqlite3 *db;
-        sqlite3_stmt *insert, *delete, *set_expiry, *set_exec_next, *set_egress_policy, *load;
+        sqlite3_stmt *insert, *delete, *set_expiry, *set_exec_next, *set_egress_policy, *set_paused, *load,
+                     *snap_insert, *snap_delete, *snap_load;
 };
 
 /* Append-only: each entry moves the schema one version up. */
@@ -34,6 +35,22 @@ static const char *const migrations[] = {
         /* 2, issue 23: an egress sandbox's address and policy, so that a restart rebuilds its rules. */
         "ALTER TABLE sandboxes ADD COLUMN egress_address TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE sandboxes ADD COLUMN egress_policy TEXT NOT NULL DEFAULT ''",
+        /* 3, issue 26: a paused sandbox (paused_at > 0) stays paused across a restart, with the TTL it had
+         * left when it was paused (0: none). */
+        "ALTER TABLE sandboxes ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE sandboxes ADD COLUMN ttl_left INTEGER NOT NULL DEFAULT 0",
+        /* 4, issue 26: snapshots of sandboxes' disks. A row is written only once its image is whole and
+         * renamed into place (sandbox-snapshot.c). */
+        "CREATE TABLE snapshots ("
+        " id TEXT PRIMARY KEY,"
+        " name TEXT NOT NULL UNIQUE,"
+        " source TEXT NOT NULL,"
+        " type TEXT NOT NULL,"
+        " owner TEXT NOT NULL,"
+        " source_uid INTEGER NOT NULL,"
+        " size INTEGER NOT NULL,"
+        " disk_size INTEGER NOT NULL,"
+        " created_at INTEGER NOT NULL)",
 };
 
 SandboxStore *sandbox_store_free(SandboxStore *s) {
@@ -44,6 +61,10 @@ SandboxStore *sandbox_store_free(SandboxStore *s) {
         sqlite3_finalize(s->set_expiry);
         sqlite3_finalize(s->set_exec_next);
         sqlite3_finalize(s->set_egress_policy);
+        sqlite3_finalize(s->set_paused);
+        sqlite3_finalize(s->snap_insert);
+        sqlite3_finalize(s->snap_delete);
+        sqlite3_finalize(s->snap_load);
         sqlite3_finalize(s->load);
         sqlite3_close_v2(s->db);
         free(s);
@@ -81,9 +102,22 @@ int sandbox_store_open(const char *path, SandboxStore **ret) {
             (r = sqlite_prepare_persistent(s->db, "UPDATE sandboxes SET egress_policy = ? WHERE id = ?",
                                            &s->set_egress_policy)) < 0 ||
             (r = sqlite_prepare_persistent(s->db,
+                                           "UPDATE sandboxes SET paused_at = ?, ttl_left = ?, expires_at = ?"
+                                           " WHERE id = ?",
+                                           &s->set_paused)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "INSERT INTO snapshots (id, name, source, type, owner, source_uid,"
+                                           " size, disk_size, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                                           &s->snap_insert)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db, "DELETE FROM snapshots WHERE id = ?", &s->snap_delete)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
+                                           "SELECT id, name, source, type, owner, source_uid, size, disk_size,"
+                                           " created_at FROM snapshots ORDER BY created_at",
+                                           &s->snap_load)) < 0 ||
+            (r = sqlite_prepare_persistent(s->db,
                                            "SELECT id, name, type, owner, uid, network, created_at,"
                                            " expires_at, init_pid, init_start, exec_next, egress_address,"
-                                           " egress_policy FROM sandboxes"
+                                           " egress_policy, paused_at, ttl_left FROM sandboxes"
                                            " ORDER BY created_at",
                                            &s->load)) < 0)
                 goto fail;
@@ -136,6 +170,61 @@ int sandbox_store_set_egress_policy(SandboxStore *s, const char *id, const char 
         return sqlite_step_done(s->set_egress_policy);
 }
 
+int sandbox_store_set_paused(SandboxStore *s, const char *id, uint64_t paused_at, uint64_t ttl_left,
+                             uint64_t expires_at) {
+        sqlite3_bind_int64(s->set_paused, 1, (sqlite3_int64) paused_at);
+        sqlite3_bind_int64(s->set_paused, 2, (sqlite3_int64) ttl_left);
+        sqlite3_bind_int64(s->set_paused, 3, (sqlite3_int64) expires_at);
+        sqlite3_bind_text(s->set_paused, 4, id, -1, SQLITE_STATIC);
+        return sqlite_step_done(s->set_paused);
+}
+
+int sandbox_store_snapshot_insert(SandboxStore *s, const SnapshotRecord *r) {
+        sqlite3_stmt *st = s->snap_insert;
+
+        sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, r->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, r->source, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, r->type, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, r->owner, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, r->source_uid);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64) r->size);
+        sqlite3_bind_int64(st, 8, (sqlite3_int64) r->disk_size);
+        sqlite3_bind_int64(st, 9, (sqlite3_int64) r->created_at);
+        return sqlite_step_done(st);
+}
+
+int sandbox_store_snapshot_delete(SandboxStore *s, const char *id) {
+        sqlite3_bind_text(s->snap_delete, 1, id, -1, SQLITE_STATIC);
+        return sqlite_step_done(s->snap_delete);
+}
+
+int sandbox_store_snapshot_load(SandboxStore *s, snapshot_store_cb cb, void *userdata) {
+        sqlite3_stmt *st = s->snap_load;
+        int rc, r = 0;
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                SnapshotRecord rec = {
+                        .id = (const char *) sqlite3_column_text(st, 0),
+                        .name = (const char *) sqlite3_column_text(st, 1),
+                        .source = (const char *) sqlite3_column_text(st, 2),
+                        .type = (const char *) sqlite3_column_text(st, 3),
+                        .owner = (const char *) sqlite3_column_text(st, 4),
+                        .source_uid = (uid_t) sqlite3_column_int64(st, 5),
+                        .size = (uint64_t) sqlite3_column_int64(st, 6),
+                        .disk_size = (uint64_t) sqlite3_column_int64(st, 7),
+                        .created_at = (uint64_t) sqlite3_column_int64(st, 8),
+                };
+                r = cb(&rec, userdata);
+                if (r < 0)
+                        break;
+        }
+        if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+                r = sqlite_errno(rc);
+        sqlite3_reset(st);
+        return r;
+}
+
 int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {
         sqlite3_stmt *st = s->load;
         int rc, r = 0;
@@ -155,6 +244,8 @@ int sandbox_store_load(SandboxStore *s, sandbox_store_cb cb, void *userdata) {
                         .exec_next = (uint64_t) sqlite3_column_int64(st, 10),
                         .egress_address = (const char *) sqlite3_column_text(st, 11),
                         .egress_policy = (const char *) sqlite3_column_text(st, 12),
+                        .paused_at = (uint64_t) sqlite3_column_int64(st, 13),
+                        .ttl_left = (uint64_t) sqlite3_column_int64(st, 14),
                 };
                 r = cb(&rec, userdata);
                 if (r < 0)

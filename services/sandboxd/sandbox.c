@@ -35,7 +35,9 @@
 #include "offload.h"
 #include "sandbox-egress.h"
 #include "sandbox-exec.h"
+#include "sandbox-pause.h"
 #include "sandbox-process.h"
+#include "sandbox-snapshot.h"
 #include "sandbox-files.h"
 #include "sandbox-tools.h"
 #include "sandbox-store.h"
@@ -148,6 +150,7 @@ Sandbox *sandbox_free(Sandbox *s) {
                                 break;
                         }
         }
+        sandbox_pause_free(s);
         exec_detach_all(s);
         process_detach_all(s);
         warm_scope_free_all(s);
@@ -168,6 +171,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->image);
         free(s->slice);
         free(s->workspace);
+        free(s->from_snapshot);
+        image_copy_abandon(s->disk_copy);
         free(s);
         return NULL;
 }
@@ -186,6 +191,7 @@ static int sandbox_alloc(Manager *m, const char *id, const char *name, const cha
         s->manager = m;
         scope_child_setup(&s->child, m, &init_child_ops, s);
         s->init_pidfd = s->disk_pin_fd = s->egress.netns_fd = -EBADF;
+        s->disk_from_uid = (uid_t) -1;
         snprintf(s->id, sizeof(s->id), "%s", id);
         s->name = strdup(name);
         s->type = strdup(type);
@@ -298,8 +304,14 @@ static int on_ttl(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static int sandbox_arm_ttl(Sandbox *s) {
-        if (s->expires_at == 0) {
+const char *sandbox_state_name(const Sandbox *s) {
+        if (s->state == SANDBOX_RUNNING && s->paused)
+                return "paused";
+        return sandbox_state_to_string(s->state);
+}
+
+int sandbox_arm_ttl(Sandbox *s) {
+        if (s->expires_at == 0 || s->paused) {
                 s->ttl_timer = sd_event_source_disable_unref(s->ttl_timer);
                 return 0;
         }
@@ -317,6 +329,16 @@ int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec) {
         uint64_t expires = now_usec(CLOCK_REALTIME) + ttl_usec;
         int r;
 
+        if (s->paused) {
+                /* Running time: the new TTL is what it has left when it resumes (sandbox-pause.c). */
+                r = sandbox_store_set_paused(s->manager->store, s->id, s->paused_at, ttl_usec, expires);
+                if (r < 0)
+                        return r;
+                s->ttl_left = ttl_usec;
+                s->expires_at = expires;
+                sandbox_emit_changed(s, "ExpiresAt");
+                return 0;
+        }
         r = sandbox_store_set_expiry(s->manager->store, s->id, expires);
         if (r < 0)
                 return r;
@@ -439,6 +461,7 @@ static _noreturn_ void init_child(Sandbox *s, int go_fd, int err_fd) {
                 .uid = s->uid,
                 .gid = (gid_t) s->uid,
                 .image_tree = s->image ? image_tree : NULL,
+                .disk_from_uid = s->disk_from_uid,
         };
         r = namespace_setup(&layout, &step);
         if (r < 0)
@@ -563,10 +586,15 @@ static void sandbox_started(Sandbox *s) {
                 return sandbox_create_failed(s, "arm the TTL timer", -r);
         }
         s->state = SANDBOX_RUNNING;
-        log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s.", s->id,
-                    s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
-        sandbox_audit(s, &s->create_caller, "sandbox.create", "finished", NULL, NULL, s->create_started,
-                      s->create_mono);
+        sandbox_idle_arm(s);
+        log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s%s%s.", s->id,
+                    s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner,
+                    s->from_snapshot ? " from snapshot " : "", strempty(s->from_snapshot));
+        json_object *extra = NULL;
+        if (s->from_snapshot && (extra = json_object_new_object()))
+                json_object_object_add(extra, "snapshot", json_object_new_string(s->from_snapshot));
+        sandbox_audit_extra(s, &s->create_caller, "sandbox.create", "finished", extra, s->create_started,
+                            s->create_mono);
         if (s->create_request) {
                 (void) sandbox_reply_created(s, s->create_request);
                 s->create_request = sd_bus_message_unref(s->create_request);
@@ -632,9 +660,28 @@ static void init_child_scope_failed(ScopeChild *c, int error, const sd_bus_error
 
 /* Its scope and slice are up: the init may set up the sandbox and exec sandbox-init. */
 static void init_child_go(ScopeChild *c) {
+        Sandbox *s = c->userdata;
+
+        if (s->disk_copy) {
+                /* its disk, a snapshot's copy, is not in place yet: on_disk_copied() lets it go */
+                s->go_deferred = true;
+                return;
+        }
         int r = scope_child_go(c);
         if (r < 0)
-                sandbox_create_failed(c->userdata, "start sandbox-init", -r);
+                sandbox_create_failed(s, "start sandbox-init", -r);
+}
+
+static void on_disk_copied(void *userdata, int error) {
+        Sandbox *s = userdata;
+
+        s->disk_copy = NULL;
+        if (error != 0)
+                return sandbox_create_failed(s, "copy the snapshot's disk image", error);
+        if (s->go_deferred) {
+                s->go_deferred = false;
+                init_child_go(&s->child);
+        }
 }
 
 /* The init waits for go before anything else; its report pipe is watched from the start, and its
@@ -752,6 +799,7 @@ static int pool_claim(Manager *m, const SandboxCreateSpec *spec, sd_bus_message 
                 sandbox_create_failed(s, "arm the TTL timer", -r);
                 return 1;
         }
+        sandbox_idle_arm(s);
 
         log_sandbox(LOG_INFO, s->id, "Created sandbox %s (%s, type %s, uid %u, network %s) for %s, from the pool.",
                     s->id, s->name, s->type, (unsigned) s->uid, sandbox_network_to_string(s->network), s->owner);
@@ -784,7 +832,7 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         uid_t uid;
         int r;
 
-        if (!spec->pooled) {
+        if (!spec->pooled && !spec->snapshot_image) {
                 r = pool_claim(m, spec, request, ret);
                 if (r != 0)
                         return r < 0 ? r : 0;
@@ -836,7 +884,13 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         const SandboxType *t = sandboxd_config_find_type(&m->config, spec->type);
         const char *disk_template = NULL;
         s->disk_max = t ? t->disk_max : 0;
-        if (s->disk_max > 0) {
+        if (spec->snapshot_image) {
+                /* Its disk is a copy of the snapshot's (the caller checked its size is the type's), made in a
+                 * thread while systemd makes its units: "" leaves the image out of the workspace for now. */
+                disk_template = "";
+                s->disk_from_uid = spec->snapshot_uid;
+                s->from_snapshot = spec->snapshot_id ? strdup(spec->snapshot_id) : NULL;
+        } else if (s->disk_max > 0) {
                 disk_template = manager_disk_template(m, s->disk_max, &r);
                 if (!disk_template)
                         goto fail_workspace;
@@ -850,6 +904,13 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
                 r = disk_template ? namespace_workspace_add_image(s->workspace, s->id) : -EINVAL;
                 if (r >= 0)
                         r = write_workspace_image(s->workspace, s->image);
+                if (r < 0)
+                        goto fail;
+        }
+        if (spec->snapshot_image) {
+                char image[4096];
+                snprintf(image, sizeof(image), "%s/" DISK_IMAGE_NAME, s->workspace);
+                r = image_copy_start(m, spec->snapshot_image, image, on_disk_copied, s, &s->disk_copy);
                 if (r < 0)
                         goto fail;
         }
@@ -1029,7 +1090,7 @@ static bool init_is_ours(const char *id, pid_t pid, uint64_t start) {
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
                   SandboxNetwork network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
                   uint64_t init_start, uint64_t exec_next, const char *egress_address,
-                  const char *egress_policy) {
+                  const char *egress_policy, uint64_t paused_at, uint64_t ttl_left) {
         Sandbox *s;
         int r;
 
@@ -1070,6 +1131,16 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         snprintf(image, sizeof(image), "%s/" DISK_IMAGE_NAME, s->workspace);
         if (access(image, F_OK) >= 0)
                 disk_pin(s);
+        if (paused_at > 0) {
+                /* Paused: its TTL does not run, and its slice stays frozen (or is frozen again). */
+                r = sandbox_pause_adopt(s, paused_at, ttl_left);
+                if (r < 0)
+                        log_sandbox(LOG_ERR, id, "Sandbox %s was paused but its slice could not be frozen again: %s",
+                                    id, strerror(-r));
+                log_sandbox(LOG_INFO, id, "Adopted paused sandbox %s (init %d).", id, (int) init_pid);
+                return 0;
+        }
+        (void) sandbox_pause_adopt(s, 0, 0);
         if (expires_at > 0 && expires_at <= now_usec(CLOCK_REALTIME)) {
                 log_sandbox(LOG_INFO, id, "Sandbox %s expired while sandboxd was away.", id);
                 return sandbox_delete(s, NULL, "sandbox.expire", NULL);
@@ -1077,6 +1148,7 @@ int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type
         r = sandbox_arm_ttl(s);
         if (r < 0)
                 return r;
+        sandbox_idle_arm(s);
         log_sandbox(LOG_INFO, id, "Adopted sandbox %s (init %d).", id, (int) init_pid);
         return 0;
 }

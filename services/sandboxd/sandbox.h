@@ -46,6 +46,10 @@ typedef struct Sandbox {
         SandboxEgress egress;      /* network egress: its policy, address, link (sandbox-egress.c) */
         struct SandboxEgressDns *egress_dns; /* network egress: its resolver and denials (sandbox-egress-dns.c) */
         uint64_t disk_max;  /* its disk image's size, known while it is created (0: none, or adopted) */
+        uid_t disk_from_uid; /* while it is created from a snapshot: the uid owning its files; else -1 */
+        char *from_snapshot; /* the snapshot it was created from (for its sandbox.create row), or NULL */
+        struct ImageCopy *disk_copy; /* while that snapshot's image is copied for it, off the event loop */
+        bool go_deferred;    /* its init may go, once the copy is in place */
         int disk_pin_fd;    /* O_PATH of its home on the disk image: keeps the file system for us to let go */
         uint64_t created_at, expires_at;   /* µs since the epoch */
         SandboxState state;
@@ -85,6 +89,20 @@ typedef struct Sandbox {
         unsigned n_processes;
         ExecQueued *exec_queue; /* Execs waiting for a warm scope in the making (sandbox-exec.c) */
         unsigned n_exec_queued;
+
+        /* Issue 26, sandbox-pause.c: its slice frozen (cgroup.freeze). While paused, state stays RUNNING
+         * (the bus says "paused"), the TTL timer is off and ttl_left holds what was left of it. */
+        bool paused;
+        uint64_t paused_at;          /* µs since the epoch; 0 while it runs */
+        uint64_t paused_mono;        /* for the commands' deadlines, moved out at resume */
+        uint64_t ttl_left;           /* while paused: µs of TTL left (0: it has none) */
+        struct FreezeWaiter *freeze_waiters; /* PauseSandbox calls and snapshots waiting for "frozen 1" */
+        size_t n_freeze_waiters;
+        unsigned freeze_holds;       /* snapshots that keep it frozen for a moment (sandbox-snapshot.c) */
+        sd_event_source *freeze_check;
+        uint64_t freeze_deadline;
+        uint64_t last_active_mono;   /* IdlePauseSec=: the last call naming it, or end of work in it */
+        sd_event_source *idle_timer;
 } Sandbox;
 
 typedef struct SandboxCreateSpec {
@@ -97,6 +115,10 @@ typedef struct SandboxCreateSpec {
         const Caller *caller;
         const char *image; /* NULL: the host's tree */
         bool pooled;   /* make one for the pool (no request, no audit row, no signal) */
+        /* Issue 26: its disk a copy of this snapshot image (whose files snapshot_uid owns); or NULL */
+        const char *snapshot_image;
+        uid_t snapshot_uid;
+        const char *snapshot_id;
 } SandboxCreateSpec;
 
 /* Starts creating a sandbox; request gets its reply once it is running (or failed). A sandbox of a
@@ -115,12 +137,16 @@ void sandbox_audit_extra(Sandbox *s, const Caller *c, const char *operation, con
                          struct json_object *extra, uint64_t started_at, uint64_t mono_start);
 
 int sandbox_set_ttl(Sandbox *s, uint64_t ttl_usec);
+/* Arms (or, expiry 0 or paused, disarms) the TTL timer at s->expires_at. */
+int sandbox_arm_ttl(Sandbox *s);
+/* "paused" for a running sandbox that is paused, else its state's name: what the bus and REST show. */
+const char *sandbox_state_name(const Sandbox *s);
 
 /* Re-adopts a sandbox found in the store at start-up. */
 int sandbox_adopt(Manager *m, const char *id, const char *name, const char *type, const char *owner, uid_t uid,
                   SandboxNetwork network, uint64_t created_at, uint64_t expires_at, pid_t init_pid,
                   uint64_t init_start, uint64_t exec_next, const char *egress_address,
-                  const char *egress_policy);
+                  const char *egress_policy, uint64_t paused_at, uint64_t ttl_left);
 
 Sandbox *sandbox_free(Sandbox *s);
 

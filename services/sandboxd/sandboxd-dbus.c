@@ -22,6 +22,8 @@
 #include "sandbox-exec.h"
 #include "sandbox-files.h"
 #include "sandbox-options.h"
+#include "sandbox-pause.h"
+#include "sandbox-snapshot.h"
 #include "sandbox-process.h"
 #include "sandbox-shell.h"
 #include "sandbox-id.h"
@@ -47,6 +49,9 @@ typedef union MethodArgs {
         struct {
                 uint64_t ttl;
         } set_ttl;
+        struct {
+                const char *name; /* SnapshotSandbox; RemoveSnapshot: the snapshot's id or name */
+        } snapshot;
         EgressPolicy network_policy;
         struct {
                 char **argv;
@@ -87,6 +92,7 @@ typedef enum MethodSandbox {
         METHOD_NO_SANDBOX,      /* the call names none (its first argument is no sandbox id) */
         METHOD_ANY_SANDBOX,     /* the first argument names one, by id or name, in any state */
         METHOD_RUNNING_SANDBOX, /* the same, and it must be running */
+        METHOD_ACTIVE_SANDBOX,  /* running and not paused (issue 26: AutoResume= resumes it first) */
 } MethodSandbox;
 
 /* A row of the Manager's method table: what the dispatcher does for the method before its handler
@@ -150,10 +156,30 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
         if (o->name && (hashmap_get(m->sandbox_names, o->name) || hashmap_get(m->sandboxes, o->name)))
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NAME_EXISTS, "A sandbox named '%s' exists already.",
                                          o->name);
+        /* Issue 26: a snapshot's disk. Without a type, the snapshot's; with one, its disk must be as large. */
+        Snapshot *snap = NULL;
+        if (o->snapshot) {
+                snap = snapshot_find(m, o->snapshot, false);
+                if (!snap)
+                        return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SNAPSHOT, "No snapshot '%s'.",
+                                                 o->snapshot);
+                if (!o->type)
+                        o->type = snap->type;
+        }
         r = create_options_check(o, &m->config, &choice, error);
         if (r < 0)
                 return r;
         const char *type = choice.type;
+        char snap_image[4096];
+        if (snap) {
+                const SandboxType *st = sandboxd_config_find_type(&m->config, type);
+                if (!st || st->disk_max != snap->disk_size)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Snapshot %s is of a disk of %" PRIu64 " bytes (type %s); type %s "
+                                                 "has DiskMax=%" PRIu64 ".",
+                                                 snap->id, snap->disk_size, snap->type, type, st ? st->disk_max : 0);
+                snapshot_image_path(m, snap, snap_image, sizeof(snap_image));
+        }
         if (choice.network == SANDBOX_NETWORK_EGRESS) {
                 r = manager_egress_check(m, error);
                 if (r < 0)
@@ -198,6 +224,9 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 .egress_policy = choice.policy,
                 .caller = c,
                 .image = choice.image,
+                .snapshot_image = snap ? snap_image : NULL,
+                .snapshot_uid = snap ? snap->source_uid : (uid_t) -1,
+                .snapshot_id = snap ? snap->id : NULL,
         };
         r = sandbox_create(m, &spec, call->msg, NULL);
         if (r == -EUSERS)
@@ -244,8 +273,8 @@ static int run_list_sandboxes(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 _cleanup_free_ char *path = sandbox_bus_path(s);
                 if (!path)
                         return -ENOMEM;
-                r = sd_bus_message_append(reply, "(ssssso)", s->id, s->name, s->type,
-                                          sandbox_state_to_string(s->state), s->owner, path);
+                r = sd_bus_message_append(reply, "(ssssso)", s->id, s->name, s->type, sandbox_state_name(s),
+                                          s->owner, path);
                 if (r < 0)
                         return r;
         }
@@ -359,6 +388,86 @@ static int run_delete_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_erro
         if (r < 0)
                 return r;
         return 1;
+}
+
+/* --- pause and resume (sandbox-pause.c) ----------------------------------------------------------- */
+
+static int read_pause_resume(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        return context_options_read(call->msg, &call->caller, row->member, error);
+}
+
+static int run_pause_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sandbox_pause(s, &call->caller, "request", call->msg);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not pause sandbox %s: %s", s->id, strerror(-r));
+        return 1; /* answered once the kernel has frozen it */
+}
+
+static int run_resume_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sandbox_resume(s, &call->caller, "request");
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not resume sandbox %s: %s", s->id, strerror(-r));
+        return sd_bus_reply_method_return(call->msg, NULL);
+}
+
+/* --- snapshots (sandbox-snapshot.c) --------------------------------------------------------------- */
+
+/* SnapshotSandbox's name and options (no options of its own yet: the caller context), RemoveSnapshot's
+ * snapshot and context. */
+static int read_snapshot_name(const MethodRow *row, Call *call, MethodArgs *a, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_read(call->msg, "s", &a->snapshot.name);
+        if (r < 0)
+                return r;
+        return context_options_read(call->msg, &call->caller, row->member, error);
+}
+
+static int run_snapshot_sandbox(Call *call, Sandbox *s, MethodArgs *a, sd_bus_error *error) {
+        return snapshot_take(s, isempty(a->snapshot.name) ? NULL : a->snapshot.name, &call->caller, call->msg,
+                             error);
+}
+
+static int run_list_snapshots(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(call->msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssssstt)");
+        if (r < 0)
+                return r;
+        for (Snapshot *snap = call->manager->snapshots; snap; snap = snap->next) {
+                if (snap->pending)
+                        continue;
+                r = sd_bus_message_append(reply, "(ssssstt)", snap->id, snap->name, snap->source, snap->type,
+                                          snap->owner, snap->created_at, snap->size);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int run_remove_snapshot(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_error *error) {
+        Snapshot *snap = snapshot_find(call->manager, a->snapshot.name, false);
+        int r;
+
+        if (!snap)
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SNAPSHOT, "No snapshot '%s'.", a->snapshot.name);
+        snprintf(call->session_id, sizeof(call->session_id), "%s", snap->source);
+        r = snapshot_remove(call->manager, snap, &call->caller, call->started_at, call->mono);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Could not remove snapshot %s: %s", a->snapshot.name,
+                                               strerror(-r));
+        return sd_bus_reply_method_return(call->msg, NULL);
 }
 
 /* A command's limits come from its sandbox's type, which a reload may have removed: Exec and
@@ -917,7 +1026,7 @@ static char *tool_failure_detail(MethodArgs *a, const sd_bus_error *error) {
 }
 
 #define TOOL_ROW(m, op, kind)                                                                               \
-        { .member = m, .operation = op, .sandbox = METHOD_RUNNING_SANDBOX, .tool = kind, .read = read_tool, \
+        { .member = m, .operation = op, .sandbox = METHOD_ACTIVE_SANDBOX, .tool = kind, .read = read_tool, \
           .run = run_tool, .done = done_tool, .failure_detail = tool_failure_detail }
 
 static const MethodRow manager_methods[] = {
@@ -929,13 +1038,19 @@ static const MethodRow manager_methods[] = {
         { "SetNetworkPolicy", "sandbox.update", METHOD_RUNNING_SANDBOX, 0, read_set_network_policy,
           run_set_network_policy, done_set_network_policy },
         { "DeleteSandbox", "sandbox.delete", METHOD_ANY_SANDBOX, 0, read_delete_sandbox, run_delete_sandbox },
-        { "Exec", "exec", METHOD_RUNNING_SANDBOX, 0, read_exec, run_exec, done_exec },
-        { "WriteFile", "write", METHOD_RUNNING_SANDBOX, 0, read_write_file, run_write_file },
-        { "ReadFile", "read", METHOD_RUNNING_SANDBOX, 0, read_read_file, run_read_file },
-        { "OpenShell", "takeover", METHOD_RUNNING_SANDBOX, 0, read_open_shell, run_open_shell },
+        { "PauseSandbox", "sandbox.pause", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_pause_sandbox },
+        { "ResumeSandbox", "sandbox.resume", METHOD_RUNNING_SANDBOX, 0, read_pause_resume, run_resume_sandbox },
+        { "SnapshotSandbox", "snapshot.create", METHOD_RUNNING_SANDBOX, 0, read_snapshot_name,
+          run_snapshot_sandbox },
+        { "ListSnapshots", NULL, METHOD_NO_SANDBOX, 0, NULL, run_list_snapshots },
+        { "RemoveSnapshot", "snapshot.remove", METHOD_NO_SANDBOX, 0, read_snapshot_name, run_remove_snapshot },
+        { "Exec", "exec", METHOD_ACTIVE_SANDBOX, 0, read_exec, run_exec, done_exec },
+        { "WriteFile", "write", METHOD_ACTIVE_SANDBOX, 0, read_write_file, run_write_file },
+        { "ReadFile", "read", METHOD_ACTIVE_SANDBOX, 0, read_read_file, run_read_file },
+        { "OpenShell", "takeover", METHOD_ACTIVE_SANDBOX, 0, read_open_shell, run_open_shell },
         { "ResizeShell", NULL, METHOD_NO_SANDBOX, 0, read_resize_shell, run_resize_shell },
         { "WaitShell", NULL, METHOD_NO_SANDBOX, 0, read_wait_shell, run_wait_shell },
-        { "StartProcess", "process.start", METHOD_RUNNING_SANDBOX, 0, read_start_process, run_start_process,
+        { "StartProcess", "process.start", METHOD_ACTIVE_SANDBOX, 0, read_start_process, run_start_process,
           done_start_process },
         { "ListProcesses", NULL, METHOD_ANY_SANDBOX, 0, NULL, run_list_processes },
         { "SignalProcess", "process.signal", METHOD_RUNNING_SANDBOX, 0, read_signal_process, run_signal_process,
@@ -982,10 +1097,23 @@ static int call_sandbox(const MethodRow *row, Call *call, const char *id, Sandbo
 
         if (!s)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SANDBOX, "No sandbox '%s'.", id);
-        if (row->sandbox == METHOD_RUNNING_SANDBOX && s->state != SANDBOX_RUNNING)
+        if (row->sandbox != METHOD_ANY_SANDBOX && s->state != SANDBOX_RUNNING)
                 return sd_bus_error_setf(error, SANDBOXD_ERROR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
                                          sandbox_state_to_string(s->state));
         snprintf(call->session_id, sizeof(call->session_id), "%s", s->id);
+        if (row->sandbox == METHOD_ACTIVE_SANDBOX && s->paused) {
+                const SandboxType *t = sandboxd_config_find_type(&call->manager->config, s->type);
+                if (!t || !t->auto_resume)
+                        return sd_bus_error_setf(error, SANDBOXD_ERROR_SANDBOX_PAUSED,
+                                                 "Sandbox %s is paused: resume it first (ResumeSandbox).", s->id);
+                /* AutoResume=yes: the call resumes it, on the record as a resume of its own. */
+                int r = sandbox_resume(s, &call->caller, row->operation ?: row->member);
+                if (r < 0)
+                        return sd_bus_error_set_errnof(error, r, "Could not resume sandbox %s: %s", s->id,
+                                                       strerror(-r));
+        }
+        if (row->sandbox != METHOD_NO_SANDBOX)
+                sandbox_touch(s);
         *ret = s;
         return 0;
 }
@@ -1066,6 +1194,16 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("SetNetworkPolicy", SD_BUS_ARGS("s", id, "a{sv}", policy, "a{sv}", context),
                                 SD_BUS_NO_RESULT, method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("DeleteSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("PauseSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ResumeSandbox", SD_BUS_ARGS("s", id, "a{sv}", context), SD_BUS_NO_RESULT,
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SnapshotSandbox", SD_BUS_ARGS("s", id, "s", name, "a{sv}", options),
+                                SD_BUS_RESULT("s", snapshot), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListSnapshots", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssstt)", snapshots),
+                                method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("RemoveSnapshot", SD_BUS_ARGS("s", snapshot, "a{sv}", context), SD_BUS_NO_RESULT,
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Exec", SD_BUS_ARGS("s", id, "as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_code, "ay", stdout, "ay", stderr, "a{sv}", info),

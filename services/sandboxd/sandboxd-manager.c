@@ -29,6 +29,7 @@
 #include "time-util.h"
 #include "macro.h"
 #include "sandbox-store.h"
+#include "sandbox-snapshot.h"
 #include "sandbox.h"
 #include "sandbox-egress-dns.h"
 #include "sandbox-shell.h"
@@ -379,6 +380,7 @@ Manager *manager_free(Manager *m) {
                 sandbox_free(m->pool);
         m->pool_timer = sd_event_source_disable_unref(m->pool_timer);
         image_jobs_free(m);
+        snapshot_free_all(m);
         unit_flush_stops(m);
         if (m->jobs)
                 manager_free_jobs(m);
@@ -451,7 +453,7 @@ static int adopt_one(const SandboxRecord *r, void *userdata) {
         SandboxNetwork network = r->network < 0 ? SANDBOX_NETWORK_NONE : r->network;
         int q = sandbox_adopt(m, r->id, r->name, r->type, r->owner, r->uid, network, r->created_at,
                               r->expires_at, r->init_pid, r->init_start, r->exec_next, r->egress_address,
-                              r->egress_policy);
+                              r->egress_policy, r->paused_at, r->ttl_left);
         if (q < 0)
                 log_sandbox(LOG_ERR, r->id, "Could not adopt sandbox %s: %s", r->id, strerror(-q));
         return 0;
@@ -560,6 +562,10 @@ int manager_startup(Manager *m) {
         r = sandbox_store_load(m->store, adopt_one, m);
         if (r < 0)
                 return r;
+        /* Issue 26: the snapshots, and what a kill -9 left of one being taken. */
+        r = snapshot_startup(m);
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not load the snapshots: %m");
         remove_strays(m);
         manager_egress_startup(m);
         r = sandbox_pool_startup(m);

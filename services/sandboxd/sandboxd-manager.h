@@ -78,6 +78,7 @@ typedef struct Manager {
                                               * (sandbox-egress-dns.c) */
 
         struct ImageState *images;  /* the image store and its jobs (image-dbus.c, issue 24) */
+        struct Snapshot *snapshots; /* issue 26: taken and being taken, oldest first (sandbox-snapshot.c) */
 
         sd_event_source *sigterm, *sigint, *sighup;
         bool exiting;

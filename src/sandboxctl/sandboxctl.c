@@ -29,6 +29,7 @@
 #include "sandboxctl-shell.h"
 #include "sandboxctl-mcp.h"
 #include "sandboxctl-process.h"
+#include "sandboxctl-snapshot.h"
 #include "sandboxctl-tools.h"
 #include "sandboxctl-util.h"
 #include "time-util.h"
@@ -71,6 +72,7 @@ static const char *arg_name = NULL;
 static const char *arg_type = NULL;
 static const char *arg_network = NULL;
 static const char *arg_image = NULL; /* issue 24: create --image= */
+static const char *arg_from_snapshot = NULL; /* create --from-snapshot (issue 26) */
 /* create, network: an egress policy of the sandbox's own */
 static const char **arg_allow = NULL, **arg_deny = NULL;
 static size_t arg_n_allow = 0, arg_n_deny = 0;
@@ -633,6 +635,8 @@ static int verb_create(char **args, size_t n_args) {
                 goto build_error;
         if (arg_ttl_set && (r = append_dict_uint64(m, "ttl_seconds", arg_ttl)) < 0)
                 goto build_error;
+        if (arg_from_snapshot && (r = append_dict_string(m, "snapshot", arg_from_snapshot)) < 0)
+                goto build_error;
         /* --allow, --deny and --egress-default imply --network=egress (parse_argv() refused another). */
         if ((arg_network || arg_policy_given()) &&
             (r = append_dict_string(m, "network", arg_network ?: "egress")) < 0)
@@ -682,6 +686,26 @@ static int verb_delete(char **args, size_t n_args) {
                         ret = log_bus_error("delete", &error, r);
         }
 
+        return ret;
+}
+
+/* Issue 26: pause and resume, each id in turn like delete. */
+static int verb_pause_resume(char **args, size_t n_args) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        const char *verb = args[0], *method = streq(args[0], "pause") ? "PauseSandbox" : "ResumeSandbox";
+        int r, ret = 0;
+
+        r = acquire_bus(verb, &bus);
+        if (r < 0)
+                return r;
+        for (size_t k = 1; k < n_args; k++) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+
+                r = sd_bus_call_method(bus, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH, SANDBOXD_MANAGER_INTERFACE, method,
+                                       &error, NULL, "sa{sv}", args[k], 0);
+                if (r < 0)
+                        ret = log_bus_error(verb, &error, r);
+        }
         return ret;
 }
 
@@ -2079,8 +2103,13 @@ static int help(void) {
                "         [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
                "         [--image=NAME|host]  Create a sandbox and print its id (--image: its root is\n"
                "                              that image of sandboxctl image list, not the host's)\n"
+               "         [--from-snapshot=SNAPSHOT]   (--from-snapshot: its disk a copy of that\n"
+               "                              snapshot's, a fork)\n"
+               "  snapshot ID|list|remove     Snapshots of sandboxes' disks (see snapshot --help)\n"
                "  delete ID...                Delete one or more sandboxes\n"
                "  set-ttl ID SECONDS          Let a sandbox expire SECONDS from now\n"
+               "  pause ID...                 Freeze every process of sandboxes; their TTL stops\n"
+               "  resume ID...                Let paused sandboxes run again\n"
                "  network ID                  Show a sandbox's network: address, egress policy and\n"
                "                              counters\n"
                "  network ID [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]\n"
@@ -2222,6 +2251,7 @@ enum {
         ARG_ALLOW,
         ARG_DENY,
         ARG_EGRESS_DEFAULT,
+        ARG_FROM_SNAPSHOT,
         ARG_CWD,
         ARG_ENV,
         ARG_TIMEOUT,
@@ -2279,6 +2309,7 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                 { "allow", required_argument, NULL, ARG_ALLOW },
                 { "deny", required_argument, NULL, ARG_DENY },
                 { "egress-default", required_argument, NULL, ARG_EGRESS_DEFAULT },
+                { "from-snapshot", required_argument, NULL, ARG_FROM_SNAPSHOT },
                 { "cwd", required_argument, NULL, ARG_CWD },
                 { "env", required_argument, NULL, ARG_ENV },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
@@ -2392,6 +2423,12 @@ static int parse_argv(int argc, char *argv[], char ***ret_args, size_t *ret_n_ar
                         if (parse_seconds(optarg, &arg_ttl) < 0)
                                 return fail_usage(NULL, "--ttl: invalid number of seconds '%s'", optarg);
                         arg_ttl_set = true;
+                        break;
+
+                case ARG_FROM_SNAPSHOT:
+                        if (isempty(optarg))
+                                return fail_usage(NULL, "--from-snapshot: empty snapshot id or name");
+                        arg_from_snapshot = optarg;
                         break;
 
                 case ARG_NETWORK:
@@ -2586,9 +2623,11 @@ static const Verb verbs[] = {
         { "status", 2, SIZE_MAX, EXIT_FAILURE, "status ID...", verb_status },
         { "create", 1, 1, EXIT_FAILURE,
           "create [--name=NAME] [--type=TYPE] [--ttl=SECONDS] [--network=MODE] [--image=NAME] [--allow=ENTRY...] "
-          "[--deny=ENTRY...] [--egress-default=deny|allow]", verb_create },
+          "[--deny=ENTRY...] [--egress-default=deny|allow] [--from-snapshot=SNAPSHOT]", verb_create },
         { "delete", 2, SIZE_MAX, EXIT_FAILURE, "delete ID...", verb_delete },
         { "set-ttl", 3, 3, EXIT_FAILURE, "set-ttl ID SECONDS", verb_set_ttl },
+        { "pause", 2, SIZE_MAX, EXIT_FAILURE, "pause ID...", verb_pause_resume },
+        { "resume", 2, SIZE_MAX, EXIT_FAILURE, "resume ID...", verb_pause_resume },
         { "network", 2, 2, EXIT_FAILURE,
           "network ID [--allow=ENTRY...] [--deny=ENTRY...] [--egress-default=deny|allow]", verb_network },
         { "exec", 3, SIZE_MAX, EXIT_EXEC_FAILED, "exec ID [OPTIONS...] [--] CMD [ARGS...]", verb_exec },
@@ -2625,6 +2664,9 @@ int main(int argc, char *argv[]) {
         /* and the background processes' verbs (sandboxctl-process.c) */
         if (argc >= 2 && is_process_verb(argv[1]))
                 return verb_process(argc - 1, argv + 1);
+        /* and the snapshots' (sandboxctl-snapshot.c) */
+        if (argc >= 2 && streq(argv[1], "snapshot"))
+                return verb_snapshot(argc - 1, argv + 1);
 
         r = parse_argv(argc, argv, &args, &n_args);
         if (r < 0) {

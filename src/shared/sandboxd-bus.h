@@ -39,6 +39,14 @@
 /* SignalProcess, WaitProcess, ReadProcessOutput, WriteProcessStdin: the sandbox has no such process (ended
  * ones stay until their sandbox goes, or make room for new ones). Not in the errno map, as NoSuchShell. */
 #define SANDBOXD_ERROR_NO_SUCH_PROCESS "org.sandboxd.sandbox1.NoSuchProcess"
+/* Issue 26: Exec, the file calls, OpenShell and StartProcess on a paused sandbox (unless its type has
+ * AutoResume=yes). Not in the errno map. */
+#define SANDBOXD_ERROR_SANDBOX_PAUSED "org.sandboxd.sandbox1.SandboxPaused"
+/* Issue 26: RemoveSnapshot, CreateSandbox's snapshot: no snapshot with that id or name. Not in the errno map. */
+#define SANDBOXD_ERROR_NO_SUCH_SNAPSHOT "org.sandboxd.sandbox1.NoSuchSnapshot"
+/* Issue 26: SnapshotSandbox of a sandbox without a disk image (its type has DiskMax=infinity). Not in the
+ * errno map. */
+#define SANDBOXD_ERROR_NO_DISK "org.sandboxd.sandbox1.NoDisk"
 /* Never a reply: the "error" in the detail of an audit row whose operation sandboxd's death cut off
  * (audit-spool.c). Not in the errno map. */
 #define SANDBOXD_ERROR_INTERRUPTED "org.sandboxd.sandbox1.Interrupted"

@@ -293,6 +293,20 @@ static int manager_assignment(Loader *l, const IniPosition *at, const char *key,
                 return 0;
         }
 
+        if (streq(key, "SnapshotStoreMax")) {
+                if (streq(value, "infinity")) {
+                        c->snapshot_store_max = 0;
+                        return 0;
+                }
+                r = parse_size(value, &v);
+                if (r >= 0 && v == 0)
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "a size such as 20G, or infinity");
+                c->snapshot_store_max = v;
+                return 0;
+        }
+
         if (streq(key, "Audit")) {
                 r = parse_boolean(value);
                 if (r < 0)
@@ -428,6 +442,30 @@ static int type_assignment(Loader *l, size_t idx, const IniPosition *at, const c
                 if (r < 0)
                         return ini_bad_value(l->error, at, key, value, r, "a size from 4K to 16M such as 1M");
                 t->process_output_max = v;
+                return 0;
+        }
+
+        /* Issue 26: pausing an idle sandbox, and resuming a paused one on use. */
+        if (streq(key, "IdlePauseSec")) {
+                if (streq(value, "infinity")) {
+                        t->idle_pause_usec = 0;
+                        return 0;
+                }
+                r = parse_sec(value, &v);
+                if (r >= 0 && (v < USEC_PER_SEC || v > 30 * USEC_PER_DAY))
+                        r = -ERANGE;
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r,
+                                             "a time from 1s to 30d such as 10min, or infinity");
+                t->idle_pause_usec = v;
+                return 0;
+        }
+
+        if (streq(key, "AutoResume")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, r, "yes or no");
+                t->auto_resume = r;
                 return 0;
         }
 

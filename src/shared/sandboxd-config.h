@@ -67,6 +67,11 @@ typedef struct SandboxType {
         /* Issue 24. Image=: the image of the store its sandboxes' root is made of, unless CreateSandbox
          * names one; "" (Image=host, the default): the host's own tree, read-only. */
         char image[SANDBOX_NAME_MAX + 1];
+        /* Issue 26. IdlePauseSec=: a sandbox with no running Exec, shell, file call or background process
+         * and no call naming it for this long is paused; 0: never (the default). AutoResume=: a call that
+         * needs the sandbox running resumes a paused one first instead of failing with SandboxPaused. */
+        uint64_t idle_pause_usec;
+        bool auto_resume;
 } SandboxType;
 
 /* ProcessOutputMax= of every built-in type, and its bounds (the upper one keeps a ReadProcessOutput
@@ -127,6 +132,9 @@ typedef struct SandboxdConfig {
         size_t n_types;
         SandboxTotalsConfig totals;   /* [Sandboxes] */
         SandboxdNetworkConfig network; /* [Network] */
+        /* Issue 26. [Manager] SnapshotStoreMax=: bytes all snapshots' images may take on the host together;
+         * 0: no limit (infinity, the default). */
+        uint64_t snapshot_store_max;
 } SandboxdConfig;
 
 /* Built-in defaults: the values documented in sandboxd.conf(5), and the types small (100%, 1G, 256

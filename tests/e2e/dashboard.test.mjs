@@ -561,3 +561,49 @@ test("no URL the page used carried a key; the takeover WebSocket carried a one-t
         assert.equal(sockets.length, 1, sockets.join(" "));
         assert.match(sockets[0], /\/takeover\?token=sbx_tt_[^&]+&cols=\d+&rows=\d+$/);
 });
+
+test("a sandbox is paused and resumed from the page (issue 26)", async () => {
+        const sb = await newSandbox("e2e-pause");
+        await openSandbox(sb);
+        await page.getByRole("button", { name: "Pause" }).click();
+        await page.getByRole("button", { name: "Resume" }).waitFor({ timeout: WAIT });
+        await page.locator(`a.sandbox-link[data-id="${sb.id}"] .state-paused`).waitFor({ timeout: WAIT });
+        assert.match(await page.locator("#detail-props").textContent(), /paused/);
+        const got = await api("GET", `/v1/sandboxes/${sb.id}`);
+        assert.equal(got.state, "paused");
+        assert.equal(got.paused, true);
+        const r = await fetch(`${BASE}/v1/sandboxes/${sb.id}/exec`, {
+                method: "POST", headers: { Authorization: `Bearer ${ADMIN}`, "Content-Type": "application/json" },
+                body: JSON.stringify({ command: "true" }),
+        });
+        assert.equal(r.status, 409);
+        assert.equal((await r.json()).code, "sandbox_paused");
+        await shot("paused");
+        await page.getByRole("button", { name: "Resume" }).click();
+        await page.getByRole("button", { name: "Pause" }).waitFor({ timeout: WAIT });
+        await page.locator(`a.sandbox-link[data-id="${sb.id}"] .state-running`).waitFor({ timeout: WAIT });
+        assert.equal((await api("GET", `/v1/sandboxes/${sb.id}`)).paused, false);
+});
+
+test("a snapshot is taken, forked and removed from the page (issue 26)", async () => {
+        const sb = await newSandbox("e2e-snap");
+        await api("POST", `/v1/sandboxes/${sb.id}/exec`, { command: "echo 'from the page' > ~/mark.txt" });
+        await openSandbox(sb);
+        const before = (await api("GET", "/v1/snapshots")).snapshots.map((s) => s.id);
+        await page.getByRole("button", { name: "Snapshot", exact: true }).click();
+        const item = page.locator("#snapshot-list li", { hasText: sb.id });
+        await item.waitFor({ timeout: WAIT });
+        const snap = (await api("GET", "/v1/snapshots")).snapshots.find((s) => !before.includes(s.id));
+        assert.equal(snap.source, sb.id);
+        await shot("snapshot");
+        await item.getByRole("button", { name: /^Create a sandbox from snapshot/ }).click();
+        await page.locator("#detail-title").filter({ hasNotText: sb.id }).waitFor({ timeout: WAIT });
+        const fork = (await page.locator("#detail-title").textContent()).match(/(sb_[a-z2-7]{10})/)[1];
+        made.push(fork);
+        const r = await api("POST", `/v1/sandboxes/${fork}/exec`, { command: "cat ~/mark.txt" });
+        assert.equal(r.stdout, "from the page\n");
+        await item.getByRole("button", { name: /^Remove snapshot/ }).click();
+        await item.waitFor({ state: "detached", timeout: WAIT });
+        const gone = await fetch(`${BASE}/v1/snapshots/${snap.id}`, { headers: { Authorization: `Bearer ${ADMIN}` } });
+        assert.equal(gone.status, 404);
+});

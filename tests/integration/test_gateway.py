@@ -21,7 +21,7 @@ SESSION_REQUIRED = {"event": "error",
                     "code": "session_required", "status": 403}
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 SANDBOX_FIELDS = {"id", "name", "type", "state", "network", "image", "egress_policy", "egress", "owner",
-                  "created_at", "expires_at", "limits"}
+                  "created_at", "expires_at", "limits", "paused", "paused_at"}
 RESULT_FIELDS = {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "duration_ms",
                  "timed_out", "oom_killed"}
 

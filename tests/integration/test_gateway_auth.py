@@ -21,7 +21,8 @@ SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 SESSION_REQUIRED = "Creating API keys needs a dashboard or CLI session, or an admin-scoped key."
 ERROR_KEYS = {"event", "error", "code", "status", "requestId"}
 ALL_ACTIONS = ["sandbox.create", "sandbox.read", "sandbox.update", "sandbox.delete", "sandbox.delete-own",
-               "exec", "file.write", "file.read", "log.read", "takeover", "api-key.admin"]
+               "exec", "file.write", "file.read", "log.read", "takeover", "api-key.admin", "sandbox.pause",
+               "snapshot.create", "snapshot.read", "snapshot.delete"]
 ADMIN_ONLY = {"takeover", "api-key.admin"}
 
 
@@ -206,6 +207,12 @@ ROUTES = [
     ("POST", "/v1/api-keys", "api-key.admin", {"json": {"preset": "admin"}}),
     ("GET", "/v1/api-keys", "api-key.admin", {}),
     ("DELETE", "/v1/api-keys/{victim}", "api-key.admin", {}),
+    ("POST", "/v1/sandboxes/{sb}/pause", "sandbox.pause", {}),
+    ("POST", "/v1/sandboxes/{sb}/resume", "sandbox.pause", {}),
+    ("POST", "/v1/sandboxes/{sb}/snapshots", "snapshot.create", {"json": {"name": "matrix"}}),
+    ("GET", "/v1/snapshots", "snapshot.read", {}),
+    ("GET", "/v1/snapshots/{snap}", "snapshot.read", {}),
+    ("DELETE", "/v1/snapshots/{snap}", "snapshot.delete", {}),
 ]
 ROUTE_IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]
 CREDENTIALS_401 = ["no key", "empty bearer", "basic", "malformed", "not base32", "unknown", "expired", "revoked"]
@@ -214,8 +221,9 @@ DENIED = []
 
 
 def fill(w, template):
+    # {snap}: no such snapshot; the refusals come before any lookup
     return template.format(sb=w["sb"], row=int(w["row"]), victim=w["victim"]["id"], p=w["process"],
-                           img="any-image")
+                           img="any-image", snap="sn_aaaaaaaaaa")
 
 
 def snapshot(w, admin):
@@ -462,7 +470,8 @@ def test_sandboxctl_api_key():
     assert re.fullmatch(r"key_[a-z2-7]{20}", key["id"])
     assert key["name"] == "from-ctl" and key["role"] == "member" and key["revokedAt"] is None
     assert key["scope"] == {"actions": ["sandbox.create", "sandbox.read", "sandbox.update", "sandbox.delete-own",
-                                        "exec", "file.write"], "sandboxes": "*"}
+                                        "exec", "file.write", "sandbox.pause", "snapshot.create",
+                                        "snapshot.read"], "sandboxes": "*"}
     for t in (key["createdAt"], key["expiresAt"]):
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", t)
 

@@ -148,11 +148,96 @@ static void test_populate(void) {
         CHECK_INT(disk_image_populate("/nonexistent", getuid(), getgid()), -ENOENT);
 }
 
+/* Issue 26: a snapshot's files given to a fork's uid. Giving files away needs root: as anyone else only
+ * the walk over one's own files (from == to) is checked. */
+static void test_reown(void) {
+        char root[256], p[400];
+        struct stat st;
+        uid_t from = geteuid() == 0 ? 70001 : getuid(), to = geteuid() == 0 ? 70002 : getuid();
+
+        snprintf(root, sizeof(root), "%s/reown", dir);
+        CHECK(mkdir(root, 0755) == 0);
+        const char *dirs[] = { "home", "home/a", "home/a/b", "home/sg", "tmp" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+                CHECK(mkdir(p, 0755) == 0);
+        }
+        snprintf(p, sizeof(p), "%s/home/sg", root);
+        CHECK(chmod(p, 02775) == 0);
+        const char *files[] = { "home/f", "home/a/b/deep", "tmp/t" };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(p, sizeof(p), "%s/%s", root, files[i]);
+                int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0640);
+                CHECK(fd >= 0);
+                close(fd);
+        }
+        snprintf(p, sizeof(p), "%s/home/link", root);
+        CHECK(symlink("/etc/passwd", p) == 0);
+        if (geteuid() != 0) {
+                CHECK_INT(disk_image_reown(root, from, to), 0);
+                printf("SKIP: reown: giving files to another uid needs root\n");
+                return;
+        }
+        /* everything the source's, but one file of someone else's, which stays theirs */
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+                CHECK(lchown(p, from, from) == 0);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(p, sizeof(p), "%s/%s", root, files[i]);
+                CHECK(lchown(p, from, i == 2 ? 99 : from) == 0);
+        }
+        snprintf(p, sizeof(p), "%s/home/link", root);
+        CHECK(lchown(p, from, from) == 0);
+        snprintf(p, sizeof(p), "%s/home/other", root);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        CHECK(fd >= 0 && fchown(fd, 99, 99) == 0);
+        close(fd);
+        CHECK(lchown(root, from, from) == 0);
+        snprintf(p, sizeof(p), "%s/home/sg", root);
+        CHECK(chmod(p, 02775) == 0); /* chown cleared it */
+
+        CHECK_INT(disk_image_reown(root, from, to), 0);
+
+        CHECK(lstat(root, &st) == 0 && st.st_uid == to && st.st_gid == to);
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+                CHECK(lstat(p, &st) == 0 && st.st_uid == to && st.st_gid == to);
+        }
+        snprintf(p, sizeof(p), "%s/home/sg", root);
+        CHECK(lstat(p, &st) == 0 && (st.st_mode & 07777) == 02775);
+        snprintf(p, sizeof(p), "%s/home/a/b/deep", root);
+        CHECK(lstat(p, &st) == 0 && st.st_uid == to && st.st_gid == to && (st.st_mode & 0777) == 0640);
+        snprintf(p, sizeof(p), "%s/tmp/t", root); /* its group was someone else's: kept */
+        CHECK(lstat(p, &st) == 0 && st.st_uid == to && st.st_gid == 99);
+        snprintf(p, sizeof(p), "%s/home/other", root);
+        CHECK(lstat(p, &st) == 0 && st.st_uid == 99 && st.st_gid == 99);
+        /* the link itself, not what it points at */
+        snprintf(p, sizeof(p), "%s/home/link", root);
+        CHECK(lstat(p, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid == to);
+        CHECK(stat("/etc/passwd", &st) == 0 && st.st_uid == 0);
+
+        /* deeper than the walk goes: refused, not followed */
+        char deep[sizeof(root) + 3 * (DISK_REOWN_DEPTH_MAX + 1)];
+        int levels = 0;
+        snprintf(deep, sizeof(deep), "%s", root);
+        while (levels < DISK_REOWN_DEPTH_MAX + 1) {
+                strcat(deep, "/d");
+                if (mkdir(deep, 0755) < 0)
+                        break;
+                levels++;
+        }
+        CHECK_INT(levels, DISK_REOWN_DEPTH_MAX + 1);
+        CHECK_INT(disk_image_reown(root, to, from), -ELOOP);
+        CHECK_INT(disk_image_reown("/nonexistent", from, to), -ENOENT);
+}
+
 int main(void) {
         test_mkdtemp(dir);
         test_template();
         test_copy();
         test_populate();
+        test_reown();
         test_rm_rf(dir);
         return test_finish("test-disk-image");
 }

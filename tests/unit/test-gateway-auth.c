@@ -18,7 +18,9 @@
 static void test_string_tables(void) {
         static const char *const actions[] = { "sandbox.create", "sandbox.read", "sandbox.update",
                                                "sandbox.delete", "sandbox.delete-own", "exec", "file.write",
-                                               "file.read", "log.read", "takeover", "api-key.admin" };
+                                               "file.read", "log.read", "takeover", "api-key.admin",
+                                               "sandbox.pause", "snapshot.create", "snapshot.read",
+                                               "snapshot.delete" };
 
         CHECK_INT(_GATEWAY_ACTION_MAX, ELEMENTSOF(actions));
         for (int a = 0; a < _GATEWAY_ACTION_MAX; a++) {
@@ -57,7 +59,8 @@ static void test_roles_and_presets(void) {
         CHECK_INT(key_preset_lookup("runner", &role, &actions), 0);
         CHECK_INT(role, KEY_ROLE_MEMBER);
         CHECK(actions == (BIT(SANDBOX_CREATE) | BIT(SANDBOX_READ) | BIT(SANDBOX_UPDATE) | BIT(EXEC) |
-                          BIT(FILE_WRITE) | BIT(SANDBOX_DELETE_OWN)));
+                          BIT(FILE_WRITE) | BIT(SANDBOX_DELETE_OWN) | BIT(SANDBOX_PAUSE) |
+                          BIT(SNAPSHOT_CREATE) | BIT(SNAPSHOT_READ)));
         CHECK_INT(key_preset_lookup("root", &role, &actions), -EINVAL);
         CHECK_INT(key_preset_lookup(NULL, &role, &actions), -EINVAL);
 }

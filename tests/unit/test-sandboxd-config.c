@@ -587,6 +587,50 @@ static void test_shell_idle(void) {
                             "such as 30min, or infinity)");
 }
 
+/* Issue 26: IdlePauseSec= and AutoResume= per type. */
+static void test_idle_pause(void) {
+        SandboxdConfig c;
+        const SandboxType *t;
+
+        sandboxd_config_defaults(&c);
+        for (size_t i = 0; i < c.n_types; i++) {
+                CHECK_U64(c.types[i].idle_pause_usec, 0);
+                CHECK(!c.types[i].auto_resume);
+        }
+
+        reset_dir();
+        write_file("etc/main.conf", "[Type:small]\nIdlePauseSec=10min\nAutoResume=yes\n[Type:lazy]\n"
+                                    "IdlePauseSec=2s\n[Type:large]\nIdlePauseSec=infinity\nAutoResume=off\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        t = sandboxd_config_find_type(&c, "small");
+        CHECK(t && t->idle_pause_usec == 10 * USEC_PER_MINUTE && t->auto_resume);
+        t = sandboxd_config_find_type(&c, "lazy");
+        CHECK(t && t->idle_pause_usec == 2 * USEC_PER_SEC && !t->auto_resume);
+        t = sandboxd_config_find_type(&c, "large");
+        CHECK(t && t->idle_pause_usec == 0 && !t->auto_resume);
+
+        write_file("etc/main.conf", "[Type:small]\nIdlePauseSec=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid IdlePauseSec=0: out of range (expected a time from 1s to 30d such as "
+                            "10min, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nIdlePauseSec=31d\n");
+        CHECK_MAIN_ERROR(2, "Invalid IdlePauseSec=31d: out of range (expected a time from 1s to 30d such as "
+                            "10min, or infinity)");
+        write_file("etc/main.conf", "[Type:small]\nAutoResume=maybe\n");
+        CHECK_MAIN_ERROR(2, "Invalid AutoResume=maybe: not understood (expected yes or no)");
+
+        /* and the snapshots' store */
+        sandboxd_config_defaults(&c);
+        CHECK_U64(c.snapshot_store_max, 0);
+        write_file("etc/main.conf", "[Manager]\nSnapshotStoreMax=20G\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        CHECK_U64(c.snapshot_store_max, UINT64_C(20) << 30);
+        write_file("etc/main.conf", "[Manager]\nSnapshotStoreMax=infinity\n");
+        CHECK(sandboxd_config_load(&c, path_in("etc/main.conf"), NULL, NULL) == 0);
+        CHECK_U64(c.snapshot_store_max, 0);
+        write_file("etc/main.conf", "[Manager]\nSnapshotStoreMax=0\n");
+        CHECK_MAIN_ERROR(2, "Invalid SnapshotStoreMax=0: out of range (expected a size such as 20G, or infinity)");
+}
+
 /* Issue 25: ProcessOutputMax= per type. */
 static void test_process_output_max(void) {
         SandboxdConfig c;
@@ -770,6 +814,7 @@ int main(void) {
 
         test_defaults();
         test_shell_idle();
+        test_idle_pause();
         test_process_output_max();
         test_documented_example();
         test_dropins();

@@ -150,8 +150,9 @@ export class Client {
         }
 
         /** Creates a sandbox and answers it once it runs. egressPolicy ({default, allow, deny}) goes with
-         * network "egress"; image is "host" or an image of sandboxd's store (NotFound if there is none). */
-        async createSandbox({ type, ttlSeconds, name, network, egressPolicy, image, signal } = {}) {
+         * network "egress"; image is "host" or an image of sandboxd's store (NotFound if there is none);
+         * snapshot (issue 26) an id or name: the new sandbox's disk is a copy of it (a fork). */
+        async createSandbox({ type, ttlSeconds, name, network, egressPolicy, image, snapshot, signal } = {}) {
                 const body = {};
                 if (type !== undefined) body.type = type;
                 if (ttlSeconds !== undefined) body.ttl_seconds = ttlSeconds;
@@ -159,6 +160,7 @@ export class Client {
                 if (network !== undefined) body.network = network;
                 if (egressPolicy !== undefined) body.egress_policy = egressPolicy;
                 if (image !== undefined) body.image = image;
+                if (snapshot !== undefined) body.snapshot = snapshot; /* issue 26: a fork of that snapshot */
                 const info = await this._json("POST", "/v1/sandboxes", { json: body, signal });
                 return new Sandbox(this, info);
         }
@@ -171,6 +173,20 @@ export class Client {
         async listSandboxes({ signal } = {}) {
                 const r = await this._json("GET", "/v1/sandboxes", { signal });
                 return r.sandboxes.map((s) => new Sandbox(this, s));
+        }
+
+        /** Issue 26: the snapshots the key may read ({id, name, source, type, owner, created_at, size}). */
+        async listSnapshots({ signal } = {}) {
+                return (await this._json("GET", "/v1/snapshots", { signal })).snapshots;
+        }
+
+        async getSnapshot(idOrName, { signal } = {}) {
+                return this._json("GET", `/v1/snapshots/${enc(idOrName)}`, { signal });
+        }
+
+        /** Removes a snapshot; sandboxes made from it keep their disks. */
+        async deleteSnapshot(idOrName, { signal } = {}) {
+                await this._json("DELETE", `/v1/snapshots/${enc(idOrName)}`, { signal });
         }
 
         /** The whole audit log (GET /v1/log) with its filters: limit, offset, operation, event, source,
@@ -608,6 +624,8 @@ export class Sandbox {
                 this.createdAt = info.created_at;
                 this.expiresAt = info.expires_at;
                 this.limits = info.limits;
+                this.paused = info.paused ?? false; /* issue 26; pausedAt: null while it runs */
+                this.pausedAt = info.paused_at ?? null;
                 /* network "egress" only (null for the others): {default, allow, deny}, the address, and the
                  * firewall's counters as of this answer ({allowed_packets, allowed_bytes, denied_packets,
                  * denied_bytes}, as the gateway sends them, like limits) */
@@ -629,6 +647,28 @@ export class Sandbox {
         /** The sandbox now expires ttlSeconds from now. */
         async extend(ttlSeconds, { signal } = {}) {
                 this._update(await this.client._json("PATCH", this._base, { json: { ttl_seconds: ttlSeconds }, signal }));
+                return this;
+        }
+
+        /** Freezes every process of the sandbox; its TTL stops until resume(). While paused, exec, files,
+         * tools, processes and takeovers reject with Conflict, code "sandbox_paused", unless its type
+         * resumes on use (AutoResume=yes). Pausing a paused sandbox changes nothing. */
+        async pause({ signal } = {}) {
+                this._update(await this.client._json("POST", `${this._base}/pause`, { signal }));
+                return this;
+        }
+
+        /** Takes a snapshot of the sandbox's disk (home, /tmp, /var/tmp; frozen meanwhile) and resolves to it
+         * ({id, name, source, type, owner, created_at, size}); client.createSandbox({ snapshot: id }) starts
+         * sandboxes from it. Processes are not part of it. */
+        async snapshot({ name, signal } = {}) {
+                return this.client._json("POST", `${this._base}/snapshots`,
+                                         { json: name !== undefined ? { name } : {}, signal });
+        }
+
+        /** Lets a paused sandbox run again; its expiry moves out by the time it was paused. */
+        async resume({ signal } = {}) {
+                this._update(await this.client._json("POST", `${this._base}/resume`, { signal }));
                 return this;
         }
 

@@ -105,6 +105,42 @@ test("API keys: create, list, use, revoke; a runner key lacks log.read", async (
         await assert.rejects(admin.apiKeys.revoke("key_aaaaaaaaaaaaaaaaaaaa"), NotFound);
 });
 
+test("pause and resume (issue 26)", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                assert.equal(await sb.pause(), sb);
+                assert.equal(sb.state, "paused");
+                assert.equal(sb.paused, true);
+                assert.ok(sb.pausedAt);
+                assert.equal((await admin.getSandbox(sb.id)).state, "paused");
+                await assert.rejects(sb.exec("true"), (e) => assertTyped(e, Conflict, 409, "sandbox_paused"));
+                await sb.pause(); /* again: nothing changes */
+                await sb.resume();
+                assert.equal(sb.state, "running");
+                assert.equal(sb.paused, false);
+                assert.equal(sb.pausedAt, null);
+                assert.equal((await sb.exec("echo back")).stdout, "back\n");
+        });
+});
+
+test("snapshot and fork (issue 26)", async () => {
+        await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
+                await sb.files.write("/home/sandbox/s.txt", "snap\n");
+                const snap = await sb.snapshot({ name: `sdk-js-snap-${Date.now().toString(36)}` });
+                try {
+                        assert.match(snap.id, /^sn_[a-z2-7]{10}$/);
+                        assert.equal(snap.source, sb.id);
+                        assert.ok((await admin.listSnapshots()).some((s) => s.id === snap.id));
+                        assert.deepEqual(await admin.getSnapshot(snap.name), snap);
+                        await withSandbox(admin, { snapshot: snap.id, ttlSeconds: 120 }, async (fork) => {
+                                assert.equal((await fork.exec("cat ~/s.txt")).stdout, "snap\n");
+                        });
+                } finally {
+                        await admin.deleteSnapshot(snap.id);
+                }
+                await assert.rejects(admin.getSnapshot(snap.id), (e) => assertTyped(e, NotFound, 404, "not_found"));
+        });
+});
+
 test("get, list, extend, files in text and bytes, argv, env, cwd, stdin", async () => {
         await withSandbox(admin, { ttlSeconds: 120 }, async (sb) => {
                 const got = await admin.getSandbox(sb.id);

@@ -142,6 +142,17 @@ class AsyncSandbox:
         await _run(self.sync.refresh)
         return self
 
+    async def pause(self) -> "AsyncSandbox":
+        await _run(self.sync.pause)
+        return self
+
+    async def resume(self) -> "AsyncSandbox":
+        await _run(self.sync.resume)
+        return self
+
+    async def snapshot(self, name: Optional[str] = None) -> JSON:
+        return dict(await _run(self.sync.snapshot, name))
+
     async def set_network_policy(self, policy: Optional[JSON] = None, **kw: Any) -> "AsyncSandbox":
         """Sandbox.set_network_policy: the egress policy replaced whole (a dict, or default=, allow=, deny=)."""
         await _run(self.sync.set_network_policy, policy, **kw)
@@ -189,9 +200,19 @@ class AsyncClient:
 
     async def create(self, type: Optional[str] = None, ttl_seconds: Optional[int] = None, name: Optional[str] = None,
                      network: Optional[str] = None, on_exit: str = "delete",
-                     egress_policy: Optional[JSON] = None, image: Optional[str] = None) -> AsyncSandbox:
+                     egress_policy: Optional[JSON] = None, image: Optional[str] = None,
+                     snapshot: Optional[str] = None) -> AsyncSandbox:
         return AsyncSandbox(await _run(self.sync.create, type, ttl_seconds, name, network, on_exit, egress_policy,
-                                       image))
+                                       image, snapshot))
+
+    async def list_snapshots(self) -> List[JSON]:
+        return list(await _run(self.sync.list_snapshots))
+
+    async def get_snapshot(self, snapshot_id: str) -> JSON:
+        return dict(await _run(self.sync.get_snapshot, snapshot_id))
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        await _run(self.sync.delete_snapshot, snapshot_id)
 
     async def get(self, sandbox_id: str) -> AsyncSandbox:
         return AsyncSandbox(await _run(self.sync.get, sandbox_id))

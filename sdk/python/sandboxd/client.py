@@ -239,17 +239,20 @@ class Client:
 
     def create(self, type: Optional[str] = None, ttl_seconds: Optional[int] = None, name: Optional[str] = None,
                network: Optional[str] = None, on_exit: str = "delete",
-               egress_policy: Optional[JSON] = None, image: Optional[str] = None) -> "Sandbox":
+               egress_policy: Optional[JSON] = None, image: Optional[str] = None,
+               snapshot: Optional[str] = None) -> "Sandbox":
         """Makes a sandbox and returns once it runs. Used as a context manager, a sandbox made with
         on_exit="delete" is deleted when the block ends, whether or not the block raised. network is
         "none", "egress" or "host"; egress_policy ({"default": "deny"|"allow", "allow": [...], "deny":
         [...]}, entries are names, "*." wildcards and CIDRs) goes with network="egress". image: "host" or
-        an image of sandboxd's store (its root is then that image's; NotFound if there is none)."""
+        an image of sandboxd's store (its root is then that image's; NotFound if there is none).
+        snapshot (an id or name, Sandbox.snapshot()) makes its disk a copy of that snapshot's: a fork;
+        processes are not carried over."""
         if on_exit not in ("delete", "keep"):
             raise ValueError('on_exit must be "delete" or "keep"')
         body = {k: v for k, v in (("type", type), ("ttl_seconds", ttl_seconds), ("name", name),
                                   ("network", network), ("egress_policy", egress_policy),
-                                  ("image", image)) if v is not None}
+                                  ("image", image), ("snapshot", snapshot)) if v is not None}
         try:
             info = self._request("POST", "/v1/sandboxes", body)
         except (Timeout, ConnectionFailed):
@@ -278,6 +281,20 @@ class Client:
         except NotFound as e:
             if e.code != "not_found":
                 raise
+
+    # --- snapshots (issue 26) ---------------------------------------------------------------------------
+
+    def list_snapshots(self) -> List[JSON]:
+        """The snapshots the key may read: {"id", "name", "source", "type", "owner", "created_at", "size"}."""
+        return list(self._request("GET", "/v1/snapshots")["snapshots"])
+
+    def get_snapshot(self, snapshot_id: str) -> JSON:
+        """One snapshot by id or name (NotFound if there is none)."""
+        return dict(self._request("GET", f"/v1/snapshots/{_q(snapshot_id)}"))
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Removes a snapshot; sandboxes made from it keep their disks."""
+        self._request("DELETE", f"/v1/snapshots/{_q(snapshot_id)}")
 
     # --- audit log --------------------------------------------------------------------------------------
 
@@ -500,6 +517,8 @@ class Sandbox:
         self.created_at: Optional[str] = info.get("created_at")
         self.expires_at: Optional[str] = info.get("expires_at")
         self.limits: Optional[JSON] = info.get("limits")
+        self.paused: bool = bool(info.get("paused", False))
+        self.paused_at: Optional[str] = info.get("paused_at")
         # network "egress" only (None for the others): {"default", "allow", "deny"}; the address; the
         # firewall's counters {"allowed_packets", "allowed_bytes", "denied_packets", "denied_bytes"},
         # as of the last answer (refresh() reads them again)
@@ -536,6 +555,26 @@ class Sandbox:
     def extend(self, ttl_seconds: int) -> "Sandbox":
         """The sandbox now expires ttl_seconds from now."""
         self._set(self._client._request("PATCH", self._path(), {"ttl_seconds": int(ttl_seconds)}))
+        return self
+
+    def pause(self) -> "Sandbox":
+        """Freezes every process of the sandbox; its TTL stops until resume(). While paused, exec, files,
+        tools, processes and takeovers raise Conflict (code "sandbox_paused") unless its type resumes on
+        use (AutoResume=yes). Pausing a paused sandbox changes nothing."""
+        self._set(self._client._request("POST", self._path("/pause")))
+        return self
+
+    def snapshot(self, name: Optional[str] = None) -> JSON:
+        """Takes a snapshot of the sandbox's disk (home, /tmp, /var/tmp; it is frozen meanwhile) and returns
+        it: {"id", "name", "source", "type", "owner", "created_at", "size"}. client.create(snapshot=id) starts
+        sandboxes from it. Processes are not part of it."""
+        body = {"name": name} if name is not None else {}
+        return dict(self._client._request("POST", self._path("/snapshots"), body,
+                                          timeout=max(self._client.timeout, 600.0)))
+
+    def resume(self) -> "Sandbox":
+        """Lets a paused sandbox run again; its expiry moves out by the time it was paused."""
+        self._set(self._client._request("POST", self._path("/resume")))
         return self
 
     def set_network_policy(self, policy: Optional[JSON] = None, *, default: Optional[str] = None,

@@ -145,6 +145,46 @@ def test_extend_and_list(sdk_admin, sdk_sb):
         sdk_sb.extend(0)
 
 
+def test_pause_and_resume(sdk_admin, sdk_admin_secret, sdk_sb):
+    """Issue 26: sb.pause() freezes it (exec refused with Conflict sandbox_paused), sb.resume() thaws it."""
+    assert sdk_sb.pause() is sdk_sb
+    assert (sdk_sb.state, sdk_sb.paused) == ("paused", True) and sdk_sb.paused_at
+    assert sdk_admin.get(sdk_sb.id).state == "paused"
+    with pytest.raises(Conflict) as ei:
+        sdk_sb.exec("true")
+    assert ei.value.code == "sandbox_paused" and ei.value.status == 409
+    sdk_sb.pause()  # again: nothing changes
+    assert sdk_sb.resume().state == "running" and not sdk_sb.paused and sdk_sb.paused_at is None
+    assert sdk_sb.exec("echo back").stdout == "back\n"
+    import asyncio
+    from sandboxd.aio import AsyncClient
+
+    async def go():
+        a = await AsyncClient(sdk_admin_secret, timeout=120).get(sdk_sb.id)
+        assert (await a.pause()).paused
+        assert not (await a.resume()).paused
+    asyncio.run(go())
+
+
+def test_snapshot_and_fork(sdk_admin, sdk_sb):
+    """Issue 26: sb.snapshot() and client.create(snapshot=…): a fork with the files, going its own way."""
+    sdk_sb.files.write("/home/sandbox/s.txt", "snap\n")
+    snap = sdk_sb.snapshot("sdk-py-snap")
+    try:
+        assert snap["id"].startswith("sn_") and snap["name"] == "sdk-py-snap" and snap["source"] == sdk_sb.id
+        assert snap in sdk_admin.list_snapshots() and sdk_admin.get_snapshot("sdk-py-snap") == snap
+        with sdk_admin.create(snapshot=snap["id"], ttl_seconds=300) as fork:
+            assert fork.exec("cat ~/s.txt").stdout == "snap\n"
+            fork.exec("echo fork > ~/s.txt")
+        assert sdk_sb.exec("cat ~/s.txt").stdout == "snap\n"
+        with pytest.raises(Conflict):
+            sdk_sb.snapshot("sdk-py-snap")
+    finally:
+        sdk_admin.delete_snapshot(snap["id"])
+    with pytest.raises(NotFound):
+        sdk_admin.get_snapshot(snap["id"])
+
+
 # --- typed errors ----------------------------------------------------------------------------------------
 
 def test_error_unauthorized():

@@ -240,13 +240,86 @@ $("logout").addEventListener("click", () => signOut(""));
 let sandboxes = [];
 let current = null; // the sandbox shown: { id, name, ... }
 
+// Issue 26: the snapshots the key may read, each with Fork (a new sandbox from it) and Remove. A key
+// without snapshot.read just has no list.
+let snapshotList = [];
+
+async function loadSnapshots() {
+        try {
+                snapshotList = (await api("GET", "/v1/snapshots")).snapshots;
+        } catch (e) {
+                snapshotList = [];
+        }
+        const list = $("snapshot-list");
+        list.replaceChildren(...snapshotList.map((s) => {
+                const fork = el("button", { type: "button", class: "snapshot-fork", "data-id": s.id, text: "Fork",
+                                            "aria-label": `Create a sandbox from snapshot ${s.name}` });
+                const remove = el("button", { type: "button", class: "snapshot-remove danger", "data-id": s.id,
+                                              text: "Remove", "aria-label": `Remove snapshot ${s.name}` });
+                fork.addEventListener("click", () => forkSnapshot(s, fork));
+                remove.addEventListener("click", () => removeSnapshot(s, remove));
+                return el("li", { "data-id": s.id }, el("span", { class: "sb-name", text: s.name }), fork, remove,
+                          el("span", { class: "sb-meta",
+                                       text: `${s.id} · of ${s.source} · ${fmtBytes(s.size)} · ${fmtDateTime(s.created_at)}` }));
+        }));
+        $("snapshot-empty").hidden = snapshotList.length > 0;
+}
+
+async function forkSnapshot(s, button) {
+        button.disabled = true;
+        try {
+                const sb = await api("POST", "/v1/sandboxes", { snapshot: s.id });
+                await loadSandboxes();
+                location.hash = sb.id;
+        } catch (e) {
+                showError("sandboxes-error", e);
+        } finally {
+                button.disabled = false;
+        }
+}
+
+async function removeSnapshot(s, button) {
+        if (!confirm(`Remove snapshot ${s.name}? Sandboxes made from it keep their disks.`))
+                return;
+        button.disabled = true;
+        try {
+                await api("DELETE", `/v1/snapshots/${enc(s.id)}`);
+        } catch (e) {
+                showError("sandboxes-error", e);
+        }
+        await loadSnapshots();
+}
+
+$("snapshot-sandbox").addEventListener("click", async () => {
+        if (!current)
+                return;
+        const button = $("snapshot-sandbox");
+        button.disabled = true;
+        button.textContent = "Snapshotting…";
+        try {
+                await api("POST", `/v1/sandboxes/${enc(current.id)}/snapshots`, {});
+                showError("detail-error", null);
+                await loadSnapshots();
+        } catch (e) {
+                showError("detail-error", e);
+        } finally {
+                button.disabled = false;
+                button.textContent = "Snapshot";
+        }
+});
+
 async function loadSandboxes() {
+        loadSnapshots();
         const data = await api("GET", "/v1/sandboxes");
         sandboxes = data.sandboxes.sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
         renderSandboxes();
         // the open sandbox's counters move: the list has them too
         const open = current && sandboxes.find((s) => s.id === current.id);
-        if (open)
+        if (open && open.state !== current.state) {
+                /* paused or resumed elsewhere (the API, IdlePauseSec=): the detail follows */
+                current = open;
+                renderDetail(open);
+        } else if (open)
                 renderNetwork(open, false);
         showError("sandboxes-error", null);
 }
@@ -313,6 +386,25 @@ $("delete-sandbox").addEventListener("click", async () => {
                 showError("detail-error", e);
         } finally {
                 $("delete-sandbox").disabled = false;
+        }
+});
+
+// Issue 26: POST …/pause or …/resume; the answer is the sandbox, shown at once, and the list follows.
+$("pause-sandbox").addEventListener("click", async () => {
+        if (!current)
+                return;
+        const button = $("pause-sandbox"), resume = button.textContent === "Resume";
+        button.disabled = true;
+        try {
+                const sb = await api("POST", `/v1/sandboxes/${enc(current.id)}/${resume ? "resume" : "pause"}`);
+                current = sb;
+                renderDetail(sb);
+                showError("detail-error", null);
+                await loadSandboxes();
+        } catch (e) {
+                showError("detail-error", e);
+        } finally {
+                button.disabled = false;
         }
 });
 
@@ -386,7 +478,14 @@ function renderDetail(sb) {
         $("detail-title").textContent = sb.name ? `${sb.name} (${sb.id})` : sb.id;
         const props = [["State", sb.state], ["Type", sb.type], ["Network", sb.network], ["Owner", sb.owner],
                        ["Created", fmtDateTime(sb.created_at)],
-                       ["Expires", sb.expires_at ? fmtDateTime(sb.expires_at) : "never"]];
+                       ["Expires", sb.expires_at ? fmtDateTime(sb.expires_at) + (sb.paused ? " (held while paused)" : "")
+                                                 : "never"]];
+        if (sb.paused && sb.paused_at)
+                props.splice(1, 0, ["Paused", fmtDateTime(sb.paused_at)]);
+        // Issue 26: one button, Pause for a running sandbox and Resume for a paused one.
+        const pause = $("pause-sandbox");
+        pause.textContent = sb.paused ? "Resume" : "Pause";
+        pause.hidden = !(sb.state === "running" || sb.state === "paused");
         $("detail-props").replaceChildren(...props.flatMap(([k, v]) => [el("dt", { text: k }),
                                                                          el("dd", { text: v ?? "" })]));
         renderNetwork(sb, true);
