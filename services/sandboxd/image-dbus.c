@@ -31,6 +31,7 @@
 #include "macro.h"
 #include "namespace.h"
 #include "sandbox-options.h"
+#include "sandbox-snapshot.h"
 #include "sandbox.h"
 #include "sandboxd-bus.h"
 #include "sandboxd-dbus.h"
@@ -487,6 +488,24 @@ static int append_info(sd_bus_message *reply, const ImageInfo *i, Manager *m) {
                 r = sd_bus_message_close_container(reply);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
+        /* the snapshots whose disks hold a layer of it (a sandbox made from one runs on it), by id */
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", "snapshots");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', "as");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "s");
+        for (Snapshot *snap = m->snapshots; r >= 0 && snap; snap = snap->next)
+                if (!snap->pending && streq_ptr(snap->image, i->name))
+                        r = sd_bus_message_append(reply, "s", snap->id);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
         if (r < 0)
                 return r;
         return sd_bus_message_close_container(reply);
@@ -843,6 +862,17 @@ static int method_remove_image(sd_bus_message *msg, void *userdata, sd_bus_error
                 r = sd_bus_error_setf(error, SANDBOXD_ERROR_IMAGE_IN_USE,
                                       "Image %s is in use by a sandbox (or a pooled sandbox of a type with "
                                       "Image=%s); delete those first.", name, name);
+                return fail_audited(m, &c, "image.remove", name, started, mono, r, error);
+        }
+        /* A snapshot of a sandbox on it holds the upper layer of an overlay on it: a sandbox made from the
+         * snapshot needs the image, so the image stays while such a snapshot does (a pending one too: its
+         * source runs on the image anyway). */
+        Snapshot *snap = snapshot_find_by_image(m, name);
+        if (snap) {
+                r = sd_bus_error_setf(error, SANDBOXD_ERROR_IMAGE_IN_USE,
+                                      "Image %s is needed by snapshot %s (%s), taken of a sandbox on it: a "
+                                      "sandbox made from it runs on this image. Remove the snapshot first.",
+                                      name, snap->id, snap->name);
                 return fail_audited(m, &c, "image.remove", name, started, mono, r, error);
         }
         r = image_store_remove(state(m)->dir, name);
