@@ -643,6 +643,29 @@ def test_gateway_image(admin, bb, mgr):  # noqa: F811 (gateway_helpers' module f
     assert len(mgr.list()) == before
 
 
+def test_gateway_snapshot_of_an_image_sandbox(admin, bb, mgr, sandbox, snaps):  # noqa: F811
+    """The REST snapshot object names its image; POST /v1/sandboxes from it runs on that image, and with
+    another image is 400 with nothing made."""
+    sid, _ = sandbox(image=bb[0])
+    assert mgr.sh(sid, "echo rest > /opt/pkgs/r")[0] == 0
+    r = admin.post(f"/v1/sandboxes/{sid}/snapshots", {"name": "rest-img-snap"})
+    assert r.status_code == 201, r.text
+    snap = r.json()
+    snaps.append(snap["id"])
+    assert snap["image"] == bb[0] and admin.get(f"/v1/snapshots/{snap['id']}").json()["image"] == bb[0]
+    before = len(mgr.list())
+    assert_error(admin.post("/v1/sandboxes", {"snapshot": snap["id"], "image": "host"}), 400, "invalid_request")
+    assert len(mgr.list()) == before
+    r = admin.post("/v1/sandboxes", {"snapshot": snap["id"], "ttl_seconds": 600})
+    assert r.status_code == 201, r.text
+    fork = r.json()
+    try:
+        assert fork["image"] == bb[0]
+        assert mgr.exec(fork["id"], ["cat", "/opt/pkgs/r"])[1] == b"rest\n"
+    finally:
+        admin.delete(f"/v1/sandboxes/{fork['id']}")
+
+
 def test_gateway_images_routes(admin, bb, mgr, sandbox):  # noqa: F811
     """GET /v1/images and GET /v1/images/{name}: the store as sandboxd lists it; used_by as the key may see it."""
     r = admin.get("/v1/images")
