@@ -104,27 +104,41 @@ static int load_sandbox(const SandboxRecord *r, void *userdata) {
         return 0;
 }
 
-static void test_migration(void) {
+/* The schemas of earlier sandboxds, as their migrations left them. */
+#define SCHEMA_2                                                                                                   \
+        "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL, owner TEXT "  \
+        "NOT NULL, uid INTEGER NOT NULL UNIQUE, network TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at "    \
+        "INTEGER NOT NULL, init_pid INTEGER NOT NULL, init_start INTEGER NOT NULL, exec_next INTEGER NOT NULL);"   \
+        "ALTER TABLE sandboxes ADD COLUMN egress_address TEXT NOT NULL DEFAULT '';"                                \
+        "ALTER TABLE sandboxes ADD COLUMN egress_policy TEXT NOT NULL DEFAULT '';"
+#define SCHEMA_4                                                                                                   \
+        SCHEMA_2 "ALTER TABLE sandboxes ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0;"                          \
+                 "ALTER TABLE sandboxes ADD COLUMN ttl_left INTEGER NOT NULL DEFAULT 0;"                           \
+                 "CREATE TABLE snapshots (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, source TEXT NOT NULL, "  \
+                 "type TEXT NOT NULL, owner TEXT NOT NULL, source_uid INTEGER NOT NULL, size INTEGER NOT NULL, "   \
+                 "disk_size INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+
+/* A database made by sql (ending in its user_version) in dir, then opened by this sandboxd; NULL if not. */
+static SandboxStore *open_old(const char *name, const char *sql) {
         char path[256];
         sqlite3 *db = NULL;
         SandboxStore *st = NULL;
-        SandboxRecord got = { .paused_at = 1, .ttl_left = 1 };
 
-        snprintf(path, sizeof(path), "%s/old.db", dir);
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
         CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-        CHECK(sqlite3_exec(db,
-                           "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT "
-                           "NULL, owner TEXT NOT NULL, uid INTEGER NOT NULL UNIQUE, network TEXT NOT NULL, "
-                           "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, init_pid INTEGER NOT NULL, "
-                           "init_start INTEGER NOT NULL, exec_next INTEGER NOT NULL);"
-                           "ALTER TABLE sandboxes ADD COLUMN egress_address TEXT NOT NULL DEFAULT '';"
-                           "ALTER TABLE sandboxes ADD COLUMN egress_policy TEXT NOT NULL DEFAULT '';"
-                           "INSERT INTO sandboxes VALUES ('sb_bbbbbbbbbb', 'x', 'small', 'uid:0', 1879048200, "
-                           "'none', 1, 1790000000000000, 42, 7, 1, '', '');"
-                           "PRAGMA user_version = 2;",
-                           NULL, NULL, NULL) == SQLITE_OK);
+        CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(db);
         CHECK_INT(sandbox_store_open(path, &st), 0);
+        return st;
+}
+
+static void test_migration(void) {
+        SandboxRecord got = { .paused_at = 1, .ttl_left = 1 };
+        SandboxStore *st;
+
+        st = open_old("old.db", SCHEMA_2 "INSERT INTO sandboxes VALUES ('sb_bbbbbbbbbb', 'x', 'small', 'uid:0', "
+                                         "1879048200, 'none', 1, 1790000000000000, 42, 7, 1, '', '');"
+                                         "PRAGMA user_version = 2;");
         if (!st)
                 return;
         CHECK_INT(sandbox_store_load(st, load_sandbox, &got), 0);
@@ -137,27 +151,11 @@ static void test_migration(void) {
         CHECK_INT(sandbox_store_load(st, load_sandbox, &got), 0);
         CHECK(got.paused_at == 0 && got.ttl_left == 0 && got.expires_at == 1790000000000123);
         sandbox_store_free(st);
-        st = NULL;
 
         /* schema 4 (snapshots without their image): its rows load as of the host's tree */
-        snprintf(path, sizeof(path), "%s/old4.db", dir);
-        CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-        CHECK(sqlite3_exec(db,
-                           "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT "
-                           "NULL, owner TEXT NOT NULL, uid INTEGER NOT NULL UNIQUE, network TEXT NOT NULL, "
-                           "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, init_pid INTEGER NOT NULL, "
-                           "init_start INTEGER NOT NULL, exec_next INTEGER NOT NULL, egress_address TEXT NOT NULL "
-                           "DEFAULT '', egress_policy TEXT NOT NULL DEFAULT '', paused_at INTEGER NOT NULL DEFAULT "
-                           "0, ttl_left INTEGER NOT NULL DEFAULT 0);"
-                           "CREATE TABLE snapshots (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, source TEXT NOT "
-                           "NULL, type TEXT NOT NULL, owner TEXT NOT NULL, source_uid INTEGER NOT NULL, size "
-                           "INTEGER NOT NULL, disk_size INTEGER NOT NULL, created_at INTEGER NOT NULL);"
-                           "INSERT INTO snapshots VALUES ('sn_aaaaaaaaaa', 'old', 'sb_bbbbbbbbbb', 'small', "
-                           "'uid:0', 1879048200, 4096, 1073741824, 1);"
-                           "PRAGMA user_version = 4;",
-                           NULL, NULL, NULL) == SQLITE_OK);
-        sqlite3_close(db);
-        CHECK_INT(sandbox_store_open(path, &st), 0);
+        st = open_old("old4.db", SCHEMA_4 "INSERT INTO snapshots VALUES ('sn_aaaaaaaaaa', 'old', 'sb_bbbbbbbbbb', "
+                                          "'small', 'uid:0', 1879048200, 4096, 1073741824, 1);"
+                                          "PRAGMA user_version = 4;");
         if (!st)
                 return;
         Seen seen = {};
