@@ -16,6 +16,7 @@
 #define GATEWAY_LISTEN_MAX 128
 #define GATEWAY_ORIGINS_MAX 1024
 #define GATEWAY_PATH_MAX 256
+#define GATEWAY_KEY_STORE_MAX 1024
 
 /* Where the dashboard's files are installed (meson's datadir, /usr/share). */
 #ifdef DATADIR
@@ -54,6 +55,8 @@ typedef struct GatewayConfig {
         char dashboard_dir[GATEWAY_PATH_MAX];       /* the dashboard's files (GET /, /ui/…); "": off
                                                      * (DashboardDirectory=no) */
         uint64_t max_sandboxes_per_key;  /* live sandboxes a key may own (sandbox-quota.h); 429 beyond */
+        char key_store[GATEWAY_KEY_STORE_MAX]; /* "": the SQLite file in the state directory (KeyStore=sqlite);
+                                                * else a postgresql:// URI (docs/scale-out.md) */
 } GatewayConfig;
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
@@ -62,7 +65,7 @@ typedef struct GatewayConfig {
  * BusShortCallReserve=40, MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
  * JSONDepthMax=32, RefusalBurst=600, RefusalsPerSec=10,
  * RefusalBurstTotal=6000, RefusalsPerSecTotal=100, DashboardDirectory=/usr/share/sandboxd/dashboard,
- * MaxSandboxesPerKey=64. */
+ * MaxSandboxesPerKey=64, KeyStore=sqlite. */
 void gateway_config_defaults(GatewayConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical order, on top of c; later assignments

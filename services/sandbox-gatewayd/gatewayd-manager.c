@@ -598,10 +598,18 @@ int manager_startup(Manager *m) {
 
         raise_nofile(m);
 
-        snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
-        r = key_store_open(path, &m->keys);
-        if (r < 0)
-                return log_msg_errno(LOG_ERR, r, "Could not open the key store %s: %m", path);
+        if (m->config.key_store[0]) {
+                /* PostgreSQL, shared with other hosts' gateways (docs/scale-out.md). Down now is not fatal:
+                 * requests answer 503 key_store_unavailable until it is back. */
+                r = key_store_open_postgresql(m->config.key_store, &m->keys);
+                if (r < 0)
+                        return log_msg_errno(LOG_ERR, r, "Could not open the key store in PostgreSQL: %m");
+        } else {
+                snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
+                r = key_store_open(path, &m->keys);
+                if (r < 0)
+                        return log_msg_errno(LOG_ERR, r, "Could not open the key store %s: %m", path);
+        }
 
         /* The listening socket stays with systemd while a lost bus restarts us. The pool's connections do
          * the same (bus-pool.c). */

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Unit test of the key store in PostgreSQL: a real server in a scratch directory, two handles as two gateways. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "key-store.h"
+#include "macro.h"
+#include "test-util.h"
+#include "time-util.h"
+
+/* Debian's server binaries (postgresql-15); pg_ctl and initdb are not on PATH. */
+#define PG_BIN "/usr/lib/postgresql/15/bin"
+#define NOW (UINT64_C(1790000000) * USEC_PER_SEC)
+#define SB1 "sb_abcdefgh23"
+#define ROUTE "takeover"
+
+/* Not under /tmp: it may be 0700 root's, and the server runs as nobody when we are root. */
+static char tmpdir[] = "/var/tmp/test-key-store-pg.XXXXXX";
+static char url[512];
+
+/* Runs a shell command as the server's user: nobody when we are root (initdb refuses root), else us. */
+static int pg_sh(const char *fmt, ...) _printf_(1, 2);
+static int pg_sh(const char *fmt, ...) {
+        _cleanup_free_ char *cmd = NULL, *full = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&cmd, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                abort();
+        if (asprintf(&full, "%s sh -c '%s'",
+                     geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups --" : "", cmd) < 0)
+                abort();
+        r = system(full);
+        return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+static int pg_start(void) {
+        return pg_sh(PG_BIN "/pg_ctl -D %s/data -o \"-k %s -c listen_addresses= -c fsync=off\" -l %s/log -w start "
+                     ">/dev/null", tmpdir, tmpdir, tmpdir);
+}
+
+static int pg_stop(void) {
+        return pg_sh(PG_BIN "/pg_ctl -D %s/data -m fast -w stop >/dev/null", tmpdir);
+}
+
+static KeyStore *open_store(void) {
+        KeyStore *s = NULL;
+        int r = key_store_open_postgresql(url, &s);
+        if (r < 0) {
+                fprintf(stderr, "key_store_open_postgresql(%s): %s\n", url, strerror(-r));
+                exit(EXIT_FAILURE);
+        }
+        return s;
+}
+
+static ApiKey *mint(KeyStore *s, const char *preset, char **ret_secret) {
+        ApiKey *k = NULL;
+        CHECK_INT(key_store_create(s, &(KeySpec) { .name = "t", .preset = preset }, NULL, "root", NOW, ret_secret, &k,
+                                   NULL),
+                  0);
+        return k;
+}
+
+static void test_url(void) {
+        _cleanup_free_ char *why = NULL;
+        KeyStore *s = NULL;
+
+        CHECK_INT(key_store_check_url("postgresql://u@h/db", NULL), 0);
+        CHECK_INT(key_store_check_url("postgres:///db?host=/run/postgresql", NULL), 0);
+        CHECK_INT(key_store_check_url("mysql://u@h/db", &why), -EINVAL);
+        CHECK(why && strstr(why, "postgresql://"));
+        free(TAKE_PTR(why));
+        CHECK_INT(key_store_check_url("postgresql://u@h/db?nosuchoption=1", &why), -EINVAL);
+        CHECK(why && strstr(why, "nosuchoption") && !strchr(why, '\n'));
+        CHECK_INT(key_store_check_url(NULL, NULL), -EINVAL);
+        CHECK_INT(key_store_open_postgresql("sqlite", &s), -EINVAL);
+        CHECK(!s);
+}
+
+/* Keys and tokens made through one handle are seen through the other, as by two gateways. */
+static void test_shared(KeyStore *a, KeyStore *b) {
+        _cleanup_free_ char *secret = NULL, *token = NULL;
+        _cleanup_(api_key_freep) ApiKey *k = NULL, *seen = NULL, *by_id = NULL, *redeemed = NULL;
+        ApiKey **all = NULL;
+        uint64_t expires_at = 0;
+        size_t n = 0;
+
+        k = mint(a, "admin", &secret);
+        CHECK(k && k->role == KEY_ROLE_ADMIN);
+        CHECK_INT(key_store_authenticate(b, secret, NOW, &seen), 0);
+        CHECK_STR(seen->id, k->id);
+        CHECK_U64(seen->actions, k->actions);
+        CHECK(!seen->sandboxes);
+        CHECK_INT(key_store_get(b, k->id, &by_id), 0);
+        CHECK_U64(by_id->created_at, NOW);
+        CHECK_INT(key_store_get(b, "key_aaaaaaaaaaaaaaaaaaaa", &redeemed), -ENOENT);
+        {
+                _cleanup_free_ char *other = strdup(secret);
+                other[strlen(other) - 1] = other[strlen(other) - 1] == 'a' ? 'b' : 'a';
+                CHECK_INT(key_store_authenticate(b, other, NOW, &redeemed), -ENOKEY);
+        }
+        CHECK_INT(key_store_list(b, &all), 0);
+        for (ApiKey **i = all; *i; i++)
+                n += streq((*i)->id, k->id);
+        CHECK_INT(n, 1);
+        api_key_array_free(all);
+
+        CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, 30 * USEC_PER_SEC, &token, &expires_at), 0);
+        CHECK_U64(expires_at, NOW + 30 * USEC_PER_SEC);
+        CHECK_INT(key_store_token_redeem(b, token, "sb_zzzzzzzz77", ROUTE, NOW + 1, &redeemed), -ENOKEY);
+        CHECK_INT(key_store_token_redeem(b, token, SB1, ROUTE, NOW + 1, &redeemed), 0);
+        CHECK_STR(redeemed->id, k->id);
+        api_key_free(TAKE_PTR(redeemed));
+        CHECK_INT(key_store_token_redeem(a, token, SB1, ROUTE, NOW + 2, &redeemed), -EALREADY);
+        free(TAKE_PTR(token));
+        CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, 30 * USEC_PER_SEC, &token, NULL), 0);
+        CHECK_INT(key_store_token_redeem(b, token, SB1, ROUTE, NOW + 31 * USEC_PER_SEC, &redeemed), -EKEYEXPIRED);
+}
+
+/* A revocation through one handle: the key refused through the other, its tokens spent, the count moved. */
+static void test_revoke(KeyStore *a, KeyStore *b) {
+        _cleanup_free_ char *secret = NULL, *token = NULL;
+        _cleanup_(api_key_freep) ApiKey *k = NULL, *seen = NULL;
+        uint64_t before = 0, after = 0, again = 0;
+
+        k = mint(a, "admin", &secret);
+        CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, 30 * USEC_PER_SEC, &token, NULL), 0);
+        CHECK_INT(key_store_data_version(b, &before), 0);
+        CHECK_INT(key_store_revoke(a, k->id, NOW + 5), 0);
+        CHECK_INT(key_store_data_version(b, &after), 0);
+        CHECK_U64(after, before + 1);
+        CHECK_INT(key_store_authenticate(b, secret, NOW + 6, &seen), -EKEYREVOKED);
+        CHECK_INT(key_store_token_redeem(b, token, SB1, ROUTE, NOW + 6, &seen), -EKEYREVOKED);
+        /* twice is harmless and keeps the first time */
+        CHECK_INT(key_store_revoke(b, k->id, NOW + 9), 0);
+        CHECK_INT(key_store_get(a, k->id, &seen), 0);
+        CHECK_U64(seen->revoked_at, NOW + 5);
+        CHECK_INT(key_store_data_version(a, &again), 0);
+        CHECK_U64(again, after);
+        CHECK_INT(key_store_revoke(a, "key_aaaaaaaaaaaaaaaaaaaa", NOW), -ENOENT);
+        CHECK_INT(key_store_revoke(a, "nonsense", NOW), -ENOENT);
+}
+
+/* 20 processes, each with a handle of its own (as 20 gateways), race to redeem one token: exactly one wins. */
+static void test_token_race(KeyStore *a) {
+        enum { N = 20 };
+        _cleanup_free_ char *secret = NULL, *token = NULL;
+        _cleanup_(api_key_freep) ApiKey *k = mint(a, "admin", &secret);
+        int pipefd[2], wins = 0, already = 0;
+        pid_t pids[N];
+
+        CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, 30 * USEC_PER_SEC, &token, NULL), 0);
+        CHECK_INT(pipe(pipefd), 0);
+        for (int i = 0; i < N; i++) {
+                pids[i] = fork();
+                if (pids[i] == 0) {
+                        KeyStore *s = NULL;
+                        ApiKey *won = NULL;
+                        char go;
+                        int r = key_store_open_postgresql(url, &s);
+                        close(pipefd[1]);
+                        (void) !read(pipefd[0], &go, 1); /* all start together, when the pipe closes */
+                        if (r >= 0)
+                                r = key_store_token_redeem(s, token, SB1, ROUTE, NOW + 1, &won);
+                        api_key_free(won);
+                        key_store_free(s);
+                        _exit(r == 0 ? 0 : r == -EALREADY ? 1 : 2);
+                }
+        }
+        close(pipefd[0]);
+        close(pipefd[1]);
+        for (int i = 0; i < N; i++) {
+                int status = 0;
+                CHECK_INT(waitpid(pids[i], &status, 0), pids[i]);
+                CHECK(WIFEXITED(status));
+                wins += WEXITSTATUS(status) == 0;
+                already += WEXITSTATUS(status) == 1;
+        }
+        CHECK_INT(wins, 1);
+        CHECK_INT(already, N - 1);
+}
+
+/* The server stopped: every operation says so (-KEY_STORE_UNAVAILABLE), then, once it is back, works again
+ * with everything made before still there. */
+static void test_down(KeyStore *a) {
+        _cleanup_free_ char *secret = NULL, *secret2 = NULL, *token = NULL;
+        _cleanup_(api_key_freep) ApiKey *k = mint(a, "member", &secret), *seen = NULL, *k2 = NULL;
+        ApiKey **all = NULL;
+        uint64_t v;
+        int r = 0;
+
+        CHECK_INT(pg_stop(), 0);
+        CHECK_INT(key_store_authenticate(a, secret, NOW, &seen), -KEY_STORE_UNAVAILABLE);
+        CHECK_INT(key_store_create(a, &(KeySpec) { .preset = "member" }, NULL, "root", NOW, &secret2, &k2, NULL),
+                  -KEY_STORE_UNAVAILABLE);
+        CHECK_INT(key_store_list(a, &all), -KEY_STORE_UNAVAILABLE);
+        CHECK_INT(key_store_revoke(a, k->id, NOW), -KEY_STORE_UNAVAILABLE);
+        CHECK_INT(key_store_data_version(a, &v), -KEY_STORE_UNAVAILABLE);
+        CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, USEC_PER_SEC, &token, NULL), -KEY_STORE_UNAVAILABLE);
+        CHECK(!seen && !k2 && !all && !token);
+
+        CHECK_INT(pg_start(), 0);
+        /* reconnects are at most once a second: within two, it works */
+        for (int i = 0; i < 40; i++) {
+                r = key_store_authenticate(a, secret, NOW, &seen);
+                if (r != -KEY_STORE_UNAVAILABLE)
+                        break;
+                usleep(50 * 1000);
+        }
+        CHECK_INT(r, 0);
+        CHECK(seen && streq(seen->id, k->id) && seen->revoked_at == 0);
+}
+
+int main(void) {
+        struct stat st;
+
+        test_url();
+        if (stat(PG_BIN "/initdb", &st) < 0) {
+                printf("SKIP: no %s/initdb (Debian's postgresql-15): the store itself is not tested\n", PG_BIN);
+                return test_finish("test-key-store-pg") == EXIT_SUCCESS ? 77 : EXIT_FAILURE;
+        }
+        test_mkdtemp(tmpdir);
+        CHECK_INT(chmod(tmpdir, 0755), 0);
+        if (geteuid() == 0)
+                CHECK_INT(chown(tmpdir, 65534, 65534), 0);
+        if (pg_sh(PG_BIN "/initdb -D %s/data --auth=trust -U sbx --no-sync -E UTF8 >/dev/null", tmpdir) != 0 ||
+            pg_start() != 0) {
+                fprintf(stderr, "Cannot start PostgreSQL in %s (its log: %s/log)\n", tmpdir, tmpdir);
+                return EXIT_FAILURE;
+        }
+        snprintf(url, sizeof(url), "postgresql:///postgres?host=%s&user=sbx", tmpdir);
+
+        {
+                _cleanup_(key_store_freep) KeyStore *a = open_store(), *b = open_store();
+                test_shared(a, b);
+                test_revoke(a, b);
+                test_token_race(a);
+                test_down(a);
+        }
+        (void) pg_stop();
+        test_rm_rf(tmpdir);
+        return test_finish("test-key-store-pg");
+}
