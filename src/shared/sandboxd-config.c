@@ -279,6 +279,19 @@ static int manager_assignment(Loader *l, const IniPosition *at, const char *key,
                 return 0;
         }
 
+        if (streq(key, "HostTag")) {
+                /* One character of the ids' alphabet, or "no". */
+                if (streq(value, "no")) {
+                        c->host_tag = 0;
+                        return 0;
+                }
+                if (strlen(value) != 1 || !sandbox_id_char_is_valid(value[0]))
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "one character of a-z or 2-7 (the host's tag in sandbox ids), or no");
+                c->host_tag = value[0];
+                return 0;
+        }
+
         if (streq(key, "DefaultTTLSec") || streq(key, "MaxTTLSec")) {
                 bool is_default = streq(key, "DefaultTTLSec");
 
