@@ -215,6 +215,19 @@ static int gateway_assignment(const IniPosition *at, const char *key, const char
                 snprintf(l->c.dashboard_dir, sizeof(l->c.dashboard_dir), "%s", value);
                 return 0;
         }
+        if (streq(key, "AgentListen")) {
+                struct sockaddr_storage sa;
+                unsigned len;
+                if (streq(value, "no")) {
+                        l->c.agent_listen[0] = 0;
+                        return 0;
+                }
+                if (strlen(value) >= sizeof(l->c.agent_listen) || gateway_parse_listen(value, &sa, &len) < 0)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "ADDR:PORT, such as 127.0.0.1:8792, or no");
+                snprintf(l->c.agent_listen, sizeof(l->c.agent_listen), "%s", value);
+                return 0;
+        }
         if (streq(key, "KeyStore")) {
                 /* "sqlite" (the default: keys.db in the state directory) or a libpq URI */
                 _cleanup_free_ char *why = NULL;
