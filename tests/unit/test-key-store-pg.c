@@ -12,45 +12,15 @@
 #include "key-store.h"
 #include "macro.h"
 #include "test-util.h"
+#include "test-pg.h"
 #include "time-util.h"
 
-/* Debian's server binaries (postgresql-15); pg_ctl and initdb are not on PATH. */
-#define PG_BIN "/usr/lib/postgresql/15/bin"
 #define NOW (UINT64_C(1790000000) * USEC_PER_SEC)
 #define SB1 "sb_abcdefgh23"
 #define ROUTE "takeover"
 
-/* Not under /tmp: it may be 0700 root's, and the server runs as nobody when we are root. */
-static char tmpdir[] = "/var/tmp/test-key-store-pg.XXXXXX";
-static char url[512];
-
-/* Runs a shell command as the server's user: nobody when we are root (initdb refuses root), else us. */
-static int pg_sh(const char *fmt, ...) _printf_(1, 2);
-static int pg_sh(const char *fmt, ...) {
-        _cleanup_free_ char *cmd = NULL, *full = NULL;
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&cmd, fmt, ap);
-        va_end(ap);
-        if (r < 0)
-                abort();
-        if (asprintf(&full, "%s sh -c '%s'",
-                     geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups --" : "", cmd) < 0)
-                abort();
-        r = system(full);
-        return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
-static int pg_start(void) {
-        return pg_sh(PG_BIN "/pg_ctl -D %s/data -o \"-k %s -c listen_addresses= -c fsync=off\" -l %s/log -w start "
-                     ">/dev/null", tmpdir, tmpdir, tmpdir);
-}
-
-static int pg_stop(void) {
-        return pg_sh(PG_BIN "/pg_ctl -D %s/data -m fast -w stop >/dev/null", tmpdir);
-}
+static TestPg pg;
+static const char *url = pg.url;
 
 static KeyStore *open_store(void) {
         KeyStore *s = NULL;
@@ -198,7 +168,7 @@ static void test_down(KeyStore *a) {
         uint64_t v;
         int r = 0;
 
-        CHECK_INT(pg_stop(), 0);
+        CHECK_INT(test_pg_stop(&pg), 0);
         CHECK_INT(key_store_authenticate(a, secret, NOW, &seen), -KEY_STORE_UNAVAILABLE);
         CHECK_INT(key_store_create(a, &(KeySpec) { .preset = "member" }, NULL, "root", NOW, &secret2, &k2, NULL),
                   -KEY_STORE_UNAVAILABLE);
@@ -208,7 +178,7 @@ static void test_down(KeyStore *a) {
         CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, USEC_PER_SEC, &token, NULL), -KEY_STORE_UNAVAILABLE);
         CHECK(!seen && !k2 && !all && !token);
 
-        CHECK_INT(pg_start(), 0);
+        CHECK_INT(test_pg_start(&pg), 0);
         /* reconnects are at most once a second: within two, it works */
         for (int i = 0; i < 40; i++) {
                 r = key_store_authenticate(a, secret, NOW, &seen);
@@ -221,24 +191,12 @@ static void test_down(KeyStore *a) {
 }
 
 int main(void) {
-        struct stat st;
-
         test_url();
-        if (stat(PG_BIN "/initdb", &st) < 0) {
-                printf("SKIP: no %s/initdb (Debian's postgresql-15): the store itself is not tested\n", PG_BIN);
+        if (!test_pg_available()) {
+                printf("SKIP: no %s/initdb (Debian's postgresql-15): the store itself is not tested\n", TEST_PG_BIN);
                 return test_finish("test-key-store-pg") == EXIT_SUCCESS ? 77 : EXIT_FAILURE;
         }
-        test_mkdtemp(tmpdir);
-        CHECK_INT(chmod(tmpdir, 0755), 0);
-        if (geteuid() == 0)
-                CHECK_INT(chown(tmpdir, 65534, 65534), 0);
-        if (pg_sh(PG_BIN "/initdb -D %s/data --auth=trust -U sbx --no-sync -E UTF8 >/dev/null", tmpdir) != 0 ||
-            pg_start() != 0) {
-                fprintf(stderr, "Cannot start PostgreSQL in %s (its log: %s/log)\n", tmpdir, tmpdir);
-                return EXIT_FAILURE;
-        }
-        snprintf(url, sizeof(url), "postgresql:///postgres?host=%s&user=sbx", tmpdir);
-
+        test_pg_init(&pg, "test-key-store-pg");
         {
                 _cleanup_(key_store_freep) KeyStore *a = open_store(), *b = open_store();
                 test_shared(a, b);
@@ -246,7 +204,6 @@ int main(void) {
                 test_token_race(a);
                 test_down(a);
         }
-        (void) pg_stop();
-        test_rm_rf(tmpdir);
+        test_pg_done(&pg);
         return test_finish("test-key-store-pg");
 }
