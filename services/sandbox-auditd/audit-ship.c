@@ -8,30 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* pg_advisory_xact_lock's key while creating the table: "sbx29l" as a number. */
-#define SHIP_SCHEMA_LOCK "7568728330"
-
-static const char schema_sql[] =
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(" SHIP_SCHEMA_LOCK ");"
-        "CREATE TABLE IF NOT EXISTS audit_rows ("
-        "        host text NOT NULL,"
-        "        id bigint NOT NULL,"
-        "        session_id text NOT NULL,"
-        "        account_id text NOT NULL,"
-        "        source text NOT NULL,"
-        "        operation text NOT NULL,"
-        "        event text NOT NULL,"
-        "        detail text NOT NULL,"
-        "        exit_code integer NOT NULL,"
-        "        output_truncated text,"
-        "        started_at bigint NOT NULL,"
-        "        duration_usec bigint NOT NULL,"
-        "        recorded_at bigint NOT NULL,"
-        "        request_id text,"
-        "        PRIMARY KEY (host, id));"
-        "CREATE INDEX IF NOT EXISTS audit_rows_by_started ON audit_rows(started_at);"
-        "COMMIT;";
+#include "audit-pg.h"
 
 struct AuditShip {
         PgConn *conn;
@@ -61,7 +38,7 @@ int audit_ship_new(const char *url, const char *host, AuditShip **ret) {
         s->host = strdup(host);
         if (!s->host)
                 return -ENOMEM;
-        r = pg_conn_new(url, "sandbox-auditd", schema_sql, &s->conn);
+        r = pg_conn_new(url, "sandbox-auditd", AUDIT_PG_SCHEMA_SQL, &s->conn);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
@@ -91,16 +68,17 @@ static int insert_row(const AuditEntry *e, void *userdata) {
         snprintf(code, sizeof(code), "%" PRIi32, e->exit_code);
         int r = pg_query(b->ship->conn,
                          "INSERT INTO audit_rows (host, id, session_id, account_id, source, operation, event, "
-                         "detail, exit_code, output_truncated, started_at, duration_usec, recorded_at, request_id) "
-                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+                         "detail, exit_code, output_truncated, started_at, duration_usec, recorded_at, request_id, "
+                         "detail_truncated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
                          "ON CONFLICT (host, id) DO NOTHING",
                          (PgParam[]) { { b->ship->host }, PG_U64_PARAM(id, e->id), { strempty(e->session_id) },
                                        { strempty(e->account_id) }, { strempty(e->source) },
                                        { strempty(e->operation) }, { strempty(e->event) }, { strempty(e->detail) },
                                        { code }, { e->output_truncated }, PG_U64_PARAM(started, e->started_at),
                                        PG_U64_PARAM(duration, e->duration_usec),
-                                       PG_U64_PARAM(recorded, e->recorded_at), { e->request_id } },
-                         14, &res);
+                                       PG_U64_PARAM(recorded, e->recorded_at), { e->request_id },
+                                       { e->detail_truncated ? "t" : "f" } },
+                         15, &res);
         if (r < 0)
                 return r;
         b->newest = MAX(b->newest, e->id);

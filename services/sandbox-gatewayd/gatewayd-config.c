@@ -215,6 +215,13 @@ static int gateway_assignment(const IniPosition *at, const char *key, const char
                 snprintf(l->c.dashboard_dir, sizeof(l->c.dashboard_dir), "%s", value);
                 return 0;
         }
+        if (streq(key, "ClusterLog")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL, "yes or no");
+                l->c.cluster_log = r;
+                return 0;
+        }
         if (streq(key, "AgentListen")) {
                 struct sockaddr_storage sa;
                 unsigned len;

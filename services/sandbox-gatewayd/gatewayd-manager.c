@@ -421,6 +421,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         http_server_free(m->server);
         capacity_agent_free(m->capacity_agent);
+        cluster_log_free(m->cluster_log);
         watchers_free_all(m);
         key_sessions_free_all(m);
         sd_event_source_disable_unref(m->heartbeat);
@@ -623,6 +624,14 @@ int manager_startup(Manager *m) {
                 r = key_store_open_postgresql(m->config.key_store, &m->keys);
                 if (r < 0)
                         return log_msg_errno(LOG_ERR, r, "Could not open the key store in PostgreSQL: %m");
+                if (m->config.cluster_log) {
+                        r = cluster_log_open(m->config.key_store, &m->cluster_log);
+                        if (r < 0)
+                                return log_msg_errno(LOG_ERR, r, "Could not read the audit log's copy in PostgreSQL: %m");
+                }
+        } else if (m->config.cluster_log) {
+                log_msg(LOG_ERR, "ClusterLog=yes reads the rows of every host from PostgreSQL: it needs KeyStore=postgresql://….");
+                return -EINVAL;
         } else {
                 snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
                 r = key_store_open(path, &m->keys);

@@ -9,6 +9,7 @@
 
 #include "bus-pool.h"
 #include "capacity-agent.h"
+#include "cluster-log.h"
 #include "daemon-util.h"
 #include "gatewayd-config.h"
 #include "hashmap.h"
@@ -64,6 +65,7 @@ typedef struct Manager {
         sd_bus_slot *entry_match, *keys_slot;
         sd_event_source *sigterm, *sigint;
         CapacityAgent *capacity_agent;    /* AgentListen= or systemd's "agent" socket; NULL: off */
+        ClusterLog *cluster_log;          /* ClusterLog=yes: GET /v1/log from PostgreSQL; NULL: off */
 } Manager;
 
 int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error);

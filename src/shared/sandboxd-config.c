@@ -191,15 +191,6 @@ int sandboxd_hide_path_check(const char *path) {
         return 0;
 }
 
-/* The words systemd accepts for booleans: 1 (yes), 0 (no) or -EINVAL. */
-static int parse_boolean(const char *v) {
-        if (strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0 || streq(v, "1") || strcasecmp(v, "on") == 0)
-                return 1;
-        if (strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0 || streq(v, "0") || strcasecmp(v, "off") == 0)
-                return 0;
-        return -EINVAL;
-}
-
 static int manager_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
         SandboxdConfig *c = &l->c;
         uint64_t v;

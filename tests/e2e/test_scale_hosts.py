@@ -95,7 +95,11 @@ class Fleet:
         files = {
             "/etc/sandboxd/sandboxd.conf.d/60-scale.conf": f"[Manager]\nHostTag={tag}\n",
             "/etc/sandboxd/sandbox-gatewayd.conf.d/60-scale.conf":
-                f"[Gateway]\nKeyStore=postgresql://postgres@10.29.{n}.1/postgres?connect_timeout=2\n",
+                f"[Gateway]\nKeyStore=postgresql://postgres@10.29.{n}.1/postgres?connect_timeout=2\nClusterLog=yes\n",
+            "/etc/sandboxd/sandbox-auditd.conf.d/60-scale.conf":
+                f"[PostgreSQL]\nURL=postgresql://postgres@10.29.{n}.1/postgres?connect_timeout=2\nHost={tag}\n",
+            "/etc/systemd/system/sandbox-auditd.service.d/60-scale.conf":
+                "[Service]\nPrivateNetwork=no\nIPAddressDeny=\nRestrictAddressFamilies=AF_INET AF_INET6\n",
             # the gateway reaches PostgreSQL over the network, and listens where HAProxy reaches it
             "/etc/systemd/system/sandbox-gatewayd.service.d/60-scale.conf":
                 "[Service]\nPrivateNetwork=no\nIPAddressDeny=\nRestrictAddressFamilies=AF_INET AF_INET6\n",
@@ -108,7 +112,8 @@ class Fleet:
             with open(root + path, "w") as f:
                 f.write(text)
         self.exec(tag, "systemctl", "daemon-reload")
-        self.exec(tag, "systemctl", "start", "sandboxd.service", "sandbox-auditd.service")
+        self.exec(tag, "systemctl", "restart", "sandbox-auditd.service")
+        self.exec(tag, "systemctl", "start", "sandboxd.service")
         self.exec(tag, "systemctl", "stop", "sandbox-gatewayd.service")
         self.exec(tag, "systemctl", "restart", "sandbox-gatewayd.socket", "sandbox-gatewayd-agent.socket")
         self.exec(tag, "systemctl", "start", "sandbox-gatewayd.service")
@@ -253,6 +258,38 @@ def test_runner_flow_through_haproxy_lands_on_both_hosts(fleet, runner):
     fleet.kept = keep
 
 
+def local_log(fleet, tag):
+    """The ids of a host's own log (GetLog over its bus)."""
+    out = fleet.exec(tag, "busctl", "--json=short", "call", "org.sandboxd.audit1", "/org/sandboxd/audit1",
+                     "org.sandboxd.audit1.Log", "GetLog", "a{sv}tt", "0", "1000", "0").stdout
+    return sorted(row["id"]["data"] for row in json.loads(out)["data"][0])
+
+
+def test_log_across_hosts_shows_every_row_once(fleet):
+    admin = json.loads(fleet.exec("b", "sandboxctl", "api-key", "create", "--preset=admin", "--json").stdout)["secret"]
+
+    def page():
+        r = api("GET", "/v1/log?limit=1000", admin)
+        assert r.status_code == 200, r.text
+        return r.json()["entries"]
+
+    def complete():
+        rows = page()
+        by_host = {tag: sorted(e["id"] for e in rows if e["host"] == tag) for tag in HOSTS}
+        return all(by_host[tag] == local_log(fleet, tag) for tag in HOSTS) and rows
+    rows = wait_for(complete, what="GET /v1/log through HAProxy to show both hosts' rows")
+    keys = [(e["host"], e["id"]) for e in rows]
+    assert len(keys) == len(set(keys)), "a row shown twice"
+    # the runner's sandboxes' creations, each on its own host's rows
+    created = {e["session_id"]: e["host"] for e in rows if e["operation"] == "sandbox.create"}
+    for sid in fleet.kept.values():
+        assert created[sid] == sid[3], (sid, created.get(sid))
+    # one host's ids are not another's: paging by id is refused across hosts
+    r = api("GET", "/v1/log?after_id=1", admin)
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request", r.text
+    fleet.admin = admin
+
+
 def test_host_down_answers_host_unavailable_and_the_rest_goes_on(fleet, runner):
     keep = fleet.kept
     fleet.kill("b")
@@ -277,3 +314,6 @@ def test_host_down_answers_host_unavailable_and_the_rest_goes_on(fleet, runner):
         r = wait_for(lambda: (lambda r: r if r.status_code == 201 else None)(
             api("POST", "/v1/sandboxes", runner, json={"type": "small"})), what="a create with b down")
         assert r.json()["id"].startswith("sb_a"), r.json()
+    # the log across hosts still has b's rows: their copy outlives the host
+    rows = api("GET", "/v1/log?limit=1000", fleet.admin).json()["entries"]
+    assert any(e["host"] == "b" and e["session_id"] == keep["b"] for e in rows)

@@ -112,9 +112,15 @@ static void test_load(void) {
         write_file("d/30-pg.conf", "[Gateway]\nKeyStore=postgresql://gw@db.example/sandboxd?connect_timeout=1\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.key_store, "postgresql://gw@db.example/sandboxd?connect_timeout=1");
-        write_file("d/40-sqlite.conf", "[Gateway]\nKeyStore=sqlite\n");
+        write_file("d/40-sqlite.conf", "[Gateway]\nKeyStore=sqlite\nClusterLog=yes\nAgentListen=10.0.0.1:8792\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.key_store, "");
+        CHECK(c.cluster_log);
+        CHECK_STR(c.agent_listen, "10.0.0.1:8792");
+        write_file("d/50-off.conf", "[Gateway]\nClusterLog=no\nAgentListen=no\n");
+        CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
+        CHECK(!c.cluster_log);
+        CHECK_STR(c.agent_listen, "");
 }
 
 static void expect_error(const char *text, const char *message) {
@@ -158,8 +164,8 @@ static void test_bad(void) {
         expect_error("[Gateway]\nKeyStore=mysql://db/x\n", "Invalid KeyStore=mysql://db/x");
         expect_error("[Gateway]\nKeyStore=\n", "Empty value for KeyStore=");
         expect_error("[Gateway]\nKeyStore=postgresql://db/x?colour=blue\n", "colour");
-        /* parts 3 and 4 of docs/scale-out.md are not built: their keys are refused, not ignored */
-        expect_error("[Gateway]\nClusterLog=yes\n", "Unknown key ClusterLog=");
+        expect_error("[Gateway]\nClusterLog=maybe\n", "Invalid ClusterLog=maybe");
+        expect_error("[Gateway]\nAgentListen=8792\n", "Invalid AgentListen=8792");
 }
 
 static void test_listen(void) {
