@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import audit_log, run, wait_for
+from conftest import assert_config_refused, audit_log, run, wait_for
 from test_scale_keystore import PG_BIN, PG_URL, Postgres
 
 DROPIN = "/etc/sandboxd/sandbox-auditd.conf.d/60-test-pg.conf"
@@ -99,15 +99,5 @@ def test_logger_killed_goes_on_from_what_postgres_holds(pg, mgr, sandbox):
 
 
 def test_bad_url_keeps_the_logger_from_starting(pg):
-    with open(DROPIN, "w") as f:
-        f.write("[PostgreSQL]\nURL=http://db/x\n")
-    try:
-        run("systemctl", "reset-failed", "sandbox-auditd.service", check=False)
-        assert run("systemctl", "restart", "sandbox-auditd.service", check=False).returncode != 0
-        log = run("journalctl", "-b", "-u", "sandbox-auditd.service", "-n", "30", "--no-pager").stdout
-        assert "Invalid URL=http://db/x" in log, log
-    finally:
-        with open(DROPIN, "w") as f:
-            f.write(f"[PostgreSQL]\nURL={PG_URL}\nHost={HOST}\n")
-        run("systemctl", "reset-failed", "sandbox-auditd.service", check=False)
-        run("systemctl", "restart", "sandbox-auditd.service")
+    assert_config_refused("sandbox-auditd.service", DROPIN, "[PostgreSQL]\nURL=http://db/x\n", "Invalid URL=http://db/x",
+                          restore=f"[PostgreSQL]\nURL={PG_URL}\nHost={HOST}\n")

@@ -16,7 +16,7 @@ import pytest
 import requests
 import websocket
 
-from conftest import LONG, run, wait_for
+from conftest import LONG, assert_config_refused, run, wait_for
 from gateway_helpers import DROPIN_DIR, restart_gateway
 from test_key_revocation import BOUND, assert_cut, open_sse, read_until, rest_revoke
 from test_takeover_gateway import GW, GW2_PORT, mint, running_second_gateway, ws_url
@@ -195,15 +195,5 @@ def test_postgres_down_answers_503_and_loses_nothing(pg, gw2):
 
 
 def test_bad_key_store_uri_keeps_the_gateway_from_starting(pg):
-    with open(DROPIN, "w") as f:
-        f.write("[Gateway]\nKeyStore=postgresql://db/x?colour=blue\n")
-    try:
-        run("systemctl", "reset-failed", "sandbox-gatewayd.service", check=False)
-        p = run("systemctl", "restart", "sandbox-gatewayd.service", check=False)
-        assert p.returncode != 0
-        log = run("journalctl", "-b", "-u", "sandbox-gatewayd.service", "-n", "30", "--no-pager").stdout
-        assert "KeyStore=" in log and "colour" in log, log
-    finally:
-        with open(DROPIN, "w") as f:
-            f.write(f"[Gateway]\nKeyStore={PG_URL}\n")
-        restart_gateway()
+    assert_config_refused("sandbox-gatewayd.service", DROPIN, "[Gateway]\nKeyStore=postgresql://db/x?colour=blue\n",
+                          "colour", restore=f"[Gateway]\nKeyStore={PG_URL}\n")

@@ -13,6 +13,7 @@
 #include "macro.h"
 #include "test-util.h"
 #include "test-pg.h"
+#include "test-key-race.h"
 #include "time-util.h"
 
 #define NOW (UINT64_C(1790000000) * USEC_PER_SEC)
@@ -120,41 +121,20 @@ static void test_revoke(KeyStore *a, KeyStore *b) {
         CHECK_INT(key_store_revoke(a, "nonsense", NOW), -ENOENT);
 }
 
+static KeyStore *open_race_store(void) {
+        KeyStore *s = NULL;
+        return key_store_open_postgresql(url, &s) >= 0 ? s : NULL;
+}
+
 /* 20 processes, each with a handle of its own (as 20 gateways), race to redeem one token: exactly one wins. */
 static void test_token_race(KeyStore *a) {
         enum { N = 20 };
         _cleanup_free_ char *secret = NULL, *token = NULL;
         _cleanup_(api_key_freep) ApiKey *k = mint(a, "admin", &secret);
-        int pipefd[2], wins = 0, already = 0;
-        pid_t pids[N];
+        int wins = 0, already = 0;
 
         CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, 30 * USEC_PER_SEC, &token, NULL), 0);
-        CHECK_INT(pipe(pipefd), 0);
-        for (int i = 0; i < N; i++) {
-                pids[i] = fork();
-                if (pids[i] == 0) {
-                        KeyStore *s = NULL;
-                        ApiKey *won = NULL;
-                        char go;
-                        int r = key_store_open_postgresql(url, &s);
-                        close(pipefd[1]);
-                        (void) !read(pipefd[0], &go, 1); /* all start together, when the pipe closes */
-                        if (r >= 0)
-                                r = key_store_token_redeem(s, token, SB1, ROUTE, NOW + 1, &won);
-                        api_key_free(won);
-                        key_store_free(s);
-                        _exit(r == 0 ? 0 : r == -EALREADY ? 1 : 2);
-                }
-        }
-        close(pipefd[0]);
-        close(pipefd[1]);
-        for (int i = 0; i < N; i++) {
-                int status = 0;
-                CHECK_INT(waitpid(pids[i], &status, 0), pids[i]);
-                CHECK(WIFEXITED(status));
-                wins += WEXITSTATUS(status) == 0;
-                already += WEXITSTATUS(status) == 1;
-        }
+        key_store_token_race(N, open_race_store, token, SB1, ROUTE, NOW + 1, &wins, &already);
         CHECK_INT(wins, 1);
         CHECK_INT(already, N - 1);
 }
