@@ -50,6 +50,7 @@ _Static_assert(KEY_STORE_UNAVAILABLE == PG_UNAVAILABLE, "one errno for an unreac
 
 struct PgStore {
         PgConn *conn;
+        bool failing; /* the last statement could not reach the server: said once, and once when it is back */
 };
 
 PgStore *pg_store_free(PgStore *p) {
@@ -79,12 +80,18 @@ int pg_store_open(const char *url, PgStore **ret) {
         return 0;
 }
 
-/* Statements of this file: every failure to reach the server is the store's -KEY_STORE_UNAVAILABLE, said
- * once here (rate-limited by the reconnects, at most one a second). */
+/* Statements of this file: an unreachable server is the store's -KEY_STORE_UNAVAILABLE, logged when it starts
+ * and when it ends, not for every request meanwhile; a statement the server refuses, each time. */
 static int pg_store_query(PgStore *p, const char *sql, const PgParam *params, int n, PGresult **ret) {
         int r = pg_query(p->conn, sql, params, n, ret);
-        if (r == -PG_UNAVAILABLE || r == -EIO)
-                log_msg(LOG_WARNING, "The key store in PostgreSQL: %s", pg_conn_error(p->conn));
+        if (r == -PG_UNAVAILABLE && !p->failing)
+                log_msg(LOG_WARNING, "The key store in PostgreSQL cannot be reached (requests answer 503 until it "
+                        "is back): %s", pg_conn_error(p->conn));
+        else if (r != -PG_UNAVAILABLE && p->failing)
+                log_msg(LOG_INFO, "The key store in PostgreSQL is reachable again.");
+        else if (r == -EIO)
+                log_msg(LOG_WARNING, "The key store in PostgreSQL refused a statement: %s", pg_conn_error(p->conn));
+        p->failing = r == -PG_UNAVAILABLE;
         return r;
 }
 
