@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* sandbox-auditd's copy of its rows in PostgreSQL ([PostgreSQL] URL=): in id order, each row once (docs/scale-out.md). */
+/* sandbox-auditd's copy of its rows in PostgreSQL ([PostgreSQL] URL=): in id order, each row once
+ * (docs/scale-out.md). */
 #include "audit-ship.h"
 
 #include <errno.h>
@@ -66,19 +67,29 @@ static int insert_row(const AuditEntry *e, void *userdata) {
         char id[32], code[16], started[32], duration[32], recorded[32];
 
         snprintf(code, sizeof(code), "%" PRIi32, e->exit_code);
-        int r = pg_query(b->ship->conn,
-                         "INSERT INTO audit_rows (host, id, session_id, account_id, source, operation, event, "
-                         "detail, exit_code, output_truncated, started_at, duration_usec, recorded_at, request_id, "
-                         "detail_truncated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
-                         "ON CONFLICT (host, id) DO NOTHING",
-                         (PgParam[]) { { b->ship->host }, PG_U64_PARAM(id, e->id), { strempty(e->session_id) },
-                                       { strempty(e->account_id) }, { strempty(e->source) },
-                                       { strempty(e->operation) }, { strempty(e->event) }, { strempty(e->detail) },
-                                       { code }, { e->output_truncated }, PG_U64_PARAM(started, e->started_at),
-                                       PG_U64_PARAM(duration, e->duration_usec),
-                                       PG_U64_PARAM(recorded, e->recorded_at), { e->request_id },
-                                       { e->detail_truncated ? "t" : "f" } },
-                         15, &res);
+        int r = pg_query(
+                b->ship->conn,
+                "INSERT INTO audit_rows (host, id, session_id, account_id, source, operation, event, "
+                "detail, exit_code, output_truncated, started_at, duration_usec, recorded_at, request_id, "
+                "detail_truncated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
+                "$15) "
+                "ON CONFLICT (host, id) DO NOTHING",
+                (PgParam[]){{b->ship->host},
+                            PG_U64_PARAM(id, e->id),
+                            {strempty(e->session_id)},
+                            {strempty(e->account_id)},
+                            {strempty(e->source)},
+                            {strempty(e->operation)},
+                            {strempty(e->event)},
+                            {strempty(e->detail)},
+                            {code},
+                            {e->output_truncated},
+                            PG_U64_PARAM(started, e->started_at),
+                            PG_U64_PARAM(duration, e->duration_usec),
+                            PG_U64_PARAM(recorded, e->recorded_at),
+                            {e->request_id},
+                            {e->detail_truncated ? "t" : "f"}},
+                15, &res);
         if (r < 0)
                 return r;
         b->newest = MAX(b->newest, e->id);
@@ -91,7 +102,7 @@ static int read_cursor(AuditShip *s) {
         int r;
 
         r = pg_query(s->conn, "SELECT coalesce(max(id), 0)::bigint FROM audit_rows WHERE host = $1",
-                     (PgParam[]) { { s->host } }, 1, &res);
+                     (PgParam[]){{s->host}}, 1, &res);
         if (r < 0)
                 return r;
         s->cursor = pg_u64(res, 0, 0);
@@ -100,7 +111,7 @@ static int read_cursor(AuditShip *s) {
 }
 
 int audit_ship_step(AuditShip *s, AuditStore *store, unsigned max_rows) {
-        Batch b = { .ship = s };
+        Batch b = {.ship = s};
         uint64_t top;
         int r;
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* sandbox-auditd's copy of its rows in PostgreSQL ([PostgreSQL] URL=): in id order, each row once (docs/scale-out.md). */
+/* sandbox-auditd's copy of its rows in PostgreSQL ([PostgreSQL] URL=): in id order, each row once
+ * (docs/scale-out.md). */
 #pragma once
 
 #include <stdint.h>
@@ -10,7 +11,8 @@
 typedef struct AuditShip AuditShip;
 
 /* A shipper of this host's rows (host: its name in the table) to url. The table audit_rows is made if need
- * be. A server that cannot be reached now is no error (audit_ship_step() says so); -EINVAL bad URI or host. */
+ * be. A server that cannot be reached now is no error (audit_ship_step() says so); -EINVAL bad URI or host.
+ */
 int audit_ship_new(const char *url, const char *host, AuditShip **ret);
 AuditShip *audit_ship_free(AuditShip *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(AuditShip *, audit_ship_free);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The gateway's free capacity for HAProxy's agent-check: one line on a TCP port of its own (docs/scale-out.md).
+/* The gateway's free capacity for HAProxy's agent-check: one line on a TCP port of its own
+ * (docs/scale-out.md).
  *
  * HAProxy's agent-check connects, reads one line and closes; "up ready 40%" sets the server's weight to 40 %
  * of its configured weight, "drain" gives it no new sessions, "down" marks it down. The line is answered
@@ -38,7 +39,8 @@ int capacity_agent_line(bool known, uint64_t live, uint64_t max, char *buf, size
                 n = snprintf(buf, size, "drain\n");
         else
                 /* at least 1 %: a host with any room at all stays in the rotation */
-                n = snprintf(buf, size, "up ready %" PRIu64 "%%\n", MAX((max - live) * 100 / max, UINT64_C(1)));
+                n = snprintf(buf, size, "up ready %" PRIu64 "%%\n",
+                             MAX((max - live) * 100 / max, UINT64_C(1)));
         return n < 0 || (size_t) n >= size ? -EINVAL : n;
 }
 
@@ -78,7 +80,8 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         if (!a->call)
                 (void) sd_bus_call_method_async(a->bus, &a->call, SANDBOXD_BUS_NAME, SANDBOXD_BUS_PATH,
-                                                SANDBOXD_MANAGER_INTERFACE, "ListSandboxes", on_count, a, NULL);
+                                                SANDBOXD_MANAGER_INTERFACE, "ListSandboxes", on_count, a,
+                                                NULL);
         (void) sd_event_source_set_time_relative(s, CAPACITY_AGENT_REFRESH_USEC);
         return sd_event_source_set_enabled(s, SD_EVENT_ON);
 }
@@ -92,8 +95,8 @@ static int on_connection(sd_event_source *s, int fd, uint32_t revents, void *use
         c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (c < 0)
                 return 0; /* the client went away, or EAGAIN: nothing to do */
-        n = capacity_agent_line(a->counted_at > 0 && now - a->counted_at <= CAPACITY_AGENT_STALE_USEC, a->live,
-                                a->max_sandboxes, line, sizeof(line));
+        n = capacity_agent_line(a->counted_at > 0 && now - a->counted_at <= CAPACITY_AGENT_STALE_USEC,
+                                a->live, a->max_sandboxes, line, sizeof(line));
         /* A fresh socket's buffer takes a short line whole; a client that cannot take it gets nothing. */
         if (n > 0)
                 (void) !send(c, line, (size_t) n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -119,7 +122,7 @@ int capacity_agent_new(sd_event *e, sd_bus *bus, int listen_fd, const struct soc
                 a->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
                 if (a->fd < 0)
                         return -errno;
-                if (setsockopt(a->fd, SOL_SOCKET, SO_REUSEADDR, &(int) { 1 }, sizeof(int)) < 0 ||
+                if (setsockopt(a->fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)) < 0 ||
                     bind(a->fd, sa, sa_len) < 0 || listen(a->fd, 64) < 0)
                         return -errno;
         }

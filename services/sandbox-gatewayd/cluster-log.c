@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* GET /v1/log across hosts (ClusterLog=yes): pages of every host's audit rows from their copy in PostgreSQL. */
+/* GET /v1/log across hosts (ClusterLog=yes): pages of every host's audit rows from their copy in PostgreSQL.
+ */
 #include "cluster-log.h"
 
 #include <errno.h>
@@ -79,19 +80,27 @@ int cluster_log_page(ClusterLog *c, const ClusterLogQuery *q, json_object **ret_
                 return -EINVAL;
         if (q->sessions && !(sessions = text_array(q->sessions)))
                 return -ENOMEM;
-        r = pg_query(c->conn,
-                     "SELECT host, id, session_id, account_id, source, operation, event, detail, detail_truncated, "
-                     "exit_code::bigint, output_truncated, started_at, duration_usec, request_id FROM audit_rows "
-                     "WHERE ($1::text IS NULL OR account_id = $1) AND ($2::text IS NULL OR operation = $2) "
-                     "AND ($3::text IS NULL OR source = $3) AND ($4::text IS NULL OR event = $4) "
-                     "AND ($5::text IS NULL OR session_id = $5) AND ($6::text[] IS NULL OR session_id = ANY($6)) "
-                     "AND ($7::bigint IS NULL OR started_at >= $7) AND ($8::bigint IS NULL OR started_at < $8) "
-                     "ORDER BY recorded_at DESC, host, id DESC LIMIT $9 OFFSET $10",
-                     (PgParam[]) { { q->account_id }, { q->operation }, { q->source }, { q->event }, { q->session_id },
-                                   { sessions }, q->has_since ? PG_U64_PARAM(since, q->since) : (PgParam) {},
-                                   q->has_until ? PG_U64_PARAM(until, q->until) : (PgParam) {},
-                                   PG_U64_PARAM(limit, q->limit), PG_U64_PARAM(offset, q->offset) },
-                     10, &res);
+        r = pg_query(
+                c->conn,
+                "SELECT host, id, session_id, account_id, source, operation, event, detail, "
+                "detail_truncated, "
+                "exit_code::bigint, output_truncated, started_at, duration_usec, request_id FROM audit_rows "
+                "WHERE ($1::text IS NULL OR account_id = $1) AND ($2::text IS NULL OR operation = $2) "
+                "AND ($3::text IS NULL OR source = $3) AND ($4::text IS NULL OR event = $4) "
+                "AND ($5::text IS NULL OR session_id = $5) AND ($6::text[] IS NULL OR session_id = ANY($6)) "
+                "AND ($7::bigint IS NULL OR started_at >= $7) AND ($8::bigint IS NULL OR started_at < $8) "
+                "ORDER BY recorded_at DESC, host, id DESC LIMIT $9 OFFSET $10",
+                (PgParam[]){{q->account_id},
+                            {q->operation},
+                            {q->source},
+                            {q->event},
+                            {q->session_id},
+                            {sessions},
+                            q->has_since ? PG_U64_PARAM(since, q->since) : (PgParam){},
+                            q->has_until ? PG_U64_PARAM(until, q->until) : (PgParam){},
+                            PG_U64_PARAM(limit, q->limit),
+                            PG_U64_PARAM(offset, q->offset)},
+                10, &res);
         if (r < 0)
                 return r;
         entries = json_object_new_array();

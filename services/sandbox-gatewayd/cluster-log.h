@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* GET /v1/log across hosts (ClusterLog=yes): pages of every host's audit rows from their copy in PostgreSQL. */
+/* GET /v1/log across hosts (ClusterLog=yes): pages of every host's audit rows from their copy in PostgreSQL.
+ */
 #pragma once
 
 #include <json-c/json.h>
@@ -17,9 +18,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ClusterLog *, cluster_log_free);
 
 typedef struct ClusterLogQuery {
         const char *account_id, *operation, *source, *event, *session_id; /* NULL: any */
-        char **sessions;                  /* NULL: every sandbox; else only these (a scoped key's) */
+        char **sessions; /* NULL: every sandbox; else only these (a scoped key's) */
         bool has_since, has_until;
-        uint64_t since, until;            /* since <= started_at < until */
+        uint64_t since, until; /* since <= started_at < until */
         uint64_t limit, offset;
 } ClusterLogQuery;
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The key store in PostgreSQL (KeyStore=postgresql://…): the tables of key-store.c, shared by every gateway. */
+/* The key store in PostgreSQL (KeyStore=postgresql://…): the tables of key-store.c, shared by every gateway.
+ */
 #include "key-store-internal.h"
 #include "key-store.h"
 
@@ -20,7 +21,8 @@ static const char schema_sql[] =
         "BEGIN;"
         "SELECT pg_advisory_xact_lock(" PG_SCHEMA_LOCK ");"
         "CREATE TABLE IF NOT EXISTS sandbox_gateway_schema (version integer NOT NULL);"
-        "INSERT INTO sandbox_gateway_schema SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sandbox_gateway_schema);"
+        "INSERT INTO sandbox_gateway_schema SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM "
+        "sandbox_gateway_schema);"
         "CREATE TABLE IF NOT EXISTS api_keys ("
         "        id text PRIMARY KEY,"
         "        secret_hash bytea NOT NULL UNIQUE,"
@@ -44,13 +46,15 @@ static const char schema_sql[] =
         "CREATE INDEX IF NOT EXISTS takeover_tokens_by_expiry ON takeover_tokens(expires_at);"
         "COMMIT;";
 
-#define PG_KEY_COLUMNS "secret_hash, id, name, role, actions, sandboxes, created_by, created_at, expires_at, revoked_at"
+#define PG_KEY_COLUMNS \
+        "secret_hash, id, name, role, actions, sandboxes, created_by, created_at, expires_at, revoked_at"
 
 _Static_assert(KEY_STORE_UNAVAILABLE == PG_UNAVAILABLE, "one errno for an unreachable server");
 
 struct PgStore {
         PgConn *conn;
-        bool failing; /* the last statement could not reach the server: said once, and once when it is back */
+        bool failing; /* the last statement could not reach the server: said once, and once when it is back
+                       */
 };
 
 PgStore *pg_store_free(PgStore *p) {
@@ -80,17 +84,20 @@ int pg_store_open(const char *url, PgStore **ret) {
         return 0;
 }
 
-/* Statements of this file: an unreachable server is the store's -KEY_STORE_UNAVAILABLE, logged when it starts
- * and when it ends, not for every request meanwhile; a statement the server refuses, each time. */
+/* Statements of this file: an unreachable server is the store's -KEY_STORE_UNAVAILABLE, logged when it
+ * starts and when it ends, not for every request meanwhile; a statement the server refuses, each time. */
 static int pg_store_query(PgStore *p, const char *sql, const PgParam *params, int n, PGresult **ret) {
         int r = pg_query(p->conn, sql, params, n, ret);
         if (r == -PG_UNAVAILABLE && !p->failing)
-                log_msg(LOG_WARNING, "The key store in PostgreSQL cannot be reached (requests answer 503 until it "
-                        "is back): %s", pg_conn_error(p->conn));
+                log_msg(LOG_WARNING,
+                        "The key store in PostgreSQL cannot be reached (requests answer 503 until it "
+                        "is back): %s",
+                        pg_conn_error(p->conn));
         else if (r != -PG_UNAVAILABLE && p->failing)
                 log_msg(LOG_INFO, "The key store in PostgreSQL is reachable again.");
         else if (r == -EIO)
-                log_msg(LOG_WARNING, "The key store in PostgreSQL refused a statement: %s", pg_conn_error(p->conn));
+                log_msg(LOG_WARNING, "The key store in PostgreSQL refused a statement: %s",
+                        pg_conn_error(p->conn));
         p->failing = r == -PG_UNAVAILABLE;
         return r;
 }
@@ -110,7 +117,10 @@ static int pg_key_from_row(const PGresult *res, int row, ApiKey **ret) {
         return key_row_to_key(&k, ret);
 }
 
-#define HASH_PARAM(h) (PgParam) { .value = (const char *) (h), .length = KEY_STORE_HASH_SIZE }
+#define HASH_PARAM(h)                                                      \
+        (PgParam) {                                                        \
+                .value = (const char *) (h), .length = KEY_STORE_HASH_SIZE \
+        }
 
 int pg_store_insert_key(PgStore *p, const char *id, const uint8_t hash[static KEY_STORE_HASH_SIZE],
                         const char *name, const char *role, const char *actions, const char *sandboxes,
@@ -118,12 +128,20 @@ int pg_store_insert_key(PgStore *p, const char *id, const uint8_t hash[static KE
         _cleanup_(pg_result_freep) PGresult *res = NULL;
         char b1[32], b2[32];
 
-        return pg_store_query(p,
-                        "INSERT INTO api_keys (id, secret_hash, name, role, actions, sandboxes, created_by, "
-                        "created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0)",
-                        (PgParam[]) { { id }, HASH_PARAM(hash), { name }, { role }, { actions }, { sandboxes },
-                                      { created_by }, PG_U64_PARAM(b1, now), PG_U64_PARAM(b2, expires_at) },
-                        9, &res);
+        return pg_store_query(
+                p,
+                "INSERT INTO api_keys (id, secret_hash, name, role, actions, sandboxes, created_by, "
+                "created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0)",
+                (PgParam[]){{id},
+                            HASH_PARAM(hash),
+                            {name},
+                            {role},
+                            {actions},
+                            {sandboxes},
+                            {created_by},
+                            PG_U64_PARAM(b1, now),
+                            PG_U64_PARAM(b2, expires_at)},
+                9, &res);
 }
 
 static int pg_one_key(PgStore *p, const char *sql, const PgParam *param, const uint8_t *expected_hash,
@@ -144,12 +162,12 @@ static int pg_one_key(PgStore *p, const char *sql, const PgParam *param, const u
 }
 
 int pg_store_key_by_hash(PgStore *p, const uint8_t hash[static KEY_STORE_HASH_SIZE], ApiKey **ret) {
-        return pg_one_key(p, "SELECT " PG_KEY_COLUMNS " FROM api_keys WHERE secret_hash = $1", &HASH_PARAM(hash),
-                          hash, ret);
+        return pg_one_key(p, "SELECT " PG_KEY_COLUMNS " FROM api_keys WHERE secret_hash = $1",
+                          &HASH_PARAM(hash), hash, ret);
 }
 
 int pg_store_key_by_id(PgStore *p, const char *id, ApiKey **ret) {
-        return pg_one_key(p, "SELECT " PG_KEY_COLUMNS " FROM api_keys WHERE id = $1", &(PgParam) { id }, NULL,
+        return pg_one_key(p, "SELECT " PG_KEY_COLUMNS " FROM api_keys WHERE id = $1", &(PgParam){id}, NULL,
                           ret);
 }
 
@@ -158,7 +176,8 @@ int pg_store_keys_all(PgStore *p, ApiKey ***ret) {
         ApiKey **l;
         int n, r;
 
-        r = pg_store_query(p, "SELECT " PG_KEY_COLUMNS " FROM api_keys ORDER BY created_at, id", NULL, 0, &res);
+        r = pg_store_query(p, "SELECT " PG_KEY_COLUMNS " FROM api_keys ORDER BY created_at, id", NULL, 0,
+                           &res);
         if (r < 0)
                 return r;
         n = PQntuples(res);
@@ -181,15 +200,15 @@ int pg_store_revoke(PgStore *p, const char *id, uint64_t now) {
         char b[32];
         int r;
 
-        /* One statement: the key and its unspent tokens die together, whoever reads in between. A key revoked
-         * before keeps its first revocation time. */
+        /* One statement: the key and its unspent tokens die together, whoever reads in between. A key
+         * revoked before keeps its first revocation time. */
         r = pg_store_query(p,
-                     "WITH k AS (UPDATE api_keys SET revoked_at = CASE WHEN revoked_at = 0 THEN $2 "
-                     "ELSE revoked_at END WHERE id = $1 RETURNING id), "
-                     "t AS (UPDATE takeover_tokens SET used_at = $2 "
-                     "WHERE key_id IN (SELECT id FROM k) AND used_at IS NULL) "
-                     "SELECT count(*) FROM k",
-                     (PgParam[]) { { id }, PG_U64_PARAM(b, now) }, 2, &res);
+                           "WITH k AS (UPDATE api_keys SET revoked_at = CASE WHEN revoked_at = 0 THEN $2 "
+                           "ELSE revoked_at END WHERE id = $1 RETURNING id), "
+                           "t AS (UPDATE takeover_tokens SET used_at = $2 "
+                           "WHERE key_id IN (SELECT id FROM k) AND used_at IS NULL) "
+                           "SELECT count(*) FROM k",
+                           (PgParam[]){{id}, PG_U64_PARAM(b, now)}, 2, &res);
         if (r < 0)
                 return r;
         return pg_u64(res, 0, 0) > 0 ? 0 : -ENOENT;
@@ -214,13 +233,18 @@ int pg_store_insert_token(PgStore *p, const uint8_t hash[static KEY_STORE_HASH_S
 
         /* Best effort, as on the SQLite side. */
         (void) pg_store_query(p, "DELETE FROM takeover_tokens WHERE expires_at < $1",
-                        (PgParam[]) { PG_U64_PARAM(b3, prune_before) }, 1, &prune);
-        return pg_store_query(p,
-                        "INSERT INTO takeover_tokens (token_hash, key_id, sandbox_id, route, created_at, "
-                        "expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                        (PgParam[]) { HASH_PARAM(hash), { key_id }, { sandbox_id }, { route }, PG_U64_PARAM(b1, now),
-                                      PG_U64_PARAM(b2, expires_at) },
-                        6, &res);
+                              (PgParam[]){PG_U64_PARAM(b3, prune_before)}, 1, &prune);
+        return pg_store_query(
+                p,
+                "INSERT INTO takeover_tokens (token_hash, key_id, sandbox_id, route, created_at, "
+                "expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                (PgParam[]){HASH_PARAM(hash),
+                            {key_id},
+                            {sandbox_id},
+                            {route},
+                            PG_U64_PARAM(b1, now),
+                            PG_U64_PARAM(b2, expires_at)},
+                6, &res);
 }
 
 int pg_store_redeem(PgStore *p, const uint8_t hash[static KEY_STORE_HASH_SIZE], const char *sandbox_id,
@@ -232,23 +256,24 @@ int pg_store_redeem(PgStore *p, const uint8_t hash[static KEY_STORE_HASH_SIZE], 
         /* The whole decision in one statement. Of several gateways redeeming the same token, the first to
          * lock the row changes it; the others wait for its commit, re-check used_at IS NULL on the new
          * version of the row (READ COMMITTED), and change nothing. */
-        r = pg_store_query(p,
-                     "UPDATE takeover_tokens t SET used_at = $1 "
-                     "WHERE token_hash = $2 AND sandbox_id = $3 AND route = $4 AND used_at IS NULL "
-                     "AND expires_at > $1 AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = t.key_id "
-                     "AND k.revoked_at = 0 AND (k.expires_at = 0 OR k.expires_at > $1)) RETURNING key_id",
-                     (PgParam[]) { PG_U64_PARAM(b, now), HASH_PARAM(hash), { sandbox_id }, { route } }, 4, &won);
+        r = pg_store_query(
+                p,
+                "UPDATE takeover_tokens t SET used_at = $1 "
+                "WHERE token_hash = $2 AND sandbox_id = $3 AND route = $4 AND used_at IS NULL "
+                "AND expires_at > $1 AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = t.key_id "
+                "AND k.revoked_at = 0 AND (k.expires_at = 0 OR k.expires_at > $1)) RETURNING key_id",
+                (PgParam[]){PG_U64_PARAM(b, now), HASH_PARAM(hash), {sandbox_id}, {route}}, 4, &won);
         if (r < 0)
                 return r;
         r = pg_store_query(p,
-                     "SELECT key_id, sandbox_id = $2 AND route = $3, expires_at, used_at IS NOT NULL "
-                     "FROM takeover_tokens WHERE token_hash = $1",
-                     (PgParam[]) { HASH_PARAM(hash), { sandbox_id }, { route } }, 3, &res);
+                           "SELECT key_id, sandbox_id = $2 AND route = $3, expires_at, used_at IS NOT NULL "
+                           "FROM takeover_tokens WHERE token_hash = $1",
+                           (PgParam[]){HASH_PARAM(hash), {sandbox_id}, {route}}, 3, &res);
         if (r < 0)
                 return r;
         if (PQntuples(res) < 1)
                 return -ENOENT;
-        *ret_row = (TokenRow) {
+        *ret_row = (TokenRow){
                 .key_id = strdup(PQgetvalue(res, 0, 0)),
                 .bound_here = pg_bool(res, 0, 1),
                 .expires_at = pg_u64(res, 0, 2),

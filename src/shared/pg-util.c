@@ -15,7 +15,7 @@
 /* Unless the URI says otherwise: how long one connection attempt may stall the caller's loop, how long one
  * statement may run, and no NOTICEs (libpq would print "already exists, skipping" on every connect). */
 #define PG_CONNECT_TIMEOUT_SEC "2"
-#define PG_OPTIONS "-c statement_timeout=5000 -c client_min_messages=warning"
+#define PG_OPTIONS             "-c statement_timeout=5000 -c client_min_messages=warning"
 
 struct PgConn {
         char *url, *application_name, *schema_sql;
@@ -76,8 +76,9 @@ const char *pg_conn_error(PgConn *c) {
 /* A live connection with the tables in place, or -PG_UNAVAILABLE. */
 static int pg_connect(PgConn *c) {
         /* Ours first: the URI's own settings, expanded from dbname, come later and win. */
-        static const char *const keywords[] = { "connect_timeout", "options", "application_name", "dbname", NULL };
-        const char *values[] = { PG_CONNECT_TIMEOUT_SEC, PG_OPTIONS, c->application_name, c->url, NULL };
+        static const char *const keywords[] = {"connect_timeout", "options", "application_name", "dbname",
+                                               NULL};
+        const char *values[] = {PG_CONNECT_TIMEOUT_SEC, PG_OPTIONS, c->application_name, c->url, NULL};
         uint64_t now = now_usec(CLOCK_MONOTONIC);
 
         if (c->conn && PQstatus(c->conn) == CONNECTION_OK && c->schema_done)
@@ -180,5 +181,6 @@ const char *pg_text(const PGresult *res, int row, int col) {
 }
 
 bool pg_bool(const PGresult *res, int row, int col) {
-        return !PQgetisnull(res, row, col) && PQgetlength(res, row, col) == 1 && PQgetvalue(res, row, col)[0] == 1;
+        return !PQgetisnull(res, row, col) && PQgetlength(res, row, col) == 1 &&
+               PQgetvalue(res, row, col)[0] == 1;
 }

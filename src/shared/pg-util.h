@@ -36,7 +36,10 @@ typedef struct PgParam {
         int length;
 } PgParam;
 
-#define PG_U64_PARAM(buf, v) (PgParam) { .value = (snprintf(buf, sizeof(buf), "%" PRIu64, (uint64_t) (v)), buf) }
+#define PG_U64_PARAM(buf, v)                                                           \
+        (PgParam) {                                                                    \
+                .value = (snprintf(buf, sizeof(buf), "%" PRIu64, (uint64_t) (v)), buf) \
+        }
 
 /* Runs sql with params; results are binary. A connection found broken is made again once and the statement
  * sent again (callers' statements must be safe to repeat). Returns 0 and the result (PQclear it), or:

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test of the logger's copy of its rows in PostgreSQL: in order, each once, across failures and restarts. */
+/* Unit test of the logger's copy of its rows in PostgreSQL: in order, each once, across failures and
+ * restarts. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,8 +9,8 @@
 
 #include "audit-ship.h"
 #include "audit-store.h"
-#include "test-util.h"
 #include "test-pg.h"
+#include "test-util.h"
 
 static TestPg pg;
 static char dir[] = "/tmp/test-audit-ship.XXXXXX";
@@ -83,19 +84,23 @@ int main(void) {
         CHECK_INT(audit_ship_step(a, store, 10), 10);
         CHECK_INT(audit_ship_step(a, store, 10), 5);
         CHECK_INT(audit_ship_step(a, store, 10), 0);
-        expect_sql("SELECT count(*), count(DISTINCT id), max(id) FROM audit_rows WHERE host = 'host-a'", "25|25|25");
+        expect_sql("SELECT count(*), count(DISTINCT id), max(id) FROM audit_rows WHERE host = 'host-a'",
+                   "25|25|25");
         /* the row as stored, field by field */
         expect_sql("SELECT session_id, account_id, source, operation, event, detail, exit_code, started_at, "
                    "recorded_at, coalesce(request_id, '-') FROM audit_rows WHERE id = 8",
-                   "sb_aaaaaaaaaa|uid:0|agent|exec|finished|{\"n\":7}|4|1700000000000007|1700000001000007|req_odd");
-        expect_sql("SELECT output_truncated FROM audit_rows WHERE id = 8", "{\"stdout\":\"out\",\"stderr\":\"\"}");
+                   "sb_aaaaaaaaaa|uid:0|agent|exec|finished|{\"n\":7}|4|1700000000000007|1700000001000007|"
+                   "req_odd");
+        expect_sql("SELECT output_truncated FROM audit_rows WHERE id = 8",
+                   "{\"stdout\":\"out\",\"stderr\":\"\"}");
 
         /* another host's rows beside them, its own ids */
         add_rows(other, 100, 3);
         b = ship_new("host-b");
         CHECK_INT(audit_ship_step(b, other, 10), 3);
-        expect_sql("SELECT string_agg(host || ':' || id, ',' ORDER BY host, id) FROM audit_rows WHERE id <= 3",
-                   "host-a:1,host-a:2,host-a:3,host-b:1,host-b:2,host-b:3");
+        expect_sql(
+                "SELECT string_agg(host || ':' || id, ',' ORDER BY host, id) FROM audit_rows WHERE id <= 3",
+                "host-a:1,host-a:2,host-a:3,host-b:1,host-b:2,host-b:3");
 
         /* the server away: rows made meanwhile are copied when it is back, none twice */
         add_rows(store, 25, 7);
@@ -110,7 +115,8 @@ int main(void) {
                         usleep(50 * 1000);
         }
         CHECK_INT(r, 10);
-        expect_sql("SELECT count(*), count(DISTINCT id), max(id) FROM audit_rows WHERE host = 'host-a'", "35|35|35");
+        expect_sql("SELECT count(*), count(DISTINCT id), max(id) FROM audit_rows WHERE host = 'host-a'",
+                   "35|35|35");
 
         /* a restarted logger (a new shipper, no memory) reads where to go on from PostgreSQL */
         a = audit_ship_free(a);
@@ -124,7 +130,8 @@ int main(void) {
         add_rows(store, 35, 2);
         CHECK_INT(audit_ship_step(a, store, 10), 2);
         CHECK_INT(audit_ship_step(b, store, 10), 2); /* 36 and 37 again */
-        expect_sql("SELECT count(*), count(DISTINCT id), min(id), max(id) FROM audit_rows WHERE host = 'host-a'",
+        expect_sql("SELECT count(*), count(DISTINCT id), min(id), max(id) FROM audit_rows WHERE host = "
+                   "'host-a'",
                    "37|37|1|37");
 
         /* rows removed by retention before they were copied leave a gap that is passed over */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test of the capacity agent's line for HAProxy's agent-check: room, none, unknown, rounding, bad input. */
+/* Unit test of the capacity agent's line for HAProxy's agent-check: room, none, unknown, rounding, bad
+ * input. */
 #include <errno.h>
 #include <string.h>
 

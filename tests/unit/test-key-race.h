@@ -13,8 +13,8 @@
  * until all are ready (a pipe closing), and redeems token for sandbox_id and route at now. The exactly-one
  * rule holds if *ret_wins is 1 and *ret_already is n - 1. */
 static inline void key_store_token_race(unsigned n, KeyStore *(*open_child)(void), const char *token,
-                                        const char *sandbox_id, const char *route, uint64_t now, int *ret_wins,
-                                        int *ret_already) {
+                                        const char *sandbox_id, const char *route, uint64_t now,
+                                        int *ret_wins, int *ret_already) {
         pid_t pids[64];
         int pipefd[2], wins = 0, already = 0;
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit test of the key store in PostgreSQL: a real server in a scratch directory, two handles as two gateways. */
+/* Unit test of the key store in PostgreSQL: a real server in a scratch directory, two handles as two
+ * gateways. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,13 +12,13 @@
 
 #include "key-store.h"
 #include "macro.h"
-#include "test-util.h"
-#include "test-pg.h"
 #include "test-key-race.h"
+#include "test-pg.h"
+#include "test-util.h"
 #include "time-util.h"
 
-#define NOW (UINT64_C(1790000000) * USEC_PER_SEC)
-#define SB1 "sb_abcdefgh23"
+#define NOW   (UINT64_C(1790000000) * USEC_PER_SEC)
+#define SB1   "sb_abcdefgh23"
 #define ROUTE "takeover"
 
 static TestPg pg;
@@ -35,8 +36,8 @@ static KeyStore *open_store(void) {
 
 static ApiKey *mint(KeyStore *s, const char *preset, char **ret_secret) {
         ApiKey *k = NULL;
-        CHECK_INT(key_store_create(s, &(KeySpec) { .name = "t", .preset = preset }, NULL, "root", NOW, ret_secret, &k,
-                                   NULL),
+        CHECK_INT(key_store_create(s, &(KeySpec){.name = "t", .preset = preset}, NULL, "root", NOW,
+                                   ret_secret, &k, NULL),
                   0);
         return k;
 }
@@ -94,7 +95,8 @@ static void test_shared(KeyStore *a, KeyStore *b) {
         CHECK_INT(key_store_token_redeem(a, token, SB1, ROUTE, NOW + 2, &redeemed), -EALREADY);
         free(TAKE_PTR(token));
         CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, 30 * USEC_PER_SEC, &token, NULL), 0);
-        CHECK_INT(key_store_token_redeem(b, token, SB1, ROUTE, NOW + 31 * USEC_PER_SEC, &redeemed), -EKEYEXPIRED);
+        CHECK_INT(key_store_token_redeem(b, token, SB1, ROUTE, NOW + 31 * USEC_PER_SEC, &redeemed),
+                  -EKEYEXPIRED);
 }
 
 /* A revocation through one handle: the key refused through the other, its tokens spent, the count moved. */
@@ -126,7 +128,8 @@ static KeyStore *open_race_store(void) {
         return key_store_open_postgresql(url, &s) >= 0 ? s : NULL;
 }
 
-/* 20 processes, each with a handle of its own (as 20 gateways), race to redeem one token: exactly one wins. */
+/* 20 processes, each with a handle of its own (as 20 gateways), race to redeem one token: exactly one wins.
+ */
 static void test_token_race(KeyStore *a) {
         enum { N = 20 };
         _cleanup_free_ char *secret = NULL, *token = NULL;
@@ -150,12 +153,14 @@ static void test_down(KeyStore *a) {
 
         CHECK_INT(test_pg_stop(&pg), 0);
         CHECK_INT(key_store_authenticate(a, secret, NOW, &seen), -KEY_STORE_UNAVAILABLE);
-        CHECK_INT(key_store_create(a, &(KeySpec) { .preset = "member" }, NULL, "root", NOW, &secret2, &k2, NULL),
-                  -KEY_STORE_UNAVAILABLE);
+        CHECK_INT(
+                key_store_create(a, &(KeySpec){.preset = "member"}, NULL, "root", NOW, &secret2, &k2, NULL),
+                -KEY_STORE_UNAVAILABLE);
         CHECK_INT(key_store_list(a, &all), -KEY_STORE_UNAVAILABLE);
         CHECK_INT(key_store_revoke(a, k->id, NOW), -KEY_STORE_UNAVAILABLE);
         CHECK_INT(key_store_data_version(a, &v), -KEY_STORE_UNAVAILABLE);
-        CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, USEC_PER_SEC, &token, NULL), -KEY_STORE_UNAVAILABLE);
+        CHECK_INT(key_store_token_create(a, k, SB1, ROUTE, NOW, USEC_PER_SEC, &token, NULL),
+                  -KEY_STORE_UNAVAILABLE);
         CHECK(!seen && !k2 && !all && !token);
 
         CHECK_INT(test_pg_start(&pg), 0);
@@ -173,7 +178,8 @@ static void test_down(KeyStore *a) {
 int main(void) {
         test_url();
         if (!test_pg_available()) {
-                printf("SKIP: no %s/initdb (Debian's postgresql-15): the store itself is not tested\n", TEST_PG_BIN);
+                printf("SKIP: no %s/initdb (Debian's postgresql-15): the store itself is not tested\n",
+                       TEST_PG_BIN);
                 return test_finish("test-key-store-pg") == EXIT_SUCCESS ? 77 : EXIT_FAILURE;
         }
         test_pg_init(&pg, "test-key-store-pg");

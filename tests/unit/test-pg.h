@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A scratch PostgreSQL for unit tests of the stores that may live there: Debian's server binaries, a
- * directory under /var/tmp, a Unix socket only, as nobody when the test runs as root (initdb refuses root). */
+ * directory under /var/tmp, a Unix socket only, as nobody when the test runs as root (initdb refuses root).
+ */
 #pragma once
 
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "test-util.h"
 
 #define TEST_PG_BIN "/usr/lib/postgresql/15/bin"
 
@@ -32,7 +34,8 @@ static inline int test_pg_sh(const char *fmt, ...) {
         if (r < 0)
                 abort();
         if (asprintf(&full, "%s sh -c '%s'",
-                     geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups --" : "", cmd) < 0)
+                     geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups --" : "",
+                     cmd) < 0)
                 abort();
         r = system(full);
         return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
@@ -44,8 +47,10 @@ static inline bool test_pg_available(void) {
 }
 
 static inline int test_pg_start(TestPg *p) {
-        return test_pg_sh(TEST_PG_BIN "/pg_ctl -D %s/data -o \"-k %s -c listen_addresses= -c fsync=off\" -l %s/log "
-                          "-w start >/dev/null", p->dir, p->dir, p->dir);
+        return test_pg_sh(TEST_PG_BIN
+                          "/pg_ctl -D %s/data -o \"-k %s -c listen_addresses= -c fsync=off\" -l %s/log "
+                          "-w start >/dev/null",
+                          p->dir, p->dir, p->dir);
 }
 
 static inline int test_pg_stop(TestPg *p) {
@@ -55,8 +60,10 @@ static inline int test_pg_stop(TestPg *p) {
 /* A fresh server in a fresh directory, started; its URI in p->url. Ends the test if it cannot start. */
 static inline void test_pg_init(TestPg *p, const char *name) {
         snprintf(p->dir, sizeof(p->dir), "/var/tmp/%s.XXXXXX", name);
-        if (!mkdtemp(p->dir) || chmod(p->dir, 0755) < 0 || (geteuid() == 0 && chown(p->dir, 65534, 65534) < 0) ||
-            test_pg_sh(TEST_PG_BIN "/initdb -D %s/data --auth=trust -U sbx --no-sync -E UTF8 >/dev/null", p->dir) != 0 ||
+        if (!mkdtemp(p->dir) || chmod(p->dir, 0755) < 0 ||
+            (geteuid() == 0 && chown(p->dir, 65534, 65534) < 0) ||
+            test_pg_sh(TEST_PG_BIN "/initdb -D %s/data --auth=trust -U sbx --no-sync -E UTF8 >/dev/null",
+                       p->dir) != 0 ||
             test_pg_start(p) != 0) {
                 fprintf(stderr, "Cannot start PostgreSQL in %s (its log: %s/log)\n", p->dir, p->dir);
                 exit(EXIT_FAILURE);
@@ -70,7 +77,8 @@ static inline int test_pg_sql(TestPg *p, const char *sql, char *out, size_t size
         FILE *f;
 
         if (asprintf(&cmd, "%s psql -qAt -h %s -U sbx postgres -c \"%s\"",
-                     geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups --" : "", p->dir, sql) < 0)
+                     geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups --" : "",
+                     p->dir, sql) < 0)
                 abort();
         f = popen(cmd, "re");
         if (!f)
