@@ -220,10 +220,20 @@ void req_reply_bus_error(Request *r, const sd_bus_error *e) {
 }
 
 void req_reply_errno(Request *r, int error) {
-        if (error == -ENOMEM)
+        if (error == -KEY_STORE_UNAVAILABLE)
+                req_reply_error(r, 503, "key_store_unavailable",
+                                "The key store (PostgreSQL) cannot be reached; nothing was done. Try again.");
+        else if (error == -ENOMEM)
                 req_reply_error(r, 500, "internal", "Out of memory.");
         else
                 req_reply_error(r, 500, "internal", "Internal error: %s.", strerror(error < 0 ? -error : error));
+}
+
+void req_reply_store_error(Request *r, int error, const char *what) {
+        if (error == -KEY_STORE_UNAVAILABLE)
+                req_reply_errno(r, error);
+        else
+                req_reply_error(r, 500, "internal", "%s", what);
 }
 
 int req_parse_json(Request *r, const JsonField *fields, size_t n_fields, json_object **ret) {
@@ -657,7 +667,7 @@ static int req_authenticate(Request *r) {
                 if (req_deny_credentials(r, k, "The API key", "") < 0)
                         return -EACCES;
                 log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
-                req_reply_error(r, 500, "internal", "Cannot check the API key.");
+                req_reply_store_error(r, k, "Cannot check the API key.");
                 return k;
         }
         return api_key_account_id(r->key, &r->account_id);

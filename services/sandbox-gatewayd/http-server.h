@@ -99,6 +99,8 @@ _printf_(5, 6) void req_deny(Request *r, unsigned status, const char *code, cons
 int req_deny_credentials(Request *r, int error, const char *what, const char *unknown_hint);
 void req_reply_bus_error(Request *r, const sd_bus_error *e);
 void req_reply_errno(Request *r, int error);
+/* A key store failure: 503 key_store_unavailable when the shared store cannot be reached, else 500 with what. */
+void req_reply_store_error(Request *r, int error, const char *what);
 bool req_answered(Request *r);
 
 /* The body as JSON, checked against fields; on failure the request is answered (400) and -EINVAL
