@@ -19,6 +19,10 @@ typedef enum RouteFlags {
         ROUTE_SANDBOX = 1 << 1,         /* param 0 is a sandbox id; the key's sandbox scope applies */
         ROUTE_ANY_KEY = 1 << 2,         /* any active key, whatever its actions (action -1): a key's own object;
                                          * /mcp, whose tool calls are each checked as their REST route */
+        ROUTE_BODY_STREAM = 1 << 3,     /* with ?name= in the query, the body is an archive: the key is checked
+                                         * and the handler runs once the headers are in, and the body goes
+                                         * to Request.body_sink as it arrives (up to MaxImageBytes=), never
+                                         * whole in memory */
 } RouteFlags;
 
 typedef struct Route {
