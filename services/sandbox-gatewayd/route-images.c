@@ -424,6 +424,15 @@ static void on_job_started(Request *r, sd_bus_message *reply, const sd_bus_error
         }
 }
 
+/* The caller context as the last entries of an open a{sv} of options, which it closes. */
+static int options_close_with_context(Request *r, sd_bus_message *m) {
+        int k = sd_bus_message_append(m, "{sv}{sv}{sv}", "account_id", "s", strempty(r->account_id), "request_id",
+                                      "s", r->request_id, "source", "s", "agent");
+        if (k >= 0)
+                k = sd_bus_message_close_container(m);
+        return k;
+}
+
 static int build_import(sd_bus_message *m, void *userdata) {
         Request *r = userdata;
         ImageJob *j = r->data;
@@ -438,10 +447,7 @@ static int build_import(sd_bus_message *m, void *userdata) {
         if (k >= 0 && tag)
                 k = sd_bus_message_append(m, "{sv}", "tag", "s", tag);
         if (k >= 0)
-                k = sd_bus_message_append(m, "{sv}{sv}{sv}", "account_id", "s", strempty(r->account_id),
-                                          "request_id", "s", r->request_id, "source", "s", "agent");
-        if (k >= 0)
-                k = sd_bus_message_close_container(m);
+                k = options_close_with_context(r, m);
         return k;
 }
 
@@ -475,10 +481,7 @@ static int build_build(sd_bus_message *m, void *userdata) {
                         k = sd_bus_message_close_container(m);
         }
         if (k >= 0)
-                k = sd_bus_message_append(m, "{sv}{sv}{sv}", "account_id", "s", strempty(r->account_id),
-                                          "request_id", "s", r->request_id, "source", "s", "agent");
-        if (k >= 0)
-                k = sd_bus_message_close_container(m);
+                k = options_close_with_context(r, m);
         return k;
 }
 
