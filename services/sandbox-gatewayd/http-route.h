@@ -36,7 +36,9 @@ typedef struct Route {
         /* A route with credentials of its own (the takeover's ?token=) sets the request's key itself:
          * authenticate() returns 0, or answers and returns a negative errno. Its sandbox's name is then
          * made its id only for a key limited to some sandboxes (a token names the sandbox as its URL
-         * did), and authorize() replaces the API key's check: true, or answered. NULL for the others. */
+         * did), and authorize() replaces the API key's check: true, or answered. NULL for the others.
+         * authorize() may also come alone, with the API key: a check of the key stricter than its actions
+         * (POST /v1/images asks for role admin too), which must check the route's action itself. */
         int (*authenticate)(Request *req);
         bool (*authorize)(Request *req);
 } Route;
