@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Routes of sandboxd's image store (issue 24): GET and POST /v1/images, GET and DELETE /v1/images/{name}. */
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,9 +171,9 @@ int route_image_delete(Request *r) {
 typedef struct ImageJob {
         Request *req;
         char name[65];
-        char *job;               /* once ImportImage/BuildImage answered */
-        json_object *body;       /* a build's JSON body */
-        int pipe_r, pipe_w;      /* an import: the body goes into pipe_w, ImportImage reads pipe_r */
+        char *job;                  /* once ImportImage/BuildImage answered */
+        json_object *body;          /* a build's JSON body */
+        int pipe_r, pipe_w;         /* an import: the body goes into pipe_w, ImportImage reads pipe_r */
         sd_event_source *pipe_room; /* pipe_w was full: wakes the body when the job has read some */
         bool is_import, stream, finished;
         sd_bus_slot *match;

@@ -14,7 +14,7 @@ import pytest
 
 import kernel
 from conftest import LONG, wait_for
-from gateway_helpers import BASE, admin, assert_error, up  # noqa: F401 (admin, up: fixtures)
+from gateway_helpers import BASE, admin, assert_error, gateway_config, up  # noqa: F401 (fixtures)
 from images_helpers import IMAGES_DIR, Jobs, busybox_tar, images, remove_image, wait_row
 
 pytestmark = pytest.mark.skipif(not kernel.disk_images_possible(),
@@ -212,3 +212,30 @@ def test_body_is_streamed_not_held(admin):  # noqa: F811
         assert r.json()["digest"] == "sha256:" + hashlib.sha256(data).hexdigest()
     finally:
         remove_image("gwbig24")
+
+
+def test_max_image_bytes(admin, gateway_config, jobs):  # noqa: F811
+    """MaxImageBytes=: a Content-Length over it is 413 before the body; a chunked body that passes it is 413
+    once it does, and the job it had started is cancelled; nothing is kept either way."""
+    gateway_config("MaxImageBytes=64K\n")
+    wait_for(lambda: admin.get("/v1/images").status_code == 200, what="the gateway")
+    data = busybox_tar()
+    assert len(data) > 64 << 10
+    body = assert_error(post_archive(admin, "gwcap24", data), 413, "payload_too_large")
+    assert body["error"] == "The body is larger than 65536 bytes."
+    nothing_left("gwcap24")
+    # chunked: the length is not known before; the job starts, then the cap ends it
+    seen = []
+
+    def chunks():
+        for i in range(0, len(data), 8192):
+            if i == 8192 * 4:
+                wait_for(lambda: [j for j, n in running_jobs() if n == "gwcap24"], what="the import's job")
+                seen.extend(j for j, n in running_jobs() if n == "gwcap24")
+            yield data[i:i + 8192]
+    r = admin.req("POST", "/v1/images", params={"name": "gwcap24"}, data=chunks(),
+                  headers={"Content-Type": "application/x-tar"})
+    assert_error(r, 413, "payload_too_large", "The body is larger than 65536 bytes.")
+    assert seen
+    assert jobs.wait(seen[0])[1] == "cancelled"
+    nothing_left("gwcap24")
