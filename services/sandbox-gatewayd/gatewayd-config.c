@@ -20,6 +20,7 @@ void gateway_config_defaults(GatewayConfig *c) {
         *c = (GatewayConfig) {
                 .listen = GATEWAY_LISTEN_DEFAULT,
                 .max_body_bytes = UINT64_C(16) << 20,
+                .max_image_bytes = UINT64_C(8) << 30,
                 .max_connections = 16384,
                 .connection_timeout_usec = 60 * USEC_PER_SEC,
                 .max_connections_per_address = 1024,
@@ -121,6 +122,8 @@ static const struct {
 } settings[] = {
         { "MaxBodyBytes", KIND_SIZE, offsetof(GatewayConfig, max_body_bytes), 1024, UINT64_C(30) << 20,
           "a size from 1K to 30M, such as 16M" },
+        { "MaxImageBytes", KIND_SIZE, offsetof(GatewayConfig, max_image_bytes), 1024, UINT64_C(1) << 40,
+          "a size from 1K to 1T, such as 8G" },
         { "MaxConnections", KIND_COUNT, offsetof(GatewayConfig, max_connections), 16, 1000000,
           "a number from 16 to 1000000" },
         { "ConnectionTimeoutSec", KIND_SEC, offsetof(GatewayConfig, connection_timeout_usec), USEC_PER_SEC,

@@ -29,6 +29,7 @@
 typedef struct GatewayConfig {
         char listen[GATEWAY_LISTEN_MAX]; /* ADDR:PORT, used when not socket-activated */
         uint64_t max_body_bytes;         /* request bodies above this get 413 */
+        uint64_t max_image_bytes;        /* POST /v1/images?name=: an archive spooled to disk, above this 413 */
         uint64_t max_connections;        /* libmicrohttpd's connection limit */
         uint64_t connection_timeout_usec;/* an idle (stalled) client is closed after this */
         uint64_t max_connections_per_address; /* connections one client address may hold open */
