@@ -368,11 +368,56 @@ export declare class ApiKeys {
         revoke(id: string, opts?: RequestOptions): Promise<void>;
 }
 
+/** An image of sandboxd's store (issue 24); info is the gateway's object as sent. */
+export interface Image {
+        name: string;
+        source: string;
+        createdAt: string;
+        size: number;
+        digest: string;
+        /** get() only: what import hygiene changed, and the sandboxes (the key may read) running on it */
+        devicesDropped?: number;
+        setidStripped?: number;
+        ownersReset?: number;
+        usedBy?: string[];
+        info: Record<string, unknown>;
+}
+
+export interface ImageProgress {
+        job: string;
+        phase: string;
+        done: number;
+        total: number;
+}
+
+export interface MakeImageOptions extends RequestOptions {
+        /** Each progress event of the job (the answer is then read as SSE). */
+        onProgress?: (p: ImageProgress) => void;
+        timeoutMs?: number;
+}
+
+export type ArchiveSource = Uint8Array | ArrayBuffer | Blob | string | ReadableStream<Uint8Array> |
+        AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
+
+export declare class Images {
+        list(opts?: RequestOptions): Promise<Image[]>;
+        get(name: string, opts?: RequestOptions): Promise<Image>;
+        remove(name: string, opts?: RequestOptions): Promise<void>;
+        /** Admin keys: the archive (bytes, a path in Node, a stream) streamed to the gateway. */
+        importArchive(name: string, source: ArchiveSource,
+                      opts?: MakeImageOptions & { format?: "tar" | "oci-archive" | "docker-archive"; tag?: string }):
+                Promise<Image>;
+        /** Admin keys: mmdebstrap from the host's archive. */
+        build(name: string, opts?: MakeImageOptions & { suite?: string; variant?: string; packages?: string[] }):
+                Promise<Image>;
+}
+
 export declare class Client {
         constructor(opts?: ClientOptions);
         readonly baseUrl: string;
         readonly timeoutMs: number;
         readonly apiKeys: ApiKeys;
+        readonly images: Images;
         createSandbox(opts?: CreateSandboxOptions): Promise<Sandbox>;
         getSandbox(idOrName: string, opts?: RequestOptions): Promise<Sandbox>;
         listSandboxes(opts?: RequestOptions): Promise<Sandbox[]>;

@@ -7,6 +7,7 @@
 
 #include "ini-util.h"
 #include "macro.h"
+#include "pg-util.h"
 #include "time-util.h"
 
 void audit_config_defaults(AuditConfig *c) {
@@ -25,7 +26,34 @@ typedef struct Loader {
         AuditConfig c;
         char **error;
         bool journal; /* in [Journal], else in [Log] */
+        bool postgresql; /* in [PostgreSQL] */
 } Loader;
+
+/* The [PostgreSQL] section's keys. */
+static int postgresql_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
+        if (streq(key, "URL")) {
+                _cleanup_free_ char *why = NULL, *expected = NULL;
+                if (strlen(value) >= sizeof(l->c.pg_url) || pg_check_url(value, &why) < 0) {
+                        if (asprintf(&expected, "a PostgreSQL URI such as postgresql://user@host/db%s%s",
+                                     why ? ": " : "", strempty(why)) < 0)
+                                return -ENOMEM;
+                        return ini_bad_value(l->error, at, key, value, -EINVAL, expected);
+                }
+                snprintf(l->c.pg_url, sizeof(l->c.pg_url), "%s", value);
+                return 0;
+        }
+        if (streq(key, "Host")) {
+                bool ok = strlen(value) < sizeof(l->c.pg_host);
+                for (const char *p = value; ok && *p; p++)
+                        ok = (unsigned char) *p > ' ' && *p != 0x7f;
+                if (!ok)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "a name without spaces or control characters, up to 255 bytes");
+                snprintf(l->c.pg_host, sizeof(l->c.pg_host), "%s", value);
+                return 0;
+        }
+        return ini_error(l->error, at, "Unknown key %s= in section [PostgreSQL]", key);
+}
 
 static int parse_bool(const char *s, bool *ret) {
         if (streq(s, "yes") || streq(s, "true") || streq(s, "on") || streq(s, "1"))
@@ -75,6 +103,8 @@ static int log_assignment(const IniPosition *at, const char *key, const char *va
 
         if (l->journal)
                 return journal_assignment(l, at, key, value);
+        if (l->postgresql)
+                return postgresql_assignment(l, at, key, value);
         if (streq(key, "MaxAgeSec")) {
                 r = parse_sec(value, &v);
                 if (r < 0)
@@ -116,9 +146,11 @@ static int log_assignment(const IniPosition *at, const char *key, const char *va
 static int log_section(const IniPosition *at, const char *name, void *userdata) {
         Loader *l = userdata;
 
-        if (!streq(name, "Log") && !streq(name, "Journal"))
-                return ini_error(l->error, at, "Unknown section [%s] (expected [Log] or [Journal])", name);
+        if (!streq(name, "Log") && !streq(name, "Journal") && !streq(name, "PostgreSQL"))
+                return ini_error(l->error, at, "Unknown section [%s] (expected [Log], [Journal] or [PostgreSQL])",
+                                 name);
         l->journal = streq(name, "Journal");
+        l->postgresql = streq(name, "PostgreSQL");
         return 0;
 }
 

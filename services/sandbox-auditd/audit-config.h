@@ -37,10 +37,14 @@ typedef struct AuditConfig {
         bool journal_rows;                 /* each stored row also goes to the journal */
         uint64_t checkpoint_rows;          /* a chain checkpoint after this many new rows; 0: not by count */
         uint64_t checkpoint_interval_usec; /* and this long after an uncovered row; 0: not by time */
+
+        /* [PostgreSQL]: a copy of every row there (audit-ship.h, docs/scale-out.md) */
+        char pg_url[1024];  /* URL=: a libpq URI; "": no copy */
+        char pg_host[256];  /* Host=: this host's name in the copy; "": the hostname */
 } AuditConfig;
 
 /* [Log] MaxAgeSec=90d, MaxRows=10000000, OutputMax=1M, DetailMax=4K; [Journal] Rows=no,
- * CheckpointRows=1000, CheckpointIntervalSec=5min. */
+ * CheckpointRows=1000, CheckpointIntervalSec=5min; [PostgreSQL] URL= (none), Host= (the hostname). */
 void audit_config_defaults(AuditConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical (strcmp) order, on top of what c

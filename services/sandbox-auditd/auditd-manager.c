@@ -457,6 +457,8 @@ Manager *manager_free(Manager *m) {
         }
         checkpoint_now(m); /* what the last rows chained to, before the logger goes */
         sd_event_source_disable_unref(m->checkpoint_timer);
+        sd_event_source_disable_unref(m->ship_timer);
+        audit_ship_free(m->ship);
         sd_event_source_disable_unref(m->verify_event);
         sd_event_source_disable_unref(m->commit_event);
         sd_event_source_disable_unref(m->retention_event);
@@ -471,6 +473,52 @@ Manager *manager_free(Manager *m) {
         free(m->state_dir);
         free(m);
         return NULL;
+}
+
+/* Copies what is new to PostgreSQL: committed rows only (the pending batch is committed first), a few
+ * batches a turn, every AUDITD_SHIP_INTERVAL_USEC, at once again while there is more. */
+static int on_ship_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        uint64_t next = AUDITD_SHIP_INTERVAL_USEC;
+        int r = 0;
+
+        manager_flush(m);
+        for (unsigned i = 0; i < AUDITD_SHIP_BATCHES_PER_TURN; i++) {
+                r = audit_ship_step(m->ship, m->store, AUDITD_SHIP_BATCH);
+                if (r < (int) AUDITD_SHIP_BATCH)
+                        break;
+        }
+        if (r == (int) AUDITD_SHIP_BATCH)
+                next = 0;
+        if (r < 0 && !m->ship_failing)
+                log_msg(LOG_WARNING, "Cannot copy the audit log to PostgreSQL (trying again every second): %s",
+                        r == -PG_UNAVAILABLE || r == -EIO ? audit_ship_error(m->ship) : strerror(-r));
+        else if (r >= 0 && m->ship_failing)
+                log_msg(LOG_INFO, "Copying the audit log to PostgreSQL again.");
+        m->ship_failing = r < 0;
+        (void) sd_event_source_set_time_relative(s, next);
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static int ship_setup(Manager *m) {
+        char host[256] = "";
+        int r;
+
+        if (!m->config.pg_url[0])
+                return 0;
+        if (m->config.pg_host[0])
+                snprintf(host, sizeof(host), "%s", m->config.pg_host);
+        else if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+                return log_msg_errno(LOG_ERR, -errno, "[PostgreSQL] without Host=, and no hostname: %m");
+        r = audit_ship_new(m->config.pg_url, host, &m->ship);
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not set up the copy of the audit log in PostgreSQL: %m");
+        r = sd_event_add_time_relative(m->event, &m->ship_timer, CLOCK_MONOTONIC, 0, 0, on_ship_timer, m);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_priority(m->ship_timer, SD_EVENT_PRIORITY_IDLE);
+        log_msg(LOG_INFO, "Copying the audit log to PostgreSQL as host %s.", host);
+        return 0;
 }
 
 int manager_startup(Manager *m) {
@@ -496,6 +544,10 @@ int manager_startup(Manager *m) {
         /* At start, then every AUDITD_RETENTION_INTERVAL_USEC. */
         r = sd_event_add_time_relative(m->event, &m->retention_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC,
                                        on_retention_timer, m);
+        if (r < 0)
+                return r;
+
+        r = ship_setup(m);
         if (r < 0)
                 return r;
 

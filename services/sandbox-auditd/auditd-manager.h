@@ -9,6 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "audit-config.h"
+#include "audit-ship.h"
 #include "audit-store.h"
 #include "daemon-util.h"
 #include "group-cache.h"
@@ -29,6 +30,11 @@
 
 /* Remembered callers: at most this many connections; a reader's group membership this long. */
 #define AUDITD_SENDER_CACHE_MAX 4096u
+/* The copy in PostgreSQL: looked at every second; at most this many rows a batch, batches a turn (the loop
+ * stays free for Record calls between turns). */
+#define AUDITD_SHIP_INTERVAL_USEC (UINT64_C(1) * UINT64_C(1000000))
+#define AUDITD_SHIP_BATCH 500u
+#define AUDITD_SHIP_BATCHES_PER_TURN 4u
 #define AUDITD_READER_CACHE_USEC (UINT64_C(5) * UINT64_C(1000000))
 
 /* VerifyLog: at most this many walks at once, each step at most this many rows or bytes of rows, one
@@ -76,6 +82,11 @@ typedef struct Manager {
         uint8_t chain_last_hash[AUDIT_HASH_SIZE];
         uint64_t checkpoint_rows;
         sd_event_source *checkpoint_timer;
+
+        /* The copy of the rows in PostgreSQL ([PostgreSQL] URL=), or NULL */
+        AuditShip *ship;
+        sd_event_source *ship_timer;
+        bool ship_failing; /* so an unreachable server is logged once, not once a second */
 
         /* VerifyLog walks, taking turns */
         VerifyJob *verify_jobs;

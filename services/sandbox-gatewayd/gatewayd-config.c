@@ -12,6 +12,7 @@
 
 #include "bus-pool.h"
 #include "ini-util.h"
+#include "key-store.h"
 #include "macro.h"
 #include "time-util.h"
 
@@ -19,6 +20,7 @@ void gateway_config_defaults(GatewayConfig *c) {
         *c = (GatewayConfig) {
                 .listen = GATEWAY_LISTEN_DEFAULT,
                 .max_body_bytes = UINT64_C(16) << 20,
+                .max_image_bytes = UINT64_C(8) << 30,
                 .max_connections = 16384,
                 .connection_timeout_usec = 60 * USEC_PER_SEC,
                 .max_connections_per_address = 1024,
@@ -120,6 +122,8 @@ static const struct {
 } settings[] = {
         { "MaxBodyBytes", KIND_SIZE, offsetof(GatewayConfig, max_body_bytes), 1024, UINT64_C(30) << 20,
           "a size from 1K to 30M, such as 16M" },
+        { "MaxImageBytes", KIND_SIZE, offsetof(GatewayConfig, max_image_bytes), 1024, UINT64_C(1) << 40,
+          "a size from 1K to 1T, such as 8G" },
         { "MaxConnections", KIND_COUNT, offsetof(GatewayConfig, max_connections), 16, 1000000,
           "a number from 16 to 1000000" },
         { "ConnectionTimeoutSec", KIND_SEC, offsetof(GatewayConfig, connection_timeout_usec), USEC_PER_SEC,
@@ -212,6 +216,43 @@ static int gateway_assignment(const IniPosition *at, const char *key, const char
                         return ini_bad_value(l->error, at, key, value, -EINVAL,
                                              "an absolute directory such as /usr/share/sandboxd/dashboard, or no");
                 snprintf(l->c.dashboard_dir, sizeof(l->c.dashboard_dir), "%s", value);
+                return 0;
+        }
+        if (streq(key, "ClusterLog")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL, "yes or no");
+                l->c.cluster_log = r;
+                return 0;
+        }
+        if (streq(key, "AgentListen")) {
+                struct sockaddr_storage sa;
+                unsigned len;
+                if (streq(value, "no")) {
+                        l->c.agent_listen[0] = 0;
+                        return 0;
+                }
+                if (strlen(value) >= sizeof(l->c.agent_listen) || gateway_parse_listen(value, &sa, &len) < 0)
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "ADDR:PORT, such as 127.0.0.1:8792, or no");
+                snprintf(l->c.agent_listen, sizeof(l->c.agent_listen), "%s", value);
+                return 0;
+        }
+        if (streq(key, "KeyStore")) {
+                /* "sqlite" (the default: keys.db in the state directory) or a libpq URI */
+                _cleanup_free_ char *why = NULL;
+                if (streq(value, "sqlite")) {
+                        l->c.key_store[0] = 0;
+                        return 0;
+                }
+                if (strlen(value) >= sizeof(l->c.key_store) || key_store_check_url(value, &why) < 0) {
+                        _cleanup_free_ char *expected = NULL;
+                        if (asprintf(&expected, "sqlite, or a PostgreSQL URI such as postgresql://user@host/db%s%s",
+                                     why ? ": " : "", strempty(why)) < 0)
+                                return -ENOMEM;
+                        return ini_bad_value(l->error, at, key, value, -EINVAL, expected);
+                }
+                snprintf(l->c.key_store, sizeof(l->c.key_store), "%s", value);
                 return 0;
         }
         for (size_t i = 0; i < ELEMENTSOF(settings); i++) {

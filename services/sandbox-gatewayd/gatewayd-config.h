@@ -2,6 +2,7 @@
 /* sandbox-gatewayd's configuration: built-in defaults, sandbox-gatewayd.conf and its drop-ins. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef SYSCONFDIR
@@ -16,6 +17,7 @@
 #define GATEWAY_LISTEN_MAX 128
 #define GATEWAY_ORIGINS_MAX 1024
 #define GATEWAY_PATH_MAX 256
+#define GATEWAY_KEY_STORE_MAX 1024
 
 /* Where the dashboard's files are installed (meson's datadir, /usr/share). */
 #ifdef DATADIR
@@ -27,6 +29,7 @@
 typedef struct GatewayConfig {
         char listen[GATEWAY_LISTEN_MAX]; /* ADDR:PORT, used when not socket-activated */
         uint64_t max_body_bytes;         /* request bodies above this get 413 */
+        uint64_t max_image_bytes;        /* POST /v1/images?name=: an archive spooled to disk, above this 413 */
         uint64_t max_connections;        /* libmicrohttpd's connection limit */
         uint64_t connection_timeout_usec;/* an idle (stalled) client is closed after this */
         uint64_t max_connections_per_address; /* connections one client address may hold open */
@@ -54,6 +57,11 @@ typedef struct GatewayConfig {
         char dashboard_dir[GATEWAY_PATH_MAX];       /* the dashboard's files (GET /, /ui/…); "": off
                                                      * (DashboardDirectory=no) */
         uint64_t max_sandboxes_per_key;  /* live sandboxes a key may own (sandbox-quota.h); 429 beyond */
+        char agent_listen[GATEWAY_LISTEN_MAX]; /* AgentListen=: ADDR:PORT of the capacity agent for HAProxy's
+                                                * agent-check when systemd passes no "agent" socket; "": off */
+        bool cluster_log;                /* ClusterLog=: GET /v1/log from every host's rows in PostgreSQL */
+        char key_store[GATEWAY_KEY_STORE_MAX]; /* "": the SQLite file in the state directory (KeyStore=sqlite);
+                                                * else a postgresql:// URI (docs/scale-out.md) */
 } GatewayConfig;
 
 /* Listen=127.0.0.1:8790, MaxBodyBytes=16M, MaxConnections=16384, ConnectionTimeoutSec=60,
@@ -62,7 +70,7 @@ typedef struct GatewayConfig {
  * BusShortCallReserve=40, MaxStreamsPerKey=256, WatchQueueMax=1024, HeartbeatSec=15, TakeoverTokenTTLSec=30, BusConnections=4,
  * JSONDepthMax=32, RefusalBurst=600, RefusalsPerSec=10,
  * RefusalBurstTotal=6000, RefusalsPerSecTotal=100, DashboardDirectory=/usr/share/sandboxd/dashboard,
- * MaxSandboxesPerKey=64. */
+ * MaxSandboxesPerKey=64, KeyStore=sqlite, AgentListen=no, ClusterLog=no. */
 void gateway_config_defaults(GatewayConfig *c);
 
 /* Applies main_path, then every "*.conf" in dropin_dir in lexical order, on top of c; later assignments

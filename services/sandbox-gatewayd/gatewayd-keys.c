@@ -127,6 +127,14 @@ int gateway_keys_parse_spec(sd_bus_message *msg, KeySpec *spec, KeySpecStrings *
         return 0;
 }
 
+/* A store failure as a bus error: KeyStoreUnavailable when the shared store cannot be reached. */
+static int store_error(sd_bus_error *error, int r, const char *what) {
+        if (r == -KEY_STORE_UNAVAILABLE)
+                return sd_bus_error_setf(error, GATEWAY_ERROR_KEY_STORE_UNAVAILABLE,
+                                         "%s: the key store (PostgreSQL) cannot be reached; nothing was done.", what);
+        return sd_bus_error_set_errnof(error, r, "%s: %s", what, strerror(-r));
+}
+
 static int method_create_key(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         _cleanup_(key_spec_strings_clear) KeySpecStrings strings = {};
         _cleanup_(api_key_freep) ApiKey *k = NULL;
@@ -146,7 +154,7 @@ static int method_create_key(sd_bus_message *msg, void *userdata, sd_bus_error *
         if (r == -EINVAL || r == -EPERM)
                 return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, why ?: "Invalid key spec.");
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Could not store the key: %s", strerror(-r));
+                return store_error(error, r, "Could not store the key");
         r = key_json_string(k, &js);
         if (r < 0)
                 return r;
@@ -166,7 +174,7 @@ static int method_list_keys(sd_bus_message *msg, void *userdata, sd_bus_error *e
                 return r;
         r = key_store_list(c->store, &keys);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Could not read the keys: %s", strerror(-r));
+                return store_error(error, r, "Could not read the keys");
 
         o = json_object_new_object();
         a = o ? json_object_new_array() : NULL;
@@ -209,12 +217,12 @@ static int method_revoke_key(sd_bus_message *msg, void *userdata, sd_bus_error *
         if (r == -ENOENT)
                 return sd_bus_error_setf(error, GATEWAY_ERROR_NO_SUCH_KEY, "No API key '%s'.", id);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Could not read the key: %s", strerror(-r));
+                return store_error(error, r, "Could not read the key");
         r = key_store_revoke(c->store, id, now_usec(CLOCK_REALTIME));
         if (r == -ENOENT)
                 return sd_bus_error_setf(error, GATEWAY_ERROR_NO_SUCH_KEY, "No API key '%s'.", id);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Could not revoke the key: %s", strerror(-r));
+                return store_error(error, r, "Could not revoke the key");
         /* Revoking twice is harmless and records once. */
         if (c->on_change && k->revoked_at == 0) {
                 k->revoked_at = now_usec(CLOCK_REALTIME);

@@ -420,6 +420,8 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         http_server_free(m->server);
+        capacity_agent_free(m->capacity_agent);
+        cluster_log_free(m->cluster_log);
         watchers_free_all(m);
         key_sessions_free_all(m);
         sd_event_source_disable_unref(m->heartbeat);
@@ -592,16 +594,50 @@ static int refusals_setup(Manager *m) {
                                           USEC_PER_SEC, on_refusal_timer, m);
 }
 
+static int capacity_agent_setup(Manager *m, int agent_fd) {
+        struct sockaddr_storage sa;
+        unsigned len = 0;
+        int r;
+
+        /* A standalone gateway (--listen=) shares the configuration of the unit's: it leaves AgentListen= to it. */
+        if (agent_fd < 0 && (!m->config.agent_listen[0] || m->listen_override))
+                return 0;
+        if (agent_fd < 0 && gateway_parse_listen(m->config.agent_listen, &sa, &len) < 0)
+                return -EINVAL; /* checked when the configuration was read */
+        r = capacity_agent_new(m->event, m->bus, agent_fd, agent_fd < 0 ? (struct sockaddr *) &sa : NULL, len,
+                               m->sandboxd.max_sandboxes, &m->capacity_agent);
+        if (r < 0)
+                return log_msg_errno(LOG_ERR, r, "Could not start the capacity agent on %s: %m",
+                                     agent_fd < 0 ? m->config.agent_listen : "systemd's socket");
+        return 0;
+}
+
 int manager_startup(Manager *m) {
         char path[4096];
         int r, n_fds, fd = -EBADF;
 
         raise_nofile(m);
 
-        snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
-        r = key_store_open(path, &m->keys);
-        if (r < 0)
-                return log_msg_errno(LOG_ERR, r, "Could not open the key store %s: %m", path);
+        if (m->config.key_store[0]) {
+                /* PostgreSQL, shared with other hosts' gateways (docs/scale-out.md). Down now is not fatal:
+                 * requests answer 503 key_store_unavailable until it is back. */
+                r = key_store_open_postgresql(m->config.key_store, &m->keys);
+                if (r < 0)
+                        return log_msg_errno(LOG_ERR, r, "Could not open the key store in PostgreSQL: %m");
+                if (m->config.cluster_log) {
+                        r = cluster_log_open(m->config.key_store, &m->cluster_log);
+                        if (r < 0)
+                                return log_msg_errno(LOG_ERR, r, "Could not read the audit log's copy in PostgreSQL: %m");
+                }
+        } else if (m->config.cluster_log) {
+                log_msg(LOG_ERR, "ClusterLog=yes reads the rows of every host from PostgreSQL: it needs KeyStore=postgresql://….");
+                return -EINVAL;
+        } else {
+                snprintf(path, sizeof(path), "%s/" GATEWAYD_DB_FILE, m->state_dir);
+                r = key_store_open(path, &m->keys);
+                if (r < 0)
+                        return log_msg_errno(LOG_ERR, r, "Could not open the key store %s: %m", path);
+        }
 
         /* The listening socket stays with systemd while a lost bus restarts us. The pool's connections do
          * the same (bus-pool.c). */
@@ -627,13 +663,25 @@ int manager_startup(Manager *m) {
         if (r < 0)
                 return log_msg_errno(LOG_ERR, r, "Could not subscribe to the audit log's EntryAdded: %m");
 
-        n_fds = m->listen_override ? 0 : sd_listen_fds(true);
-        if (n_fds > 1) {
-                log_msg(LOG_ERR, "Expected one listening socket from systemd, got %d.", n_fds);
-                return -EINVAL;
+        /* The HTTP socket, and the capacity agent's (FileDescriptorName=agent, sandbox-gatewayd-agent.socket)
+         * if systemd passes one. */
+        _cleanup_strv_free_ char **names = NULL;
+        int agent_fd = -EBADF;
+        n_fds = m->listen_override ? 0 : sd_listen_fds_with_names(true, &names);
+        for (int i = 0; i < n_fds; i++) {
+                if (names && streq_ptr(names[i], "agent") && agent_fd < 0)
+                        agent_fd = SD_LISTEN_FDS_START + i;
+                else if (fd < 0)
+                        fd = SD_LISTEN_FDS_START + i;
+                else {
+                        log_msg(LOG_ERR, "Expected one listening socket for HTTP from systemd, got more.");
+                        return -EINVAL;
+                }
         }
-        if (n_fds == 1) {
-                fd = SD_LISTEN_FDS_START;
+        r = capacity_agent_setup(m, agent_fd);
+        if (r < 0)
+                return r;
+        if (fd >= 0) {
                 r = http_server_new(m, fd, NULL, &m->server);
         } else {
                 struct sockaddr_storage sa;

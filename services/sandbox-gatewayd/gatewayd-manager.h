@@ -8,6 +8,8 @@
 #include <systemd/sd-event.h>
 
 #include "bus-pool.h"
+#include "capacity-agent.h"
+#include "cluster-log.h"
 #include "daemon-util.h"
 #include "gatewayd-config.h"
 #include "hashmap.h"
@@ -62,6 +64,8 @@ typedef struct Manager {
         sd_event_source *exit_timer;      /* ... or when this fires */
         sd_bus_slot *entry_match, *keys_slot;
         sd_event_source *sigterm, *sigint;
+        CapacityAgent *capacity_agent;    /* AgentListen= or systemd's "agent" socket; NULL: off */
+        ClusterLog *cluster_log;          /* ClusterLog=yes: GET /v1/log from PostgreSQL; NULL: off */
 } Manager;
 
 int manager_new(const DaemonOptions *o, Manager **ret, char **ret_error);

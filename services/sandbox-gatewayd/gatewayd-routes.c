@@ -61,6 +61,9 @@ const Route gateway_routes[] = {
         /* Issue 24: the images sandboxes may be made of, for whoever may read sandboxes. */
         { "GET", "/v1/images", GATEWAY_ACTION_SANDBOX_READ, "sandbox.read", route_image_list, 0 },
         { "GET", "/v1/images/{name}", GATEWAY_ACTION_SANDBOX_READ, "sandbox.read", route_image_get, 0 },
+        /* build or import: admin keys only (authorize), an import's archive streamed into the job */
+        { "POST", "/v1/images", GATEWAY_ACTION_SANDBOX_CREATE, "image.build", route_image_create,
+          ROUTE_BODY_STREAM, NULL, route_image_create_authorize },
         /* the handler asks for role admin too */
         { "DELETE", "/v1/images/{name}", GATEWAY_ACTION_SANDBOX_DELETE, "image.remove", route_image_delete, 0 },
         { "GET", "/v1/log", GATEWAY_ACTION_LOG_READ, "log.read", route_log_all, 0 },

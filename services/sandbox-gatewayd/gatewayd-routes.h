@@ -33,6 +33,11 @@ int route_image_list(Request *r);
 int route_image_get(Request *r);
 /* RemoveImage; the handler asks for role admin too */
 int route_image_delete(Request *r);
+/* POST /v1/images: BuildImage (a JSON body) or, with ?name=, ImportImage of the spooled body; answered
+ * when the job ends (JSON, or SSE progress events with Accept: text/event-stream). Admin keys only: the
+ * route's authorize(), run when the headers are in for a spooled body. */
+int route_image_create(Request *r);
+bool route_image_create_authorize(Request *r);
 /* exec */
 int route_exec(Request *r);
 /* Into an open a{sv} of Exec's or StartProcess's options: the body's "cwd" and "env" (types checked

@@ -19,6 +19,10 @@ typedef enum RouteFlags {
         ROUTE_SANDBOX = 1 << 1,         /* param 0 is a sandbox id; the key's sandbox scope applies */
         ROUTE_ANY_KEY = 1 << 2,         /* any active key, whatever its actions (action -1): a key's own object;
                                          * /mcp, whose tool calls are each checked as their REST route */
+        ROUTE_BODY_STREAM = 1 << 3,     /* with ?name= in the query, the body is an archive: the key is checked
+                                         * and the handler runs once the headers are in, and the body goes
+                                         * to Request.body_sink as it arrives (up to MaxImageBytes=), never
+                                         * whole in memory */
 } RouteFlags;
 
 typedef struct Route {
@@ -32,7 +36,9 @@ typedef struct Route {
         /* A route with credentials of its own (the takeover's ?token=) sets the request's key itself:
          * authenticate() returns 0, or answers and returns a negative errno. Its sandbox's name is then
          * made its id only for a key limited to some sandboxes (a token names the sandbox as its URL
-         * did), and authorize() replaces the API key's check: true, or answered. NULL for the others. */
+         * did), and authorize() replaces the API key's check: true, or answered. NULL for the others.
+         * authorize() may also come alone, with the API key: a check of the key stricter than its actions
+         * (POST /v1/images asks for role admin too), which must check the route's action itself. */
         int (*authenticate)(Request *req);
         bool (*authorize)(Request *req);
 } Route;

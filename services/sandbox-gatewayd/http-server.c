@@ -220,10 +220,20 @@ void req_reply_bus_error(Request *r, const sd_bus_error *e) {
 }
 
 void req_reply_errno(Request *r, int error) {
-        if (error == -ENOMEM)
+        if (error == -KEY_STORE_UNAVAILABLE)
+                req_reply_error(r, 503, "key_store_unavailable",
+                                "The key store (PostgreSQL) cannot be reached; nothing was done. Try again.");
+        else if (error == -ENOMEM)
                 req_reply_error(r, 500, "internal", "Out of memory.");
         else
                 req_reply_error(r, 500, "internal", "Internal error: %s.", strerror(error < 0 ? -error : error));
+}
+
+void req_reply_store_error(Request *r, int error, const char *what) {
+        if (error == -KEY_STORE_UNAVAILABLE)
+                req_reply_errno(r, error);
+        else
+                req_reply_error(r, 500, "internal", "%s", what);
 }
 
 int req_parse_json(Request *r, const JsonField *fields, size_t n_fields, json_object **ret) {
@@ -558,7 +568,8 @@ void req_deny(Request *r, unsigned status, const char *code, const char *account
         /* The sandbox the path names is the client's word: the row is that sandbox's only if it exists. A
          * refused takeover (the token, the WebSocket, a recording) was a person's attempt at a terminal:
          * its row says so as sandboxd's row of a takeover that happens does. */
-        manager_audit_sandbox(r->manager, route && route->operation ? route->operation : "read", "denied",
+        manager_audit_sandbox(r->manager,
+                              r->deny_operation ?: (route && route->operation ? route->operation : "read"), "denied",
                               route && route->action == GATEWAY_ACTION_TAKEOVER ? "human_takeover" : "agent",
                               route && (route->flags & ROUTE_SANDBOX) ? req_param(r, 0) : NULL, account,
                               r->request_id, detail);
@@ -657,7 +668,7 @@ static int req_authenticate(Request *r) {
                 if (req_deny_credentials(r, k, "The API key", "") < 0)
                         return -EACCES;
                 log_msg(LOG_ERR, "Cannot look up an API key: %s", strerror(-k));
-                req_reply_error(r, 500, "internal", "Cannot check the API key.");
+                req_reply_store_error(r, k, "Cannot check the API key.");
                 return k;
         }
         return api_key_account_id(r->key, &r->account_id);
@@ -709,8 +720,8 @@ static void dispatch(Request *r) {
                 return req_reply_error(r, 413, "payload_too_large", "The body is larger than %" PRIu64 " bytes.",
                                        m->config.max_body_bytes);
 
-        /* an inner request has its outer request's key already */
-        if (!r->outer && (route->authenticate || !(route->flags & ROUTE_PUBLIC))) {
+        /* an inner request has its outer request's key already, a streamed body's its own (req_stream_start) */
+        if (!r->outer && !r->key && (route->authenticate || !(route->flags & ROUTE_PUBLIC))) {
                 k = route->authenticate ? route->authenticate(r) : req_authenticate(r);
                 if (k < 0) {
                         if (!req_answered(r))
@@ -854,6 +865,59 @@ static bool req_refuse_nul_in_query(Request *r) {
         return true;
 }
 
+/* --- bodies streamed to the handler (ROUTE_BODY_STREAM) ------------------------------------------- */
+
+static bool req_streams_body(Request *r) {
+        return r->route_error == 0 && (r->match.route->flags & ROUTE_BODY_STREAM) && req_query(r, "name");
+}
+
+/* Once the headers are in: the key is checked now, so that nobody without the right to the route can make
+ * it read a body, and the handler runs, which sets body_sink. Returns whether it answered. */
+static bool req_stream_start(Request *r) {
+        int k;
+
+        r->dispatched = true;
+        if (req_authenticate(r) < 0 || !req_check_key(r))
+                return true;
+        k = r->match.route->handler(r);
+        if (k < 0 && !req_answered(r))
+                req_reply_errno(r, k);
+        if (!req_answered(r) && !r->body_sink)
+                req_reply_errno(r, -EPROTO);
+        return req_answered(r);
+}
+
+void req_body_resume(Request *r) {
+        req_wake(r);
+}
+
+/* A piece of a streamed body: the sink takes what it can; the rest waits until it has room. */
+static enum MHD_Result req_stream_body(Request *r, const char *data, size_t *size) {
+        uint64_t max = r->manager->config.max_image_bytes;
+        size_t taken;
+
+        if (req_answered(r) || r->body_too_large) {
+                *size = 0;
+                return MHD_YES;
+        }
+        if (r->body_size + *size > max) {
+                *size = 0;
+                r->body_too_large = true;
+                /* the handler's on_close() ends what it started once the answer is out */
+                req_reply_error(r, 413, "payload_too_large", "The body is larger than %" PRIu64 " bytes.", max);
+                return MHD_YES;
+        }
+        taken = r->body_sink(r, data, *size);
+        r->body_size += taken;
+        *size -= taken;
+        if (*size > 0 && !req_answered(r)) {
+                r->suspended = true;
+                MHD_suspend_connection(r->connection);
+                req_watch_client(r);
+        }
+        return MHD_YES;
+}
+
 /* Hands the response to MHD, which keeps it as long as it needs it: an SSE response refers to its
  * request, so holding it here too would keep both alive for ever. r->response stays set (answered). */
 static enum MHD_Result queue(Request *r) {
@@ -908,19 +972,26 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 /* A body announced too large is refused before it is sent. */
                 cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (cl && r->route_error == 0) {
-                        uint64_t len;
-                        if (parse_decimal(cl, &len) >= 0 && len > m->config.max_body_bytes) {
+                        uint64_t len, max = req_streams_body(r) ? m->config.max_image_bytes : m->config.max_body_bytes;
+                        if (parse_decimal(cl, &len) >= 0 && len > max) {
                                 r->body_too_large = true;
                                 r->dispatched = true;
                                 req_reply_error(r, 413, "payload_too_large",
-                                                "The body is larger than %" PRIu64 " bytes.",
-                                                m->config.max_body_bytes);
+                                                "The body is larger than %" PRIu64 " bytes.", max);
                                 return queue(r);
                         }
                 }
+                if (req_streams_body(r) && req_stream_start(r))
+                        return queue(r);
                 return MHD_YES;
         }
 
+        if (*upload_data_size > 0 && r->body_sink)
+                return req_stream_body(r, upload_data, upload_data_size);
+        if (r->body_sink && !r->body_ended && !req_answered(r) && !r->body_too_large) {
+                r->body_ended = true;
+                r->body_sink(r, NULL, 0);
+        }
         if (*upload_data_size > 0) {
                 size_t n = *upload_data_size;
                 *upload_data_size = 0;

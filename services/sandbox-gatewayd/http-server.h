@@ -31,6 +31,12 @@ struct Request {
         char *body;
         size_t body_size, body_alloc;
         bool body_too_large;
+        /* ROUTE_BODY_STREAM: set by the handler, which runs before the body is read. Takes what it can of
+         * each piece of the body and returns how much; less than all of it and the connection sleeps until
+         * req_body_resume(), then offers the rest. Called with NULL, 0 at the body's end (not after a 413
+         * or once the request is answered). body_size counts what it took. */
+        size_t (*body_sink)(Request *r, const char *data, size_t size);
+        bool body_ended;
 
         bool dispatched, suspended, queued, closed;
         /* While the request sleeps MHD does not look at its socket: this notices a client that leaves, and
@@ -50,6 +56,7 @@ struct Request {
         char named[ROUTE_PARAM_MAX]; /* {id} as the path had it, if it was a name dispatch() resolved */
         void (*resolve_then)(Request *r, const sd_bus_error *error); /* dispatch()'s req_resolve_sandbox() */
 
+        const char *deny_operation;  /* a refusal's audit operation when not the route's (a constant) */
         void *data;                  /* the handler's state */
         void (*data_free)(void *);
 
@@ -76,6 +83,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Request *, request_unref);
  * message holds its copy), the write end stays in r->cancel_fd. -EBUSY if the request has one already. */
 int req_cancel_pipe(Request *r, int *ret_read_fd);
 
+/* A body_sink that took less than it was offered can take more: the connection wakes and offers the rest. */
+void req_body_resume(Request *r);
+
 /* A request parameter: the path's {…} segments by index, the query by name (NULL if absent). */
 const char *req_param(Request *r, size_t i);
 const char *req_query(Request *r, const char *name);
@@ -99,6 +109,8 @@ _printf_(5, 6) void req_deny(Request *r, unsigned status, const char *code, cons
 int req_deny_credentials(Request *r, int error, const char *what, const char *unknown_hint);
 void req_reply_bus_error(Request *r, const sd_bus_error *e);
 void req_reply_errno(Request *r, int error);
+/* A key store failure: 503 key_store_unavailable when the shared store cannot be reached, else 500 with what. */
+void req_reply_store_error(Request *r, int error, const char *what);
 bool req_answered(Request *r);
 
 /* The body as JSON, checked against fields; on failure the request is answered (400) and -EINVAL

@@ -442,6 +442,8 @@ void http_status_from_bus_error(const char *name, unsigned *ret_status, const ch
                 /* issue 24: POST /v1/sandboxes naming an image the store does not have */
                 { "org.sandboxd.sandbox1.NoSuchImage", 404, "not_found" },
                 { "org.sandboxd.sandbox1.ImageInUse", 409, "conflict" },
+                { "org.sandboxd.sandbox1.ImageExists", 409, "conflict" },
+                { "org.sandboxd.sandbox1.NoSuchJob", 404, "not_found" },
                 { SANDBOXD_ERROR_FILE_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NAME_EXISTS, 409, "conflict" },
                 { SANDBOXD_ERROR_NOT_RUNNING, 409, "conflict" },

@@ -5,7 +5,8 @@
  * their clients like, so each registers here. A revocation through this process checks them at once;
  * for one through another gateway process sharing keys.db, and for expiry, a timer runs while any are
  * open: every KEY_CHECK_INTERVAL_USEC it compares each key's copied expiry with the clock and, when
- * SQLite's data_version says another connection committed something, re-reads the keys from the store. */
+ * SQLite's data_version says another connection committed something (with KeyStore=postgresql://…: when the
+ * number of revoked keys changed, whichever host's gateway revoked one), re-reads the keys from the store. */
 #include "key-sessions.h"
 
 #include <errno.h>
@@ -104,14 +105,17 @@ static int on_key_check(sd_event_source *es, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         bool reread = true;
         uint64_t v;
+        int r;
 
         if (!m->key_sessions)
                 return 0; /* off until the next session; key_session_add() re-arms it */
-        if (key_store_data_version(m->keys, &v) >= 0) {
+        r = key_store_data_version(m->keys, &v);
+        if (r >= 0) {
                 reread = !m->key_data_version_known || v != m->key_data_version;
                 m->key_data_version = v;
                 m->key_data_version_known = true;
-        }
+        } else if (r == -KEY_STORE_UNAVAILABLE)
+                reread = false; /* the shared store is away: keep the copies (expiry still counts), try later */
         sessions_check(m, reread);
         if (m->key_sessions) {
                 (void) sd_event_source_set_time_relative(es, KEY_CHECK_INTERVAL_USEC);

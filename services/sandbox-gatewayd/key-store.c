@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The gateway's SQLite: API keys (secrets only as SHA-256 hashes) and single-use takeover tokens. */
+/* The gateway's key store: its API and the SQLite backend (PostgreSQL's is key-store-pg.c). API keys (secrets
+ * only as SHA-256 hashes) and single-use takeover tokens. */
 #include "key-store.h"
 
 #include <fcntl.h>
@@ -11,13 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "key-store-internal.h"
 #include "macro.h"
 #include "sqlite-util.h"
 
 /* Several gateway processes (replicas, a second instance on another port) may share the file: a writer
  * waits this long for another's lock before a request fails. */
 #define KEY_STORE_BUSY_TIMEOUT_MSEC 5000
-#define HASH_SIZE 32
+#define HASH_SIZE KEY_STORE_HASH_SIZE
 #define SECRET_RANDOM_BYTES 32
 #define KEY_ID_PREFIX "key_"
 #define KEY_ID_RANDOM_CHARS 20
@@ -95,9 +97,11 @@ static const char *const statements[_ST_MAX] = {
         [ST_DATA_VERSION] = "PRAGMA data_version",
 };
 
+/* Exactly one of db and pg. */
 struct KeyStore {
         sqlite3 *db;
         sqlite3_stmt *st[_ST_MAX];
+        PgStore *pg;
 };
 
 KeyStore *key_store_free(KeyStore *s) {
@@ -106,6 +110,7 @@ KeyStore *key_store_free(KeyStore *s) {
         for (size_t i = 0; i < _ST_MAX; i++)
                 sqlite3_finalize(s->st[i]);
         sqlite3_close_v2(s->db);
+        pg_store_free(s->pg);
         free(s);
         return NULL;
 }
@@ -143,6 +148,22 @@ int key_store_open(const char *path, KeyStore **ret) {
                 if (r < 0)
                         return r;
         }
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+int key_store_open_postgresql(const char *url, KeyStore **ret) {
+        _cleanup_(key_store_freep) KeyStore *s = NULL;
+        int r;
+
+        if (!url || !ret)
+                return -EINVAL;
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        r = pg_store_open(url, &s->pg);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -311,33 +332,47 @@ static char *column_strdup(sqlite3_stmt *st, int col) {
         return strdup(t ? (const char *) t : "");
 }
 
-/* A row of "SELECT secret_hash, KEY_COLUMNS" as an ApiKey. */
-static int key_from_row(sqlite3_stmt *st, ApiKey **ret) {
+int key_row_to_key(const KeyRow *row, ApiKey **ret) {
         _cleanup_(api_key_freep) ApiKey *k = calloc(1, sizeof(ApiKey));
-        const char *role;
 
         if (!k)
                 return -ENOMEM;
-        k->id = column_strdup(st, 1);
-        k->name = column_strdup(st, 2);
-        role = (const char *) sqlite3_column_text(st, 3);
-        k->role = key_role_from_string(role);
+        k->id = strdup(strempty(row->id));
+        k->name = strdup(strempty(row->name));
+        k->role = key_role_from_string(row->role);
         if (k->role < 0)
                 k->role = KEY_ROLE_MEMBER; /* a role this version does not know gets the least */
-        k->actions = actions_from_text((const char *) sqlite3_column_text(st, 4)) & key_role_actions(k->role);
-        if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
-                k->sandboxes = strv_split_commas((const char *) sqlite3_column_text(st, 5));
+        k->actions = actions_from_text(row->actions) & key_role_actions(k->role);
+        if (row->sandboxes) {
+                k->sandboxes = strv_split_commas(row->sandboxes);
                 if (!k->sandboxes)
                         return -ENOMEM;
         }
-        k->created_by = column_strdup(st, 6);
-        k->created_at = (uint64_t) sqlite3_column_int64(st, 7);
-        k->expires_at = (uint64_t) sqlite3_column_int64(st, 8);
-        k->revoked_at = (uint64_t) sqlite3_column_int64(st, 9);
+        k->created_by = strdup(strempty(row->created_by));
+        k->created_at = row->created_at;
+        k->expires_at = row->expires_at;
+        k->revoked_at = row->revoked_at;
         if (!k->id || !k->name || !k->created_by)
                 return -ENOMEM;
         *ret = TAKE_PTR(k);
         return 0;
+}
+
+/* A row of "SELECT secret_hash, KEY_COLUMNS" as an ApiKey. */
+static int key_from_row(sqlite3_stmt *st, ApiKey **ret) {
+        const KeyRow row = {
+                .id = (const char *) sqlite3_column_text(st, 1),
+                .name = (const char *) sqlite3_column_text(st, 2),
+                .role = (const char *) sqlite3_column_text(st, 3),
+                .actions = (const char *) sqlite3_column_text(st, 4),
+                .sandboxes = sqlite3_column_type(st, 5) != SQLITE_NULL ? (const char *) sqlite3_column_text(st, 5)
+                                                                        : NULL,
+                .created_by = (const char *) sqlite3_column_text(st, 6),
+                .created_at = (uint64_t) sqlite3_column_int64(st, 7),
+                .expires_at = (uint64_t) sqlite3_column_int64(st, 8),
+                .revoked_at = (uint64_t) sqlite3_column_int64(st, 9),
+        };
+        return key_row_to_key(&row, ret);
 }
 
 /* Runs a statement expected to yield at most one key row. -ENOENT if none. */
@@ -394,7 +429,7 @@ int key_store_create(KeyStore *s, const KeySpec *spec, const ApiKey *creator, co
                 char id[sizeof(KEY_ID_PREFIX) + KEY_ID_RANDOM_CHARS];
                 _cleanup_free_ char *secret = NULL;
                 uint8_t hash[HASH_SIZE];
-                sqlite3_stmt *st = s->st[ST_INSERT_KEY];
+                sqlite3_stmt *st = s->pg ? NULL : s->st[ST_INSERT_KEY];
 
                 r = key_id_generate(id);
                 if (r < 0)
@@ -406,19 +441,24 @@ int key_store_create(KeyStore *s, const KeySpec *spec, const ApiKey *creator, co
                 if (r < 0)
                         return r;
 
-                sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-                sqlite3_bind_blob(st, 2, hash, HASH_SIZE, SQLITE_TRANSIENT);
-                sqlite3_bind_text(st, 3, strempty(spec->name), -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 4, key_role_to_string(role), -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 5, actions_text, -1, SQLITE_STATIC);
-                if (sandboxes_text)
-                        sqlite3_bind_text(st, 6, sandboxes_text, -1, SQLITE_STATIC);
-                else
-                        sqlite3_bind_null(st, 6);
-                sqlite3_bind_text(st, 7, created_by, -1, SQLITE_STATIC);
-                sqlite3_bind_int64(st, 8, (sqlite3_int64) now);
-                sqlite3_bind_int64(st, 9, (sqlite3_int64) expires_at);
-                r = sqlite_step_done(st);
+                if (s->pg)
+                        r = pg_store_insert_key(s->pg, id, hash, strempty(spec->name), key_role_to_string(role),
+                                                actions_text, sandboxes_text, created_by, now, expires_at);
+                else {
+                        sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+                        sqlite3_bind_blob(st, 2, hash, HASH_SIZE, SQLITE_TRANSIENT);
+                        sqlite3_bind_text(st, 3, strempty(spec->name), -1, SQLITE_STATIC);
+                        sqlite3_bind_text(st, 4, key_role_to_string(role), -1, SQLITE_STATIC);
+                        sqlite3_bind_text(st, 5, actions_text, -1, SQLITE_STATIC);
+                        if (sandboxes_text)
+                                sqlite3_bind_text(st, 6, sandboxes_text, -1, SQLITE_STATIC);
+                        else
+                                sqlite3_bind_null(st, 6);
+                        sqlite3_bind_text(st, 7, created_by, -1, SQLITE_STATIC);
+                        sqlite3_bind_int64(st, 8, (sqlite3_int64) now);
+                        sqlite3_bind_int64(st, 9, (sqlite3_int64) expires_at);
+                        r = sqlite_step_done(st);
+                }
                 if (r == -EEXIST && attempt < 3)
                         continue;
                 if (r < 0)
@@ -457,9 +497,13 @@ int key_store_authenticate(KeyStore *s, const char *secret, uint64_t now, ApiKey
         if (r < 0)
                 return r;
 
-        st = s->st[ST_KEY_BY_HASH];
-        sqlite3_bind_blob(st, 1, hash, HASH_SIZE, SQLITE_TRANSIENT);
-        r = fetch_one_key(st, hash, &k);
+        if (s->pg)
+                r = pg_store_key_by_hash(s->pg, hash, &k);
+        else {
+                st = s->st[ST_KEY_BY_HASH];
+                sqlite3_bind_blob(st, 1, hash, HASH_SIZE, SQLITE_TRANSIENT);
+                r = fetch_one_key(st, hash, &k);
+        }
         if (r == -ENOENT)
                 return -ENOKEY;
         if (r < 0)
@@ -484,6 +528,8 @@ int key_store_get(KeyStore *s, const char *id, ApiKey **ret_key) {
                 return -EINVAL;
         if (!key_id_is_valid(id))
                 return -ENOENT;
+        if (s->pg)
+                return pg_store_key_by_id(s->pg, id, ret_key);
         st = s->st[ST_KEY_BY_ID];
         sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
         return fetch_one_key(st, NULL, ret_key);
@@ -495,6 +541,8 @@ int key_store_data_version(KeyStore *s, uint64_t *ret) {
 
         if (!s || !ret)
                 return -EINVAL;
+        if (s->pg)
+                return pg_store_revoked_count(s->pg, ret);
         st = s->st[ST_DATA_VERSION];
         k = sqlite3_step(st);
         if (k == SQLITE_ROW)
@@ -517,6 +565,8 @@ int key_store_list(KeyStore *s, ApiKey ***ret) {
 
         if (!s || !ret)
                 return -EINVAL;
+        if (s->pg)
+                return pg_store_keys_all(s->pg, ret);
         st = s->st[ST_KEYS_ALL];
         l = calloc(1, sizeof(ApiKey *));
         if (!l)
@@ -560,6 +610,8 @@ int key_store_revoke(KeyStore *s, const char *id, uint64_t now) {
                 return -EINVAL;
         /* 0 means "not revoked" in the table: a clock at the epoch still revokes. */
         now = MAX(now, UINT64_C(1));
+        if (s->pg)
+                return key_id_is_valid(id) ? pg_store_revoke(s->pg, id, now) : -ENOENT;
 
         /* One transaction: the key and its tokens die together, whoever reads in between. */
         r = exec_sql(s, "BEGIN IMMEDIATE");
@@ -595,6 +647,7 @@ rollback:
 int key_store_token_create(KeyStore *s, const ApiKey *k, const char *sandbox_id, const char *route,
                            uint64_t now, uint64_t ttl_usec, char **ret_token, uint64_t *ret_expires_at) {
         _cleanup_free_ char *token = NULL;
+        uint64_t prune_before;
         uint8_t hash[HASH_SIZE];
         sqlite3_stmt *st;
         int r;
@@ -603,17 +656,24 @@ int key_store_token_create(KeyStore *s, const ApiKey *k, const char *sandbox_id,
             ttl_usec > UINT64_MAX - now || !ret_token)
                 return -EINVAL;
 
-        /* Keep the table small: what expired long ago can never be redeemed. Best effort. */
-        st = s->st[ST_PRUNE_TOKENS];
-        sqlite3_bind_int64(st, 1, (sqlite3_int64) (now > TOKEN_KEEP_USEC ? now - TOKEN_KEEP_USEC : 0));
-        (void) sqlite_step_done(st);
-
         r = secret_generate(TAKEOVER_TOKEN_PREFIX, &token);
         if (r < 0)
                 return r;
         r = hash_secret(token, hash);
         if (r < 0)
                 return r;
+
+        /* Keep the table small: what expired long ago can never be redeemed. Best effort. */
+        prune_before = now > TOKEN_KEEP_USEC ? now - TOKEN_KEEP_USEC : 0;
+        if (s->pg) {
+                r = pg_store_insert_token(s->pg, hash, k->id, sandbox_id, route, now, now + ttl_usec, prune_before);
+                if (r < 0)
+                        return r;
+                goto done;
+        }
+        st = s->st[ST_PRUNE_TOKENS];
+        sqlite3_bind_int64(st, 1, (sqlite3_int64) prune_before);
+        (void) sqlite_step_done(st);
 
         st = s->st[ST_INSERT_TOKEN];
         sqlite3_bind_blob(st, 1, hash, HASH_SIZE, SQLITE_TRANSIENT);
@@ -625,30 +685,18 @@ int key_store_token_create(KeyStore *s, const ApiKey *k, const char *sandbox_id,
         r = sqlite_step_done(st);
         if (r < 0)
                 return r;
-
+done:
         *ret_token = TAKE_PTR(token);
         if (ret_expires_at)
                 *ret_expires_at = now + ttl_usec;
         return 0;
 }
 
-int key_store_token_redeem(KeyStore *s, const char *token, const char *sandbox_id, const char *route,
-                           uint64_t now, ApiKey **ret_key) {
-        _cleanup_free_ char *key_id = NULL;
-        _cleanup_(api_key_freep) ApiKey *k = NULL;
-        uint8_t hash[HASH_SIZE];
+/* SQLite's half of a redemption: the single-use UPDATE, then the token's row. -ENOENT: no such token. */
+static int sqlite_redeem(KeyStore *s, const uint8_t hash[static HASH_SIZE], const char *sandbox_id,
+                         const char *route, uint64_t now, bool *ret_won, TokenRow *ret_row) {
         sqlite3_stmt *st;
         int changes = 0, rc, r;
-        bool bound_here, used;
-        uint64_t expires_at;
-
-        if (!s || !ret_key || !sandbox_id || !route)
-                return -EINVAL;
-        if (!secret_is_well_formed(token, TAKEOVER_TOKEN_PREFIX))
-                return -EINVAL;
-        r = hash_secret(token, hash);
-        if (r < 0)
-                return r;
 
         st = s->st[ST_REDEEM_TOKEN];
         sqlite3_bind_int64(st, 1, (sqlite3_int64) now);
@@ -659,25 +707,54 @@ int key_store_token_redeem(KeyStore *s, const char *token, const char *sandbox_i
         if (r < 0)
                 return r;
 
-        /* Won or lost, read the row: on a win for its key, on a loss to say why. */
         st = s->st[ST_TOKEN_BY_HASH];
         sqlite3_bind_blob(st, 1, hash, HASH_SIZE, SQLITE_TRANSIENT);
         rc = sqlite3_step(st);
         if (rc != SQLITE_ROW) {
                 stmt_done(st);
-                return rc == SQLITE_DONE ? -ENOKEY : sqlite_errno(rc);
+                return rc == SQLITE_DONE ? -ENOENT : sqlite_errno(rc);
         }
-        key_id = column_strdup(st, 0);
-        bound_here = streq_ptr((const char *) sqlite3_column_text(st, 1), sandbox_id) &&
-                     streq_ptr((const char *) sqlite3_column_text(st, 2), route);
-        expires_at = (uint64_t) sqlite3_column_int64(st, 3);
-        used = sqlite3_column_type(st, 4) != SQLITE_NULL;
+        *ret_row = (TokenRow) {
+                .key_id = column_strdup(st, 0),
+                .bound_here = streq_ptr((const char *) sqlite3_column_text(st, 1), sandbox_id) &&
+                              streq_ptr((const char *) sqlite3_column_text(st, 2), route),
+                .expires_at = (uint64_t) sqlite3_column_int64(st, 3),
+                .used = sqlite3_column_type(st, 4) != SQLITE_NULL,
+        };
         stmt_done(st);
-        if (!key_id)
-                return -ENOMEM;
+        *ret_won = changes > 0;
+        return ret_row->key_id ? 0 : -ENOMEM;
+}
+
+int key_store_token_redeem(KeyStore *s, const char *token, const char *sandbox_id, const char *route,
+                           uint64_t now, ApiKey **ret_key) {
+        _cleanup_(api_key_freep) ApiKey *k = NULL;
+        TokenRow row = {};
+        uint8_t hash[HASH_SIZE];
+        bool won = false;
+        int r;
+
+        if (!s || !ret_key || !sandbox_id || !route)
+                return -EINVAL;
+        if (!secret_is_well_formed(token, TAKEOVER_TOKEN_PREFIX))
+                return -EINVAL;
+        r = hash_secret(token, hash);
+        if (r < 0)
+                return r;
+
+        /* Won or lost, the row is read: on a win for its key, on a loss to say why. */
+        if (s->pg)
+                r = pg_store_redeem(s->pg, hash, sandbox_id, route, now, &won, &row);
+        else
+                r = sqlite_redeem(s, hash, sandbox_id, route, now, &won, &row);
+        if (r == -ENOENT)
+                return -ENOKEY;
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *key_id = row.key_id;
 
         /* A token for another sandbox or route is, here, no token at all. */
-        if (!bound_here)
+        if (!row.bound_here)
                 return -ENOKEY;
 
         r = key_store_get(s, key_id, &k);
@@ -686,12 +763,12 @@ int key_store_token_redeem(KeyStore *s, const char *token, const char *sandbox_i
         if (r < 0)
                 return r;
 
-        if (changes == 0) {
+        if (!won) {
                 if (k->revoked_at > 0)
                         return -EKEYREVOKED;
-                if (used)
+                if (row.used)
                         return -EALREADY;
-                if (now >= expires_at || api_key_state(k, now) == KEY_STATE_EXPIRED)
+                if (now >= row.expires_at || api_key_state(k, now) == KEY_STATE_EXPIRED)
                         return -EKEYEXPIRED;
                 return -ENOKEY;
         }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The gateway's SQLite: API keys (secrets only as SHA-256 hashes) and single-use takeover tokens. */
+/* The gateway's key store: API keys (secrets only as SHA-256 hashes) and single-use takeover tokens, in its
+ * SQLite file (one host) or in PostgreSQL (KeyStore=postgresql://…, shared by the gateways of many hosts). */
 #pragma once
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,7 +14,18 @@ typedef struct KeyStore KeyStore;
 /* Opens (creating, migrating) the database at path, WAL mode, busy timeout so that several gateway
  * processes may share it. */
 int key_store_open(const char *path, KeyStore **ret);
+/* Connects to PostgreSQL at a libpq URI (postgresql://… or postgres://…), creating the tables if need be.
+ * -EINVAL for a URI libpq cannot parse. A database that cannot be reached now is not an error: every
+ * operation then fails with -KEY_STORE_UNAVAILABLE and the store reconnects, at most once a second, when
+ * asked again. */
+int key_store_open_postgresql(const char *url, KeyStore **ret);
+/* Whether s is such a URI: 0, or -EINVAL with *ret_error saying why (for KeyStore= in the configuration). */
+int key_store_check_url(const char *s, char **ret_error);
 KeyStore *key_store_free(KeyStore *s);
+
+/* The errno (negated) of every operation when the shared store cannot be reached: the gateway answers 503
+ * key_store_unavailable, and the bus KeyStoreUnavailable. SQLite never returns it. */
+#define KEY_STORE_UNAVAILABLE ENOTCONN
 DEFINE_TRIVIAL_CLEANUP_FUNC(KeyStore *, key_store_free);
 
 /* Mints a key: resolves spec against creator (NULL = root/local admin; see key_spec_resolve), makes a
@@ -26,8 +39,9 @@ int key_store_create(KeyStore *s, const KeySpec *spec, const ApiKey *creator, co
 int key_store_authenticate(KeyStore *s, const char *secret, uint64_t now, ApiKey **ret_key);
 
 int key_store_get(KeyStore *s, const char *id, ApiKey **ret_key); /* -ENOENT if unknown */
-/* SQLite's PRAGMA data_version of this handle: it changes whenever another connection (another gateway
- * process) commits to the database, and not for this handle's own commits. */
+/* A number that changes when another gateway may have revoked a key. SQLite: PRAGMA data_version of this
+ * handle (changes whenever another connection commits, not for this handle's own commits). PostgreSQL: the
+ * number of revoked keys (it only grows). */
 int key_store_data_version(KeyStore *s, uint64_t *ret);
 /* Every key, oldest first; *ret is a NULL-terminated array. */
 int key_store_list(KeyStore *s, ApiKey ***ret);

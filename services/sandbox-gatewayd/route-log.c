@@ -188,6 +188,53 @@ static int query_time(Request *r, const char *name, uint64_t *ret, bool *ret_set
         return 0;
 }
 
+/* GET /v1/log with ClusterLog=yes: every host's rows, from their copy in PostgreSQL. 0, or answered. */
+static int log_cluster(Request *r, LogQuery *q) {
+        const ClusterLogQuery cq = {
+                .account_id = q->text[0],
+                .operation = q->text[1],
+                .source = q->text[2],
+                .event = q->text[3],
+                .session_id = q->text[4],
+                .sessions = r->key->sandboxes,
+                .has_since = q->has_since,
+                .since = q->since,
+                .has_until = q->has_until,
+                .until = q->until,
+                .limit = q->limit,
+                .offset = q->offset,
+        };
+        json_object *entries = NULL, *o;
+        int k;
+
+        if (q->has_after || q->has_before) {
+                req_reply_error(r, 400, "invalid_request",
+                                "'after_id' and 'before_id' name one host's rows: with ClusterLog=yes, page "
+                                "GET /v1/log with 'offset', 'since' and 'until'.");
+                return 0;
+        }
+        if (r->key->sandboxes && q->text[4] && !api_key_allows(r->key, GATEWAY_ACTION_LOG_READ, q->text[4])) {
+                req_deny(r, 403, "forbidden", NULL, "Sandbox %s is outside this API key's scope.", q->text[4]);
+                return 0;
+        }
+        k = cluster_log_page(r->manager->cluster_log, &cq, &entries);
+        if (k < 0) {
+                log_msg(LOG_ERR, "Cannot read the audit log's copy in PostgreSQL: %s", strerror(-k));
+                req_reply_errno(r, k);
+                return 0;
+        }
+        o = json_object_new_object();
+        if (!o) {
+                json_object_put(entries);
+                return -ENOMEM;
+        }
+        json_object_object_add(o, "entries", entries);
+        json_object_object_add(o, "limit", json_object_new_uint64(q->limit));
+        json_object_object_add(o, "offset", json_object_new_uint64(q->offset));
+        req_reply_json(r, 200, o);
+        return 0;
+}
+
 static int log_start(Request *r, const char *session_id) {
         LogQuery *q;
 
@@ -223,6 +270,8 @@ static int log_start(Request *r, const char *session_id) {
                 req_reply_error(r, 400, "invalid_request", "Unknown query parameter 'session_id' on this route.");
                 return 0;
         }
+        if (!session_id && r->manager->cluster_log)
+                return log_cluster(r, q);
         /* A key limited to some sandboxes reads only their rows. */
         if (r->key->sandboxes) {
                 const char *sid = session_id ?: q->text[4];

@@ -48,7 +48,7 @@ static void on_sandbox_for_token(Request *r, sd_bus_message *reply, const sd_bus
                                    &token, &expires_at);
         if (k < 0) {
                 log_msg(LOG_ERR, "Cannot store a takeover token: %s", strerror(-k));
-                return req_reply_error(r, 500, "internal", "Cannot store the token.");
+                return req_reply_store_error(r, k, "Cannot store the token.");
         }
         o = json_object_new_object();
         if (o) {
@@ -247,7 +247,7 @@ int route_takeover_authenticate(Request *r) {
                 if (req_deny_credentials(r, k, what, hint) < 0)
                         return -EACCES;
                 log_msg(LOG_ERR, "Cannot check takeover credentials: %s", strerror(-k));
-                req_reply_error(r, 500, "internal", "Cannot check the credentials.");
+                req_reply_store_error(r, k, "Cannot check the credentials.");
                 return k;
         }
         k = api_key_account_id(r->key, &r->account_id);

@@ -848,7 +848,7 @@ int sandbox_create(Manager *m, const SandboxCreateSpec *spec, sd_bus_message *re
         }
 
         do {
-                r = sandbox_id_generate(id);
+                r = sandbox_id_generate_tagged(m->config.host_tag, id);
                 if (r < 0)
                         return r;
         } while (hashmap_get(m->sandboxes, id) || pool_find(m, id));

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 typedef struct IniParser {
@@ -61,6 +62,16 @@ static int io_error(IniParser *p, const char *file, int error, const char *what)
                 *p->error = msg;
         }
         return -error;
+}
+
+int parse_boolean(const char *v) {
+        if (!v)
+                return -EINVAL;
+        if (strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0 || streq(v, "1") || strcasecmp(v, "on") == 0)
+                return 1;
+        if (strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0 || streq(v, "0") || strcasecmp(v, "off") == 0)
+                return 0;
+        return -EINVAL;
 }
 
 int parse_decimal(const char *s, uint64_t *ret) {

@@ -53,3 +53,5 @@ int ini_bad_value(char **ret_error, const IniPosition *at, const char *key, cons
 /* Plain decimal, no sign, no suffix, no whitespace (strtoull() would accept "-1", " 1" and "0x10").
  * Returns 0, -EINVAL for anything else (also ""), -ERANGE above UINT64_MAX. */
 int parse_decimal(const char *s, uint64_t *ret);
+/* The words systemd accepts for booleans, in any case: 1 (yes, true, on, 1), 0 (no, false, off, 0) or -EINVAL. */
+int parse_boolean(const char *v);

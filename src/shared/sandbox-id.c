@@ -49,14 +49,33 @@ int sandbox_id_generate(char ret[static SANDBOX_ID_LEN + 1]) {
         return 0;
 }
 
+int sandbox_id_generate_tagged(char host_tag, char ret[static SANDBOX_ID_LEN + 1]) {
+        char id[SANDBOX_ID_LEN + 1];
+        int r;
+
+        if (host_tag != 0 && !sandbox_id_char_is_valid(host_tag))
+                return -EINVAL;
+        r = sandbox_id_generate(id);
+        if (r < 0)
+                return r;
+        if (host_tag != 0)
+                id[sizeof(SANDBOX_ID_PREFIX) - 1] = host_tag;
+        memcpy(ret, id, sizeof(id));
+        return 0;
+}
+
+bool sandbox_id_char_is_valid(char c) {
+        /* Explicit ranges rather than islower(): ids must not depend on the locale. */
+        return (c >= 'a' && c <= 'z') || (c >= '2' && c <= '7');
+}
+
 bool sandbox_id_is_valid(const char *s) {
         if (!s || strncmp(s, SANDBOX_ID_PREFIX, sizeof(SANDBOX_ID_PREFIX) - 1) != 0)
                 return false;
 
         s += sizeof(SANDBOX_ID_PREFIX) - 1;
         for (size_t i = 0; i < SANDBOX_ID_RANDOM_CHARS; i++)
-                /* Explicit ranges rather than islower(): ids must not depend on the locale. */
-                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '2' && s[i] <= '7')))
+                if (!sandbox_id_char_is_valid(s[i]))
                         return false;
 
         return s[SANDBOX_ID_RANDOM_CHARS] == 0;

@@ -12,6 +12,12 @@
 
 /* Fills ret with a fresh NUL-terminated id. Returns 0, or a negative errno from getrandom(). */
 int sandbox_id_generate(char ret[static SANDBOX_ID_LEN + 1]);
+/* The same with host_tag (a character sandbox_id_char_is_valid() accepts) as the first character after
+ * "sb_", the other nine random: the id tells which host made it (HostTag=, docs/scale-out.md). host_tag 0:
+ * sandbox_id_generate(). -EINVAL for another character. */
+int sandbox_id_generate_tagged(char host_tag, char ret[static SANDBOX_ID_LEN + 1]);
+/* Whether c is one of the ids' characters, [a-z2-7]. */
+bool sandbox_id_char_is_valid(char c);
 
 /* Exactly "sb_" followed by 10 characters of [a-z2-7]. NULL is not valid. */
 bool sandbox_id_is_valid(const char *s);

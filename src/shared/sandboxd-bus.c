@@ -26,5 +26,6 @@ const sd_bus_error_map auditd_bus_errors[] = {
 
 const sd_bus_error_map gateway_bus_errors[] = {
         SD_BUS_ERROR_MAP(GATEWAY_ERROR_NO_SUCH_KEY, ENOKEY),
+        SD_BUS_ERROR_MAP(GATEWAY_ERROR_KEY_STORE_UNAVAILABLE, ENOTCONN),
         SD_BUS_ERROR_MAP_END,
 };

@@ -65,6 +65,7 @@
 #define GATEWAY_KEYS_INTERFACE "org.sandboxd.gateway1.Keys"
 
 #define GATEWAY_ERROR_NO_SUCH_KEY "org.sandboxd.gateway1.NoSuchKey"
+#define GATEWAY_ERROR_KEY_STORE_UNAVAILABLE "org.sandboxd.gateway1.KeyStoreUnavailable"
 
 /* Each service's error names ↔ errnos, for sd_bus_error_add_map() in that service (a map only turns a
  * name into an errno: sd-bus never picks one of our names for an errno). Two names may share an errno

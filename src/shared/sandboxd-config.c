@@ -191,15 +191,6 @@ int sandboxd_hide_path_check(const char *path) {
         return 0;
 }
 
-/* The words systemd accepts for booleans: 1 (yes), 0 (no) or -EINVAL. */
-static int parse_boolean(const char *v) {
-        if (strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0 || streq(v, "1") || strcasecmp(v, "on") == 0)
-                return 1;
-        if (strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0 || streq(v, "0") || strcasecmp(v, "off") == 0)
-                return 0;
-        return -EINVAL;
-}
-
 static int manager_assignment(Loader *l, const IniPosition *at, const char *key, const char *value) {
         SandboxdConfig *c = &l->c;
         uint64_t v;
@@ -276,6 +267,19 @@ static int manager_assignment(Loader *l, const IniPosition *at, const char *key,
                         return ini_bad_value(l->error, at, key, value, r, "a number of at least 1");
                 c->max_sandboxes = v;
                 l->max_sandboxes = *at;
+                return 0;
+        }
+
+        if (streq(key, "HostTag")) {
+                /* One character of the ids' alphabet, or "no". */
+                if (streq(value, "no")) {
+                        c->host_tag = 0;
+                        return 0;
+                }
+                if (strlen(value) != 1 || !sandbox_id_char_is_valid(value[0]))
+                        return ini_bad_value(l->error, at, key, value, -EINVAL,
+                                             "one character of a-z or 2-7 (the host's tag in sandbox ids), or no");
+                c->host_tag = value[0];
                 return 0;
         }
 

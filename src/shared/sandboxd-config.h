@@ -122,6 +122,8 @@ typedef struct SandboxdConfig {
         uint64_t stdin_max;     /* bytes */
         uint64_t file_max;      /* WriteFile/ReadFile data in one message, bytes */
         uint64_t max_sandboxes;
+        char host_tag;          /* HostTag=: the first character after "sb_" of every new id; 0: none
+                                 * (docs/scale-out.md) */
         uint64_t default_ttl_usec;
         uint64_t max_ttl_usec;
         char default_type[SANDBOX_NAME_MAX + 1];

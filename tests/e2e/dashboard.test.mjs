@@ -2,7 +2,8 @@
 // End-to-end test of the gateway's dashboard in Debian's headless Chromium (playwright-core, no browser
 // download), against the live fleet: sign in, sandboxes, the live audit log, output, paging, the takeover
 // terminal, an egress sandbox's network panel and a policy edit, background processes (listed live,
-// attached, resumed, signalled, stopped; no controls without `exec`), and a member key's refusal. Run by
+// attached, resumed, signalled, stopped; no controls without `exec`), a sandbox's image and the Images list,
+// and a member key's refusal. Run by
 // tests/integration/test_dashboard.py inside the harness, which passes GATEWAY_URL, ADMIN_KEY, MEMBER_KEY
 // and ARTIFACTS (the screenshots' directory), with test_egress.py's fake internet up for the uplink.
 import assert from "node:assert/strict";
@@ -500,6 +501,55 @@ test("a key without exec sees the processes and their output, but no controls; t
                 await api("DELETE", `/v1/api-keys/${minted.apiKey.id}`).catch(() => {});
                 await signOut().catch(() => {});
                 await signIn(ADMIN);
+        }
+});
+
+// issue 24: an image made through the API (POST /v1/images, a busybox-static tree), a sandbox on it
+test("a sandbox's image is shown in the list and its properties, and the Images list shows the store", async () => {
+        const { execFileSync } = await import("node:child_process");
+        const { copyFileSync } = await import("node:fs");
+        const tree = mkdtempSync(join(tmpdir(), "e2e-image-"));
+        for (const d of ["bin", "etc", "tmp", "home", "proc", "dev"])
+                mkdirSync(join(tree, d));
+        copyFileSync("/bin/busybox", join(tree, "bin", "busybox"));
+        const tar = execFileSync("tar", ["-C", tree, "--owner=0", "--group=0", "-cf", "-", "."], { maxBuffer: 64 << 20 });
+        rmSync(tree, { recursive: true, force: true });
+        const name = "e2e-img24";
+        await fetch(`${BASE}/v1/images/${name}`, { method: "DELETE", headers: { Authorization: `Bearer ${ADMIN}` } });
+        const r = await fetch(`${BASE}/v1/images?name=${name}`, {
+                method: "POST", body: tar,
+                headers: { Authorization: `Bearer ${ADMIN}`, "Content-Type": "application/x-tar" },
+        });
+        const image = await r.json();
+        assert.equal(r.status, 201, JSON.stringify(image));
+        let sb;
+        try {
+                sb = await api("POST", "/v1/sandboxes", { name: "e2e-image", type: "small", ttl_seconds: 900, image: name });
+                made.push(sb.id);
+                await openSandbox(sb);
+                // the list's line and the properties name the image; a host sandbox's line does not
+                const link = page.locator(`a.sandbox-link[data-id="${sb.id}"] .sb-meta`);
+                assert.match(await link.textContent(), new RegExp(` · image ${name}$`));
+                const props = await page.locator("#detail-props").textContent();
+                assert.ok(props.includes(`Image${name}`), props);
+                const host = await page.locator("a.sandbox-link .sb-meta").allTextContents();
+                assert.ok(host.some((t) => !t.includes(" · image ")), host.join(" | "));
+                // the Images list: name, source, size, created, the digest's prefix (whole in its tooltip)
+                await page.getByRole("button", { name: "Refresh the image list" }).click();
+                const item = page.locator(`#image-list li[data-name="${name}"]`);
+                await item.waitFor({ timeout: WAIT });
+                assert.equal(await item.locator(".img-name").textContent(), name);
+                assert.equal(await item.locator(".img-source").textContent(), "tar");
+                assert.match(await item.locator(".img-size").textContent(), /^[0-9.]+ (B|KiB|MiB)$/);
+                assert.match(await item.locator(".img-created").textContent(), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/);
+                const digest = item.locator(".img-digest");
+                assert.equal(await digest.textContent(), image.digest.slice(0, "sha256:".length + 12));
+                assert.equal(await digest.getAttribute("title"), image.digest);
+                await shot("images");
+        } finally {
+                if (sb)
+                        await api("DELETE", `/v1/sandboxes/${sb.id}`).catch(() => {});
+                await fetch(`${BASE}/v1/images/${name}`, { method: "DELETE", headers: { Authorization: `Bearer ${ADMIN}` } });
         }
 });
 

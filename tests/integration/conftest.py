@@ -194,6 +194,27 @@ def allow_host_network():
         f.write("[Network]\nAllowHostNetwork=yes\n")
 
 
+def assert_config_refused(unit, dropin, text, message, restore=None):
+    """With the drop-in dropin holding text, unit does not start and says message in its journal. Afterwards
+    dropin holds restore (None: it is removed) and unit runs again."""
+    os.makedirs(os.path.dirname(dropin), exist_ok=True)
+    with open(dropin, "w") as f:
+        f.write(text)
+    try:
+        run("systemctl", "reset-failed", unit, check=False)
+        assert run("systemctl", "restart", unit, check=False).returncode != 0
+        log = run("journalctl", "-b", "-u", unit, "-n", "30", "--no-pager").stdout
+        assert message in log, log
+    finally:
+        if restore is None:
+            os.unlink(dropin)
+        else:
+            with open(dropin, "w") as f:
+                f.write(restore)
+        run("systemctl", "reset-failed", unit, check=False)
+        run("systemctl", "restart", unit)
+
+
 def delete_all_sandboxes(m):
     """Deletes every sandbox m lists; one already gone is no error."""
     for row in m.list():

@@ -54,3 +54,39 @@ def test_cancel_build(jobs):
     images().CancelJob(job, dbus.Dictionary({}, signature="sv"))
     assert jobs.wait(job)[1] == "cancelled"
     assert "cancelbuild24" not in {str(r[0]) for r in images().ListImages()}
+
+
+def test_build_over_rest_cancelled_when_the_client_leaves(jobs):
+    """POST /v1/images builds with progress over SSE; the client leaves once mmdebstrap runs, which cancels
+    the build (so the run still builds only one image)."""
+    import json
+
+    from gateway_helpers import Client, cli_key, gateway_up
+    gateway_up()
+    admin = Client(cli_key("--preset", "admin", "--ttl", "1h")[0])
+    r = admin.req("POST", "/v1/images", data=json.dumps({"name": "restbuild24", "build": {"variant": "essential"}}),
+                  headers={"Content-Type": "application/json", "Accept": "text/event-stream"}, stream=True,
+                  timeout=600)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "text/event-stream"
+    job, phases, ev = None, [], {}
+    for line in r.iter_lines(decode_unicode=True):
+        if line == "":
+            data = json.loads(ev.get("data", "{}"))
+            if ev.get("event") == "job":
+                job = data["job"]
+            elif ev.get("event") == "progress":
+                phases.append(data["phase"])
+                if data["phase"] == "mmdebstrap":
+                    break
+            else:
+                raise AssertionError(f"unexpected event {ev}")
+            ev = {}
+        elif not line.startswith(":"):
+            k, _, v = line.partition(": ")
+            ev[k] = v
+    r.close()
+    assert job and "mmdebstrap" in phases, phases
+    assert jobs.wait(job)[1] == "cancelled"
+    assert "restbuild24" not in {str(x[0]) for x in images().ListImages()}
+    row = wait_row("image.build", f'"job":"{job}"')
+    assert row["event"] == "failed" and "cancelled" in row["detail"] and row["account_id"].startswith("key:")

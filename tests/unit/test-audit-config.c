@@ -186,6 +186,16 @@ static void test_values(void) {
         CHECK(!c.journal_rows);
         CHECK_U64(c.checkpoint_rows, 0);
         CHECK_U64(c.checkpoint_interval_usec, 0);
+        CHECK_STR(c.pg_url, "");
+        CHECK_STR(c.pg_host, "");
+
+        /* the copy in PostgreSQL (issue 29) */
+        write_file("etc/main.conf", "[PostgreSQL]\nURL=postgresql://auditd@db.example/sandboxd\nHost=host-a\n"
+                                    "[Log]\nMaxRows=8\n");
+        CHECK(load(&c, &error) == 0);
+        CHECK_STR(c.pg_url, "postgresql://auditd@db.example/sandboxd");
+        CHECK_STR(c.pg_host, "host-a");
+        CHECK_U64(c.max_rows, 8);
 }
 
 static void test_dropins(void) {
@@ -229,7 +239,14 @@ static void test_dropins(void) {
 }
 
 static void test_errors(void) {
-        CHECK_ERROR("[Manager]\nMaxRows=1\n", "1: Unknown section [Manager] (expected [Log] or [Journal])");
+        CHECK_ERROR("[Manager]\nMaxRows=1\n", "1: Unknown section [Manager] (expected [Log], [Journal] or [PostgreSQL])");
+        CHECK_ERROR("[PostgreSQL]\nURL=mysql://db/x\n",
+                    "2: Invalid URL=mysql://db/x: not understood (expected a PostgreSQL URI such as "
+                    "postgresql://user@host/db: expected a PostgreSQL URI, postgresql://…)");
+        CHECK_ERROR("[PostgreSQL]\nHost=a b\n",
+                    "2: Invalid Host=a b: not understood (expected a name without spaces or control characters, "
+                    "up to 255 bytes)");
+        CHECK_ERROR("[PostgreSQL]\nRows=yes\n", "2: Unknown key Rows= in section [PostgreSQL]");
         CHECK_ERROR("[Journal]\nRows=maybe\n", "2: Invalid Rows=maybe: not understood (expected yes or no)");
         CHECK_ERROR("[Journal]\nMaxRows=5\n", "2: Unknown key MaxRows= in section [Journal]");
         CHECK_ERROR("[Log]\nRows=yes\n", "2: Unknown key Rows= in section [Log]");

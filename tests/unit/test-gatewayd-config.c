@@ -54,6 +54,7 @@ static void test_defaults(void) {
         CHECK_U64(c.exec_burst_per_admin_key, 1000);
         CHECK_U64(c.execs_per_sec_per_admin_key, 1000);
         CHECK_U64(c.bus_short_call_reserve, 40);
+        CHECK_STR(c.key_store, ""); /* SQLite */
         CHECK_STR(c.dashboard_dir, GATEWAY_DASHBOARD_DIR_DEFAULT);
         CHECK(c.dashboard_dir[0] == '/' && strstr(c.dashboard_dir, "/sandboxd/dashboard"));
         /* missing files are fine */
@@ -105,6 +106,21 @@ static void test_load(void) {
         write_file("d/20-b.conf", "[Gateway]\nDashboardDirectory=no\n");
         CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
         CHECK_STR(c.dashboard_dir, "");
+        CHECK_STR(c.key_store, "");
+
+        /* the shared key store, and back to SQLite by a later drop-in */
+        write_file("d/30-pg.conf", "[Gateway]\nKeyStore=postgresql://gw@db.example/sandboxd?connect_timeout=1\n");
+        CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
+        CHECK_STR(c.key_store, "postgresql://gw@db.example/sandboxd?connect_timeout=1");
+        write_file("d/40-sqlite.conf", "[Gateway]\nKeyStore=sqlite\nClusterLog=yes\nAgentListen=10.0.0.1:8792\n");
+        CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
+        CHECK_STR(c.key_store, "");
+        CHECK(c.cluster_log);
+        CHECK_STR(c.agent_listen, "10.0.0.1:8792");
+        write_file("d/50-off.conf", "[Gateway]\nClusterLog=no\nAgentListen=no\n");
+        CHECK(gateway_config_load(&c, main_path, dropins, &error) == 0);
+        CHECK(!c.cluster_log);
+        CHECK_STR(c.agent_listen, "");
 }
 
 static void expect_error(const char *text, const char *message) {
@@ -145,6 +161,11 @@ static void test_bad(void) {
         expect_error("[Gateway]\nDashboardDirectory=/a b\n", "Invalid DashboardDirectory=");
         expect_error("[Gateway]\nDashboardDirectory=yes\n", "Invalid DashboardDirectory=");
         expect_error("[Server]\nListen=1.2.3.4:1\n", "Unknown section [Server]");
+        expect_error("[Gateway]\nKeyStore=mysql://db/x\n", "Invalid KeyStore=mysql://db/x");
+        expect_error("[Gateway]\nKeyStore=\n", "Empty value for KeyStore=");
+        expect_error("[Gateway]\nKeyStore=postgresql://db/x?colour=blue\n", "colour");
+        expect_error("[Gateway]\nClusterLog=maybe\n", "Invalid ClusterLog=maybe");
+        expect_error("[Gateway]\nAgentListen=8792\n", "Invalid AgentListen=8792");
 }
 
 static void test_listen(void) {

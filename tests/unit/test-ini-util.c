@@ -307,8 +307,24 @@ static void test_parse_decimal(void) {
         CHECK(v == 12345); /* untouched on failure */
 }
 
+static void test_parse_boolean(void) {
+        CHECK_INT(parse_boolean("yes"), 1);
+        CHECK_INT(parse_boolean("TRUE"), 1);
+        CHECK_INT(parse_boolean("on"), 1);
+        CHECK_INT(parse_boolean("1"), 1);
+        CHECK_INT(parse_boolean("No"), 0);
+        CHECK_INT(parse_boolean("false"), 0);
+        CHECK_INT(parse_boolean("OFF"), 0);
+        CHECK_INT(parse_boolean("0"), 0);
+        CHECK_INT(parse_boolean(""), -EINVAL);
+        CHECK_INT(parse_boolean("2"), -EINVAL);
+        CHECK_INT(parse_boolean("yess"), -EINVAL);
+        CHECK_INT(parse_boolean(NULL), -EINVAL);
+}
+
 int main(void) {
         test_mkdtemp(tmpdir);
+        test_parse_boolean();
 
         test_syntax();
         test_missing();

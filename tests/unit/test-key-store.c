@@ -16,6 +16,7 @@
 #include "key-store.h"
 #include "macro.h"
 #include "test-util.h"
+#include "test-key-race.h"
 #include "time-util.h"
 
 static char tmpdir[] = "/tmp/test-key-store.XXXXXX";
@@ -254,45 +255,24 @@ static void test_tokens(void) {
                 CHECK(!db_files_contain("tokens.db", tokens[i] + strlen(TAKEOVER_TOKEN_PREFIX)));
 }
 
+static KeyStore *open_race_store(void) {
+        KeyStore *s = NULL;
+        return key_store_open(db_path("race.db"), &s) >= 0 ? s : NULL;
+}
+
 /* Many processes, each with its own handle, race to redeem one token: exactly one wins. */
 static void test_token_race(void) {
         enum { N = 8 };
         _cleanup_free_ char *secret = NULL, *token = NULL;
         _cleanup_(api_key_freep) ApiKey *admin = NULL;
-        int pipefd[2], wins = 0, already = 0;
-        pid_t pids[N];
+        int wins = 0, already = 0;
 
         {
                 _cleanup_(key_store_freep) KeyStore *s = open_store("race.db");
                 admin = mint(s, "admin", 0, &secret);
                 CHECK_INT(key_store_token_create(s, admin, SB1, ROUTE, NOW, 30 * USEC_PER_SEC, &token, NULL), 0);
         }
-        CHECK_INT(pipe(pipefd), 0);
-        for (int i = 0; i < N; i++) {
-                pids[i] = fork();
-                if (pids[i] == 0) {
-                        char go;
-                        KeyStore *s = NULL;
-                        ApiKey *k = NULL;
-                        int r = key_store_open(db_path("race.db"), &s);
-                        close(pipefd[1]);
-                        (void) !read(pipefd[0], &go, 1); /* all start together, when the pipe closes */
-                        if (r >= 0)
-                                r = key_store_token_redeem(s, token, SB1, ROUTE, NOW + 1, &k);
-                        api_key_free(k);
-                        key_store_free(s);
-                        _exit(r == 0 ? 0 : r == -EALREADY ? 1 : 2);
-                }
-        }
-        close(pipefd[0]);
-        close(pipefd[1]);
-        for (int i = 0; i < N; i++) {
-                int status = 0;
-                CHECK_INT(waitpid(pids[i], &status, 0), pids[i]);
-                CHECK(WIFEXITED(status));
-                wins += WEXITSTATUS(status) == 0;
-                already += WEXITSTATUS(status) == 1;
-        }
+        key_store_token_race(N, open_race_store, token, SB1, ROUTE, NOW + 1, &wins, &already);
         CHECK_INT(wins, 1);
         CHECK_INT(already, N - 1);
 }

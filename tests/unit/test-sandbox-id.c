@@ -120,8 +120,38 @@ static void test_name_is_valid(void) {
         CHECK_VALID(name_is_valid, s, false);
 }
 
+/* HostTag=: the tag is the first character after "sb_", the other nine stay random. */
+static void test_generate_tagged(void) {
+        char id[SANDBOX_ID_LEN + 1], before[SANDBOX_ID_LEN + 1];
+        unsigned used[256] = { 0 };
+
+        for (size_t i = 0; i < 2000; i++) {
+                CHECK_INT(sandbox_id_generate_tagged('b', id), 0);
+                CHECK_VALID(sandbox_id_is_valid, id, true);
+                CHECK(strncmp(id, "sb_b", 4) == 0);
+                used[(unsigned char) id[4]]++;
+        }
+        /* the character after the tag is still random: all 32 show up among 2000 (about 62 each) */
+        for (const char *c = "abcdefghijklmnopqrstuvwxyz234567"; *c; c++)
+                CHECK(used[(unsigned char) *c] > 0);
+        CHECK_INT(sandbox_id_generate_tagged('7', id), 0);
+        CHECK(strncmp(id, "sb_7", 4) == 0);
+        /* no tag: as sandbox_id_generate() */
+        CHECK_INT(sandbox_id_generate_tagged(0, id), 0);
+        CHECK_VALID(sandbox_id_is_valid, id, true);
+        /* not one of the ids' characters: refused, ret untouched */
+        memcpy(before, id, sizeof(id));
+        CHECK_INT(sandbox_id_generate_tagged('A', id), -EINVAL);
+        CHECK_INT(sandbox_id_generate_tagged('1', id), -EINVAL);
+        CHECK_INT(sandbox_id_generate_tagged('_', id), -EINVAL);
+        CHECK(memcmp(before, id, sizeof(id)) == 0);
+        CHECK(sandbox_id_char_is_valid('a') && sandbox_id_char_is_valid('2') && !sandbox_id_char_is_valid('8') &&
+              !sandbox_id_char_is_valid(0));
+}
+
 int main(void) {
         test_generate();
+        test_generate_tagged();
         test_id_is_valid();
         test_name_is_valid();
 

@@ -53,6 +53,8 @@ static const struct {
         { AUDITD_ERROR_NO_SUCH_ENTRY, "org.sandboxd.audit1.NoSuchEntry", ENXIO, auditd_bus_errors },
         { AUDITD_ERROR_STORAGE_FULL, "org.sandboxd.audit1.StorageFull", ENOSPC, auditd_bus_errors },
         { GATEWAY_ERROR_NO_SUCH_KEY, "org.sandboxd.gateway1.NoSuchKey", ENOKEY, gateway_bus_errors },
+        { GATEWAY_ERROR_KEY_STORE_UNAVAILABLE, "org.sandboxd.gateway1.KeyStoreUnavailable", ENOTCONN,
+          gateway_bus_errors },
 };
 
 static size_t map_size(const sd_bus_error_map *map) {

@@ -188,6 +188,7 @@ static void test_documented_example(void) {
                    "StdinMax=2M\n"
                    "FileMax=8M\n"
                    "MaxSandboxes=1000\n"
+                   "HostTag=q\n"
                    "DefaultTTLSec=30min\n"
                    "MaxTTLSec=1d\n"
                    "DefaultType=medium\n"
@@ -212,6 +213,7 @@ static void test_documented_example(void) {
         CHECK_U64(c.stdin_max, 3 << 20); /* later assignment wins, also across sections */
         CHECK_U64(c.file_max, 8 << 20);
         CHECK_U64(c.max_sandboxes, 1000);
+        CHECK_INT(c.host_tag, 'q');
         CHECK_U64(c.default_ttl_usec, 30 * USEC_PER_MINUTE);
         CHECK_U64(c.max_ttl_usec, USEC_PER_DAY);
         CHECK(streq(c.default_type, "medium"));
@@ -367,6 +369,12 @@ static void test_sandboxes_totals(void) {
         CHECK_MAIN_ERROR(2, "Invalid Overcommit=99%: out of range (expected 100%..10000%)");
         write_file("etc/main.conf", "[Sandboxes]\nOvercommit=auto\n");
         CHECK_MAIN_ERROR(2, "Invalid Overcommit=auto: not understood (expected 100%..10000%)");
+        write_file("etc/main.conf", "[Manager]\nHostTag=B\n");
+        CHECK_MAIN_ERROR(2, "Invalid HostTag=B: not understood (expected one character of a-z or 2-7 (the host's tag in sandbox ids), or no)");
+        write_file("etc/main.conf", "[Manager]\nHostTag=ab\n");
+        CHECK_MAIN_ERROR(2, "Invalid HostTag=ab: not understood (expected one character of a-z or 2-7 (the host's tag in sandbox ids), or no)");
+        write_file("etc/main.conf", "[Manager]\nHostTag=\n");
+        CHECK_MAIN_ERROR(2, "Empty value for HostTag=");
         write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxesPerAccount=0\n");
         CHECK_MAIN_ERROR(2, "Invalid MaxSandboxesPerAccount=0: out of range (expected infinity or a number of at least 1)");
         write_file("etc/main.conf", "[Sandboxes]\nMaxSandboxesPerAccount=auto\n");

@@ -93,6 +93,7 @@ export class Client {
                 this.timeoutMs = timeoutMs;
                 this._fetch = fetchImpl || globalThis.fetch.bind(globalThis);
                 this.apiKeys = new ApiKeys(this);
+                this.images = new Images(this); /* issue 24 */
         }
 
         toJSON() {
@@ -122,6 +123,8 @@ export class Client {
                         try {
                                 res = await this._fetch(this.baseUrl + path, {
                                         method, headers, body, signal: requestSignal(timeoutMs, opts.signal),
+                                        /* a streamed body (an image's archive) needs it in Node's fetch */
+                                        ...(opts.duplex ? { duplex: opts.duplex } : {}),
                                 });
                                 break;
                         } catch (e) {
@@ -1149,6 +1152,119 @@ async function takeover(sb, opts) {
  * Creates a sandbox, runs fn(sandbox), and deletes the sandbox when fn settles (resolves or throws),
  * unless onExit is "keep". Answers fn's result; fn's error wins over a failed delete.
  */
+/* --- images (issue 24) ------------------------------------------------------------------------------ */
+
+/* The gateway's image object with camelCase names (info: as sent). */
+function normalizeImage(i) {
+        return {
+                name: i.name,
+                source: i.source,
+                createdAt: i.created_at,
+                size: i.size,
+                digest: i.digest,
+                devicesDropped: i.devices_dropped,
+                setidStripped: i.setid_stripped,
+                ownersReset: i.owners_reset,
+                usedBy: i.used_by,
+                info: i,
+        };
+}
+
+/* An archive for the request body: bytes as they are, a path (Node) or a stream read as it is sent. */
+async function archiveBody(source) {
+        if (source instanceof Uint8Array || source instanceof ArrayBuffer || typeof Blob !== "undefined" && source instanceof Blob)
+                return { body: source, duplex: undefined };
+        if (typeof source === "string") {
+                if (!isNode)
+                        throw new TypeError("images.importArchive: a path needs Node; pass bytes or a stream");
+                const fs = await import("node:fs");
+                const { Readable } = await import("node:stream");
+                return { body: Readable.toWeb(fs.createReadStream(source)), duplex: "half" };
+        }
+        if (typeof ReadableStream !== "undefined" && source instanceof ReadableStream)
+                return { body: source, duplex: "half" };
+        if (source && typeof source[Symbol.asyncIterator] === "function" || source && typeof source[Symbol.iterator] === "function") {
+                const it = source[Symbol.asyncIterator] ? source[Symbol.asyncIterator]() : source[Symbol.iterator]();
+                const body = new ReadableStream({
+                        async pull(ctl) {
+                                const { value, done } = await it.next();
+                                if (done)
+                                        ctl.close();
+                                else
+                                        ctl.enqueue(toBytes(value));
+                        },
+                        async cancel() {
+                                await it.return?.();
+                        },
+                });
+                return { body, duplex: "half" };
+        }
+        throw new TypeError("images.importArchive: source must be bytes, a path, a ReadableStream or an (async) iterable of chunks");
+}
+
+class Images {
+        constructor(client) {
+                this._c = client;
+        }
+
+        /** The images sandboxes may be made of (sandbox.read). */
+        async list({ signal } = {}) {
+                return (await this._c._json("GET", "/v1/images", { signal })).images.map(normalizeImage);
+        }
+
+        async get(name, { signal } = {}) {
+                return normalizeImage(await this._c._json("GET", `/v1/images/${enc(name)}`, { signal }));
+        }
+
+        /** Removes an image (admin keys); Conflict while a sandbox runs on it. */
+        async remove(name, { signal } = {}) {
+                await this._c._json("DELETE", `/v1/images/${enc(name)}`, { signal });
+        }
+
+        /**
+         * Imports an archive as image `name` (admin keys) and answers the image once sandboxd's job is done.
+         * source: bytes, a path (Node), a ReadableStream or an (async) iterable of chunks: streamed, never
+         * read whole. format "tar" (default), "oci-archive" (with tag) or "docker-archive". onProgress gets
+         * each progress event ({job, phase, done, total}). An aborted signal cancels the job.
+         */
+        async importArchive(name, source, { format, tag, onProgress, signal, timeoutMs = 600000 } = {}) {
+                const { body, duplex } = await archiveBody(source);
+                return this._make(`/v1/images${query({ name, format, tag })}`,
+                                  { body, duplex, headers: { "Content-Type": "application/octet-stream" } },
+                                  onProgress, signal, timeoutMs);
+        }
+
+        /** Builds image `name` with mmdebstrap (suite, variant, packages), as importArchive answers. */
+        async build(name, { suite, variant, packages, onProgress, signal, timeoutMs = 3600000 } = {}) {
+                const build = {};
+                if (suite !== undefined) build.suite = suite;
+                if (variant !== undefined) build.variant = variant;
+                if (packages !== undefined) build.packages = packages;
+                return this._make("/v1/images", { json: { name, build } }, onProgress, signal, timeoutMs);
+        }
+
+        async _make(path, opts, onProgress, signal, timeoutMs) {
+                const headers = { ...(opts.headers || {}), Accept: onProgress ? "text/event-stream" : "application/json" };
+                const res = await this._c._raw("POST", path, { ...opts, headers, signal, timeoutMs });
+                if (!onProgress)
+                        return normalizeImage(await res.json());
+                try {
+                        for await (const ev of parseSse(res.body)) {
+                                const d = ev.data ? JSON.parse(ev.data) : {};
+                                if (ev.event === "progress")
+                                        onProgress(d);
+                                else if (ev.event === "image")
+                                        return normalizeImage(d);
+                                else if (ev.event === "error")
+                                        throw errorFromBody(d.status || 502, d, res.headers);
+                        }
+                } catch (e) {
+                        throw e instanceof SandboxdError ? e : wrapFetchError(e, `POST ${path}`);
+                }
+                throw new ConnectionError("POST /v1/images: the stream ended without the image or an error", { code: "connection_error" });
+        }
+}
+
 export async function withSandbox(client, opts, fn) {
         if (typeof opts === "function") {
                 fn = opts;

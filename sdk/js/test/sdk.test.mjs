@@ -716,3 +716,78 @@ test("processes: wait's timeout, stop, errors", async () => {
                 assert.throws(() => p.follow({ stream: "stdin" }), TypeError);
         });
 });
+
+/* --- issue 24: the images namespace ------------------------------------------------------------------ */
+
+async function tinyRootfs() {
+        const fs = await import("node:fs");
+        const os = await import("node:os");
+        const path = await import("node:path");
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sdkimg-"));
+        for (const d of ["bin", "etc", "tmp", "home", "proc", "dev"])
+                fs.mkdirSync(path.join(dir, d));
+        fs.copyFileSync("/bin/busybox", path.join(dir, "bin", "busybox"));
+        const tar = execFileSync("tar", ["-C", dir, "--owner=0", "--group=0", "-cf", "-", "."], { maxBuffer: 64 << 20 });
+        const file = path.join(os.tmpdir(), `sdkimg-${process.pid}.tar`);
+        fs.writeFileSync(file, tar);
+        fs.rmSync(dir, { recursive: true });
+        return { bytes: new Uint8Array(tar), file };
+}
+
+async function dropImage(name) {
+        await admin.images.remove(name).catch((e) => {
+                if (!(e instanceof NotFound))
+                        throw e;
+        });
+}
+
+test("images: importArchive from bytes (with progress), a path and an async iterable; list, get, remove", async () => {
+        const { createHash } = await import("node:crypto");
+        const fs = await import("node:fs");
+        const { bytes, file } = await tinyRootfs();
+        const digest = "sha256:" + createHash("sha256").update(bytes).digest("hex");
+        const names = ["jsimg-bytes", "jsimg-path", "jsimg-iter"];
+        for (const n of names)
+                await dropImage(n);
+        try {
+                const progress = [];
+                const img = await admin.images.importArchive("jsimg-bytes", bytes, { onProgress: (p) => progress.push(p) });
+                assert.equal(img.name, "jsimg-bytes");
+                assert.equal(img.source, "tar");
+                assert.equal(img.digest, digest);
+                assert.ok(progress.length > 0 && "phase" in progress[0] && "done" in progress[0]);
+                assert.equal((await admin.images.importArchive("jsimg-path", file)).digest, digest);
+                async function* chunks() {
+                        for (let i = 0; i < bytes.length; i += 10000)
+                                yield bytes.slice(i, i + 10000);
+                }
+                assert.equal((await admin.images.importArchive("jsimg-iter", chunks())).digest, digest);
+                const listed = new Set((await admin.images.list()).map((i) => i.name));
+                for (const n of names)
+                        assert.ok(listed.has(n), n);
+                const got = await admin.images.get("jsimg-path");
+                assert.equal(got.digest, digest);
+                assert.deepEqual(got.usedBy, []);
+                await assert.rejects(admin.images.importArchive("jsimg-path", bytes), (e) => assertTyped(e, Conflict, 409, "conflict"));
+        } finally {
+                for (const n of names)
+                        await dropImage(n);
+                fs.rmSync(file, { force: true });
+        }
+        await assert.rejects(admin.images.get("jsimg-path"), (e) => assertTyped(e, NotFound, 404, "not_found"));
+});
+
+test("images: a refused archive, bad build input and a member key are typed errors with nothing made", async () => {
+        const before = (await admin.images.list()).map((i) => i.name).sort();
+        const junk = new TextEncoder().encode("no archive at all\n".repeat(100));
+        await assert.rejects(admin.images.importArchive("jsimg-bad", junk), (e) => assertTyped(e, BadRequest, 400, "invalid_image"));
+        await assert.rejects(admin.images.importArchive("jsimg-bad", junk, { onProgress: () => {} }),
+                             (e) => assertTyped(e, BadRequest, 400, "invalid_image"));
+        await assert.rejects(admin.images.build("jsimg-bad", { variant: "enormous", onProgress: () => {} }),
+                             (e) => assertTyped(e, BadRequest, 400, "invalid_request") && /variant/.test(e.message));
+        const member = new Client({ apiKey: cliKey("member").secret, baseUrl: BASE });
+        const { bytes } = await tinyRootfs();
+        await assert.rejects(member.images.importArchive("jsimg-bad", bytes), (e) => assertTyped(e, Forbidden, 403, "forbidden"));
+        await assert.rejects(member.images.build("jsimg-bad"), (e) => assertTyped(e, Forbidden, 403, "forbidden"));
+        assert.deepEqual((await admin.images.list()).map((i) => i.name).sort(), before);
+});

@@ -9,6 +9,7 @@
         r = sb.exec("python3 /tmp/task.py", timeout_seconds=30)
 """
 from .client import DEFAULT_BASE_URL, ApiKeys, Client, CreatedKey, ExecResult, Files, Sandbox, SseEvent, Watch
+from .images import Images
 from .processes import OutputChunk, OutputFollow, Process, Processes, ProcessExit
 from .errors import (BadRequest, Conflict, ConnectionFailed, Forbidden, LimitExceeded, MethodNotAllowed, NotFound,
                      PayloadTooLarge, RateLimited, SandboxdError, ServerError, Timeout, Unauthorized, Unavailable,
@@ -17,6 +18,7 @@ from .errors import (BadRequest, Conflict, ConnectionFailed, Forbidden, LimitExc
 __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_BASE_URL", "ApiKeys", "Client", "CreatedKey", "ExecResult", "Files", "Sandbox", "SseEvent", "Watch",
+    "Images",
     "OutputChunk", "OutputFollow", "Process", "Processes", "ProcessExit",
     "BadRequest", "Conflict", "ConnectionFailed", "Forbidden", "LimitExceeded", "MethodNotAllowed", "NotFound",
     "PayloadTooLarge", "RateLimited", "SandboxdError", "ServerError", "Timeout", "Unauthorized", "Unavailable",

@@ -188,12 +188,35 @@ class AsyncApiKeys:
         await _run(self._keys.revoke, key_id)
 
 
+class AsyncImages:
+    """Images's calls as coroutines (issue 24); on_progress runs on the worker thread the call runs on."""
+
+    def __init__(self, client: Client) -> None:
+        self._images = client.images
+
+    async def list(self) -> List[JSON]:
+        return list(await _run(self._images.list))
+
+    async def get(self, name: str) -> JSON:
+        return dict(await _run(self._images.get, name))
+
+    async def remove(self, name: str) -> None:
+        await _run(self._images.remove, name)
+
+    async def import_archive(self, name: str, source: Any, **kw: Any) -> JSON:
+        return dict(await _run(self._images.import_archive, name, source, **kw))
+
+    async def build(self, name: str, **kw: Any) -> JSON:
+        return dict(await _run(self._images.build, name, **kw))
+
+
 class AsyncClient:
     """Client for asyncio: `async with await client.create(...) as sb: r = await sb.exec(...)`."""
 
     def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, timeout: float = 60.0) -> None:
         self.sync = Client(api_key, base_url, timeout)
         self.api_keys = AsyncApiKeys(self.sync)
+        self.images = AsyncImages(self.sync)
 
     def __repr__(self) -> str:
         return f"Async{self.sync!r}"

@@ -124,6 +124,8 @@ class Client:
         self._prefix = u.path.rstrip("/")
         self._local = threading.local()
         self.api_keys = ApiKeys(self)
+        from .images import Images
+        self.images = Images(self)  # issue 24: the image store (images.py)
 
     def __repr__(self) -> str:  # never the key
         return f"Client(base_url={self.base_url!r})"

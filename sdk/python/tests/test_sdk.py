@@ -858,3 +858,105 @@ def test_async_variant(sdk_admin_secret, sdk_admin):
             assert rows and all(r["session_id"] == sb.id for r in rows)
 
     asyncio.run(main())
+
+
+# --- issue 24: the images namespace ------------------------------------------------------------------------
+
+def _tiny_rootfs():
+    """A root file system of busybox-static (Debian's, on the host) as tar bytes."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in ("bin", "etc", "tmp", "home", "proc", "dev"):
+            info = tarfile.TarInfo("./" + d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        with open("/bin/busybox", "rb") as f:
+            data = f.read()
+        info = tarfile.TarInfo("./bin/busybox")
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _drop_image(client, name):
+    try:
+        client.images.remove(name)
+    except NotFound:
+        pass
+
+
+def test_images_import_list_get_remove(sdk_admin, tmp_path):
+    """images.import_archive from bytes (with progress), a path and a stream of chunks; list, get, remove."""
+    import hashlib
+    data = _tiny_rootfs()
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    path = tmp_path / "rootfs.tar"
+    path.write_bytes(data)
+    names = ("sdkimg-bytes", "sdkimg-path", "sdkimg-stream")
+    for n in names:
+        _drop_image(sdk_admin, n)
+    try:
+        progress = []
+        img = sdk_admin.images.import_archive("sdkimg-bytes", data, on_progress=progress.append)
+        assert img["name"] == "sdkimg-bytes" and img["source"] == "tar" and img["digest"] == digest
+        assert progress and {"job", "phase", "done", "total"} <= set(progress[0])
+        assert sdk_admin.images.import_archive("sdkimg-path", str(path))["digest"] == digest
+        chunks = (data[i:i + 10000] for i in range(0, len(data), 10000))
+        assert sdk_admin.images.import_archive("sdkimg-stream", chunks)["digest"] == digest
+        listed = {i["name"]: i for i in sdk_admin.images.list()}
+        assert set(names) <= set(listed)
+        got = sdk_admin.images.get("sdkimg-path")
+        assert got["digest"] == digest and got["used_by"] == []
+        with pytest.raises(Conflict):
+            sdk_admin.images.import_archive("sdkimg-path", data)
+    finally:
+        for n in names:
+            _drop_image(sdk_admin, n)
+    assert not set(names) & {i["name"] for i in sdk_admin.images.list()}
+    with pytest.raises(NotFound):
+        sdk_admin.images.get("sdkimg-path")
+    with pytest.raises(NotFound):
+        sdk_admin.images.remove("sdkimg-path")
+
+
+def test_images_errors(sdk_admin):
+    """A refused archive, bad build input, a member key: typed errors, nothing made."""
+    before = {i["name"] for i in sdk_admin.images.list()}
+    with pytest.raises(BadRequest) as ei:
+        sdk_admin.images.import_archive("sdkimg-bad", b"no archive at all\n" * 100)
+    assert ei.value.code == "invalid_image"
+    with pytest.raises(BadRequest) as ei:
+        sdk_admin.images.import_archive("sdkimg-bad", b"no archive at all\n" * 100, on_progress=lambda p: None)
+    assert ei.value.code == "invalid_image"
+    with pytest.raises(BadRequest) as ei:
+        sdk_admin.images.build("sdkimg-bad", variant="enormous", on_progress=lambda p: None)
+    assert "variant" in str(ei.value)
+    member = Client(sdk_admin.api_keys.create(preset="member", ttl_seconds=600).secret)
+    with pytest.raises(Forbidden):
+        member.images.import_archive("sdkimg-bad", _tiny_rootfs())
+    with pytest.raises(Forbidden):
+        member.images.build("sdkimg-bad")
+    assert {i["name"] for i in sdk_admin.images.list()} == before
+
+
+def test_images_async(sdk_admin_secret):
+    import asyncio
+    from sandboxd.aio import AsyncClient
+
+    async def main():
+        c = AsyncClient(sdk_admin_secret, timeout=120)
+        try:
+            await c.images.remove("sdkimg-async")
+        except NotFound:
+            pass
+        seen = []
+        img = await c.images.import_archive("sdkimg-async", _tiny_rootfs(), on_progress=seen.append)
+        assert img["name"] == "sdkimg-async" and seen
+        assert (await c.images.get("sdkimg-async"))["digest"] == img["digest"]
+        assert "sdkimg-async" in {i["name"] for i in await c.images.list()}
+        await c.images.remove("sdkimg-async")
+        with pytest.raises(NotFound):
+            await c.images.get("sdkimg-async")
+    asyncio.run(main())

@@ -201,6 +201,7 @@ async function signIn(key) {
         $("who").hidden = false;
         $("who").textContent = `Key …${key.slice(-4)}`;
         await loadKeyRights();
+        loadImages();
         selectFromHash();
 }
 
@@ -331,7 +332,7 @@ function renderSandboxes() {
                 const a = el("a", { href: `#${s.id}`, class: "sandbox-link", "data-id": s.id },
                              el("span", { class: "sb-name", text: label }),
                              el("span", { class: `state state-${s.state}`, text: s.state }),
-                             el("span", { class: "sb-meta", text: `${s.id} · ${s.type} · ${s.network}` }));
+                             el("span", { class: "sb-meta", text: `${s.id} · ${s.type} · ${s.network}${imageSuffix(s)}` }));
                 if (current && current.id === s.id)
                         a.setAttribute("aria-current", "page");
                 return el("li", {}, a);
@@ -476,7 +477,8 @@ function closeSandbox() {
 
 function renderDetail(sb) {
         $("detail-title").textContent = sb.name ? `${sb.name} (${sb.id})` : sb.id;
-        const props = [["State", sb.state], ["Type", sb.type], ["Network", sb.network], ["Owner", sb.owner],
+        const props = [["State", sb.state], ["Type", sb.type], ["Network", sb.network], ["Image", sb.image ?? "host"],
+                       ["Owner", sb.owner],
                        ["Created", fmtDateTime(sb.created_at)],
                        ["Expires", sb.expires_at ? fmtDateTime(sb.expires_at) + (sb.paused ? " (held while paused)" : "")
                                                  : "never"]];
@@ -1198,6 +1200,41 @@ function openTerminal(id, token, { Terminal, FitAddon }) {
         window.addEventListener("resize", refit);
         window.dashboardTerminal = xterm;
 }
+
+// --- images (issue 24): each sandbox's image, and the store's list ------------------------------------
+
+// " · image NAME" in a sandbox's line of the list, for a sandbox on an image (not the host's tree)
+function imageSuffix(s) {
+        return s.image && s.image !== "host" ? ` · image ${s.image}` : "";
+}
+
+// "sha256:0123456789ab" of a digest: enough to tell images apart at a glance (the tooltip has it whole)
+function digestPrefix(d) {
+        const m = /^([a-z0-9]+):([0-9a-f]{12})/.exec(d || "");
+        return m ? `${m[1]}:${m[2]}` : d || "";
+}
+
+async function loadImages() {
+        try {
+                const data = await api("GET", "/v1/images");
+                const list = data.images.slice().sort((a, b) => (a.name < b.name ? -1 : 1));
+                // like a sandbox's entry: the name and the size, then source · created · digest prefix
+                $("image-list").replaceChildren(...list.map((i) => el("li", { class: "image", "data-name": i.name },
+                        el("span", { class: "img-name", text: i.name }),
+                        el("span", { class: "img-size", text: fmtBytes(i.size), title: `${i.size} bytes` }),
+                        el("span", { class: "img-meta" },
+                           el("span", { class: "img-source", text: i.source }), " · ",
+                           el("span", { class: "img-created", text: fmtDateTime(i.created_at) }), " · ",
+                           el("span", { class: "img-digest", text: digestPrefix(i.digest), title: i.digest })))));
+                $("images-empty").hidden = list.length > 0;
+                showError("images-error", null);
+        } catch (e) {
+                $("image-list").replaceChildren();
+                showError("images-error", e);
+        }
+}
+
+$("images-refresh").addEventListener("click", () => loadImages());
 
 // --- start -----------------------------------------------------------------------------------------
 
