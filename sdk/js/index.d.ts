@@ -47,6 +47,8 @@ export interface SnapshotInfo {
         name: string;
         source: string;
         type: string;
+        /** the image its source ran on ("host": the host's tree); a sandbox made from it runs on it too */
+        image: string;
         owner: string;
         created_at: string;
         size: number;

@@ -15,7 +15,7 @@
 
 /* One row of ListSnapshots as the API's object; NULL on ENOMEM. */
 static json_object *snapshot_json(const char *id, const char *name, const char *source, const char *type,
-                                  const char *owner, uint64_t created_at, uint64_t size) {
+                                  const char *owner, uint64_t created_at, uint64_t size, const char *image) {
         json_object *o = json_object_new_object();
 
         if (!o)
@@ -24,6 +24,7 @@ static json_object *snapshot_json(const char *id, const char *name, const char *
         json_object_object_add(o, "name", json_object_new_string(name));
         json_object_object_add(o, "source", json_object_new_string(source));
         json_object_object_add(o, "type", json_object_new_string(type));
+        json_object_object_add(o, "image", json_object_new_string(image));
         json_object_object_add(o, "owner", json_object_new_string(owner));
         json_object_object_add(o, "created_at", json_time(created_at));
         json_object_object_add(o, "size", json_object_new_uint64(size));
@@ -72,20 +73,20 @@ static void on_list(Request *r, sd_bus_message *reply, const sd_bus_error *error
         list = json_object_new_array();
         if (!list)
                 return req_reply_errno(r, -ENOMEM);
-        k = sd_bus_message_enter_container(reply, 'a', "(ssssstt)");
+        k = sd_bus_message_enter_container(reply, 'a', "(ssssstts)");
         while (k >= 0) {
-                const char *id, *name, *source, *type, *owner;
+                const char *id, *name, *source, *type, *owner, *image;
                 uint64_t created, size;
 
-                k = sd_bus_message_read(reply, "(ssssstt)", &id, &name, &source, &type, &owner, &created,
-                                        &size);
+                k = sd_bus_message_read(reply, "(ssssstts)", &id, &name, &source, &type, &owner, &created,
+                                        &size, &image);
                 if (k <= 0)
                         break;
                 if (!api_key_allows(r->key, GATEWAY_ACTION_SNAPSHOT_READ, source))
                         continue;
                 if (q->want && !streq(q->want, id) && !streq(q->want, name))
                         continue;
-                json_object *o = snapshot_json(id, name, source, type, owner, created, size);
+                json_object *o = snapshot_json(id, name, source, type, owner, created, size, image);
                 if (!o) {
                         k = -ENOMEM;
                         break;

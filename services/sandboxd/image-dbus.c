@@ -31,6 +31,7 @@
 #include "macro.h"
 #include "namespace.h"
 #include "sandbox-options.h"
+#include "sandbox-snapshot.h"
 #include "sandbox.h"
 #include "sandboxd-bus.h"
 #include "sandboxd-dbus.h"
@@ -456,6 +457,24 @@ static int fail_audited(Manager *m, const Caller *c, const char *operation, cons
         return r;
 }
 
+/* One {sv} entry of an a{sv}: key and the strings of ids (borrowed, NULL-terminated) as "as". */
+static int append_id_list(sd_bus_message *reply, const char *key, char **ids) {
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", key);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', "as");
+        if (r >= 0)
+                r = sd_bus_message_append_strv(reply, ids);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
 static int append_info(sd_bus_message *reply, const ImageInfo *i, Manager *m) {
         int r;
 
@@ -468,25 +487,27 @@ static int append_info(sd_bus_message *reply, const ImageInfo *i, Manager *m) {
                                   "setid_stripped", "t", i->setid_stripped, "owners_reset", "t", i->owners_reset);
         if (r < 0)
                 return r;
-        /* who uses it: sandboxes by id (pooled ones are not named) */
-        r = sd_bus_message_open_container(reply, 'e', "sv");
-        if (r >= 0)
-                r = sd_bus_message_append(reply, "s", "used_by");
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'v', "as");
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "s");
-        size_t it = 0;
+        /* who uses it: sandboxes by id (pooled ones are not named); and the snapshots whose disks hold a layer
+         * of it (a sandbox made from one runs on it) */
+        size_t n = 0, it = 0;
         Sandbox *s;
-        while (r >= 0 && hashmap_iterate(m->sandboxes, &it, (void **) &s, NULL))
+        _cleanup_free_ char **users = calloc(hashmap_size(m->sandboxes) + 1, sizeof(char *));
+        for (Snapshot *snap = m->snapshots; snap; snap = snap->next)
+                n++;
+        _cleanup_free_ char **snapshots = calloc(n + 1, sizeof(char *));
+        if (!users || !snapshots)
+                return -ENOMEM;
+        n = 0;
+        while (hashmap_iterate(m->sandboxes, &it, (void **) &s, NULL))
                 if (streq_ptr(s->image, i->name))
-                        r = sd_bus_message_append(reply, "s", s->id);
+                        users[n++] = s->id;
+        n = 0;
+        for (Snapshot *snap = m->snapshots; snap; snap = snap->next)
+                if (!snap->pending && streq_ptr(snap->image, i->name))
+                        snapshots[n++] = snap->id;
+        r = append_id_list(reply, "used_by", users);
         if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
+                r = append_id_list(reply, "snapshots", snapshots);
         if (r < 0)
                 return r;
         return sd_bus_message_close_container(reply);
@@ -843,6 +864,17 @@ static int method_remove_image(sd_bus_message *msg, void *userdata, sd_bus_error
                 r = sd_bus_error_setf(error, SANDBOXD_ERROR_IMAGE_IN_USE,
                                       "Image %s is in use by a sandbox (or a pooled sandbox of a type with "
                                       "Image=%s); delete those first.", name, name);
+                return fail_audited(m, &c, "image.remove", name, started, mono, r, error);
+        }
+        /* A snapshot of a sandbox on it holds the upper layer of an overlay on it: a sandbox made from the
+         * snapshot needs the image, so the image stays while such a snapshot does (a pending one too: its
+         * source runs on the image anyway). */
+        Snapshot *snap = snapshot_find_by_image(m, name);
+        if (snap) {
+                r = sd_bus_error_setf(error, SANDBOXD_ERROR_IMAGE_IN_USE,
+                                      "Image %s is needed by snapshot %s (%s), taken of a sandbox on it: a "
+                                      "sandbox made from it runs on this image. Remove the snapshot first.",
+                                      name, snap->id, snap->name);
                 return fail_audited(m, &c, "image.remove", name, started, mono, r, error);
         }
         r = image_store_remove(state(m)->dir, name);

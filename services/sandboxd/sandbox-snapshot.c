@@ -67,6 +67,7 @@ static Snapshot *snapshot_free(Snapshot *snap) {
         free(snap->source);
         free(snap->type);
         free(snap->owner);
+        free(snap->image);
         free(snap);
         return NULL;
 }
@@ -80,7 +81,7 @@ static void snapshot_unlink_from_list(Manager *m, Snapshot *snap) {
 }
 
 static Snapshot *snapshot_new(Manager *m, const char *id, const char *name, const char *source,
-                              const char *type, const char *owner) {
+                              const char *type, const char *owner, const char *image) {
         Snapshot *snap = calloc(1, sizeof(Snapshot));
 
         if (!snap)
@@ -90,7 +91,8 @@ static Snapshot *snapshot_new(Manager *m, const char *id, const char *name, cons
         snap->source = strdup(source);
         snap->type = strdup(type);
         snap->owner = strdup(owner);
-        if (!snap->name || !snap->source || !snap->type || !snap->owner)
+        snap->image = isempty(image) ? NULL : strdup(image);
+        if (!snap->name || !snap->source || !snap->type || !snap->owner || (!isempty(image) && !snap->image))
                 return snapshot_free(snap);
         /* oldest first */
         Snapshot **tail = &m->snapshots;
@@ -108,10 +110,21 @@ void snapshot_free_all(Manager *m) {
         }
 }
 
+const char *snapshot_image_name(const Snapshot *snap) {
+        return snap->image ?: "host";
+}
+
 Snapshot *snapshot_find(Manager *m, const char *id_or_name, bool include_pending) {
         for (Snapshot *snap = m->snapshots; snap; snap = snap->next)
                 if ((include_pending || !snap->pending) &&
                     (streq(snap->id, id_or_name) || streq(snap->name, id_or_name)))
+                        return snap;
+        return NULL;
+}
+
+Snapshot *snapshot_find_by_image(Manager *m, const char *name) {
+        for (Snapshot *snap = m->snapshots; snap; snap = snap->next)
+                if (streq_ptr(snap->image, name))
                         return snap;
         return NULL;
 }
@@ -130,7 +143,7 @@ static int load_one(const SnapshotRecord *r, void *userdata) {
         char path[4096];
         struct stat st;
 
-        Snapshot *snap = snapshot_new(m, r->id, r->name, r->source, r->type, r->owner);
+        Snapshot *snap = snapshot_new(m, r->id, r->name, r->source, r->type, r->owner, r->image);
         if (!snap)
                 return -ENOMEM;
         snap->source_uid = r->source_uid;
@@ -335,6 +348,7 @@ static char *snapshot_detail(const Snapshot *snap, const SnapshotJob *j, const c
         json_object_object_add(o, "name", json_object_new_string(snap->name));
         json_object_object_add(o, "source", json_object_new_string(snap->source));
         json_object_object_add(o, "type", json_object_new_string(snap->type));
+        json_object_object_add(o, "image", json_object_new_string(snapshot_image_name(snap)));
         json_object_object_add(o, "size", json_object_new_uint64(snap->size));
         json_object_object_add(o, "disk_size", json_object_new_uint64(snap->disk_size));
         if (j) {
@@ -401,6 +415,7 @@ static void snapshot_job_finish(SnapshotJob *j, int error, const char *step) {
                         .size = snap->size,
                         .disk_size = snap->disk_size,
                         .created_at = snap->created_at,
+                        .image = snap->image,
                 };
                 r = sandbox_store_snapshot_insert(m->store, &rec);
                 if (r < 0) {
@@ -538,7 +553,7 @@ int snapshot_take(Sandbox *s, const char *name, const Caller *c, sd_bus_message 
         snapshots_dir(m, j->dir, sizeof(j->dir));
         snprintf(j->tmp, sizeof(j->tmp), "%.3900s/" SNAPSHOT_TMP_PREFIX "%.13s.img", j->dir, id);
         snprintf(j->final, sizeof(j->final), "%.3900s/%.13s.img", j->dir, id);
-        j->snap = snapshot_new(m, id, name ?: id, s->id, s->type, c->account_id);
+        j->snap = snapshot_new(m, id, name ?: id, s->id, s->type, c->account_id, s->image);
         if (!j->snap) {
                 snapshot_job_free(j);
                 return -ENOMEM;

@@ -18,6 +18,7 @@ typedef struct Snapshot {
         struct Snapshot *next;
         char id[16];
         char *name, *source, *type, *owner;
+        char *image; /* the image its source ran on (its disk holds that overlay's upper layer); NULL: host */
         uid_t source_uid;
         uint64_t size;      /* bytes its image takes on the host (0 while it is taken) */
         uint64_t disk_size; /* the image's length: its type's DiskMax= */
@@ -35,6 +36,12 @@ void snapshot_free_all(Manager *m);
 
 /* By id or name; pending ones only with include_pending. */
 Snapshot *snapshot_find(Manager *m, const char *id_or_name, bool include_pending);
+
+/* The image its source ran on as the bus names it: its name, or "host". */
+const char *snapshot_image_name(const Snapshot *snap);
+
+/* The first snapshot (pending ones too) whose disk holds a layer of image name, or NULL. */
+Snapshot *snapshot_find_by_image(Manager *m, const char *name);
 
 /* The image of a snapshot, in buf. */
 void snapshot_image_path(Manager *m, const Snapshot *snap, char *buf, size_t size);

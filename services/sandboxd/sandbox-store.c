@@ -51,6 +51,10 @@ static const char *const migrations[] = {
         " size INTEGER NOT NULL,"
         " disk_size INTEGER NOT NULL,"
         " created_at INTEGER NOT NULL)",
+        /* 5: the image whose writable layer a snapshot's disk holds ('': the host's tree), which a sandbox
+         * made from it must run on. Rows from before were all of host sandboxes: no build had both
+         * images (issue 24) and snapshots (issue 26) until they were merged together with this. */
+        "ALTER TABLE snapshots ADD COLUMN image TEXT NOT NULL DEFAULT ''",
 };
 
 SandboxStore *sandbox_store_free(SandboxStore *s) {
@@ -107,12 +111,12 @@ int sandbox_store_open(const char *path, SandboxStore **ret) {
                                            &s->set_paused)) < 0 ||
             (r = sqlite_prepare_persistent(s->db,
                                            "INSERT INTO snapshots (id, name, source, type, owner, source_uid,"
-                                           " size, disk_size, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                                           " size, disk_size, created_at, image) VALUES (?,?,?,?,?,?,?,?,?,?)",
                                            &s->snap_insert)) < 0 ||
             (r = sqlite_prepare_persistent(s->db, "DELETE FROM snapshots WHERE id = ?", &s->snap_delete)) < 0 ||
             (r = sqlite_prepare_persistent(s->db,
                                            "SELECT id, name, source, type, owner, source_uid, size, disk_size,"
-                                           " created_at FROM snapshots ORDER BY created_at",
+                                           " created_at, image FROM snapshots ORDER BY created_at",
                                            &s->snap_load)) < 0 ||
             (r = sqlite_prepare_persistent(s->db,
                                            "SELECT id, name, type, owner, uid, network, created_at,"
@@ -191,6 +195,7 @@ int sandbox_store_snapshot_insert(SandboxStore *s, const SnapshotRecord *r) {
         sqlite3_bind_int64(st, 7, (sqlite3_int64) r->size);
         sqlite3_bind_int64(st, 8, (sqlite3_int64) r->disk_size);
         sqlite3_bind_int64(st, 9, (sqlite3_int64) r->created_at);
+        sqlite3_bind_text(st, 10, r->image ?: "", -1, SQLITE_STATIC);
         return sqlite_step_done(st);
 }
 
@@ -214,6 +219,7 @@ int sandbox_store_snapshot_load(SandboxStore *s, snapshot_store_cb cb, void *use
                         .size = (uint64_t) sqlite3_column_int64(st, 6),
                         .disk_size = (uint64_t) sqlite3_column_int64(st, 7),
                         .created_at = (uint64_t) sqlite3_column_int64(st, 8),
+                        .image = (const char *) sqlite3_column_text(st, 9),
                 };
                 r = cb(&rec, userdata);
                 if (r < 0)

@@ -40,9 +40,10 @@ int sandbox_store_set_paused(SandboxStore *s, const char *id, uint64_t paused_at
 
 /* Issue 26: a snapshot of a sandbox's disk. size: bytes its image takes on the host; disk_size: the
  * image's length (its type's DiskMax=); source_uid: the owner of its files, given to the new sandbox's uid
- * in a sandbox made from it. */
+ * in a sandbox made from it. image: the image its source ran on, whose writable layer the disk holds
+ * ("" or NULL: the host's tree). */
 typedef struct SnapshotRecord {
-        const char *id, *name, *source, *type, *owner;
+        const char *id, *name, *source, *type, *owner, *image;
         uid_t source_uid;
         uint64_t size, disk_size, created_at;
 } SnapshotRecord;

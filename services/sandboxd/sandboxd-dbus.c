@@ -146,6 +146,34 @@ static void done_create_sandbox(MethodArgs *a) {
         create_options_done(&a->create);
 }
 
+/* A sandbox from a snapshot runs on the image its disk holds the upper layer of (or on the host's tree, for a
+ * host sandbox's snapshot): another lower layer under that upper one would show its files over a tree they
+ * were never written on. So o->image becomes the snapshot's; an explicit other image, or without one an
+ * explicit type whose Image= is another, is refused. (The snapshot's own type, taken when none is given, may
+ * have changed its Image= since: the snapshot's image counts.) */
+static int snapshot_choose_image(Manager *m, const Snapshot *snap, CreateOptions *o, sd_bus_error *error) {
+        const char *want = snapshot_image_name(snap);
+
+        if (o->image) {
+                if (!streq(o->image, want))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Snapshot %s (%s) holds the disk of a sandbox on image '%s'; a "
+                                                 "sandbox made from it runs on that image, not on '%s'.",
+                                                 snap->id, snap->name, want, o->image);
+        } else if (o->type) {
+                const SandboxType *t = sandboxd_config_find_type(&m->config, o->type);
+                const char *type_image = t && t->image[0] ? t->image : "host";
+                if (t && !streq(type_image, want))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Snapshot %s (%s) holds the disk of a sandbox on image '%s', and "
+                                                 "type %s has Image=%s; give option 'image' \"%s\" to make it "
+                                                 "of that type on the snapshot's image.",
+                                                 snap->id, snap->name, want, t->name, type_image, want);
+        }
+        o->image = want;
+        return 0;
+}
+
 static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus_error *error) {
         Manager *m = call->manager;
         Caller *c = &call->caller;
@@ -163,6 +191,9 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                 if (!snap)
                         return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_SNAPSHOT, "No snapshot '%s'.",
                                                  o->snapshot);
+                r = snapshot_choose_image(m, snap, o, error);
+                if (r < 0)
+                        return r;
                 if (!o->type)
                         o->type = snap->type;
         }
@@ -212,8 +243,9 @@ static int run_create_sandbox(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
                                          t->name, t->disk_max, r == -ENOEXEC ? "mkfs.ext4 failed" : strerror(-r));
 
         if (choice.image && !image_exists(manager_images_dir(m), choice.image))
-                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_IMAGE, "No image '%s'%s.", choice.image,
-                                         o->image ? "" : " (the type's Image=)");
+                return sd_bus_error_setf(error, SANDBOXD_ERROR_NO_SUCH_IMAGE, "No image '%s'%s%s%s.", choice.image,
+                                         snap ? " (the image of snapshot " : o->image ? "" : " (the type's Image=)",
+                                         snap ? snap->id : "", snap ? ")" : "");
 
         SandboxCreateSpec spec = {
                 .name = o->name,
@@ -439,14 +471,14 @@ static int run_list_snapshots(Call *call, Sandbox *unused, MethodArgs *a, sd_bus
         r = sd_bus_message_new_method_return(call->msg, &reply);
         if (r < 0)
                 return r;
-        r = sd_bus_message_open_container(reply, 'a', "(ssssstt)");
+        r = sd_bus_message_open_container(reply, 'a', "(ssssstts)");
         if (r < 0)
                 return r;
         for (Snapshot *snap = call->manager->snapshots; snap; snap = snap->next) {
                 if (snap->pending)
                         continue;
-                r = sd_bus_message_append(reply, "(ssssstt)", snap->id, snap->name, snap->source, snap->type,
-                                          snap->owner, snap->created_at, snap->size);
+                r = sd_bus_message_append(reply, "(ssssstts)", snap->id, snap->name, snap->source, snap->type,
+                                          snap->owner, snap->created_at, snap->size, snapshot_image_name(snap));
                 if (r < 0)
                         return r;
         }
@@ -1201,7 +1233,7 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("SnapshotSandbox", SD_BUS_ARGS("s", id, "s", name, "a{sv}", options),
                                 SD_BUS_RESULT("s", snapshot), method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("ListSnapshots", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssstt)", snapshots),
+        SD_BUS_METHOD_WITH_ARGS("ListSnapshots", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssstts)", snapshots),
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("RemoveSnapshot", SD_BUS_ARGS("s", snapshot, "a{sv}", context), SD_BUS_NO_RESULT,
                                 method_dispatch, SD_BUS_VTABLE_UNPRIVILEGED),

@@ -27,9 +27,10 @@ static void usage(FILE *f) {
               "sandboxctl snapshot remove SNAPSHOT...\n\n"
               "Snapshots of sandboxes' disks (their home, /tmp and /var/tmp): taken while the sandbox is\n"
               "frozen, kept by sandboxd, the disk of new sandboxes ('sandboxctl create --from-snapshot').\n"
+              "A snapshot of an image sandbox holds its layer over the image: its forks run on that image.\n"
               "Processes are not part of a snapshot.\n\n"
               "  ID       Take a snapshot of sandbox ID and print its id (sn_...)\n"
-              "  list     List the snapshots: id, name, source sandbox, type, size, creation time\n"
+              "  list     List the snapshots: id, name, source sandbox, type, image, size, creation time\n"
               "  remove   Remove snapshots by id or name (sandboxes made from them keep their disks)\n\n"
               "Options:\n"
               "  -h --help          Show this help\n"
@@ -101,16 +102,16 @@ static int do_list(int json_flags) {
         if (json_flags >= 0 && !(list = json_object_new_array()))
                 return fail(NULL, -ENOMEM);
         if (json_flags < 0)
-                printf("%-13s %-24s %-13s %-8s %12s %s\n", "ID", "NAME", "SOURCE", "TYPE", "SIZE",
-                       "CREATED");
-        r = sd_bus_message_enter_container(reply, 'a', "(ssssstt)");
+                printf("%-13s %-24s %-13s %-8s %-16s %12s %s\n", "ID", "NAME", "SOURCE", "TYPE", "IMAGE",
+                       "SIZE", "CREATED");
+        r = sd_bus_message_enter_container(reply, 'a', "(ssssstts)");
         while (r >= 0) {
-                const char *id, *name, *source, *type, *owner;
+                const char *id, *name, *source, *type, *owner, *image;
                 uint64_t created, size;
                 char ts[FORMAT_TIMESTAMP_MAX];
 
-                r = sd_bus_message_read(reply, "(ssssstt)", &id, &name, &source, &type, &owner, &created,
-                                        &size);
+                r = sd_bus_message_read(reply, "(ssssstts)", &id, &name, &source, &type, &owner, &created,
+                                        &size, &image);
                 if (r <= 0)
                         break;
                 n++;
@@ -124,6 +125,7 @@ static int do_list(int json_flags) {
                         json_object_object_add(o, "name", json_object_new_string(name));
                         json_object_object_add(o, "source", json_object_new_string(source));
                         json_object_object_add(o, "type", json_object_new_string(type));
+                        json_object_object_add(o, "image", json_object_new_string(image));
                         json_object_object_add(o, "owner", json_object_new_string(owner));
                         json_object_object_add(o, "size", json_object_new_uint64(size));
                         json_object_object_add(o, "created_at", json_object_new_uint64(created));
@@ -131,8 +133,9 @@ static int do_list(int json_flags) {
                         continue;
                 }
                 _cleanup_free_ char *pname = make_printable(name);
-                printf("%-13s %-24s %-13s %-8s %12" PRIu64 " %s\n", id, strna(pname), source, type, size,
-                       strna(format_timestamp(created, ts)));
+                _cleanup_free_ char *pimage = make_printable(image);
+                printf("%-13s %-24s %-13s %-8s %-16s %12" PRIu64 " %s\n", id, strna(pname), source, type,
+                       strna(pimage), size, strna(format_timestamp(created, ts)));
         }
         if (r < 0) {
                 json_object_put(list);

@@ -16,10 +16,11 @@ import dbus
 import pytest
 
 import kernel
-from conftest import LONG, Manager, dbus_error, run, systemctl_show, wait_for
+from conftest import LONG, Manager, dbus_error, run, sandbox_path, systemctl_show, wait_for
 from gateway_helpers import admin, assert_error, up  # noqa: F401 (admin, up: fixtures)
 from images_helpers import (IMAGES_DIR, Jobs, add_file, busybox_tar, images, import_image, oci_layout_tar,
                             remove_image, start_import, wait_row)
+from test_pause import count, frozen, pause, resume
 
 pytestmark = pytest.mark.skipif(not kernel.disk_images_possible(),
                                 reason="image sandboxes keep their writable layer on a disk image, which this "
@@ -209,6 +210,119 @@ def test_remove_refused_while_in_use(mgr, sandbox, bb):
     assert sid in [str(x) for x in info["used_by"]]
     row = wait_row("image.remove", f'"image":"{bb[0]}"', "ImageInUse")
     assert row["event"] == "failed"
+
+
+def _snapshots():
+    return {str(r[0]): {"name": str(r[1]), "source": str(r[2]), "type": str(r[3]), "image": str(r[7])}
+            for r in Manager().iface.ListSnapshots()}
+
+
+@pytest.fixture
+def snaps(mgr):
+    made = []
+    yield made
+    for s in made:
+        try:
+            mgr.iface.RemoveSnapshot(s, CTX, timeout=LONG)
+        except dbus.DBusException:
+            pass
+
+
+CTX = dbus.Dictionary({}, signature="sv")
+COUNTER = "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; done >/dev/null 2>&1 &"
+
+
+def test_pause_resume_of_an_image_sandbox(mgr, sandbox, bb):
+    """An image sandbox freezes and thaws like any other: its loop stops while paused, calls are refused,
+    and it goes on after ResumeSandbox."""
+    sid, path = sandbox(image=bb[0])
+    assert mgr.sh(sid, COUNTER)[0] == 0
+    wait_for(lambda: os.path.exists(sandbox_path(sid, "/tmp/count")) and count(sid) > 1, what="the counter")
+    pause(mgr, sid)
+    assert frozen(sid) and bool(mgr.props(path)["Paused"]) and str(mgr.props(path)["State"]) == "paused"
+    c = count(sid)
+    time.sleep(0.5)
+    assert count(sid) == c
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.exec(sid, ["true"])
+    assert dbus_error(e)[0] == ERR + "SandboxPaused"
+    resume(mgr, sid)
+    wait_for(lambda: count(sid) > c, what="the counter after resume")
+    assert not frozen(sid) and mgr.exec(sid, ["cat", "/usr/bin/marker"])[1] == b"image marker\n"
+
+
+def test_snapshot_of_an_image_sandbox_forks_on_its_image(mgr, sandbox, bb, snaps, jobs):
+    """A snapshot of an image sandbox records its image: the upper layer on its disk (a file written in the
+    image's /opt/pkgs) is there in a fork, which runs on the same image by default; another image, or a type
+    of another Image=, is refused with nothing made; the image cannot be removed while the snapshot needs
+    it, even once no sandbox runs on it; the snapshot keeps its image across a restart."""
+    sid, _ = sandbox(image=bb[0])
+    assert mgr.sh(sid, "echo layer > /opt/pkgs/x && echo home > ~/h && sync")[0] == 0
+    snap = str(mgr.iface.SnapshotSandbox(sid, "img-snap", CTX, timeout=LONG))
+    snaps.append(snap)
+    assert _snapshots()[snap] == {"name": "img-snap", "source": sid, "type": "small", "image": bb[0]}
+    assert snap in [str(x) for x in {str(k): v for k, v in images().GetImage(bb[0]).items()}["snapshots"]]
+    row = wait_row("snapshot.create", snap, session=sid)
+    assert json.loads(row["detail"])["image"] == bb[0]
+    mgr.delete(sid)
+
+    # refused while the snapshot needs it, though no sandbox runs on it now
+    with pytest.raises(dbus.DBusException) as e:
+        images().RemoveImage(bb[0], CTX)
+    assert dbus_error(e)[0] == ERR + "ImageInUse" and snap in dbus_error(e)[1], dbus_error(e)
+    assert bb[0] in listed()
+    wait_row("image.remove", f'"image":"{bb[0]}"', snap)
+
+    # no type, no image: the snapshot's type and image
+    fid, fpath = mgr.create(snapshot="img-snap")
+    fid = str(fid)
+    try:
+        assert str(mgr.props(fpath)["Image"]) == bb[0]
+        code, out, err, _ = mgr.sh(fid, "cat /opt/pkgs/x ~/h /usr/bin/marker; stat -c %U /opt/pkgs/x ~/h")
+        assert code == 0, err
+        assert out.decode().split("\n") == ["layer", "home", "image marker", "sandbox", "sandbox", ""], out
+        # the fork's layer is its own: a change there is not in the image nor in the snapshot's next fork
+        assert mgr.sh(fid, "echo changed > /opt/pkgs/x")[0] == 0
+        assert os.listdir(f"{IMAGES_DIR}/{bb[0]}/tree/opt/pkgs") == []
+    finally:
+        mgr.delete(fid)
+
+    # bad input: nothing made
+    n, ws = len(mgr.list()), sorted(os.listdir("/var/lib/sandboxd/sandboxes"))
+    for opts, says in [({"image": "host"}, "'host'"), ({"image": "other-image"}, "'other-image'"),
+                       ({"type": "small"}, "Image=host"), ({"type": "small", "image": "host"}, "'host'")]:
+        with pytest.raises(dbus.DBusException) as e:
+            mgr.create(snapshot=snap, **opts)
+        name, msg = dbus_error(e)
+        assert name == "org.freedesktop.DBus.Error.InvalidArgs" and says in msg and bb[0] in msg, (opts, msg)
+    assert len(mgr.list()) == n and sorted(os.listdir("/var/lib/sandboxd/sandboxes")) == ws
+
+    # the snapshot's image given explicitly, with a type of another Image=: allowed; across a restart
+    restart_sandboxd()
+    assert _snapshots()[snap]["image"] == bb[0]
+    fid, fpath = sandbox(snapshot=snap, type="small", image=bb[0])
+    assert str(mgr.props(fpath)["Image"]) == bb[0]
+    assert mgr.sh(fid, "cat /opt/pkgs/x")[1] == b"layer\n"  # not the other fork's change
+    mgr.delete(fid)
+
+    # a host sandbox's snapshot does not go onto an image; its fork is on the host's tree
+    hid, _ = sandbox()
+    hsnap = str(mgr.iface.SnapshotSandbox(hid, "", CTX, timeout=LONG))
+    snaps.append(hsnap)
+    assert _snapshots()[hsnap]["image"] == "host"
+    with pytest.raises(dbus.DBusException) as e:
+        mgr.create(snapshot=hsnap, image=bb[0])
+    assert dbus_error(e)[0] == "org.freedesktop.DBus.Error.InvalidArgs"
+    fid, fpath = sandbox(snapshot=hsnap)
+    assert str(mgr.props(fpath)["Image"]) == "host"
+    assert mgr.exec(fid, ["test", "-e", "/usr/bin/marker"])[0] == 1
+
+    # with the snapshot gone, the image may go (imported again for the tests after this one)
+    mgr.iface.RemoveSnapshot(snap, CTX, timeout=LONG)
+    assert [str(x) for x in {str(k): v for k, v in images().GetImage(bb[0]).items()}["snapshots"]] == []
+    images().RemoveImage(bb[0], CTX)
+    assert bb[0] not in listed()
+    assert import_image(jobs, bb[0], bb[1])[1] == "done"
 
 
 def hostile(build):
@@ -527,6 +641,29 @@ def test_gateway_image(admin, bb, mgr):  # noqa: F811 (gateway_helpers' module f
     assert_error(admin.post("/v1/sandboxes", {"image": "a/b"}), 400, "invalid_request")
     assert_error(admin.post("/v1/sandboxes", {"image": 5}), 400, "invalid_request")
     assert len(mgr.list()) == before
+
+
+def test_gateway_snapshot_of_an_image_sandbox(admin, bb, mgr, sandbox, snaps):  # noqa: F811
+    """The REST snapshot object names its image; POST /v1/sandboxes from it runs on that image, and with
+    another image is 400 with nothing made."""
+    sid, _ = sandbox(image=bb[0])
+    assert mgr.sh(sid, "echo rest > /opt/pkgs/r")[0] == 0
+    r = admin.post(f"/v1/sandboxes/{sid}/snapshots", {"name": "rest-img-snap"})
+    assert r.status_code == 201, r.text
+    snap = r.json()
+    snaps.append(snap["id"])
+    assert snap["image"] == bb[0] and admin.get(f"/v1/snapshots/{snap['id']}").json()["image"] == bb[0]
+    before = len(mgr.list())
+    assert_error(admin.post("/v1/sandboxes", {"snapshot": snap["id"], "image": "host"}), 400, "invalid_request")
+    assert len(mgr.list()) == before
+    r = admin.post("/v1/sandboxes", {"snapshot": snap["id"], "ttl_seconds": 600})
+    assert r.status_code == 201, r.text
+    fork = r.json()
+    try:
+        assert fork["image"] == bb[0]
+        assert mgr.exec(fork["id"], ["cat", "/opt/pkgs/r"])[1] == b"rest\n"
+    finally:
+        admin.delete(f"/v1/sandboxes/{fork['id']}")
 
 
 def test_gateway_images_routes(admin, bb, mgr, sandbox):  # noqa: F811

@@ -25,7 +25,8 @@ def snapshot(mgr, sid, name=""):
 
 def snapshots(mgr):
     return {str(r[0]): {"name": str(r[1]), "source": str(r[2]), "type": str(r[3]), "owner": str(r[4]),
-                        "created_at": int(r[5]), "size": int(r[6])} for r in mgr.iface.ListSnapshots()}
+                        "created_at": int(r[5]), "size": int(r[6]), "image": str(r[7])}
+            for r in mgr.iface.ListSnapshots()}
 
 
 def remove(mgr, snap):
@@ -53,6 +54,7 @@ def test_snapshot_and_three_forks(mgr, sandbox, made_snapshots):
     assert snap.startswith("sn_")
     listed = snapshots(mgr)[snap]
     assert (listed["name"], listed["source"], listed["type"]) == ("before-refactor", sid, "small")
+    assert listed["image"] == "host"  # a host sandbox's: its forks run on the host's tree too
     assert listed["size"] > 0 and listed["owner"] == "uid:0"
     # not frozen after it
     assert not frozen(sid) and mgr.sh(sid, "echo alive")[1] == b"alive\n"
@@ -77,6 +79,7 @@ def test_snapshot_and_three_forks(mgr, sandbox, made_snapshots):
     assert mgr.sh(sid, "cat ~/proj/a.txt; ls ~")[1].decode().split() == ["original", "proj"]
     row = wait_for(lambda: audit_log(forks[0], operation="sandbox.create"), what="the fork's row")[0]
     assert json.loads(str(row["detail"]))["snapshot"] == snap
+    assert all(mgr.props(mgr.iface.GetSandbox(f))["Image"] == "host" for f in forks)
     # a fork's files belong to its own user, not the source's
     src_uid = mgr.sh(sid, "id -u")[1].strip()
     for fid in forks:
@@ -190,7 +193,8 @@ def test_kept_across_a_restart_and_sandboxctl(mgr, sandbox, made_snapshots):
     assert snap.startswith("sn_")
     restart_sandboxd()
     listed = json.loads(run("sandboxctl", "snapshot", "list", "--json").stdout)["snapshots"]
-    assert [s for s in listed if s["id"] == snap and s["name"] == "ctl-snap" and s["source"] == sid]
+    assert [s for s in listed if s["id"] == snap and s["name"] == "ctl-snap" and s["source"] == sid and
+            s["image"] == "host"]
     assert "ctl-snap" in run("sandboxctl", "snapshot", "list").stdout
     fid = run("sandboxctl", "create", "--from-snapshot", "ctl-snap").stdout.strip()
     try:
@@ -306,7 +310,8 @@ def test_rest_routes(mgr):
                           timeout=300)
         assert r.status_code == 201, r.text
         snap = r.json()
-        assert set(snap) == {"id", "name", "source", "type", "owner", "created_at", "size"}
+        assert set(snap) == {"id", "name", "source", "type", "image", "owner", "created_at", "size"}
+        assert snap["image"] == "host"
         assert (snap["name"], snap["source"], snap["type"]) == ("rest-snap", sid, "small") and snap["size"] > 0
         assert snap["owner"].startswith("key:")
         listed = requests.get(f"{base}/v1/snapshots", headers=runner, timeout=120).json()["snapshots"]

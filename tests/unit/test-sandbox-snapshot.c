@@ -29,6 +29,7 @@ static void test_ids(void) {
 typedef struct Seen {
         unsigned n;
         char names[4][32];
+        char images[4][32];
         uint64_t sizes[4];
         uid_t uids[4];
 } Seen;
@@ -37,6 +38,7 @@ static int collect(const SnapshotRecord *r, void *userdata) {
         Seen *s = userdata;
         if (s->n < 4) {
                 snprintf(s->names[s->n], sizeof(s->names[0]), "%s", r->name);
+                snprintf(s->images[s->n], sizeof(s->images[0]), "%s", r->image ?: "(null)");
                 s->sizes[s->n] = r->size;
                 s->uids[s->n] = r->source_uid;
         }
@@ -59,6 +61,7 @@ static void test_store_rows(void) {
         SnapshotRecord b = a;
         b.id = "sn_cccccccccc";
         b.name = "later";
+        b.image = "py312"; /* a snapshot of an image sandbox: the image is kept with it */
         b.created_at++;
         CHECK_INT(sandbox_store_snapshot_insert(st, &a), 0);
         CHECK_INT(sandbox_store_snapshot_insert(st, &b), 0);
@@ -80,6 +83,8 @@ static void test_store_rows(void) {
         CHECK_STR(seen.names[0], "before-refactor");
         CHECK_STR(seen.names[1], "later");
         CHECK(seen.sizes[0] == 176128 && seen.uids[0] == 1879048200);
+        CHECK_STR(seen.images[0], ""); /* NULL: stored as the host's tree */
+        CHECK_STR(seen.images[1], "py312");
         CHECK_INT(sandbox_store_snapshot_delete(st, "sn_aaaaaaaaaa"), 0);
         seen = (Seen) {};
         CHECK_INT(sandbox_store_snapshot_load(st, collect, &seen), 0);
@@ -89,7 +94,8 @@ static void test_store_rows(void) {
 }
 
 /* A database of an earlier sandboxd (schema 2: no paused sandboxes, no snapshots) is migrated: its sandbox
- * loads as running, with no TTL held. */
+ * loads as running, with no TTL held. One of schema 4 (snapshots without their image) gets the image column,
+ * '' (the host's tree) for its rows. */
 static int load_sandbox(const SandboxRecord *r, void *userdata) {
         SandboxRecord *out = userdata;
         out->paused_at = r->paused_at;
@@ -98,27 +104,41 @@ static int load_sandbox(const SandboxRecord *r, void *userdata) {
         return 0;
 }
 
-static void test_migration(void) {
+/* The schemas of earlier sandboxds, as their migrations left them. */
+#define SCHEMA_2                                                                                                   \
+        "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL, owner TEXT "  \
+        "NOT NULL, uid INTEGER NOT NULL UNIQUE, network TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at "    \
+        "INTEGER NOT NULL, init_pid INTEGER NOT NULL, init_start INTEGER NOT NULL, exec_next INTEGER NOT NULL);"   \
+        "ALTER TABLE sandboxes ADD COLUMN egress_address TEXT NOT NULL DEFAULT '';"                                \
+        "ALTER TABLE sandboxes ADD COLUMN egress_policy TEXT NOT NULL DEFAULT '';"
+#define SCHEMA_4                                                                                                   \
+        SCHEMA_2 "ALTER TABLE sandboxes ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0;"                          \
+                 "ALTER TABLE sandboxes ADD COLUMN ttl_left INTEGER NOT NULL DEFAULT 0;"                           \
+                 "CREATE TABLE snapshots (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, source TEXT NOT NULL, "  \
+                 "type TEXT NOT NULL, owner TEXT NOT NULL, source_uid INTEGER NOT NULL, size INTEGER NOT NULL, "   \
+                 "disk_size INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+
+/* A database made by sql (ending in its user_version) in dir, then opened by this sandboxd; NULL if not. */
+static SandboxStore *open_old(const char *name, const char *sql) {
         char path[256];
         sqlite3 *db = NULL;
         SandboxStore *st = NULL;
-        SandboxRecord got = { .paused_at = 1, .ttl_left = 1 };
 
-        snprintf(path, sizeof(path), "%s/old.db", dir);
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
         CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-        CHECK(sqlite3_exec(db,
-                           "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT "
-                           "NULL, owner TEXT NOT NULL, uid INTEGER NOT NULL UNIQUE, network TEXT NOT NULL, "
-                           "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, init_pid INTEGER NOT NULL, "
-                           "init_start INTEGER NOT NULL, exec_next INTEGER NOT NULL);"
-                           "ALTER TABLE sandboxes ADD COLUMN egress_address TEXT NOT NULL DEFAULT '';"
-                           "ALTER TABLE sandboxes ADD COLUMN egress_policy TEXT NOT NULL DEFAULT '';"
-                           "INSERT INTO sandboxes VALUES ('sb_bbbbbbbbbb', 'x', 'small', 'uid:0', 1879048200, "
-                           "'none', 1, 1790000000000000, 42, 7, 1, '', '');"
-                           "PRAGMA user_version = 2;",
-                           NULL, NULL, NULL) == SQLITE_OK);
+        CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(db);
         CHECK_INT(sandbox_store_open(path, &st), 0);
+        return st;
+}
+
+static void test_migration(void) {
+        SandboxRecord got = { .paused_at = 1, .ttl_left = 1 };
+        SandboxStore *st;
+
+        st = open_old("old.db", SCHEMA_2 "INSERT INTO sandboxes VALUES ('sb_bbbbbbbbbb', 'x', 'small', 'uid:0', "
+                                         "1879048200, 'none', 1, 1790000000000000, 42, 7, 1, '', '');"
+                                         "PRAGMA user_version = 2;");
         if (!st)
                 return;
         CHECK_INT(sandbox_store_load(st, load_sandbox, &got), 0);
@@ -130,6 +150,19 @@ static void test_migration(void) {
         CHECK_INT(sandbox_store_set_paused(st, "sb_bbbbbbbbbb", 0, 0, 1790000000000123), 0);
         CHECK_INT(sandbox_store_load(st, load_sandbox, &got), 0);
         CHECK(got.paused_at == 0 && got.ttl_left == 0 && got.expires_at == 1790000000000123);
+        sandbox_store_free(st);
+
+        /* schema 4 (snapshots without their image): its rows load as of the host's tree */
+        st = open_old("old4.db", SCHEMA_4 "INSERT INTO snapshots VALUES ('sn_aaaaaaaaaa', 'old', 'sb_bbbbbbbbbb', "
+                                          "'small', 'uid:0', 1879048200, 4096, 1073741824, 1);"
+                                          "PRAGMA user_version = 4;");
+        if (!st)
+                return;
+        Seen seen = {};
+        CHECK_INT(sandbox_store_snapshot_load(st, collect, &seen), 0);
+        CHECK_INT(seen.n, 1);
+        CHECK_STR(seen.names[0], "old");
+        CHECK_STR(seen.images[0], "");
         sandbox_store_free(st);
 }
 

@@ -287,7 +287,7 @@ class Client:
     # --- snapshots (issue 26) ---------------------------------------------------------------------------
 
     def list_snapshots(self) -> List[JSON]:
-        """The snapshots the key may read: {"id", "name", "source", "type", "owner", "created_at", "size"}."""
+        """The snapshots the key may read: {"id", "name", "source", "type", "image", "owner", "created_at", "size"}."""
         return list(self._request("GET", "/v1/snapshots")["snapshots"])
 
     def get_snapshot(self, snapshot_id: str) -> JSON:
@@ -568,7 +568,7 @@ class Sandbox:
 
     def snapshot(self, name: Optional[str] = None) -> JSON:
         """Takes a snapshot of the sandbox's disk (home, /tmp, /var/tmp; it is frozen meanwhile) and returns
-        it: {"id", "name", "source", "type", "owner", "created_at", "size"}. client.create(snapshot=id) starts
+        it: {"id", "name", "source", "type", "image", "owner", "created_at", "size"}. client.create(snapshot=id) starts
         sandboxes from it. Processes are not part of it."""
         body = {"name": name} if name is not None else {}
         return dict(self._client._request("POST", self._path("/snapshots"), body,
