@@ -57,6 +57,7 @@ static const char *const audit_operation_table[_AUDIT_OPERATION_MAX] = {
         [AUDIT_OPERATION_SNAPSHOT_CREATE] = "snapshot.create",
         [AUDIT_OPERATION_SNAPSHOT_REMOVE] = "snapshot.remove",
         [AUDIT_OPERATION_SNAPSHOT_READ] = "snapshot.read",
+        [AUDIT_OPERATION_MCP] = "mcp",
 };
 DEFINE_STRING_TABLE(audit_operation, AuditOperation, _AUDIT_OPERATION_MAX);
 

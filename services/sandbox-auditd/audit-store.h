@@ -47,6 +47,7 @@ typedef enum AuditOperation {
         AUDIT_OPERATION_SNAPSHOT_CREATE, /* sandboxd: a snapshot of a sandbox's disk taken (issue 26) */
         AUDIT_OPERATION_SNAPSHOT_REMOVE, /* sandboxd: one removed */
         AUDIT_OPERATION_SNAPSHOT_READ,   /* the gateway: a refused read of snapshots */
+        AUDIT_OPERATION_MCP,             /* the gateway: a refused POST /mcp (no key, a bad Origin; issue 28) */
         _AUDIT_OPERATION_MAX,
         _AUDIT_OPERATION_INVALID = -EINVAL,
 } AuditOperation;

@@ -249,7 +249,8 @@ static void on_catch_up(Request *r, sd_bus_message *reply, const sd_bus_error *e
         }
 
         /* Everything after Last-Event-ID, and whatever came live meanwhile, in id order, each once. */
-        qsort(w->held, w->n_held, sizeof(Pending), pending_cmp);
+        if (w->n_held > 0) /* held is NULL when nothing came live meanwhile */
+                qsort(w->held, w->n_held, sizeof(Pending), pending_cmp);
         w->catching_up = false;
         for (size_t i = 0; i < w->n_held; i++) {
                 watcher_send(w, w->held[i].id, w->held[i].text, true);

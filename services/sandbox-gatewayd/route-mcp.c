@@ -56,9 +56,13 @@ static void mcp_post_free(void *p) {
 
         if (!post)
                 return;
+        /* calls and answers are made only once the batch is accepted: a refused one (a batch where the
+         * revision has none) has neither */
         for (size_t i = 0; post->batch && i < post->batch->n_messages; i++) {
-                call_state_done(&post->calls[i]);
-                json_object_put(post->answers[i]);
+                if (post->calls)
+                        call_state_done(&post->calls[i]);
+                if (post->answers)
+                        json_object_put(post->answers[i]);
         }
         free(post->calls);
         free(post->answers);
@@ -70,7 +74,7 @@ static void mcp_post_free(void *p) {
 static void mcp_on_close(Request *r) {
         McpPost *post = r->data;
 
-        for (size_t i = 0; post && post->batch && i < post->batch->n_messages; i++)
+        for (size_t i = 0; post && post->calls && post->batch && i < post->batch->n_messages; i++)
                 call_state_done(&post->calls[i]);
 }
 

@@ -237,7 +237,12 @@ def test_a_client_that_leaves_cancels_its_calls(admin):
         admin.delete(f"/v1/sandboxes/{sid}")
 
 
+def mcp_rows():
+    return [r for r in audit_log(operation="mcp") if str(r["event"]) == "denied"]
+
+
 def test_refusals_before_anything(admin):
+    before = len(mcp_rows())
     r = rpc(None, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert_error(r, 401, "unauthorized")
     r = rpc("sk_not_a_key", {"jsonrpc": "2.0", "id": 1, "method": "ping"})
@@ -250,6 +255,8 @@ def test_refusals_before_anything(admin):
     assert "401" in out["connectError"]["message"], out
     out = http_client(admin.secret, [{"op": "ping"}], origin="http://evil.example")
     assert "403" in out["connectError"]["message"], out
+    # each refusal is on the record, as the logger's operation "mcp" (it was once refused as unknown, and lost)
+    wait_for(lambda: len(mcp_rows()) >= before + 3, timeout=10, what="the refusals' denied rows")
 
 
 def test_bad_arguments(admin):
@@ -268,8 +275,14 @@ def test_bad_arguments(admin):
     assert s[4]["error"]["code"] == -32602, s[4]
 
 
+def gateway_pid():
+    return subprocess.run(["systemctl", "show", "-P", "MainPID", "sandbox-gatewayd.service"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
 def test_wire_contract(admin):
     k = admin.secret
+    pid = gateway_pid()
     r = rpc(k, {"jsonrpc": "2.0", "id": "a", "method": "initialize",
                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                            "clientInfo": {"name": "raw", "version": "0"}}})
@@ -305,6 +318,9 @@ def test_wire_contract(admin):
     # no GET stream, no sessions to delete
     assert requests.get(URL, headers={"Authorization": f"Bearer {k}", "Accept": "text/event-stream"},
                         timeout=30).status_code == 405
+    # none of it took the gateway down (a refused batch once crashed it on the client's close, and systemd
+    # restarted it quickly enough for the next request to be answered)
+    assert gateway_pid() == pid
 
 
 # --- sandboxctl mcp: the same tools over stdio ------------------------------------------------------------

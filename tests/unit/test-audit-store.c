@@ -75,7 +75,7 @@ static void test_string_tables(void) {
                 CHECK(s);
                 CHECK(audit_source_from_string(s) == (AuditSource) i);
         }
-        CHECK_U64(_AUDIT_OPERATION_MAX, 33);
+        CHECK_U64(_AUDIT_OPERATION_MAX, 34);
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_API_KEY_LIST), "api_key.list");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_AUTH), "auth");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_NETWORK_DENIED), "network.denied");
@@ -90,6 +90,7 @@ static void test_string_tables(void) {
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_SNAPSHOT_CREATE), "snapshot.create");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_SNAPSHOT_REMOVE), "snapshot.remove");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_SNAPSHOT_READ), "snapshot.read");
+        CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_MCP), "mcp");
         CHECK_U64(_AUDIT_EVENT_MAX, 7);
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_SANDBOX_EXPIRE), "sandbox.expire");
         CHECK_STR(audit_operation_to_string(AUDIT_OPERATION_API_KEY_REVOKE), "api_key.revoke");
