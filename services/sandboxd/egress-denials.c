@@ -101,16 +101,18 @@ int egress_denials_add(EgressDenials *d, uint64_t now_usec, const EgressDenial *
 
         d->over++;
         d->summarised++;
-        if (d->n_examples < EGRESS_DENIALS_EXAMPLES) {
-                bool seen = false;
-                for (size_t i = 0; i < d->n_examples && !seen; i++)
-                        seen = d->examples[i].kind == denial->kind &&
-                               streq(d->examples[i].target, denial->target) &&
-                               d->examples[i].port == denial->port &&
-                               streq(d->examples[i].protocol, denial->protocol);
-                if (!seen)
-                        d->examples[d->n_examples++] = *denial;
+        bool seen = false, kind_seen = false;
+        for (size_t i = 0; i < d->n_examples && !seen; i++) {
+                kind_seen = kind_seen || d->examples[i].kind == denial->kind;
+                seen = d->examples[i].kind == denial->kind && streq(d->examples[i].target, denial->target) &&
+                       d->examples[i].port == denial->port && streq(d->examples[i].protocol, denial->protocol);
         }
+        if (!seen && d->n_examples < EGRESS_DENIALS_EXAMPLES)
+                d->examples[d->n_examples++] = *denial;
+        else if (!seen && !kind_seen)
+                /* A kind the examples do not show yet takes the last place: a summary of a flood that mixes
+                 * refused names with dropped connections names both. */
+                d->examples[EGRESS_DENIALS_EXAMPLES - 1] = *denial;
         return n;
 }
 

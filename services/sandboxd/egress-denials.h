@@ -13,7 +13,8 @@
  *
  * Within one second (the clock's whole seconds: [k s, (k+1) s)) the first `per_second` denials become a
  * row each, at once. Any more in that second are counted: when the second is over, one summary row says how
- * many there were, with the first EGRESS_DENIALS_EXAMPLES distinct targets among them. So a flood of any
+ * many there were, with the first EGRESS_DENIALS_EXAMPLES distinct targets among them (the last place goes to
+ * a kind none of the others is, so a summary shows every kind it counts). So a flood of any
  * size yields at most per_second + 1 rows a second, and no denial goes unrecorded: each is a row or counted
  * in one. The summary is handed out by the first egress_denials_add() of a later second, or by
  * egress_denials_flush() once its second is over (the caller arms a timer for egress_denials_next_flush()).

@@ -138,6 +138,32 @@ static void test_flood_over_seconds(void) {
         CHECK_INT(row.n_examples, 1);
 }
 
+/* A summary shows every kind it counts: a dropped connection after five refused names takes the last
+ * example's place. */
+static void test_examples_show_each_kind(void) {
+        _cleanup_(egress_denials_freep) EgressDenials *d = NULL;
+        EgressDenialRow rows[2], row;
+        EgressDenial addr;
+
+        CHECK_INT(egress_denials_new(1, &d), 0);
+        for (unsigned i = 0; i < 8; i++) {
+                char name[64];
+                snprintf(name, sizeof(name), "host%u.evil.example", i);
+                EgressDenial den = name_denial(name);
+                CHECK(egress_denials_add(d, 20 * SEC + i, &den, rows) >= 0);
+        }
+        CHECK_INT(egress_denial_make(EGRESS_DENIAL_ADDRESS, "198.51.100.10", 9, "udp", "denied by policy", &addr), 0);
+        CHECK_INT(egress_denials_add(d, 20 * SEC + 9, &addr, rows), 0);
+        CHECK_INT(egress_denials_add(d, 20 * SEC + 10, &addr, rows), 0); /* already shown: no second place */
+        CHECK_INT(egress_denials_flush(d, 21 * SEC, &row), 1);
+        CHECK_U64(row.count, 9);
+        CHECK_INT(row.n_examples, EGRESS_DENIALS_EXAMPLES);
+        CHECK(row.examples[EGRESS_DENIALS_EXAMPLES - 1].kind == EGRESS_DENIAL_ADDRESS);
+        CHECK_STR(row.examples[EGRESS_DENIALS_EXAMPLES - 1].target, "198.51.100.10");
+        for (size_t i = 0; i + 1 < EGRESS_DENIALS_EXAMPLES; i++)
+                CHECK(row.examples[i].kind == EGRESS_DENIAL_NAME);
+}
+
 /* A clock that steps back counts in the current second. */
 static void test_clock_back(void) {
         _cleanup_(egress_denials_freep) EgressDenials *d = NULL;
@@ -222,6 +248,7 @@ int main(void) {
         test_slow();
         test_flood();
         test_flood_over_seconds();
+        test_examples_show_each_kind();
         test_clock_back();
         test_json();
         return test_finish("test-egress-denials");
