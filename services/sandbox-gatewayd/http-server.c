@@ -981,8 +981,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                                 return queue(r);
                         }
                 }
-                if (req_streams_body(r) && req_stream_start(r))
+                if (req_streams_body(r) && req_stream_start(r)) {
+                        uint64_t len;
+                        /* Refused before the body (a key that may not import): a body announced no larger
+                         * than MaxBodyBytes= is read and dropped first, so that a client still sending it
+                         * reads the answer, not a connection reset under its upload. */
+                        if (cl && parse_decimal(cl, &len) >= 0 && len > 0 && len <= m->config.max_body_bytes)
+                                return MHD_YES;
                         return queue(r);
+                }
                 return MHD_YES;
         }
 
